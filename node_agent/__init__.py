@@ -1,0 +1,1 @@
+"""node-agent: the compute-node agent for OpenStack Placement."""

@@ -1,0 +1,5 @@
+"""claims commands."""
+
+
+def add_parsers(subparsers):
+    pass

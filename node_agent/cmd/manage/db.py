@@ -1,0 +1,5 @@
+"""db commands."""
+
+
+def add_parsers(subparsers):
+    pass

@@ -1,0 +1,5 @@
+"""hardware commands."""
+
+
+def add_parsers(subparsers):
+    pass

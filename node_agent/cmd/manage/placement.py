@@ -1,0 +1,5 @@
+"""placement commands."""
+
+
+def add_parsers(subparsers):
+    pass

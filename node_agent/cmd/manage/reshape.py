@@ -1,0 +1,5 @@
+"""reshape commands."""
+
+
+def add_parsers(subparsers):
+    pass

@@ -1,0 +1,5 @@
+"""tree commands."""
+
+
+def add_parsers(subparsers):
+    pass

@@ -1,0 +1,177 @@
+"""Every error the agent raises, in one place.
+
+::
+
+    NodeAgentError
+     +-- ConfigError                      bad option value or config file
+     |    +-- ProviderOverrideError       bad provider override YAML
+     +-- HardwareError
+     |    +-- LibvirtConnectionError      libvirt unreachable (names the URI)
+     +-- PlacementError                   anything Placement said or did not say
+     |    +-- PlacementUnavailable        connection refused / 5xx after retries
+     |    +-- PlacementAPIError           unexpected 4xx (status, code, detail)
+     |    +-- ResourceProviderNotFound
+     |    +-- GenerationConflict          409 placement.concurrent_update, retriable
+     |    |    +-- ReshapeConflict        409 from POST /reshaper, retriable
+     |    +-- InventoryInUse              inventory with allocations cannot go
+     |    +-- ReshapeFailed               POST /reshaper failed for good; fatal
+     |                                    at startup
+     +-- ReshapeNeeded                    signal from drivers: run a reshape
+     +-- ClaimError
+          +-- InvalidClaimRequest         malformed payload (names the field)
+          +-- ClaimRejected               does not fit (names provider and class)
+          +-- ClaimNotFound
+
+Placement error codes (``errors[].code`` in its JSON error body) map to these
+classes in :mod:`node_agent.placement.errors`, and nowhere else. Messages name
+the provider, consumer, option or field at fault.
+"""
+
+
+class NodeAgentError(Exception):
+    """Base class for every error raised by node-agent."""
+
+
+class ConfigError(NodeAgentError):
+    """A configuration option or file is invalid."""
+
+
+class ProviderOverrideError(ConfigError):
+    """A provider override file is invalid: names the file, path and reason."""
+
+    def __init__(self, filename, path, reason):
+        self.filename = filename
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f'provider override file {filename}: at {path}: {reason}')
+
+
+class HardwareError(NodeAgentError):
+    """Hardware discovery failed in a way that cannot be skipped."""
+
+
+class LibvirtConnectionError(HardwareError):
+    """libvirt could not be reached at the configured URI."""
+
+    def __init__(self, uri, reason, hint=None):
+        self.uri = uri
+        self.reason = reason
+        msg = f'cannot connect to libvirt at {uri!r}: {reason}'
+        if hint:
+            msg += f' ({hint})'
+        super().__init__(msg)
+
+
+class PlacementError(NodeAgentError):
+    """Base for errors talking to Placement."""
+
+
+class PlacementUnavailable(PlacementError):
+    """Placement did not answer, or answered 5xx, after bounded retries."""
+
+
+class PlacementAPIError(PlacementError):
+    """Placement answered with an unexpected error status."""
+
+    def __init__(self, method, url, status, code=None, detail=None):
+        self.method = method
+        self.url = url
+        self.status = status
+        self.code = code
+        self.detail = detail
+        msg = f'{method} {url} returned {status}'
+        if code:
+            msg += f' ({code})'
+        if detail:
+            msg += f': {detail}'
+        super().__init__(msg)
+
+
+class ResourceProviderNotFound(PlacementError):
+    def __init__(self, provider):
+        self.provider = provider
+        super().__init__(f'resource provider {provider} not found in '
+                         'Placement')
+
+
+class GenerationConflict(PlacementError):
+    """A provider or consumer generation moved under us (retriable)."""
+
+    def __init__(self, provider=None, detail=None):
+        self.provider = provider
+        self.detail = detail
+        what = f'resource provider {provider}' if provider else 'Placement'
+        msg = f'generation conflict on {what}'
+        if detail:
+            msg += f': {detail}'
+        super().__init__(msg)
+
+
+class ReshapeConflict(GenerationConflict):
+    """POST /reshaper answered 409: re-read and retry."""
+
+
+class InventoryInUse(PlacementError):
+    """Inventory that has allocations against it cannot be removed."""
+
+    def __init__(self, provider, resource_class, detail=None):
+        self.provider = provider
+        self.resource_class = resource_class
+        msg = (f'cannot remove {resource_class} inventory from resource '
+               f'provider {provider}: it has allocations')
+        if detail:
+            msg += f' ({detail})'
+        super().__init__(msg)
+
+
+class ReshapeFailed(PlacementError):
+    """A reshape was needed, attempted and failed for good.
+
+    At startup this stops the service: running on with a half-understood
+    tree would schedule against inventory that is not where Placement thinks.
+    """
+
+    def __init__(self, reason, providers=(), consumers=()):
+        self.reason = reason
+        self.providers = sorted(providers)
+        self.consumers = sorted(consumers)
+        msg = f'reshape failed: {reason}'
+        if self.providers:
+            msg += f'; providers: {", ".join(self.providers)}'
+        if self.consumers:
+            msg += f'; consumers: {", ".join(self.consumers)}'
+        super().__init__(msg)
+
+
+class ReshapeNeeded(NodeAgentError):
+    """Raised by a driver when inventory with allocations must move.
+
+    Only a signal: the tracker gathers allocations and calls the drivers
+    again with them (startup only).
+    """
+
+    def __init__(self, reason=''):
+        self.reason = reason
+        super().__init__(reason or 'reshape needed')
+
+
+class ClaimError(NodeAgentError):
+    """Base for claim failures."""
+
+
+class InvalidClaimRequest(ClaimError):
+    def __init__(self, field, reason):
+        self.field = field
+        self.reason = reason
+        super().__init__(f'invalid claim request: {field}: {reason}')
+
+
+class ClaimRejected(ClaimError):
+    """The claim does not fit what is left on a provider."""
+
+
+class ClaimNotFound(ClaimError):
+    def __init__(self, claim):
+        self.claim = claim
+        super().__init__(f'claim {claim} not found')

@@ -1,0 +1,197 @@
+"""HostSnapshot: what discovery saw, as frozen values.
+
+Collectors (sysfs, libvirt, NVML) each return partial facts; the merge in
+:mod:`node_agent.hardware.discovery` builds one :class:`HostSnapshot`.
+Everything here is immutable and hashable, holds no handles, and compares by
+value, so two snapshots can be diffed to tell what changed.
+
+Devices are keyed by PCI address in the sysfs form ``dddd:bb:ss.f``
+(lower-case hex).  ``numa_node`` is ``None`` when unknown (sysfs says -1).
+"""
+
+import dataclasses
+
+frozen = dataclasses.dataclass(frozen=True)
+
+
+@frozen
+class HugePages:
+    size_kb: int
+    total: int
+    free: int
+
+
+@frozen
+class NumaNode:
+    id: int
+    cpus: frozenset = frozenset()          # logical CPU ids
+    memory_mb: int = 0                     # MemTotal of the node
+    hugepages: tuple = ()                  # HugePages, by size
+    distances: tuple = ()                  # distance to node 0, 1, ...
+
+
+@frozen
+class Cpu:
+    id: int
+    online: bool = True
+    core_id: int | None = None
+    socket_id: int | None = None
+    numa_node: int | None = None
+    thread_siblings: frozenset = frozenset()
+
+
+@frozen
+class MdevType:
+    type_id: str                           # e.g. "nvidia-35"
+    name: str | None = None                # e.g. "GRID T4-2B"
+    available_instances: int = 0
+    device_api: str | None = None          # e.g. "vfio-pci"
+    devices: tuple = ()                    # uuids of existing mdevs
+
+
+@frozen
+class PciDevice:
+    address: str                           # "0000:3b:00.0"
+    vendor_id: str                         # "10de", 4 lower-case hex digits
+    product_id: str
+    class_code: str                        # "030200", 6 hex digits
+    subsystem_vendor_id: str | None = None
+    subsystem_device_id: str | None = None
+    numa_node: int | None = None
+    driver: str | None = None
+    iommu_group: int | None = None
+    sriov_totalvfs: int = 0
+    sriov_numvfs: int = 0
+    virtfns: tuple = ()                    # VF addresses, by VF index
+    physfn: str | None = None              # set on a VF
+    mdev_types: tuple = ()                 # MdevType
+
+    @property
+    def class_id(self):
+        """The base class byte: "03" display, "02" network, "12" accel."""
+        return self.class_code[:2]
+
+    @property
+    def card(self):
+        """Address without the function: "0000:5e:00"."""
+        return self.address.rsplit('.', 1)[0]
+
+
+@frozen
+class MigDevice:
+    uuid: str
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    profile: str | None = None
+    memory_mb: int = 0
+
+
+@frozen
+class VgpuType:
+    type_id: int
+    name: str
+    framebuffer_mb: int = 0
+    max_instances: int = 0
+
+
+@frozen
+class Gpu:
+    address: str
+    vendor: str                            # "nvidia", "amd", ... lower case
+    name: str | None = None                # "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None                # NVML GPU-uuid
+    memory_mb: int = 0
+    numa_node: int | None = None
+    mig_mode_current: bool | None = None
+    mig_mode_pending: bool | None = None
+    mig_devices: tuple = ()                # MigDevice
+    virtualization_mode: str | None = None
+    supported_vgpu_types: tuple = ()       # VgpuType
+    creatable_vgpu_types: tuple = ()       # VgpuType
+    mdev_types: tuple = ()                 # MdevType (libvirt/sysfs)
+
+
+@frozen
+class Nic:
+    ifname: str
+    address: str | None = None             # PCI function, None if virtual
+    mac: str | None = None
+    speed_mbps: int | None = None
+    operstate: str | None = None
+    is_pf: bool = False
+    is_vf: bool = False
+
+
+@frozen
+class PhysicalFunction:
+    address: str
+    ifname: str | None = None
+    numa_node: int | None = None
+    sriov_totalvfs: int = 0
+    sriov_numvfs: int = 0
+    vfs: tuple = ()                        # VF PCI addresses
+    mac: str | None = None
+    speed_mbps: int | None = None
+
+    @property
+    def card(self):
+        return self.address.rsplit('.', 1)[0]
+
+
+@frozen
+class Domain:
+    uuid: str
+    name: str
+    state: str                             # "running", "shutoff", ...
+    mdevs: tuple = ()                      # mdev uuids
+    hostdevs: tuple = ()                   # PCI addresses passed through
+    vcpus: int = 0
+    memory_mb: int = 0
+    cpuset: frozenset = frozenset()        # host CPUs the guest is pinned to
+    numa_nodes: frozenset = frozenset()    # host NUMA nodes of its memory
+
+
+@frozen
+class HostInfo:
+    hostname: str | None = None
+    cpu_arch: str | None = None
+    cpu_model: str | None = None
+    cpu_vendor: str | None = None
+    cpu_features: frozenset = frozenset()  # libvirt feature names
+    cpu_traits: frozenset = frozenset()    # os-traits HW_CPU_* names
+    libvirt_version: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: str | None = None
+    memory_mb: int = 0
+
+
+@frozen
+class HostSnapshot:
+    host: HostInfo = HostInfo()
+    numa_nodes: tuple = ()                 # NumaNode, by id
+    cpus: tuple = ()                       # Cpu, by id
+    pci_devices: tuple = ()                # PciDevice, by address
+    gpus: tuple = ()                       # Gpu, by address
+    nics: tuple = ()                       # Nic, by ifname
+    pfs: tuple = ()                        # PhysicalFunction, by address
+    domains: tuple = ()                    # Domain, by uuid
+    # Sources that answered, e.g. ("sysfs", "libvirt"); "nvml" absent when
+    # there was no NVML library or driver.
+    sources: tuple = ()
+
+    def pci_device(self, address):
+        return next((d for d in self.pci_devices if d.address == address),
+                    None)
+
+    def gpu(self, address):
+        return next((g for g in self.gpus if g.address == address), None)
+
+    def nic(self, ifname):
+        return next((n for n in self.nics if n.ifname == ifname), None)
+
+    def pf(self, address):
+        return next((p for p in self.pfs if p.address == address), None)
+
+    def numa_node_of_cpu(self, cpu_id):
+        return next((n.id for n in self.numa_nodes if cpu_id in n.cpus),
+                    None)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Set up everything node-agent needs on a fresh Debian machine (Python 3.11+):
+# Debian packages, a virtualenv in .venv with the agent and its test
+# dependencies.  Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+# libvirt-dev + pkg-config: libvirt-python compiles against them and the
+# libvirt library carries the test driver (test:///...).
+# rabbitmq-server: real broker for the RPC integration tests.
+# systemd: systemd-analyze verify for the unit file test.
+DEBS="libvirt-dev pkg-config python3-venv rabbitmq-server systemd"
+missing=""
+for p in $DEBS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "installing Debian packages:$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        --no-install-recommends $missing >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/pip install -q --disable-pip-version-check -U pip setuptools wheel 2>&1 \
+    | grep -v "^WARNING: Location" || true
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
+    | grep -v "^WARNING: Location" || true
+.venv/bin/python -c "import node_agent, libvirt, placement" \
+    || { echo "setup failed: node_agent, libvirt or placement does not import" >&2; exit 1; }
+echo "setup done: .venv ready"
