@@ -163,6 +163,9 @@ class HostInfo:
     hypervisor_type: str | None = None
     hypervisor_version: str | None = None
     memory_mb: int = 0
+    # Size of the filesystem holding instances ([DEFAULT] state_path), or
+    # of the libvirt storage pool when one is configured.
+    disk_total_gb: int = 0
 
 
 @frozen
