@@ -7,6 +7,8 @@
      |    +-- ProviderOverrideError       bad provider override YAML
      +-- HardwareError
      |    +-- LibvirtConnectionError      libvirt unreachable (names the URI)
+     |    +-- SysfsReadError              one sysfs file unreadable or garbled
+     |                                    (names the path); the item is skipped
      +-- PlacementError                   anything Placement said or did not say
      |    +-- PlacementUnavailable        connection refused / 5xx after retries
      |    +-- PlacementAPIError           unexpected 4xx (status, code, detail)
@@ -61,6 +63,19 @@ class LibvirtConnectionError(HardwareError):
         if hint:
             msg += f' ({hint})'
         super().__init__(msg)
+
+
+class SysfsReadError(HardwareError):
+    """A sysfs file is missing, unreadable or does not parse.
+
+    Discovery catches it, logs it and skips the item: one bad file never
+    stops a scan.
+    """
+
+    def __init__(self, path, reason):
+        self.path = path
+        self.reason = reason
+        super().__init__(f'{path}: {reason}')
 
 
 class PlacementError(NodeAgentError):
@@ -165,13 +180,31 @@ class InvalidClaimRequest(ClaimError):
         self.field = field
         self.reason = reason
         super().__init__(f'invalid claim request: {field}: {reason}')
+        # cls(*args) must rebuild it: pickling, and oslo.messaging turning
+        # a remote error back into this class on the client side.
+        self.args = (field, reason)
+
+    def __str__(self):
+        return f'invalid claim request: {self.field}: {self.reason}'
 
 
 class ClaimRejected(ClaimError):
     """The claim does not fit what is left on a provider."""
+
+    def __init__(self, message, provider=None, resource_class=None):
+        self.provider = provider
+        self.resource_class = resource_class
+        # oslo.messaging passes ``kwargs`` back to the constructor when it
+        # rebuilds a remote error.
+        self.kwargs = {'provider': provider, 'resource_class': resource_class}
+        super().__init__(message)
 
 
 class ClaimNotFound(ClaimError):
     def __init__(self, claim):
         self.claim = claim
         super().__init__(f'claim {claim} not found')
+        self.args = (claim,)
+
+    def __str__(self):
+        return f'claim {self.claim} not found'

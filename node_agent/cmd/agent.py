@@ -1,7 +1,61 @@
-"""``node-agent``: the daemon."""
+"""``node-agent``: the daemon.
+
+``node-agent --config-file /etc/node-agent/node-agent.conf`` runs until
+stopped (systemd unit ``systemd/node-agent.service``); ``--once`` runs the
+startup pass and one audit, then exits 0, or non-zero with the reason.
+"""
 
 import sys
 
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from node_agent import cmd
+from node_agent import exception
+
+LOG = logging.getLogger(__name__)
+
+_cli_opts = [
+    cfg.BoolOpt('once',
+                default=False,
+                help='Run the startup pass (reshaping if needed) and one '
+                     'audit, then exit: 0 when in sync, non-zero with the '
+                     'reason otherwise.'),
+]
+
+
+def run_once(rt):
+    rt.startup()
+    rt.audit()
+    print(rt.status_line())
+    return 0
+
 
 def main(argv=None):
-    raise SystemExit('node-agent: the daemon is not built yet')
+    from node_agent.tracker import factory
+    from node_agent.tracker import service
+    from node_agent.tracker import systemd
+    argv = sys.argv[1:] if argv is None else argv
+    conf = cmd.make_conf(argv, cli_opts=_cli_opts)
+    service.register_opts(conf)
+    logging.setup(conf, 'node-agent')
+    notifier = systemd.Notifier()
+    try:
+        with factory.placement_adapter(conf) as adapter, \
+                factory.tracker(conf, adapter, notifier) as rt:
+            if conf.once:
+                return run_once(rt)
+            return service.run(conf, service.AgentService(
+                conf, rt, notifier, udev_monitor=factory.udev_monitor(conf)))
+    except service.FATAL_ERRORS as exc:
+        LOG.critical('node-agent cannot continue: %s', exc)
+        print(f'node-agent: {exc}', file=sys.stderr)
+        return service.EXIT_FATAL
+    except exception.NodeAgentError as exc:
+        LOG.error('node-agent failed: %s', exc)
+        print(f'node-agent: {exc}', file=sys.stderr)
+        return service.EXIT_ERROR
+
+
+if __name__ == '__main__':
+    sys.exit(main())

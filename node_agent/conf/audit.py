@@ -1,10 +1,54 @@
-"""``[audit]`` options."""
+"""``[audit]`` options: the resource tracker's startup and periodic loop."""
 
 from oslo_config import cfg
 
-GROUP = cfg.OptGroup('audit')
+GROUP = cfg.OptGroup(
+    'audit',
+    title='Resource tracker loop',
+    help='How the agent waits for Placement at startup, how often it '
+         're-checks the host against Placement afterwards, and how it '
+         'reports its liveness to systemd.')
 
-opts = []
+opts = [
+    cfg.IntOpt('interval',
+               default=60,
+               min=1,
+               help='Seconds between two periodic audits. An audit '
+                    're-discovers the hardware, re-syncs the provider tree '
+                    '(one Placement call when nothing changed) and runs the '
+                    'claim checks. A udev event for a PCI or network device '
+                    'brings the next audit forward.'),
+    cfg.FloatOpt('startup_backoff_initial',
+                 default=1.0,
+                 min=0.1,
+                 help='Seconds to wait before the second attempt to reach '
+                      'Placement at startup. The wait doubles after each '
+                      'failed attempt, with jitter, up to '
+                      'startup_backoff_max.'),
+    cfg.FloatOpt('startup_backoff_max',
+                 default=60.0,
+                 min=0.1,
+                 help='Cap, in seconds, on the wait between two attempts to '
+                      'reach Placement at startup. The agent keeps trying '
+                      'until Placement answers (it never exits because '
+                      'Placement is down), so this bounds both how soon it '
+                      'syncs after Placement comes back and how hard it '
+                      'knocks while Placement is away.'),
+    cfg.IntOpt('reshape_retries',
+               default=3,
+               min=0,
+               help='How many times a reshape at startup is recomputed from '
+                    'fresh data and retried after Placement answered 409 '
+                    '(another writer changed a provider or consumer in '
+                    'between). After that the reshape has failed and the '
+                    'agent exits non-zero.'),
+    cfg.BoolOpt('watchdog',
+                default=True,
+                help='Send WATCHDOG=1 to systemd from the audit loop when '
+                     'the unit sets WatchdogSec=, so that a hung audit gets '
+                     'the service restarted. The ping is sent at half the '
+                     'watchdog period while the loop is healthy.'),
+]
 
 
 def register_opts(conf):

@@ -1,10 +1,53 @@
-"""``[claims]`` options."""
+"""``[claims]`` options: the local claim database and its RPC endpoint.
+
+``[DEFAULT] transport_url`` and ``control_exchange`` belong to
+oslo.messaging and are registered by it (see
+:func:`node_agent.claims.rpc.register_transport_opts`); they are not
+repeated here.
+"""
 
 from oslo_config import cfg
 
 GROUP = cfg.OptGroup('claims')
 
-opts = []
+opts = [
+    cfg.StrOpt('claim_db',
+               default='claim.sqlite',
+               help='SQLite file holding this host\'s resource claims. A '
+                    'relative path is taken from [DEFAULT] state_path. A '
+                    'file that does not open as a claim database at '
+                    'startup is moved aside (".corrupt-<timestamp>") and '
+                    'the claims are rebuilt from libvirt domains and '
+                    'Placement allocations.'),
+    cfg.IntOpt('claim_expiry_time',
+               default=300,
+               min=0,
+               help='Seconds after which a claim with no libvirt domain of '
+                    'its consumer on this host is an orphan and is '
+                    'released by the periodic audit.'),
+    cfg.BoolOpt('heal_allocations',
+                default=False,
+                help='Delete allocations in Placement against this host\'s '
+                     'providers whose consumer has neither a claim nor a '
+                     'libvirt domain here. When false such allocations are '
+                     'only reported (log and "tree show").'),
+    cfg.IntOpt('db_busy_timeout',
+               default=30,
+               min=1,
+               help='Seconds a writer waits for another process holding '
+                    'the claim database\'s write lock before failing.'),
+    cfg.IntOpt('max_request_bytes',
+               default=65536,
+               min=1024,
+               help='Largest claim request accepted, in bytes of its JSON '
+                    'form. Larger requests are rejected as invalid before '
+                    'anything is decided or written.'),
+    cfg.StrOpt('rpc_topic',
+               default='node-agent',
+               help='oslo.messaging topic of the claims RPC server; the '
+                    'server name is [DEFAULT] host. The server runs only '
+                    'when [DEFAULT] transport_url is set.'),
+]
 
 
 def register_opts(conf):

@@ -1,10 +1,35 @@
-"""``[hardware]`` options."""
+"""``[hardware]`` options: where and how the agent looks at the host."""
 
 from oslo_config import cfg
 
 GROUP = cfg.OptGroup('hardware')
 
-opts = []
+opts = [
+    cfg.StrOpt('sysfs_root',
+               default='/sys',
+               help='Root of the sysfs tree that hardware discovery reads '
+                    '(NUMA nodes, CPUs, PCI devices, network interfaces). '
+                    'Every sysfs read goes through this root, so a recorded '
+                    'tree can stand in for /sys.'),
+    cfg.BoolOpt('nvml_enabled',
+                default=True,
+                help='Ask NVML (the NVIDIA management library, through the '
+                     'pynvml module) for GPU identity, MIG and vGPU data. '
+                     'Without the library or the driver, GPUs are still '
+                     'found through sysfs and libvirt.'),
+    cfg.BoolOpt('udev_monitor',
+                default=True,
+                help='Watch udev for PCI and network device events (add, '
+                     'remove, change, bind, unbind) and re-scan the host '
+                     'early instead of waiting for the next periodic '
+                     'audit.'),
+    cfg.FloatOpt('udev_debounce',
+                 default=2.0,
+                 min=0.0,
+                 help='Seconds of quiet after the last relevant udev event '
+                      'before a re-scan is requested. A burst of events '
+                      '(e.g. creating 64 VFs) then causes one re-scan.'),
+]
 
 
 def register_opts(conf):

@@ -4,7 +4,20 @@ from oslo_config import cfg
 
 GROUP = cfg.OptGroup('libvirt')
 
-opts = []
+opts = [
+    cfg.StrOpt('connection_uri',
+               default='qemu:///system',
+               help='libvirt connection URI used for host capabilities '
+                    '(CPU model and features), node devices (mediated '
+                    'device types, SR-IOV functions) and domains. The '
+                    'test driver (test:///path/to/host.xml) replays a '
+                    'recorded host.'),
+    cfg.StrOpt('storage_pool',
+               help='Name of the libvirt storage pool holding instance '
+                    'disks. When set, the host disk size is the capacity '
+                    'of this pool; when unset, it is the size of the '
+                    'filesystem holding [DEFAULT] state_path.'),
+]
 
 
 def register_opts(conf):

@@ -1,15 +1,30 @@
-"""``[numa]`` options."""
+"""``[numa]`` options: whether NUMA nodes are child providers."""
 
 from oslo_config import cfg
 
 GROUP = cfg.OptGroup('numa')
 
-opts = []
+opts = [
+    cfg.BoolOpt('enabled',
+                default=True,
+                help='Model each host NUMA node as a child provider with '
+                     'HW_NUMA_ROOT holding its own VCPU, PCPU and MEMORY_MB '
+                     '(and the CPU feature traits), with devices under the '
+                     'node they are affined to. False: the legacy flat '
+                     'shape, CPU and memory on the root. Reserved amounts '
+                     'split across nodes as [compute] reserved_host_cpus '
+                     'and reserved_host_memory_mb describe. Changing it '
+                     'with allocations present is a reshape, done at '
+                     'startup.'),
+]
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(opts, group=GROUP)
+    # A fresh group for each ConfigOpts: oslo.config keeps a shallow copy of
+    # the group it is given, whose option table (overrides included) would
+    # otherwise be shared by every ConfigOpts in the process.
+    conf.register_group(cfg.OptGroup(GROUP.name, help=GROUP.help))
+    conf.register_opts(opts, group=GROUP.name)
 
 
 def list_opts():

@@ -195,6 +195,74 @@ class HostSnapshot:
     def pf(self, address):
         return next((p for p in self.pfs if p.address == address), None)
 
+    def accelerators(self):
+        """PCI functions of class 0x12 (processing accelerators, FPGAs)."""
+        return tuple(d for d in self.pci_devices if d.class_id == '12')
+
     def numa_node_of_cpu(self, cpu_id):
         return next((n.id for n in self.numa_nodes if cpu_id in n.cpus),
                     None)
+
+
+# Collections of a HostSnapshot and the field that keys their items.
+KEYED_FIELDS = (
+    ('numa_nodes', 'id'),
+    ('cpus', 'id'),
+    ('pci_devices', 'address'),
+    ('gpus', 'address'),
+    ('nics', 'ifname'),
+    ('pfs', 'address'),
+    ('domains', 'uuid'),
+)
+
+
+@frozen
+class Change:
+    field: str                             # "gpus", "host", ...
+    key: object                            # PCI address, id, uuid; None
+    old: object = None                     # None when added
+    new: object = None                     # None when removed
+
+    @property
+    def kind(self):
+        if self.old is None:
+            return 'added'
+        if self.new is None:
+            return 'removed'
+        return 'changed'
+
+
+def diff(old, new):
+    """What changed between two snapshots, as a tuple of :class:`Change`.
+
+    Items are matched by their key (PCI address, id, ifname, uuid), so a
+    device whose attributes changed is one "changed" entry, not a removal
+    and an addition.  ``sources`` is compared too: losing NVML is a change.
+    """
+    changes = []
+    if old.host != new.host:
+        changes.append(Change('host', None, old.host, new.host))
+    if old.sources != new.sources:
+        changes.append(Change('sources', None, old.sources, new.sources))
+    for field, key in KEYED_FIELDS:
+        before = {getattr(i, key): i for i in getattr(old, field)}
+        after = {getattr(i, key): i for i in getattr(new, field)}
+        for k in sorted(before.keys() | after.keys(), key=str):
+            if before.get(k) != after.get(k):
+                changes.append(Change(field, k, before.get(k), after.get(k)))
+    return tuple(changes)
+
+
+def as_dict(value):
+    """A snapshot (or any value here) as JSON-ready dicts and lists.
+
+    Sets become sorted lists; properties are not included.
+    """
+    if dataclasses.is_dataclass(value):
+        return {f.name: as_dict(getattr(value, f.name))
+                for f in dataclasses.fields(value)}
+    if isinstance(value, (frozenset, set)):
+        return sorted(as_dict(v) for v in value)
+    if isinstance(value, (tuple, list)):
+        return [as_dict(v) for v in value]
+    return value

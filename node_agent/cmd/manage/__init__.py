@@ -30,6 +30,8 @@ _category_opt = cfg.SubCommandOpt('category', title='Command categories',
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = cmd.make_conf(argv, cli_opts=[_category_opt])
+    # Command output goes to stdout (tables, JSON); logs must not mix in.
+    conf.set_default('use_stderr', True)
     logging.setup(conf, 'node-agent-manage')
     action_fn = getattr(conf.category, 'action_fn', None)
     if action_fn is None:

@@ -1,5 +1,55 @@
-"""placement commands."""
+"""placement commands: offline upgrade of this host's tree.
+
+``placement migrate-inventory [--dry-run]`` is the offline path of seed
+``000_74ed081f2e069e50``: with the Placement API and the agent stopped, it
+opens the Placement database at ``[placement_direct] connection`` through
+``placement.direct.PlacementDirect`` and runs the agent's startup algorithm
+(reshaping if the layout changed).  It prints the plan it applied, or with
+``--dry-run`` the plan it would apply, writing nothing; both are the same
+text ``reshape plan`` prints.
+"""
+
+from node_agent import exception
+from node_agent.cmd.manage import reshape
+from node_agent.tracker import factory
 
 
 def add_parsers(subparsers):
-    pass
+    parser = subparsers.add_parser(
+        'migrate-inventory',
+        help='reshape this host\'s tree offline through the Placement '
+             'database ([placement_direct] connection)')
+    parser.add_argument('--dry-run', action='store_true',
+                        help='print the plan only; write nothing')
+    parser.add_argument('--format', choices=('text', 'json'), default='text')
+    parser.set_defaults(action_fn=migrate_inventory)
+
+
+def _placement_conf(connection):
+    # Placement's [placement_database] connection is a required option:
+    # it must be set before the ConfigOpts is called.
+    from oslo_config import cfg
+    from placement import conf as placement_conf_mod
+    pconf = cfg.ConfigOpts()
+    placement_conf_mod.register_opts(pconf)
+    pconf.set_override('connection', connection, group='placement_database')
+    pconf.set_override('sync_on_startup', True, group='placement_database')
+    pconf([], project='placement', default_config_files=[])
+    return pconf
+
+
+def migrate_inventory(conf):
+    from node_agent.placement import embedded
+    connection = conf.placement_direct.connection
+    if not connection:
+        raise exception.ConfigError(
+            '[placement_direct] connection is not set: it must name the '
+            'Placement database to migrate')
+    dry_run = conf.category.dry_run
+    pconf = _placement_conf(connection)
+    with embedded.placement_direct(pconf) as adapter, \
+            factory.tracker(conf, adapter, stateful=not dry_run,
+                            claims=False) as rt:
+        the_plan = rt.plan() if dry_run else rt.startup()
+    reshape.print_plan(conf, the_plan)
+    return 0

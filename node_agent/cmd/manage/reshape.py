@@ -1,5 +1,36 @@
-"""reshape commands."""
+"""reshape commands: what the next startup would change.
+
+``reshape plan [--format text|json]`` runs the agent's startup algorithm
+(discover, read the tree, drivers, gather allocations when a reshape is
+needed) against Placement and prints the plan: providers created and
+deleted, inventory moved, each consumer's allocation moves.  It is the code
+path of the real startup stopped before its write: nothing is written, to
+Placement or to the agent's state.
+"""
+
+import json
+
+from node_agent.tracker import factory
 
 
 def add_parsers(subparsers):
-    pass
+    parser = subparsers.add_parser(
+        'plan', help='print what the next startup would change; writes '
+                     'nothing')
+    parser.add_argument('--format', choices=('text', 'json'), default='text')
+    parser.set_defaults(action_fn=plan)
+
+
+def print_plan(conf, the_plan):
+    if getattr(conf.category, 'format', 'text') == 'json':
+        print(json.dumps(the_plan.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(the_plan.render())
+
+
+def plan(conf):
+    with factory.placement_adapter(conf) as adapter, \
+            factory.tracker(conf, adapter, stateful=False,
+                            claims=False) as rt:
+        print_plan(conf, rt.plan())
+    return 0

@@ -1,0 +1,433 @@
+"""ClaimManager: the API the tracker, the RPC endpoint and the CLI use.
+
+::
+
+    mgr = ClaimManager(conf)     # opens/creates/upgrades [claims] claim_db
+    if mgr.needs_rebuild:        # new file, or a corrupt one moved aside
+        mgr.rebuild(domains, allocations, tree=tree, snapshot=snapshot)
+    mgr.reconcile(allocations, tree)     # at startup, after sync/reshape
+    c = mgr.claim(consumer, {rp: {"resources": {...}}}, tree=tree,
+                  snapshot=snapshot)
+    mgr.confirm(c.id); mgr.release(c.id)
+    mgr.audit(domains)           # periodic: confirm seen, release orphans
+    mgr.unclaimed_allocations(allocations, domains)
+
+``allocations`` is the shape of ``ReportClient.
+get_allocations_for_provider_tree``: ``{consumer: {"allocations": {rp:
+{"resources": {rc: n}}}, ...}}``.  ``domains`` are
+:class:`~node_agent.hardware.snapshot.Domain` values or their uuids.
+
+Placement is the source of truth for amounts: :meth:`reconcile` rewrites
+claims to Placement's allocations on this host's providers, which is what
+makes a reshape crash-safe (whatever point a crash hit, the next start
+reconciles).  Claims keep their devices while those still fit.
+"""
+
+import dataclasses
+import datetime
+import os
+
+from oslo_log import log as logging
+
+from node_agent import exception
+from node_agent.claims import fit
+from node_agent.claims import model
+from node_agent.claims import schema
+from node_agent.claims import store as store_mod
+
+LOG = logging.getLogger(__name__)
+
+
+def db_path(conf):
+    """``[claims] claim_db``, relative to ``[DEFAULT] state_path``."""
+    return os.path.join(conf.state_path, conf.claims.claim_db)
+
+
+def _domain_uuids(domains):
+    return {(d if isinstance(d, str) else d.uuid).lower()
+            for d in domains or ()}
+
+
+def _allocations_of(record):
+    """One consumer's ``{rp: {"resources": ...}}`` from either shape."""
+    if 'allocations' in record:
+        return record['allocations'] or {}
+    return record
+
+
+class ClaimManager:
+
+    def __init__(self, conf, path=None, upgrade=True):
+        self.conf = conf
+        self.host = conf.host
+        self.store = store_mod.ClaimStore(
+            path or db_path(conf),
+            busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade)
+        # A new file or a corrupt one moved aside: the caller rebuilds from
+        # libvirt and Placement before trusting the claims.
+        self.needs_rebuild = self.store.created
+
+    # -- claims ---------------------------------------------------------
+
+    def claim(self, consumer_uuid, allocation, *, tree, snapshot=None,
+              kind='instance'):
+        """Claim ``allocation`` for ``consumer_uuid``; returns the Claim.
+
+        InvalidClaimRequest for a malformed request, ClaimRejected when it
+        does not fit; nothing is written in either case.  Asking again for
+        the same consumer, kind and resources returns the claim already
+        held, so a retried RPC does not claim twice.
+        """
+        schema.validate(
+            {'consumer_uuid': consumer_uuid, 'kind': kind,
+             'allocation': allocation},
+            schema.CLAIM, max_bytes=self.conf.claims.max_request_bytes)
+        request = fit.Request(consumer_uuid.lower(), kind,
+                              schema.normalize_allocation(allocation))
+        fit.validate_against_tree(request, tree)
+        with self.store.transaction() as txn:
+            claims = txn.claims()
+            for held in claims:
+                if (held.consumer_uuid, held.kind) == (request.consumer_uuid,
+                                                       kind):
+                    if held.resources == request.resources:
+                        return held
+                    raise exception.ClaimRejected(
+                        f'consumer {request.consumer_uuid} already holds '
+                        f'{kind} claim {held.id} with other resources; '
+                        'release it first')
+            decision = fit.decide(request, tree, claims, snapshot)
+            stamp = store_mod.now_iso()
+            claim = txn.insert(model.Claim(
+                id=None, host=self.host,
+                node=self._node(tree, decision.resources),
+                consumer_uuid=request.consumer_uuid, kind=kind,
+                resources=decision.resources, devices=decision.devices,
+                state='pending', created_at=stamp, updated_at=stamp))
+        LOG.info('Claim %d for consumer %s (%s): %s; devices %s', claim.id,
+                 claim.consumer_uuid, kind, claim.resources,
+                 [d.key for d in claim.devices])
+        return claim
+
+    @staticmethod
+    def _node(tree, resources):
+        provider = tree.get(sorted(resources)[0])
+        return tree.get(provider.root_uuid or provider.uuid).name
+
+    def show(self, claim_id):
+        claim = self.store.get(int(claim_id))
+        if claim is None:
+            raise exception.ClaimNotFound(claim_id)
+        return claim
+
+    def list(self, consumer_uuid=None, state=None, kind=None):
+        return [c for c in self.store.claims()
+                if (consumer_uuid is None
+                    or c.consumer_uuid == consumer_uuid.lower())
+                and (state is None or c.state == state)
+                and (kind is None or c.kind == kind)]
+
+    def confirm(self, claim_id):
+        """pending -> active: the consumer's guest was seen on this host."""
+        with self.store.transaction() as txn:
+            claim = txn.get(int(claim_id))
+            if claim is None:
+                raise exception.ClaimNotFound(claim_id)
+            if claim.state == 'active':
+                return claim
+            return txn.update(_replace(claim, state='active'))
+
+    def release(self, claim_or_consumer, kind=None):
+        """Release a claim by id, or every claim of a consumer uuid.
+
+        Returns the released claims.  An unknown id is ClaimNotFound; a
+        consumer without claims releases nothing (releasing is idempotent
+        for callers that retry).
+        """
+        with self.store.transaction() as txn:
+            if isinstance(claim_or_consumer, int) or str(
+                    claim_or_consumer).isdigit():
+                claim = txn.get(int(claim_or_consumer))
+                if claim is None:
+                    raise exception.ClaimNotFound(claim_or_consumer)
+                doomed = [claim]
+            else:
+                consumer = str(claim_or_consumer).lower()
+                doomed = [c for c in txn.claims()
+                          if c.consumer_uuid == consumer
+                          and (kind is None or c.kind == kind)]
+            for claim in doomed:
+                txn.delete(claim.id)
+        for claim in doomed:
+            LOG.info('Released claim %d of consumer %s (%s)', claim.id,
+                     claim.consumer_uuid, claim.kind)
+        return doomed
+
+    # -- audit ----------------------------------------------------------
+
+    def confirm_seen(self, domains):
+        """Activate pending claims whose consumer has a domain here."""
+        seen = _domain_uuids(domains)
+        confirmed = []
+        with self.store.transaction() as txn:
+            stamp = store_mod.now_iso()
+            for claim in txn.claims():
+                if claim.state == 'pending' and claim.consumer_uuid in seen:
+                    confirmed.append(txn.update(
+                        _replace(claim, state='active', updated_at=stamp)))
+        return confirmed
+
+    def gc(self, domains, now=None, startup=False):
+        """Release orphans; returns the released claims.
+
+        An orphan has no libvirt domain of its consumer here and was
+        created more than ``[claims] claim_expiry_time`` ago.  At startup
+        an *active* claim without a domain is released at once: its guest
+        ran here and is gone (deleted or evacuated while the agent was
+        down), so waiting would only hold resources.
+        """
+        seen = _domain_uuids(domains)
+        now = now or datetime.datetime.now(datetime.timezone.utc)
+        expiry = datetime.timedelta(seconds=self.conf.claims.claim_expiry_time)
+        released = []
+        with self.store.transaction() as txn:
+            for claim in txn.claims():
+                if claim.consumer_uuid in seen:
+                    continue
+                old = now - store_mod.parse_iso(claim.created_at) > expiry
+                if old or (startup and claim.state == 'active'):
+                    txn.delete(claim.id)
+                    released.append(claim)
+        for claim in released:
+            LOG.warning('Released orphan claim %d of consumer %s (%s, '
+                        'created %s): no libvirt domain on this host',
+                        claim.id, claim.consumer_uuid, claim.state,
+                        claim.created_at)
+        return released
+
+    def audit(self, domains, now=None):
+        """The periodic pass: ``(confirmed, released)``."""
+        return self.confirm_seen(domains), self.gc(domains, now=now)
+
+    def rebuild(self, domains, allocations, *, tree=None, snapshot=None):
+        """Claims from libvirt domains and Placement allocations.
+
+        For the first start on a host that already runs guests, and after a
+        corrupt database was moved aside.  Every consumer with allocations
+        on this host's providers and no claim gets one: active when its
+        domain runs here (devices read from the domain), pending otherwise
+        (an instance being built; the audit releases it after
+        ``claim_expiry_time`` if no guest appears).  Returns the claims
+        created.
+        """
+        seen = _domain_uuids(domains)
+        by_uuid = {d.uuid.lower(): d for d in domains or ()
+                   if not isinstance(d, str)}
+        providers = tree.uuids() if tree is not None else None
+        created = []
+        with self.store.transaction() as txn:
+            held = {c.consumer_uuid for c in txn.claims()}
+            stamp = store_mod.now_iso()
+            for consumer, record in sorted((allocations or {}).items()):
+                consumer = consumer.lower()
+                resources = model.resources_from_allocations(
+                    _allocations_of(record), providers)
+                if not resources or consumer in held:
+                    continue
+                devices = ()
+                if consumer in by_uuid and snapshot is not None and tree:
+                    devices = _devices_of_domain(by_uuid[consumer],
+                                                 resources, tree, snapshot)
+                node = (self._node(tree, resources) if tree is not None
+                        else self.host)
+                created.append(txn.insert(model.Claim(
+                    id=None, host=self.host, node=node,
+                    consumer_uuid=consumer, kind='instance',
+                    resources=resources, devices=devices,
+                    state='active' if consumer in seen else 'pending',
+                    created_at=stamp, updated_at=stamp)))
+        self.needs_rebuild = False
+        LOG.info('Rebuilt %d claims from %d libvirt domains and Placement '
+                 'allocations of %d consumers', len(created), len(seen),
+                 len(allocations or {}))
+        return created
+
+    def reconcile(self, allocations, tree):
+        """Make claims' resources equal Placement's on this host's providers.
+
+        Returns ``{"updated": [claims], "released": [claims]}``.  A claim
+        whose consumer has no allocation here any more is released.  A
+        consumer with several claims (instance and resize target) has
+        Placement's amounts shared out by resource class in claim order,
+        each claim taking back at most what it held of that class.
+        """
+        providers = tree.uuids()
+        truth = {c.lower(): model.resources_from_allocations(
+                     _allocations_of(r), providers)
+                 for c, r in (allocations or {}).items()}
+        updated, released = [], []
+        with self.store.transaction() as txn:
+            stamp = store_mod.now_iso()
+            by_consumer = {}
+            for claim in txn.claims():
+                by_consumer.setdefault(claim.consumer_uuid, []).append(claim)
+            for consumer, claims in by_consumer.items():
+                target = truth.get(consumer)
+                if not target:
+                    for claim in claims:
+                        txn.delete(claim.id)
+                        released.append(claim)
+                    continue
+                for claim, resources in zip(claims,
+                                            _share_out(claims, target)):
+                    if resources == claim.resources:
+                        continue
+                    if not resources:
+                        txn.delete(claim.id)
+                        released.append(claim)
+                        continue
+                    devices = _move_devices(claim.devices, resources, tree)
+                    updated.append(txn.update(_replace(
+                        claim, resources=resources, devices=devices,
+                        updated_at=stamp)))
+        for claim in updated:
+            LOG.warning('Claim %d of consumer %s now follows Placement: %s',
+                        claim.id, claim.consumer_uuid, claim.resources)
+        for claim in released:
+            LOG.warning('Released claim %d of consumer %s: no allocation '
+                        'on this host in Placement', claim.id,
+                        claim.consumer_uuid)
+        return {'updated': updated, 'released': released}
+
+    def unclaimed_allocations(self, allocations, domains, tree=None):
+        """Consumers with allocations here but neither claim nor guest.
+
+        Returns ``{consumer: {rp: {rc: amount}}}`` and logs each one; the
+        tracker deletes them only with ``[claims] heal_allocations``.
+        """
+        seen = _domain_uuids(domains)
+        held = {c.consumer_uuid for c in self.store.claims()}
+        providers = tree.uuids() if tree is not None else None
+        result = {}
+        for consumer, record in sorted((allocations or {}).items()):
+            resources = model.resources_from_allocations(
+                _allocations_of(record), providers)
+            if (resources and consumer.lower() not in held
+                    and consumer.lower() not in seen):
+                result[consumer] = resources
+                LOG.warning('Allocations of consumer %s on this host have '
+                            'neither a claim nor a libvirt domain: %s%s',
+                            consumer, resources,
+                            '' if self.conf.claims.heal_allocations else
+                            ' (left alone: [claims] heal_allocations is '
+                            'false)')
+        return result
+
+
+def _replace(claim, **changes):
+    return dataclasses.replace(claim, **changes)
+
+
+def _share_out(claims, target):
+    """Split one consumer's Placement resources among its claims."""
+    if len(claims) == 1:
+        return [target]
+    left = {rp: dict(rcs) for rp, rcs in target.items()}
+    shares = []
+    for claim in claims:
+        wanted = {}
+        for rcs in claim.resources.values():
+            for rc, amount in rcs.items():
+                wanted[rc] = wanted.get(rc, 0) + amount
+        share = {}
+        for rp in sorted(left):
+            for rc in sorted(left[rp]):
+                take = min(left[rp][rc], wanted.get(rc, 0))
+                if take:
+                    share.setdefault(rp, {})[rc] = take
+                    left[rp][rc] -= take
+                    wanted[rc] -= take
+        shares.append(share)
+    # What no claim held before goes to the first claim.
+    for rp, rcs in left.items():
+        for rc, amount in rcs.items():
+            if amount:
+                first = shares[0].setdefault(rp, {})
+                first[rc] = first.get(rc, 0) + amount
+    return shares
+
+
+def _move_devices(devices, resources, tree):
+    """Keep each device on the provider that now holds its class.
+
+    A device stays where it was if that provider still holds its class;
+    otherwise it follows to the provider named after its parent device, or
+    to the only provider holding the class.  A device that cannot be
+    placed, or is one too many for the amount, is dropped.
+    """
+    kept = []
+    count = {}
+    for device in devices:
+        holders = [rp for rp, rcs in resources.items()
+                   if device.resource_class in rcs]
+        target = None
+        if device.provider in holders:
+            target = device.provider
+        else:
+            named = [rp for rp in holders
+                     if (fit.device_of_provider(tree.get(rp).name) or
+                         (None, None))[1] == device.parent]
+            generic = [rp for rp in holders
+                       if fit.device_of_provider(tree.get(rp).name) is None]
+            if named:
+                target = named[0]
+            elif len(generic) == 1:
+                target = generic[0]
+        key = (target, device.resource_class)
+        if target is None or count.get(key, 0) >= resources[target][
+                device.resource_class]:
+            LOG.warning('Claim device %s (%s) no longer fits the claim\'s '
+                        'providers: dropped', device.key,
+                        device.resource_class)
+            continue
+        count[key] = count.get(key, 0) + 1
+        kept.append(_replace(device, provider=target))
+    return tuple(kept)
+
+
+def _devices_of_domain(domain, resources, tree, snapshot):
+    """Devices a running guest uses, tied to its allocation's providers."""
+    def holder(rc, parent):
+        holders = [rp for rp, rcs in resources.items() if rc in rcs]
+        named = [rp for rp in holders
+                 if (fit.device_of_provider(tree.get(rp).name)
+                     or (None, None))[1] == parent]
+        return (named or holders or [None])[0]
+
+    devices = []
+    vf_parent = {vf: pf.address for pf in snapshot.pfs for vf in pf.vfs}
+    gpus = {g.address for g in snapshot.gpus}
+    for address in domain.hostdevs:
+        if address in vf_parent:
+            rp = holder('SRIOV_NET_VF', vf_parent[address])
+            if rp:
+                devices.append(model.Device('SRIOV_NET_VF', rp,
+                                            parent=vf_parent[address],
+                                            address=address))
+        elif address in gpus:
+            rp = holder('PGPU', address)
+            if rp:
+                devices.append(model.Device('PGPU', rp, parent=address,
+                                            address=address))
+    mdev_parent = {}
+    for gpu in list(snapshot.gpus) + list(snapshot.pci_devices):
+        for mtype in gpu.mdev_types:
+            for mdev in mtype.devices:
+                mdev_parent[mdev] = (gpu.address, mtype.type_id)
+    for mdev in domain.mdevs:
+        parent, mtype = mdev_parent.get(mdev, (None, None))
+        rp = holder('VGPU', parent)
+        if rp:
+            devices.append(model.Device('VGPU', rp, parent=parent,
+                                        mdev_uuid=mdev, mdev_type=mtype))
+    return tuple(devices)

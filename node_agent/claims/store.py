@@ -1,0 +1,325 @@
+"""The claim database: one SQLite file, versioned, written one way.
+
+Rules:
+
+- WAL journal and a busy timeout, so readers never block the writer and
+  concurrent writers (threads or processes) wait instead of failing.
+- Every write runs in ``BEGIN IMMEDIATE``: the write lock is taken before
+  the claims are read, so the decision made on what was read is still true
+  at commit.  Processes serialise on the file, not on a Python lock.
+- The schema's version lives in ``claim_versions`` (``table_name``,
+  ``version``), one row for ``claims``.  The code knows the DDL of every
+  version and how to step from one to the next (:data:`UPGRADES`); nothing
+  about the schema is read back from the file.  An upgrade and its version
+  bump commit together.
+- A file that is not a claim database is never emptied in place: it is
+  renamed to ``<name>.corrupt-<UTC timestamp>`` with a CRITICAL log, and a
+  new database is created, flagged for rebuild.  A file newer than the code
+  is refused (no downgrade).
+
+Versions::
+
+    1  claims(id, host, node, instance_uuid, resources, pci, resize_target,
+              created_at)                       the blueprint's first table
+    2  claims(id, host, node, consumer_uuid, kind, resources, devices,
+              state, created_at, updated_at)    kinds, states, devices
+"""
+
+import contextlib
+import datetime
+import json
+import os
+import sqlite3
+
+from oslo_log import log as logging
+
+from node_agent import exception
+from node_agent.claims import model
+
+LOG = logging.getLogger(__name__)
+
+VERSION_TABLE = 'claim_versions'
+CLAIMS_TABLE = 'claims'
+
+SCHEMA = {
+    1: [
+        """CREATE TABLE claims (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               host TEXT NOT NULL,
+               node TEXT NOT NULL,
+               instance_uuid TEXT NOT NULL,
+               resources TEXT NOT NULL,
+               pci TEXT NOT NULL DEFAULT '[]',
+               resize_target INTEGER NOT NULL DEFAULT 0,
+               created_at TEXT NOT NULL)""",
+    ],
+    2: [
+        """CREATE TABLE claims (
+               id INTEGER PRIMARY KEY AUTOINCREMENT,
+               host TEXT NOT NULL,
+               node TEXT NOT NULL,
+               consumer_uuid TEXT NOT NULL,
+               kind TEXT NOT NULL
+                   CHECK (kind IN ('instance', 'migration', 'resize_target')),
+               resources TEXT NOT NULL,
+               devices TEXT NOT NULL DEFAULT '[]',
+               state TEXT NOT NULL CHECK (state IN ('pending', 'active')),
+               created_at TEXT NOT NULL,
+               updated_at TEXT NOT NULL)""",
+        'CREATE INDEX claims_consumer_idx ON claims (consumer_uuid)',
+    ],
+}
+
+LATEST = max(SCHEMA)
+
+
+def _upgrade_1_to_2(conn):
+    # Version 1 had no states: its claims become pending, and the audit
+    # activates those whose guest it sees.  ``pci`` held device records in
+    # the shape ``devices`` keeps.
+    conn.execute('ALTER TABLE claims RENAME TO claims_v1')
+    for ddl in SCHEMA[2]:
+        conn.execute(ddl)
+    conn.execute(
+        """INSERT INTO claims (id, host, node, consumer_uuid, kind,
+                               resources, devices, state, created_at,
+                               updated_at)
+           SELECT id, host, node, lower(instance_uuid),
+                  CASE resize_target WHEN 1 THEN 'resize_target'
+                                     ELSE 'instance' END,
+                  resources, pci, 'pending', created_at, created_at
+           FROM claims_v1 ORDER BY id""")
+    conn.execute('DROP TABLE claims_v1')
+
+
+# UPGRADES[n] takes a database at version n - 1 to version n.
+UPGRADES = {2: _upgrade_1_to_2}
+
+
+def now_iso(now=None):
+    """UTC time in ISO 8601, the form ``created_at``/``updated_at`` keep."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return now.astimezone(datetime.timezone.utc).isoformat(
+        timespec='seconds')
+
+
+def parse_iso(value):
+    parsed = datetime.datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed
+
+
+class CorruptDatabase(Exception):
+    """Internal: the file is not a claim database we can read."""
+
+
+def _row_to_claim(row):
+    return model.Claim(
+        id=row['id'], host=row['host'], node=row['node'],
+        consumer_uuid=row['consumer_uuid'], kind=row['kind'],
+        resources=json.loads(row['resources']),
+        devices=tuple(model.Device.from_dict(d)
+                      for d in json.loads(row['devices'])),
+        state=row['state'], created_at=row['created_at'],
+        updated_at=row['updated_at'])
+
+
+class Transaction:
+    """What may be done while the write lock is held."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def claims(self):
+        rows = self.conn.execute('SELECT * FROM claims ORDER BY id')
+        return [_row_to_claim(r) for r in rows]
+
+    def get(self, claim_id):
+        row = self.conn.execute('SELECT * FROM claims WHERE id = ?',
+                                (claim_id,)).fetchone()
+        return _row_to_claim(row) if row else None
+
+    def insert(self, claim):
+        cur = self.conn.execute(
+            """INSERT INTO claims (host, node, consumer_uuid, kind,
+                                   resources, devices, state, created_at,
+                                   updated_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (claim.host, claim.node, claim.consumer_uuid, claim.kind,
+             json.dumps(claim.resources, sort_keys=True),
+             json.dumps([d.to_dict() for d in claim.devices]),
+             claim.state, claim.created_at, claim.updated_at))
+        return self.get(cur.lastrowid)
+
+    def update(self, claim):
+        self.conn.execute(
+            """UPDATE claims SET resources = ?, devices = ?, state = ?,
+                                 updated_at = ?
+               WHERE id = ?""",
+            (json.dumps(claim.resources, sort_keys=True),
+             json.dumps([d.to_dict() for d in claim.devices]),
+             claim.state, claim.updated_at, claim.id))
+        return self.get(claim.id)
+
+    def delete(self, claim_id):
+        self.conn.execute('DELETE FROM claims WHERE id = ?', (claim_id,))
+
+
+class ClaimStore:
+    """The claim database at ``path``.
+
+    Opening checks, creates or upgrades it; ``created`` tells whether this
+    open made a new database (first start, or the old file was corrupt),
+    in which case the claims must be rebuilt from libvirt and Placement.
+    """
+
+    def __init__(self, path, busy_timeout=30, upgrade=True):
+        self.path = os.path.abspath(path)
+        self.busy_timeout = busy_timeout
+        self.created = False
+        self.moved_aside = None
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        try:
+            self._open(upgrade)
+        except CorruptDatabase as exc:
+            self.moved_aside = self._move_aside(str(exc))
+            self._open(upgrade)
+
+    # -- connections ------------------------------------------------------
+
+    def _connect(self):
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout,
+                               isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f'PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}')
+        return conn
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back on any error."""
+        conn = self._connect()
+        try:
+            conn.execute('BEGIN IMMEDIATE')
+            try:
+                yield Transaction(conn)
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            conn.execute('COMMIT')
+        finally:
+            conn.close()
+
+    @contextlib.contextmanager
+    def reader(self):
+        conn = self._connect()
+        try:
+            yield Transaction(conn)
+        finally:
+            conn.close()
+
+    # -- opening, versions, upgrades -------------------------------------
+
+    def _open(self, upgrade):
+        try:
+            conn = self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptDatabase(str(exc))
+        try:
+            try:
+                check = conn.execute('PRAGMA quick_check').fetchone()[0]
+                if check != 'ok':
+                    raise CorruptDatabase(f'quick_check: {check}')
+                if conn.execute('PRAGMA journal_mode').fetchone()[0] != 'wal':
+                    conn.execute('PRAGMA journal_mode = WAL')
+            except sqlite3.DatabaseError as exc:
+                raise CorruptDatabase(str(exc))
+        finally:
+            conn.close()
+        with self.transaction() as txn:
+            version = self._read_version(txn.conn)
+            if version is None:
+                self._create(txn.conn)
+                self.created = True
+                return
+        if version > LATEST:
+            raise exception.ClaimError(
+                f'claim database {self.path} is at version {version}, newer '
+                f'than this agent knows ({LATEST}); refusing to downgrade')
+        if version < LATEST and upgrade:
+            self.upgrade()
+
+    def _read_version(self, conn):
+        """The claims version; None for an empty file; corrupt otherwise."""
+        try:
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if VERSION_TABLE not in tables:
+                if tables - {'sqlite_sequence'}:
+                    raise CorruptDatabase(
+                        f'tables {sorted(tables)} but no {VERSION_TABLE}')
+                return None
+            row = conn.execute(
+                f'SELECT version FROM {VERSION_TABLE} WHERE table_name = ?',
+                (CLAIMS_TABLE,)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptDatabase(str(exc))
+        if (row is None or not isinstance(row[0], int)
+                or CLAIMS_TABLE not in tables or row[0] < 1):
+            raise CorruptDatabase(f'bad {VERSION_TABLE} row: '
+                                  f'{tuple(row) if row else None}')
+        return row[0]
+
+    def _create(self, conn, version=LATEST):
+        conn.execute(f'CREATE TABLE {VERSION_TABLE} ('
+                     'table_name TEXT PRIMARY KEY, '
+                     'version INTEGER NOT NULL)')
+        for ddl in SCHEMA[version]:
+            conn.execute(ddl)
+        conn.execute(f'INSERT INTO {VERSION_TABLE} VALUES (?, ?)',
+                     (CLAIMS_TABLE, version))
+        LOG.info('Created claim database %s at version %d', self.path,
+                 version)
+
+    def version(self):
+        with self.reader() as txn:
+            return self._read_version(txn.conn)
+
+    def upgrade(self):
+        """Step the schema to :data:`LATEST`; returns (from, to)."""
+        with self.transaction() as txn:
+            start = version = self._read_version(txn.conn)
+            while version < LATEST:
+                UPGRADES[version + 1](txn.conn)
+                version += 1
+                txn.conn.execute(
+                    f'UPDATE {VERSION_TABLE} SET version = ? '
+                    'WHERE table_name = ?', (version, CLAIMS_TABLE))
+        if start != version:
+            LOG.info('Upgraded claim database %s from version %d to %d',
+                     self.path, start, version)
+        return start, version
+
+    def _move_aside(self, reason):
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime(
+            '%Y%m%dT%H%M%S.%fZ')
+        target = f'{self.path}.corrupt-{stamp}'
+        for suffix in ('', '-wal', '-shm'):
+            if os.path.exists(self.path + suffix):
+                os.replace(self.path + suffix, target + suffix)
+        LOG.critical('Claim database %s is corrupt (%s): moved aside to %s; '
+                     'a new one is created and claims are rebuilt from '
+                     'libvirt domains and Placement allocations',
+                     self.path, reason, target)
+        return target
+
+    # -- reads ------------------------------------------------------------
+
+    def claims(self):
+        with self.reader() as txn:
+            return txn.claims()
+
+    def get(self, claim_id):
+        with self.reader() as txn:
+            return txn.get(claim_id)
+

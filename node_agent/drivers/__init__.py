@@ -1,0 +1,68 @@
+"""Drivers: a HostSnapshot plus the tree in Placement -> the desired tree.
+
+::
+
+    drivers = DriverSet(conf, snapshot)      # [DEFAULT] enabled_drivers
+    drivers.update_provider_tree(tree, nodename, allocations=None)
+
+Drivers are plugins in the ``node_agent.drivers`` entry point namespace
+(compute, numa, gpu, nic, accelerator), loaded with stevedore and run in
+one loop (:mod:`node_agent.drivers.compose`), in the order their ``order``
+attribute gives so that NUMA nodes exist before devices hang under them.
+They do no I/O; provider override files are read here, at construction.
+
+``update_provider_tree`` edits ``tree`` in place.  When inventory with
+possible allocations moves between providers and ``allocations`` is None
+it raises :class:`~node_agent.exception.ReshapeNeeded`; given the
+allocations (``get_allocations_for_provider_tree``'s shape) it moves them
+in place (:mod:`node_agent.drivers.reshape`) or raises
+:class:`~node_agent.exception.ReshapeFailed` naming the consumer it could
+not place.  What the agent does not own is never edited
+(:mod:`node_agent.drivers.layout`).
+"""
+
+from stevedore import named
+
+from node_agent import exception
+from node_agent.drivers import compose
+from node_agent.drivers import overrides as overrides_mod
+
+NAMESPACE = 'node_agent.drivers'
+
+
+def _missing(names):
+    raise exception.ConfigError(
+        '[DEFAULT] enabled_drivers names unknown drivers: '
+        + ', '.join(sorted(names)))
+
+
+def _load_failure(manager, entrypoint, error):
+    raise error
+
+
+class DriverSet:
+    """The enabled drivers for one snapshot, composed."""
+
+    def __init__(self, conf, snapshot):
+        self.conf = conf
+        self.snapshot = snapshot
+        names = list(dict.fromkeys(conf.enabled_drivers))
+        if names:
+            manager = named.NamedExtensionManager(
+                NAMESPACE, names, invoke_on_load=True,
+                invoke_args=(conf, snapshot), name_order=True,
+                on_load_failure_callback=_load_failure,
+                on_missing_entrypoints_callback=_missing)
+            self.drivers = [ext.obj for ext in manager]
+        else:
+            self.drivers = []
+        self.overrides = overrides_mod.load(conf)
+
+    @property
+    def names(self):
+        return [d.name for d in self.drivers]
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        compose.compose(self.drivers, self.snapshot, provider_tree,
+                        nodename, allocations, overrides=self.overrides)

@@ -1,0 +1,63 @@
+"""The driver plugin base class.
+
+A driver owns one part of the provider tree (the root's CPU and memory,
+NUMA nodes, GPUs, NICs, accelerators).  It is constructed with the
+``ConfigOpts`` and a :class:`~node_agent.hardware.snapshot.HostSnapshot`
+(and validates its options there: a bad option is a
+:class:`~node_agent.exception.ConfigError` at construction), answers
+:meth:`Driver.applies` for a host, and :meth:`Driver.build` edits the tree:
+creating or moving the providers it owns and setting on them only what it
+manages (see :mod:`node_agent.drivers.layout`).  It does no I/O.
+
+Drivers never decide about reshapes or move allocations themselves:
+:func:`node_agent.drivers.compose.compose` compares the tree before and
+after every driver ran, which is the only place that sees inventory leave
+one driver's provider for another's.
+"""
+
+
+class Driver:
+    #: Entry point name in the ``node_agent.drivers`` namespace.
+    name = None
+    #: Drivers run in ascending order: compute before NUMA nodes before the
+    #: devices that hang under NUMA nodes.
+    order = 50
+    #: Kinds of child provider (``<host>_<kind>_<id>``) this driver makes.
+    kinds = ()
+
+    def __init__(self, conf, snapshot):
+        self.conf = conf
+        self.snapshot = snapshot
+
+    def applies(self, snapshot):
+        """Whether this host has anything for the driver to report."""
+        return True
+
+    def build(self, provider_tree, nodename, current):
+        """Edit ``provider_tree`` in place; return the names of providers
+        this driver wants to exist.
+
+        ``current`` is a read-only copy of the tree as it was in Placement
+        (for values to keep, such as allocation ratios an operator set).
+        """
+        raise NotImplementedError
+
+    def retire(self, provider_tree, nodename):
+        """Remove what the driver manages on the root when it does not
+        apply to the host (its own child providers are pruned for it)."""
+
+    def renames(self):
+        """Resource classes this driver renamed: ``{(kind, old): new}``.
+
+        Inventory of ``old`` leaving a provider of ``kind`` while ``new``
+        appears is a move of the same amounts under a new name.
+        """
+        return {}
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        """This driver alone, with the reshape rules of a full
+        :class:`~node_agent.drivers.DriverSet` (pruning only its kinds)."""
+        from node_agent.drivers import compose
+        compose.compose([self], self.snapshot, provider_tree, nodename,
+                        allocations, prune_kinds=self.kinds)

@@ -1,0 +1,82 @@
+"""One pass of the drivers over a tree: build, prune, override, reshape.
+
+::
+
+    current tree (from Placement) --copy--> before
+        |
+        for driver in drivers:      build (or retire when it does not apply)
+        prune                       owned children nobody wanted this pass
+        overrides                   operator YAML on named providers
+        |
+    reshape.find_moves(before, tree)
+        no moves                    done
+        moves, allocations None     raise ReshapeNeeded (the caller fetches
+                                    allocations and calls again)
+        moves, allocations given    reshape.move_allocations edits them
+
+Pruning never removes the root, a provider the agent does not own, or an
+owned provider that still has a child someone else owns (that child would
+go with it).
+"""
+
+import logging
+
+from node_agent import exception
+from node_agent.drivers import layout
+from node_agent.drivers import reshape
+
+LOG = logging.getLogger(__name__)
+
+
+def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
+            overrides=None, prune_kinds=None):
+    """Run ``drivers`` over ``provider_tree`` in place (see module doc).
+
+    ``prune_kinds``: kinds of owned child provider that may be pruned;
+    None means every kind (a full driver set owns the whole tree).
+    """
+    if provider_tree.find(nodename) is None:
+        provider_tree.new_root(nodename)
+    before = provider_tree.copy()
+
+    wanted = {nodename}
+    renames = {}
+    for driver in sorted(drivers, key=lambda d: d.order):
+        if driver.applies(snapshot):
+            wanted.update(driver.build(provider_tree, nodename, before))
+        else:
+            LOG.debug('Driver %s does not apply to this host', driver.name)
+            driver.retire(provider_tree, nodename)
+        renames.update(driver.renames())
+
+    _prune(provider_tree, nodename, wanted, prune_kinds)
+    if overrides is not None:
+        overrides.apply(provider_tree, nodename)
+
+    moves = reshape.find_moves(before, provider_tree, nodename, renames)
+    if not moves:
+        return
+    if allocations is None:
+        raise exception.ReshapeNeeded(reshape.describe(moves))
+    reshape.move_allocations(moves, before, provider_tree, nodename,
+                             allocations, snapshot)
+
+
+def _prune(tree, nodename, wanted, kinds):
+    # Deepest first, so a parent is empty of our children when we reach it.
+    for provider in reversed(layout.owned_providers(tree, nodename)):
+        if provider.name in wanted or provider.is_root:
+            continue
+        if kinds is not None and layout.kind_of(provider, nodename) \
+                not in kinds:
+            continue
+        foreign = [p for p in tree.subtree(provider.uuid)[1:]
+                   if not layout.is_owned(p, nodename)]
+        if foreign:
+            LOG.warning('Provider %s is no longer reported but keeps '
+                        'children this agent does not own (%s); leaving it '
+                        'without inventory', provider.name,
+                        ', '.join(sorted(p.name for p in foreign)))
+            provider.inventory = {}
+            continue
+        tree.remove(provider.uuid)

@@ -1,0 +1,164 @@
+"""The compute driver: the root provider, named after the host.
+
+::
+
+    <host>            COMPUTE_NODE, CUSTOM_NODE_AGENT_MANAGED, COMPUTE_ARCH_*
+                      DISK_GB
+                      VCPU, PCPU, MEMORY_MB and HW_CPU_* traits  (flat only)
+
+VCPU comes from ``[compute] cpu_shared_set`` (default: every online CPU
+not in ``cpu_dedicated_set``), PCPU from ``cpu_dedicated_set`` with ratio
+1.0, MEMORY_MB from the host's memory, DISK_GB from
+``HostInfo.disk_total_gb``.  Ratios follow Nova's precedence
+(:func:`node_agent.drivers.layout.allocation_ratio`).  While NUMA modelling
+is active the NUMA driver reports CPU and memory per node, so the root
+keeps only DISK_GB; the CPU feature traits follow VCPU/PCPU there.
+
+Managed on the root: the classes above, the two provider traits,
+``COMPUTE_ARCH_*`` and ``HW_CPU_*``.
+"""
+
+import math
+
+import os_traits
+
+from node_agent import exception
+from node_agent.drivers import base
+from node_agent.drivers import layout
+
+CPU_CLASSES = ('VCPU', 'PCPU', 'MEMORY_MB')
+ROOT_CLASSES = CPU_CLASSES + ('DISK_GB',)
+ROOT_TRAITS = (layout.ROOT_TRAIT, layout.MANAGED_TRAIT, 'COMPUTE_ARCH_*',
+               'HW_CPU_*')
+CPU_TRAITS = ('HW_CPU_*',)
+
+
+def parse_cpu_spec(spec, option):
+    """CPU ids of a cpuset string such as ``"0-3,8,^2"``.
+
+    Raises ConfigError naming ``option`` and the bad part.
+    """
+    include, exclude = set(), set()
+    for part in (spec or '').split(','):
+        part = part.strip()
+        if not part:
+            continue
+        target = include
+        if part.startswith('^'):
+            target, part = exclude, part[1:]
+        try:
+            if '-' in part:
+                start, end = (int(x) for x in part.split('-', 1))
+                if start > end or start < 0:
+                    raise ValueError
+                target.update(range(start, end + 1))
+            else:
+                cpu = int(part)
+                if cpu < 0:
+                    raise ValueError
+                target.add(cpu)
+        except ValueError:
+            raise exception.ConfigError(
+                f'[compute] {option}: invalid CPU range {part!r} in '
+                f'{spec!r}') from None
+    return frozenset(include - exclude)
+
+
+def online_cpus(snapshot):
+    cpus = {c.id for c in snapshot.cpus if c.online}
+    if not cpus and not snapshot.cpus:
+        for node in snapshot.numa_nodes:
+            cpus.update(node.cpus)
+    return frozenset(cpus)
+
+
+def cpu_sets(conf, snapshot):
+    """``(shared, dedicated)`` CPU ids, validated against the snapshot."""
+    online = online_cpus(snapshot)
+    dedicated = parse_cpu_spec(conf.compute.cpu_dedicated_set,
+                               'cpu_dedicated_set')
+    if conf.compute.cpu_shared_set is not None:
+        shared = parse_cpu_spec(conf.compute.cpu_shared_set,
+                                'cpu_shared_set')
+    else:
+        shared = online - dedicated
+    overlap = shared & dedicated
+    if overlap:
+        raise exception.ConfigError(
+            '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs '
+            + format_cpus(overlap))
+    for option, cpus in (('cpu_shared_set', shared),
+                         ('cpu_dedicated_set', dedicated)):
+        offline = cpus - online
+        if offline:
+            raise exception.ConfigError(
+                f'[compute] {option} names CPUs that are not online on this '
+                f'host: {format_cpus(offline)}')
+    return shared, dedicated
+
+
+def format_cpus(cpus):
+    return ','.join(str(c) for c in sorted(cpus))
+
+
+def ratios(conf, current, nodename):
+    """Allocation ratios for VCPU, MEMORY_MB and DISK_GB (PCPU is 1.0)."""
+    c = conf.compute
+    return {
+        'VCPU': layout.allocation_ratio(
+            c.cpu_allocation_ratio, c.initial_cpu_allocation_ratio,
+            current, nodename, 'VCPU'),
+        'MEMORY_MB': layout.allocation_ratio(
+            c.ram_allocation_ratio, c.initial_ram_allocation_ratio,
+            current, nodename, 'MEMORY_MB'),
+        'DISK_GB': layout.allocation_ratio(
+            c.disk_allocation_ratio, c.initial_disk_allocation_ratio,
+            current, nodename, 'DISK_GB'),
+        'PCPU': 1.0,
+    }
+
+
+def host_memory_mb(snapshot):
+    return (snapshot.host.memory_mb
+            or sum(n.memory_mb for n in snapshot.numa_nodes))
+
+
+class ComputeDriver(base.Driver):
+    name = 'compute'
+    order = 0
+
+    def __init__(self, conf, snapshot):
+        super().__init__(conf, snapshot)
+        self.shared, self.dedicated = cpu_sets(conf, snapshot)
+
+    def build(self, provider_tree, nodename, current):
+        root = provider_tree.get(nodename)
+        c = self.conf.compute
+        ratio = ratios(self.conf, current, nodename)
+        inventory = {}
+        disk_gb = self.snapshot.host.disk_total_gb
+        if disk_gb:
+            inventory['DISK_GB'] = layout.record(
+                disk_gb, math.ceil(c.reserved_host_disk_mb / 1024),
+                ratio['DISK_GB'])
+        traits = {layout.ROOT_TRAIT, layout.MANAGED_TRAIT}
+        arch = self.snapshot.host.cpu_arch
+        if arch:
+            arch_trait = 'COMPUTE_ARCH_' + arch.upper()
+            if arch_trait in os_traits.get_traits():
+                traits.add(arch_trait)
+        if not layout.numa_active(self.conf, self.snapshot):
+            if self.shared:
+                inventory['VCPU'] = layout.record(
+                    len(self.shared), c.reserved_host_cpus, ratio['VCPU'])
+            if self.dedicated:
+                inventory['PCPU'] = layout.record(len(self.dedicated))
+            memory = host_memory_mb(self.snapshot)
+            if memory:
+                inventory['MEMORY_MB'] = layout.record(
+                    memory, c.reserved_host_memory_mb, ratio['MEMORY_MB'])
+            if self.shared or self.dedicated:
+                traits |= self.snapshot.host.cpu_traits
+        layout.set_inventory(root, inventory, ROOT_CLASSES)
+        layout.set_traits(root, traits, ROOT_TRAITS)
+        return {nodename}

@@ -1,0 +1,115 @@
+"""The NUMA driver: one child provider per host NUMA node.
+
+::
+
+    <host>
+     +-- <host>_numa_0     HW_NUMA_ROOT, VCPU, PCPU, MEMORY_MB, HW_CPU_*
+     +-- <host>_numa_1     ...
+
+Active when ``numa`` is an enabled driver, ``[numa] enabled`` is true and
+the snapshot has NUMA nodes (:func:`node_agent.drivers.layout.numa_active`);
+the compute driver then leaves CPU and memory off the root.
+
+Each node offers the CPUs of ``[compute] cpu_shared_set`` it holds as VCPU
+and those of ``cpu_dedicated_set`` as PCPU, and its own memory as
+MEMORY_MB.  Reserved amounts split so that the host keeps exactly what it
+keeps in the flat shape:
+
+- ``reserved_host_cpus`` reserves the lowest-numbered CPUs of the shared
+  set; each node's VCPU ``reserved`` is how many of those it holds.
+- ``reserved_host_memory_mb`` splits evenly across nodes with memory, the
+  remainder on the lowest-numbered of them.
+
+Shared CPUs whose node is unknown cannot be placed on a node and are not
+reported while NUMA modelling is on.  The CPU feature traits go on every
+node that has VCPU or PCPU (resource traits follow their resources).
+"""
+
+import logging
+
+from node_agent.drivers import base
+from node_agent.drivers import compute
+from node_agent.drivers import layout
+
+LOG = logging.getLogger(__name__)
+
+NUMA_CLASSES = compute.CPU_CLASSES
+NUMA_TRAITS = (layout.NUMA_ROOT_TRAIT, 'HW_CPU_*')
+
+
+def split_reserved_cpus(shared, reserved, node_of):
+    """``{node id: reserved VCPU}``: the lowest shared CPUs are reserved."""
+    result = {}
+    for cpu in sorted(shared)[:reserved]:
+        node = node_of(cpu)
+        if node is not None:
+            result[node] = result.get(node, 0) + 1
+    return result
+
+
+def split_reserved_memory(node_memory, reserved):
+    """``{node id: reserved MiB}``: even split, remainder on the lowest."""
+    nodes = sorted(n for n, mb in node_memory.items() if mb > 0)
+    if not nodes:
+        return {}
+    share, remainder = divmod(reserved, len(nodes))
+    result = {n: share for n in nodes}
+    result[nodes[0]] += remainder
+    return result
+
+
+class NumaDriver(base.Driver):
+    name = 'numa'
+    order = 10
+    kinds = ('numa',)
+
+    def __init__(self, conf, snapshot):
+        super().__init__(conf, snapshot)
+        self.shared, self.dedicated = compute.cpu_sets(conf, snapshot)
+
+    def applies(self, snapshot):
+        return layout.numa_active(self.conf, snapshot)
+
+    def build(self, provider_tree, nodename, current):
+        c = self.conf.compute
+        ratio = compute.ratios(self.conf, current, nodename)
+        node_of = self.snapshot.numa_node_of_cpu
+        unplaced = {cpu for cpu in self.shared | self.dedicated
+                    if node_of(cpu) is None}
+        if unplaced:
+            LOG.warning('CPUs %s have no known NUMA node and are not '
+                        'reported while [numa] enabled is true',
+                        compute.format_cpus(unplaced))
+        reserved_cpus = split_reserved_cpus(
+            self.shared, c.reserved_host_cpus, node_of)
+        reserved_memory = split_reserved_memory(
+            {n.id: n.memory_mb for n in self.snapshot.numa_nodes},
+            c.reserved_host_memory_mb)
+
+        wanted = set()
+        for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
+            name = layout.numa_name(nodename, node.id)
+            provider = layout.ensure_child(provider_tree, name, nodename,
+                                           nodename)
+            if provider is None:
+                continue
+            wanted.add(name)
+            shared = self.shared & node.cpus
+            dedicated = self.dedicated & node.cpus
+            inventory = {}
+            if shared:
+                inventory['VCPU'] = layout.record(
+                    len(shared), reserved_cpus.get(node.id, 0),
+                    ratio['VCPU'])
+            if dedicated:
+                inventory['PCPU'] = layout.record(len(dedicated))
+            if node.memory_mb:
+                inventory['MEMORY_MB'] = layout.record(
+                    node.memory_mb, reserved_memory.get(node.id, 0),
+                    ratio['MEMORY_MB'])
+            traits = {layout.NUMA_ROOT_TRAIT}
+            if shared or dedicated:
+                traits |= self.snapshot.host.cpu_traits
+            layout.set_inventory(provider, inventory, NUMA_CLASSES)
+            layout.set_traits(provider, traits, NUMA_TRAITS)
+        return wanted

@@ -1,0 +1,311 @@
+"""Which inventory moves between two trees, and where allocations follow.
+
+Pure functions over a tree *before* the drivers ran (what Placement has)
+and the tree *after* (what the drivers want).  No I/O.
+
+A *move* is owned inventory of class ``rc`` on provider ``p`` that is gone
+from ``p`` after the pass while the same class (or the class it was renamed
+to, see :meth:`node_agent.drivers.base.Driver.renames`) appears on an owned
+provider that did not have it::
+
+    flat -> nested NUMA      root VCPU          -> numa_0 VCPU, numa_1 VCPU
+    per_gpu_providers on     root VGPU          -> gpu_<addr> VGPU
+    class renamed            gpu_<addr> CUSTOM_PGPU -> gpu_<addr> PGPU
+
+Inventory that simply disappears (a device removed) is no move: there is
+nowhere for its allocations to go.
+
+Moving allocations (:func:`move_allocations`) edits the allocations dict in
+place, consumer by consumer, and only the ``resources`` of moving
+``(provider, class)`` pairs: amounts on other providers (sharing providers,
+other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
+``consumer_type`` stay as they were.  Each consumer's amounts go:
+
+1. where its resources really are, when the consumer is a libvirt domain of
+   the snapshot (same uuid): VGPU to the GPU that owns its mdevs, CPU and
+   memory to the NUMA node(s) its guest is pinned to, passthrough classes
+   to the device it holds;
+2. else to the provider it was on, if that still has the class (a rename);
+3. else to the first destination by provider name where everything the
+   consumer moves in one family (say VCPU and MEMORY_MB to NUMA nodes)
+   fits together, else class by class, splitting an amount across
+   destinations by name when no single one can take it.
+
+Capacity is ``(total - reserved) * allocation_ratio`` minus what consumers
+that do not move already use; ``min_unit``, ``max_unit`` and ``step_size``
+are kept.  Consumers with a known affinity are placed first, then the
+rest, each in uuid order, so the result is the same every run.  No amount is
+lost or invented; a consumer that cannot be placed is a
+:class:`~node_agent.exception.ReshapeFailed` naming it.
+"""
+
+import collections
+import dataclasses
+
+from node_agent import exception
+from node_agent import provider_tree as pt
+from node_agent.drivers import layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    provider_uuid: str
+    provider_name: str
+    resource_class: str
+    new_class: str
+
+
+def find_moves(before, after, nodename, renames=None):
+    """The moves from ``before`` to ``after`` (see module doc), sorted."""
+    renames = renames or {}
+    after_owned = {p.uuid: p for p in layout.owned_providers(after, nodename)}
+    before_owned = {p.uuid: p
+                    for p in layout.owned_providers(before, nodename)}
+    appeared = set()
+    for uuid, provider in after_owned.items():
+        old = before_owned.get(uuid)
+        for rc in provider.inventory:
+            if old is None or rc not in old.inventory:
+                appeared.add(rc)
+    moves = []
+    for uuid, provider in before_owned.items():
+        new = after_owned.get(uuid)
+        kind = layout.kind_of(provider, nodename)
+        for rc in provider.inventory:
+            if new is not None and rc in new.inventory:
+                continue
+            target = renames.get((kind, rc), rc)
+            if target in appeared:
+                moves.append(Move(uuid, provider.name, rc, target))
+    return sorted(moves, key=lambda m: (m.provider_name, m.resource_class))
+
+
+def describe(moves):
+    """A reason for ReshapeNeeded naming classes and providers."""
+    parts = []
+    for m in moves:
+        what = m.resource_class
+        if m.new_class != m.resource_class:
+            what += f' (now {m.new_class})'
+        parts.append(f'{what} leaves provider {m.provider_name}')
+    return 'inventory moves between providers: ' + '; '.join(parts)
+
+
+def move_allocations(moves, before, after, nodename, allocations, snapshot):
+    """Move the allocations of ``moves`` in ``allocations`` in place."""
+    moving = {(m.provider_uuid, m.resource_class): m.new_class
+              for m in moves}
+    dest = _Destinations(after, nodename, allocations, moving)
+    affinity = _Affinity(snapshot, nodename)
+
+    work = []
+    for consumer, record in allocations.items():
+        needs = collections.Counter()
+        sources = collections.defaultdict(list)
+        for rp_uuid, alloc in record.get('allocations', {}).items():
+            for rc, amount in alloc.get('resources', {}).items():
+                new_rc = moving.get((rp_uuid, rc))
+                if new_rc is not None and amount:
+                    needs[new_rc] += amount
+                    sources[new_rc].append(rp_uuid)
+        if needs:
+            prefs = affinity.for_consumer(consumer)
+            work.append((not prefs, consumer, needs, sources, prefs))
+    work.sort(key=lambda w: (w[0], w[1]))
+
+    for _, consumer, needs, sources, prefs in work:
+        placed = _place(consumer, needs, sources, prefs, dest)
+        _rewrite(allocations[consumer], moving, placed, after)
+
+
+def _place(consumer, needs, sources, prefs, dest):
+    """``{provider uuid: {class: amount}}`` for one consumer, or raise."""
+    placed = collections.defaultdict(collections.Counter)
+
+    def commit(uuid, rc, amount):
+        placed[uuid][rc] += amount
+        dest.use(uuid, rc, amount)
+
+    remaining = collections.Counter(needs)
+    # 1. Exact amounts the domain's devices dictate (one VGPU per mdev).
+    for rc, exact in prefs.exact.items():
+        want = sum(exact.values())
+        if rc in remaining and want == remaining[rc] and all(
+                dest.fits(u, rc, n) for u, n in exact.items()):
+            for uuid, amount in exact.items():
+                commit(uuid, rc, amount)
+            del remaining[rc]
+
+    # 2. Families of classes that share destinations go to one provider.
+    families = collections.defaultdict(list)
+    for rc in sorted(remaining):
+        families[tuple(dest.providers(rc))].append(rc)
+    for candidates, classes in families.items():
+        order = _ordered(candidates, prefs.providers, sources, classes)
+        for uuid in order:
+            if all(dest.fits(uuid, rc, remaining[rc]) for rc in classes):
+                for rc in classes:
+                    commit(uuid, rc, remaining.pop(rc))
+                break
+
+    # 3. What is left, class by class, split across destinations.
+    for rc in sorted(remaining):
+        amount = remaining[rc]
+        order = _ordered(dest.providers(rc), prefs.providers, sources, [rc])
+        for uuid in order:
+            chunk = dest.largest_chunk(uuid, rc, amount)
+            if chunk:
+                commit(uuid, rc, chunk)
+                amount -= chunk
+            if not amount:
+                break
+        if amount:
+            for uuid, counts in placed.items():
+                for r, n in counts.items():
+                    dest.use(uuid, r, -n)
+            raise exception.ReshapeFailed(
+                f'no room for {amount} {rc} of consumer {consumer} on the '
+                'new providers', consumers=[consumer],
+                providers=[dest.name(u) for u in dest.providers(rc)])
+    return placed
+
+
+def _ordered(candidates, preferred, sources, classes):
+    """Candidates in order: affinity, then the consumer's own provider
+    (a rename in place), then by name (``candidates`` come sorted so)."""
+    first = [u for u in preferred if u in candidates]
+    own = sorted({u for rc in classes for u in sources.get(rc, ())
+                  if u in candidates and u not in first})
+    rest = [u for u in candidates if u not in first and u not in own]
+    return first + own + rest
+
+
+def _rewrite(record, moving, placed, after):
+    allocs = record.setdefault('allocations', {})
+    for rp_uuid in list(allocs):
+        resources = allocs[rp_uuid].get('resources', {})
+        for rc in list(resources):
+            if (rp_uuid, rc) in moving:
+                del resources[rc]
+        if not resources:
+            del allocs[rp_uuid]
+    for uuid, counts in placed.items():
+        entry = allocs.setdefault(
+            uuid, {'generation': after.get(uuid).generation,
+                   'resources': {}})
+        resources = entry.setdefault('resources', {})
+        for rc, amount in counts.items():
+            resources[rc] = resources.get(rc, 0) + amount
+
+
+class _Destinations:
+    """Owned providers after the pass, with what is still free on them."""
+
+    def __init__(self, after, nodename, allocations, moving):
+        self._providers = {p.uuid: p
+                           for p in layout.owned_providers(after, nodename)}
+        self._by_class = collections.defaultdict(list)
+        for provider in sorted(self._providers.values(),
+                               key=lambda p: p.name):
+            for rc in provider.inventory:
+                self._by_class[rc].append(provider.uuid)
+        self._used = collections.Counter()
+        for record in allocations.values():
+            for rp_uuid, alloc in record.get('allocations', {}).items():
+                if rp_uuid not in self._providers:
+                    continue
+                for rc, amount in alloc.get('resources', {}).items():
+                    if (rp_uuid, rc) not in moving:
+                        self._used[rp_uuid, rc] += amount
+
+    def providers(self, rc):
+        return self._by_class.get(rc, [])
+
+    def name(self, uuid):
+        return self._providers[uuid].name
+
+    def _record(self, uuid, rc):
+        provider = self._providers.get(uuid)
+        return None if provider is None else provider.inventory.get(rc)
+
+    def free(self, uuid, rc):
+        record = self._record(uuid, rc)
+        if record is None:
+            return 0
+        return pt.capacity(record) - self._used[uuid, rc]
+
+    def fits(self, uuid, rc, amount):
+        record = self._record(uuid, rc)
+        if record is None:
+            return False
+        return (record['min_unit'] <= amount <= record['max_unit']
+                and amount % record['step_size'] == 0
+                and amount <= self.free(uuid, rc))
+
+    def largest_chunk(self, uuid, rc, amount):
+        record = self._record(uuid, rc)
+        if record is None:
+            return 0
+        chunk = min(amount, self.free(uuid, rc), record['max_unit'])
+        chunk -= chunk % record['step_size']
+        return chunk if chunk >= max(record['min_unit'], 1) else 0
+
+    def use(self, uuid, rc, amount):
+        self._used[uuid, rc] += amount
+
+
+@dataclasses.dataclass
+class _Prefs:
+    providers: list = dataclasses.field(default_factory=list)
+    exact: dict = dataclasses.field(default_factory=dict)
+
+    def __bool__(self):
+        return bool(self.providers or self.exact)
+
+
+class _Affinity:
+    """Where a consumer's resources really are, from the snapshot."""
+
+    def __init__(self, snapshot, nodename):
+        self._nodename = nodename
+        self._domains = {d.uuid: d for d in snapshot.domains}
+        self._snapshot = snapshot
+        self._mdev_owner = {}
+        for device in list(snapshot.pci_devices) + list(snapshot.gpus):
+            for mdev_type in device.mdev_types:
+                for mdev in mdev_type.devices:
+                    self._mdev_owner[mdev] = device.address
+
+    def for_consumer(self, consumer):
+        prefs = _Prefs()
+        domain = self._domains.get(consumer)
+        if domain is None:
+            return prefs
+        gpus = collections.Counter()
+        for mdev in domain.mdevs:
+            address = self._mdev_owner.get(mdev)
+            if address is not None:
+                gpus[self._uuid('gpu', address)] += 1
+        if gpus:
+            prefs.exact['VGPU'] = dict(sorted(gpus.items()))
+        nodes = set(domain.numa_nodes)
+        for cpu in domain.cpuset:
+            node = self._snapshot.numa_node_of_cpu(cpu)
+            if node is not None:
+                nodes.add(node)
+        names = [pt.child_name(self._nodename, 'gpu', a)
+                 for a in sorted(domain.hostdevs)]
+        names += [pt.child_name(self._nodename, 'accel', a)
+                  for a in sorted(domain.hostdevs)]
+        names += [layout.numa_name(self._nodename, n) for n in sorted(nodes)]
+        names += [pt.child_name(self._nodename, 'gpu', self._mdev_owner[m])
+                  for m in domain.mdevs if m in self._mdev_owner]
+        for name in names:
+            uuid = pt.provider_uuid(name)
+            if uuid not in prefs.providers:
+                prefs.providers.append(uuid)
+        return prefs
+
+    def _uuid(self, kind, stable_id):
+        return pt.provider_uuid(pt.child_name(self._nodename, kind,
+                                              stable_id))

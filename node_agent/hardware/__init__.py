@@ -1,0 +1,14 @@
+"""Hardware discovery: read the host, return one frozen HostSnapshot.
+
+Read-only collectors, each with an injectable source, merged by
+:mod:`node_agent.hardware.discovery`:
+
+* :mod:`sysfs` - the only reader of sysfs (root ``[hardware] sysfs_root``);
+  :mod:`topology`, :mod:`pci` and :mod:`net` parse what it reads;
+* :mod:`libvirt_host` - capabilities, node devices, domains
+  (``[libvirt] connection_uri``);
+* :mod:`nvml` - NVIDIA GPUs through an injected ``pynvml`` module;
+* :mod:`udev` - events that should trigger an early re-scan.
+
+Nothing here knows about Placement.
+"""

@@ -1,0 +1,199 @@
+"""Discovery: sysfs, libvirt and NVML merged into one HostSnapshot.
+
+::
+
+    sysfs  ----> NUMA nodes, CPUs, PCI functions, netdevs   (topology)
+    libvirt ---> host CPU + traits, node devices, mdevs, domains, versions
+    NVML   ----> GPU identity, MIG, vGPU types
+                   |
+                   v
+              HostSnapshot (frozen)
+
+When sources disagree, this is who wins:
+
+* topology (NUMA nodes, CPUs, memory per node, PCI functions, SR-IOV links,
+  netdevs): sysfs.  A device's NUMA node comes from sysfs, and from libvirt's
+  node device only when sysfs does not know it; NVML's node is used for GPUs
+  only when neither does.
+* GPU identity (name, UUID, memory, MIG, vGPU types): NVML.
+* mediated device types and existing mdevs, and domains: libvirt.  When
+  libvirt has no node device for a PCI function, its sysfs
+  ``mdev_supported_types`` are used.
+* host memory: the sum of the NUMA nodes' MemTotal, else libvirt's.
+
+A missing source is not an error: without NVML there is no ``"nvml"`` in
+``HostSnapshot.sources``; an item a source cannot describe is skipped with a
+warning by that source's collector.  Only an unreachable libvirt raises
+(:class:`~node_agent.exception.LibvirtConnectionError`).
+"""
+
+import dataclasses
+import os
+
+from oslo_log import log as logging
+
+from node_agent.hardware import libvirt_host
+from node_agent.hardware import net
+from node_agent.hardware import nvml as nvml_source
+from node_agent.hardware import pci
+from node_agent.hardware import snapshot
+from node_agent.hardware import sysfs
+from node_agent.hardware import topology
+
+LOG = logging.getLogger(__name__)
+
+GPU_VENDORS = {'10de': 'nvidia', '1002': 'amd', '8086': 'intel',
+               '1a03': 'aspeed', '102b': 'matrox'}
+
+_NO_NVML = object()
+
+
+class Discovery:
+    """Scans the host; one instance keeps its libvirt connection open."""
+
+    def __init__(self, conf, libvirt_uri=None, nvml=None, sysfs_root=None):
+        self.conf = conf
+        self.reader = sysfs.SysfsReader(
+            sysfs_root or conf.hardware.sysfs_root)
+        self.libvirt = libvirt_host.LibvirtHost(
+            libvirt_uri or conf.libvirt.connection_uri,
+            storage_pool=conf.libvirt.storage_pool)
+        if nvml is None:
+            nvml = (nvml_source.import_pynvml()
+                    if conf.hardware.nvml_enabled else _NO_NVML)
+        self._nvml = nvml
+
+    def close(self):
+        self.libvirt.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def scan(self):
+        """One full look at the host: a HostSnapshot."""
+        numa_nodes = topology.read_numa_nodes(self.reader)
+        cpus = topology.read_cpus(self.reader, numa_nodes)
+        node_ids = frozenset(n.id for n in numa_nodes) or None
+        devices = pci.read_pci_devices(self.reader, node_ids)
+        nics = net.read_nics(self.reader, devices)
+        facts = self.libvirt.collect()
+        sources = ['sysfs', 'libvirt']
+        nvml_gpus = None
+        if self._nvml is not _NO_NVML:
+            nvml_gpus = nvml_source.collect(self._nvml)
+        if nvml_gpus is not None:
+            sources.append('nvml')
+        devices = _merge_libvirt_devices(devices, facts)
+        return snapshot.HostSnapshot(
+            host=self._host_info(facts.host, numa_nodes, cpus,
+                                 facts.pool_capacity_gb),
+            numa_nodes=numa_nodes,
+            cpus=cpus,
+            pci_devices=devices,
+            gpus=_gpus(devices, nvml_gpus or ()),
+            nics=nics,
+            pfs=_pfs(devices, nics),
+            domains=facts.domains,
+            sources=tuple(sources),
+        )
+
+    def _host_info(self, host, numa_nodes, cpus, pool_capacity_gb):
+        changes = {'disk_total_gb': (pool_capacity_gb
+                                     if pool_capacity_gb is not None
+                                     else self._state_disk_gb())}
+        if numa_nodes:
+            changes['memory_mb'] = sum(n.memory_mb for n in numa_nodes)
+        if any(len(c.thread_siblings) > 1 for c in cpus):
+            changes['cpu_traits'] = host.cpu_traits | {
+                'HW_CPU_HYPERTHREADING'}
+        return dataclasses.replace(host, **changes)
+
+    def _state_disk_gb(self):
+        path = self.conf.state_path
+        try:
+            st = os.statvfs(path)
+        except OSError as exc:
+            LOG.warning('cannot size the disk holding [DEFAULT] state_path '
+                        '%s: %s', path, exc.strerror)
+            return 0
+        return st.f_blocks * st.f_frsize // 1024 ** 3
+
+
+def _merge_libvirt_devices(devices, facts):
+    """Fill NUMA gaps and take mdev types/instances from libvirt."""
+    node_devices = {d.address: d for d in facts.node_devices}
+    mdevs_by_parent = {}
+    for mdev in facts.mdevs:
+        mdevs_by_parent.setdefault(mdev.parent, []).append(mdev)
+    merged = []
+    for device in devices:
+        nodedev = node_devices.get(device.address)
+        changes = {}
+        if nodedev is not None:
+            if device.numa_node is None and nodedev.numa_node is not None:
+                changes['numa_node'] = nodedev.numa_node
+            if nodedev.mdev_types:
+                changes['mdev_types'] = _libvirt_mdev_types(
+                    nodedev, mdevs_by_parent.get(device.address, ()))
+        merged.append(dataclasses.replace(device, **changes)
+                      if changes else device)
+    return tuple(merged)
+
+
+def _libvirt_mdev_types(nodedev, mdevs):
+    types = []
+    for mtype in nodedev.mdev_types:
+        uuids = tuple(sorted(m.uuid for m in mdevs
+                             if m.type_id == mtype.type_id))
+        types.append(dataclasses.replace(mtype, devices=uuids))
+    return tuple(types)
+
+
+def _gpus(devices, nvml_gpus):
+    by_address = {g.address: g for g in nvml_gpus}
+    gpus = []
+    for device in devices:
+        if device.class_id != '03':
+            continue
+        seen = by_address.pop(device.address, None)
+        gpu = snapshot.Gpu(
+            address=device.address,
+            vendor=GPU_VENDORS.get(device.vendor_id, device.vendor_id),
+            numa_node=device.numa_node,
+            mdev_types=device.mdev_types)
+        if seen is not None:
+            gpu = dataclasses.replace(
+                seen, numa_node=(device.numa_node
+                                 if device.numa_node is not None
+                                 else seen.numa_node),
+                mdev_types=device.mdev_types)
+        gpus.append(gpu)
+    for address in sorted(by_address):
+        LOG.warning('NVML reports GPU %s but sysfs has no such PCI device; '
+                    'ignoring it', address)
+    return tuple(gpus)
+
+
+def _pfs(devices, nics):
+    ifname_of = {}
+    for nic in nics:
+        if nic.address is not None:
+            ifname_of.setdefault(nic.address, nic)
+    pfs = []
+    for device in devices:
+        if device.class_id != '02' or device.sriov_totalvfs == 0:
+            continue
+        nic = ifname_of.get(device.address)
+        pfs.append(snapshot.PhysicalFunction(
+            address=device.address,
+            ifname=nic.ifname if nic else None,
+            numa_node=device.numa_node,
+            sriov_totalvfs=device.sriov_totalvfs,
+            sriov_numvfs=device.sriov_numvfs,
+            vfs=device.virtfns,
+            mac=nic.mac if nic else None,
+            speed_mbps=nic.speed_mbps if nic else None))
+    return tuple(pfs)

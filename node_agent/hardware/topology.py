@@ -1,0 +1,184 @@
+"""NUMA nodes and CPUs, from sysfs.
+
+sysfs is the authority for topology (libvirt's test driver cannot express it
+and NVML does not know it).  Layout read, relative to the sysfs root::
+
+    devices/system/node/node<N>/cpulist            "0-15"
+    devices/system/node/node<N>/meminfo            "Node 0 MemTotal: <n> kB"
+    devices/system/node/node<N>/distance           "10 21"
+    devices/system/node/node<N>/hugepages/hugepages-<size>kB/
+                                                   {nr,free}_hugepages
+    devices/system/cpu/online                      "0-31"
+    devices/system/cpu/cpu<N>/online               absent for cpu0
+    devices/system/cpu/cpu<N>/topology/{core_id,physical_package_id,
+                                        thread_siblings_list}
+
+A node or CPU whose essential files are unreadable or garbled is skipped with
+a warning naming the file; optional parts (hugepages, distances) are left
+empty with a warning.  Nothing is filled in with a guess.
+"""
+
+import re
+
+from oslo_log import log as logging
+
+from node_agent import exception
+from node_agent.hardware import snapshot
+
+LOG = logging.getLogger(__name__)
+
+NODE_DIR = 'devices/system/node'
+CPU_DIR = 'devices/system/cpu'
+
+# Generous ceilings: anything above is a corrupt file, not a big machine.
+MAX_CPU_ID = 1 << 16
+MAX_NODE_ID = 1 << 10
+MAX_MEM_KB = 1 << 44          # 16 PiB per node
+MAX_HUGEPAGES = 1 << 40
+
+_NODE_RE = re.compile(r'^node(\d+)$')
+_CPU_RE = re.compile(r'^cpu(\d+)$')
+_HUGEPAGE_RE = re.compile(r'^hugepages-(\d+)kB$')
+_MEMTOTAL_RE = re.compile(r'^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB$', re.M)
+
+
+def _numbered(reader, rel, pattern):
+    """(id, name) of the entries of ``rel`` matching ``pattern``, by id."""
+    found = []
+    for name in reader.listdir(rel):
+        m = pattern.match(name)
+        if m:
+            found.append((int(m.group(1)), name))
+    return sorted(found)
+
+
+def read_numa_nodes(reader):
+    """NUMA nodes by id; () when the kernel exposes no node directory."""
+    if not reader.is_dir(NODE_DIR):
+        LOG.info('no NUMA information under %s', reader.path(NODE_DIR))
+        return ()
+    nodes = []
+    for node_id, name in _numbered(reader, NODE_DIR, _NODE_RE):
+        base = f'{NODE_DIR}/{name}'
+        if node_id > MAX_NODE_ID:
+            LOG.warning('skipping NUMA node %s: id %d is implausible',
+                        base, node_id)
+            continue
+        try:
+            cpus = reader.read_cpulist(f'{base}/cpulist')
+            if any(c > MAX_CPU_ID for c in cpus):
+                raise exception.SysfsReadError(
+                    f'{base}/cpulist', 'cpu id out of range')
+            memory_mb = _read_memtotal_mb(reader, f'{base}/meminfo')
+        except exception.SysfsReadError as exc:
+            LOG.warning('skipping NUMA node %d: %s', node_id, exc)
+            continue
+        nodes.append(snapshot.NumaNode(
+            id=node_id, cpus=cpus, memory_mb=memory_mb,
+            hugepages=_read_hugepages(reader, base),
+            distances=_read_distances(reader, base)))
+    return tuple(nodes)
+
+
+def _read_memtotal_mb(reader, rel):
+    m = _MEMTOTAL_RE.search(reader.read(rel))
+    if not m:
+        raise exception.SysfsReadError(rel, 'no "MemTotal: <n> kB" line')
+    kb = int(m.group(1))
+    if kb > MAX_MEM_KB:
+        raise exception.SysfsReadError(rel, f'MemTotal {kb} kB is absurd')
+    return kb // 1024
+
+
+def _read_hugepages(reader, base):
+    rel = f'{base}/hugepages'
+    if not reader.is_dir(rel):
+        return ()
+    pages = []
+    try:
+        sizes = _numbered(reader, rel, _HUGEPAGE_RE)
+    except exception.SysfsReadError as exc:
+        LOG.warning('ignoring hugepages: %s', exc)
+        return ()
+    for size_kb, name in sizes:
+        try:
+            total = reader.read_int(f'{rel}/{name}/nr_hugepages', 0,
+                                    MAX_HUGEPAGES)
+            free = reader.read_int(f'{rel}/{name}/free_hugepages', 0, total)
+        except exception.SysfsReadError as exc:
+            LOG.warning('ignoring %d kB hugepages: %s', size_kb, exc)
+            continue
+        pages.append(snapshot.HugePages(size_kb=size_kb, total=total,
+                                        free=free))
+    return tuple(pages)
+
+
+def _read_distances(reader, base):
+    rel = f'{base}/distance'
+    try:
+        text = reader.read(rel)
+        distances = tuple(int(v) for v in text.split())
+    except (exception.SysfsReadError, ValueError) as exc:
+        LOG.warning('ignoring NUMA distances in %s: %s', rel, exc)
+        return ()
+    if any(d < 0 or d > 255 for d in distances):
+        LOG.warning('ignoring NUMA distances in %s: %r out of range',
+                    rel, distances)
+        return ()
+    return distances
+
+
+def _online_cpus(reader):
+    """Online CPU ids from the global list, or None if it is unreadable."""
+    try:
+        return reader.read_cpulist(f'{CPU_DIR}/online')
+    except exception.SysfsReadError as exc:
+        LOG.warning('cannot read the online CPU list: %s', exc)
+        return None
+
+
+def read_cpus(reader, numa_nodes=()):
+    """Logical CPUs by id, with their core, socket, siblings and node."""
+    if not reader.is_dir(CPU_DIR):
+        LOG.warning('no CPU information under %s', reader.path(CPU_DIR))
+        return ()
+    online_set = _online_cpus(reader)
+    node_of = {cpu: node.id for node in numa_nodes for cpu in node.cpus}
+    cpus = []
+    for cpu_id, name in _numbered(reader, CPU_DIR, _CPU_RE):
+        base = f'{CPU_DIR}/{name}'
+        if cpu_id > MAX_CPU_ID:
+            LOG.warning('skipping CPU %s: id is implausible', base)
+            continue
+        try:
+            online = _cpu_online(reader, base, cpu_id, online_set)
+            if not online:
+                cpus.append(snapshot.Cpu(id=cpu_id, online=False,
+                                         numa_node=node_of.get(cpu_id)))
+                continue
+            topo = f'{base}/topology'
+            core_id = reader.read_int(f'{topo}/core_id', 0, MAX_CPU_ID)
+            socket_id = reader.read_int(f'{topo}/physical_package_id', 0,
+                                        MAX_CPU_ID)
+            siblings = reader.read_cpulist(f'{topo}/thread_siblings_list')
+            if cpu_id not in siblings:
+                raise exception.SysfsReadError(
+                    f'{topo}/thread_siblings_list',
+                    f'does not contain cpu {cpu_id} itself')
+        except exception.SysfsReadError as exc:
+            LOG.warning('skipping CPU %d: %s', cpu_id, exc)
+            continue
+        cpus.append(snapshot.Cpu(
+            id=cpu_id, online=True, core_id=core_id, socket_id=socket_id,
+            numa_node=node_of.get(cpu_id), thread_siblings=siblings))
+    return tuple(cpus)
+
+
+def _cpu_online(reader, base, cpu_id, online_set):
+    if online_set is not None:
+        return cpu_id in online_set
+    # No per-CPU "online" file means the CPU cannot be hot-unplugged, so it
+    # is online (the kernel's own rule for cpu0).
+    if not reader.exists(f'{base}/online'):
+        return True
+    return reader.read_int(f'{base}/online', 0, 1) == 1

@@ -1,0 +1,245 @@
+"""The node-agent daemon: the tracker's loop under oslo.service.
+
+oslo.service runs on its threading backend (selected here, before
+``oslo_service.service`` is imported).  The daemon is one process
+(``ProcessLauncher(no_fork=True)``): systemd's ``Type=notify`` and
+watchdog talk to the main PID, and a fatal reshape failure must end the
+service instead of being respawned by a process manager.
+
+Threads and signals::
+
+    main thread    oslo.service launcher: start(), wait(); runs the signal
+                   handlers.  SIGTERM -> stop(): ask the worker to stop,
+                   wait for it (the write in progress completes), exit 0;
+                   [DEFAULT] graceful_shutdown_timeout (10 s) bounds it.
+                   SIGHUP -> reload(): flag for the worker.
+    worker         startup (waiting for Placement with capped exponential
+                   backoff), READY=1, then every [audit] interval: audit,
+                   WATCHDOG=1.  SIGHUP: re-read the config files, drop the
+                   report client's cached Placement state, audit now.
+                   A udev event (debounced by the monitor): audit now.
+
+Every write happens in the worker, between two checks of the stop flag, so
+a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
+:data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
+restarted as is: a reshape that failed for good or a bad configuration
+(the unit's ``RestartPreventExitStatus=``).
+"""
+
+import logging
+import signal
+import threading
+import time
+
+import tenacity
+from oslo_service import backend
+
+backend.init_backend(backend.BackendType.THREADING)
+
+from oslo_service import opts as service_opts  # noqa: E402
+from oslo_service import service  # noqa: E402
+
+from node_agent import exception  # noqa: E402
+from node_agent.tracker import tracker as tracker_mod  # noqa: E402
+
+LOG = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_FATAL = 78
+
+# Errors a restart would not cure: systemd is told not to restart.
+FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError)
+# Errors of a dependency that is not there yet: wait, never crash-loop.
+WAIT_ERRORS = (exception.PlacementUnavailable,
+               exception.LibvirtConnectionError)
+
+
+def register_opts(conf):
+    """oslo.service's own options, with a shutdown bound of 10 seconds."""
+    service_opts.register_service_opts(conf)
+    conf.set_default('graceful_shutdown_timeout', 10)
+
+
+class _Stopped(Exception):
+    """The worker was asked to stop while it waited."""
+
+
+class AgentService(service.Service):
+    """Runs a :class:`~node_agent.tracker.tracker.ResourceTracker`."""
+
+    def __init__(self, conf, tracker, notifier, udev_monitor=None):
+        """``udev_monitor``: ``make(callback) -> monitor`` (with start()
+        and stop()), or None."""
+        super().__init__(threads=1)
+        self.conf = conf
+        self.tracker = tracker
+        self.notifier = notifier
+        self.make_udev_monitor = udev_monitor
+        self.udev_monitor = None
+        self.exit_code = EXIT_OK
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._reload = threading.Event()
+        self._early = threading.Event()
+        self._done = threading.Event()
+        self._thread = None
+
+    # -- oslo.service interface ---------------------------------------------
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name='tracker')
+        self._thread.start()
+
+    def wait(self):
+        # Short waits keep the main thread responsive to signals.
+        while not self._done.wait(0.5):
+            pass
+
+    def stop(self, graceful=True):
+        if not self._stop.is_set():
+            LOG.info('stopping: waiting for the current Placement write')
+            self.notifier.stopping()
+        self._stop.set()
+        self._wake.set()
+        if (self._thread is not None
+                and self._thread is not threading.current_thread()):
+            self._thread.join(max(1, self.conf.graceful_shutdown_timeout - 1))
+
+    def reset(self):
+        self.reload()
+
+    # -- events ---------------------------------------------------------------
+
+    def reload(self, *args):
+        """SIGHUP: re-read config files and drop cached Placement state."""
+        self._reload.set()
+        self._wake.set()
+
+    def early_audit(self, *args):
+        """A device appeared, went or changed: audit soon (debounced)."""
+        self._early.set()
+        self._wake.set()
+
+    # -- the worker -----------------------------------------------------------
+
+    def _run(self):
+        try:
+            self._start_udev()
+            self._startup()
+            self.notifier.ready(status=self.tracker.status_line())
+            self._loop()
+        except _Stopped:
+            pass
+        except FATAL_ERRORS as exc:
+            LOG.critical('node-agent cannot continue: %s', exc)
+            self.exit_code = EXIT_FATAL
+        except Exception:
+            LOG.exception('node-agent stopped on an unexpected error')
+            self.exit_code = EXIT_ERROR
+        finally:
+            if self.udev_monitor is not None:
+                self.udev_monitor.stop()
+            self._done.set()
+
+    def _start_udev(self):
+        if self.make_udev_monitor is None:
+            return
+        try:
+            monitor = self.make_udev_monitor(self.early_audit)
+            monitor.start()
+        except Exception as exc:  # no udev in a container, no netlink...
+            LOG.info('udev events are not watched (%s): changes are picked '
+                     'up by the periodic audit', exc)
+            return
+        self.udev_monitor = monitor
+
+    def _startup(self):
+        initial = self.conf.audit.startup_backoff_initial
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(WAIT_ERRORS),
+            wait=tenacity.wait_exponential_jitter(
+                initial=initial, max=self.conf.audit.startup_backoff_max,
+                jitter=initial),
+            sleep=self._sleep,
+            before_sleep=self._waiting,
+            reraise=True)
+        return retrying(self._startup_once)
+
+    def _startup_once(self):
+        self._handle_reload()
+        if self._stop.is_set():
+            raise _Stopped()
+        return self.tracker.startup()
+
+    def _waiting(self, retry_state):
+        exc = retry_state.outcome.exception()
+        what = ('Placement' if isinstance(exc, exception.PlacementError)
+                else 'libvirt')
+        self.notifier.set_status(f'waiting for {what}')
+        LOG.warning('%s is not reachable (%s); next attempt in %.1f s',
+                    what, exc, retry_state.next_action.sleep)
+
+    def _sleep(self, seconds):
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set() and not self._reload.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.notifier.watchdog()
+            self._wake.wait(min(left, self.notifier.watchdog_interval or left))
+            self._wake.clear()
+
+    def _loop(self):
+        next_audit = time.monotonic() + self.conf.audit.interval
+        while not self._stop.is_set():
+            self.notifier.watchdog()
+            timeout = max(0.0, next_audit - time.monotonic())
+            if self.notifier.watchdog_interval:
+                timeout = min(timeout, self.notifier.watchdog_interval)
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            if self._handle_reload():
+                next_audit = time.monotonic()
+            if self._early.is_set():
+                # The udev monitor debounces: one call per burst.
+                self._early.clear()
+                next_audit = time.monotonic()
+            if time.monotonic() >= next_audit:
+                self._audit()
+                next_audit = time.monotonic() + self.conf.audit.interval
+
+    def _handle_reload(self):
+        if not self._reload.is_set():
+            return False
+        self._reload.clear()
+        LOG.info('SIGHUP: re-reading the config files and dropping cached '
+                 'Placement state')
+        self.conf.reload_config_files()
+        self.tracker.rc.invalidate()
+        return True
+
+    def _audit(self):
+        try:
+            self.tracker.audit()
+        except exception.PlacementUnavailable as exc:
+            self.notifier.set_status('waiting for Placement')
+            LOG.warning('audit: Placement is not reachable (%s); trying '
+                        'again at the next audit', exc)
+        except exception.NodeAgentError as exc:
+            LOG.error('audit failed: %s', exc)
+        except Exception:
+            LOG.exception('audit failed on an unexpected error')
+
+
+def run(conf, agent_service):
+    """Run ``agent_service`` in this process until stopped; exit status."""
+    launcher = service.ProcessLauncher(conf, no_fork=True,
+                                       restart_method='reload')
+    # The no_fork launcher leaves SIGHUP unimplemented (it would end the
+    # process); the agent reloads in place instead.
+    signal.signal(signal.SIGHUP, agent_service.reload)
+    launcher.launch_service(agent_service)
+    return agent_service.exit_code

@@ -1,0 +1,83 @@
+"""The operator's view of this host's tree in Placement (``tree show``).
+
+Pure: a :class:`~node_agent.provider_tree.ProviderTree` read from Placement
+and the usages per provider become rows, then a table or JSON.  Usages are
+``{provider uuid: {resource class: used}}``.
+
+::
+
+    compute1                         VCPU 0/32 (reserved 0)  MEMORY_MB ...
+      compute1_numa_0   HW_NUMA_ROOT VCPU 2/16 (reserved 0)
+        compute1_gpu_0000:3b:00.0    VGPU 1/16 (reserved 0)
+"""
+
+import json
+
+
+def rows(tree, usages=None):
+    """One dict per provider, parents first, with depth for indenting."""
+    usages = usages or {}
+    result = []
+    for provider in tree.providers():
+        depth = len(tree.ancestors(provider.uuid))
+        parent = tree.find(provider.parent_uuid) if provider.parent_uuid \
+            else None
+        used = usages.get(provider.uuid, {})
+        result.append({
+            'name': provider.name,
+            'uuid': provider.uuid,
+            'parent': parent.name if parent is not None else None,
+            'generation': provider.generation,
+            'depth': depth,
+            'inventory': {
+                rc: {'total': rec['total'], 'reserved': rec['reserved'],
+                     'used': used.get(rc, 0),
+                     'allocation_ratio': rec['allocation_ratio']}
+                for rc, rec in sorted(provider.inventory.items())},
+            'traits': sorted(provider.traits),
+        })
+    return result
+
+
+def render_json(tree, usages=None):
+    return json.dumps({'providers': rows(tree, usages)}, indent=2,
+                      sort_keys=True)
+
+
+def render_table(tree, usages=None):
+    """A fixed-width table: provider (indented by depth), parent,
+    inventory as ``RC used/total (reserved N)``, traits."""
+    header = ('PROVIDER', 'PARENT', 'INVENTORY (used/total, reserved)',
+              'TRAITS')
+    lines = []
+    for row in rows(tree, usages):
+        inventory = [f'{rc} {i["used"]}/{i["total"]} r{i["reserved"]}'
+                     for rc, i in row['inventory'].items()] or ['-']
+        traits = row['traits'] or ['-']
+        # One line per inventory record or trait, whichever is longer, so
+        # wide trees stay readable in a terminal.
+        for n in range(max(len(inventory), len(traits))):
+            lines.append((
+                ('  ' * row['depth'] + row['name']) if n == 0 else '',
+                (row['parent'] or '-') if n == 0 else '',
+                inventory[n] if n < len(inventory) else '',
+                traits[n] if n < len(traits) else ''))
+    widths = [max(len(str(c)) for c in col)
+              for col in zip(header, *lines)]
+    out = []
+    for line in [header] + lines:
+        out.append('  '.join(str(c).ljust(w)
+                             for c, w in zip(line, widths)).rstrip())
+    return '\n'.join(out)
+
+
+def usages_from_allocations(allocations):
+    """Sum consumers' allocations (``get_allocations_for_provider_tree``
+    shape) into usages per provider."""
+    usages = {}
+    for record in (allocations or {}).values():
+        for rp_uuid, alloc in record.get('allocations', {}).items():
+            per_rp = usages.setdefault(rp_uuid, {})
+            for rc, amount in alloc.get('resources', {}).items():
+                per_rp[rc] = per_rp.get(rc, 0) + amount
+    return usages

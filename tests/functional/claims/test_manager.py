@@ -1,0 +1,265 @@
+"""ClaimManager over a real SQLite file: claims, bad input, audit, rebuild."""
+
+import datetime
+import logging
+import os
+import sqlite3
+
+import pytest
+
+from node_agent import exception
+from node_agent.claims import manager as manager_mod
+from node_agent.hardware import snapshot as snap
+from tests.unit.claims import host
+
+C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
+C2 = 'bbbbbbbb-0000-4000-8000-000000000002'
+C3 = 'cccccccc-0000-4000-8000-000000000003'
+
+
+@pytest.fixture
+def mgr(conf):
+    return manager_mod.ClaimManager(conf)
+
+
+def dump(path):
+    """Everything in the database, to show nothing was written."""
+    conn = sqlite3.connect(path)
+    try:
+        return [list(conn.iterdump())]
+    finally:
+        conn.close()
+
+
+def test_new_database_is_wal_versioned_and_flagged_for_rebuild(conf, mgr):
+    path = os.path.join(conf.state_path, 'claim.sqlite')
+    assert mgr.store.path == path
+    assert mgr.needs_rebuild
+    conn = sqlite3.connect(path)
+    assert conn.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'
+    assert conn.execute('SELECT table_name, version FROM claim_versions'
+                        ).fetchall() == [('claims', 2)]
+    conn.close()
+    # A second open of the same file is not a rebuild.
+    assert not manager_mod.ClaimManager(conf).needs_rebuild
+
+
+def test_claim_confirm_list_show_release(mgr):
+    tree, snapshot = host.tree(), host.snapshot()
+    claim = mgr.claim(C1, host.alloc((host.ROOT, 'VCPU', 2),
+                                     (host.PF0_RP, 'SRIOV_NET_VF', 1)),
+                      tree=tree, snapshot=snapshot)
+    assert claim.state == 'pending'
+    assert claim.host == host.HOST and claim.node == host.HOST
+    assert claim.resources == {host.ROOT: {'VCPU': 2},
+                               host.PF0_RP: {'SRIOV_NET_VF': 1}}
+    assert [d.address for d in claim.devices] == ['0000:5e:02.0']
+    datetime.datetime.fromisoformat(claim.created_at)
+
+    assert mgr.confirm(claim.id).state == 'active'
+    assert mgr.show(claim.id).state == 'active'
+    assert [c.id for c in mgr.list(consumer_uuid=C1)] == [claim.id]
+    assert mgr.list(state='pending') == []
+
+    # The same request again is the same claim (a retried RPC).
+    assert mgr.claim(C1, host.alloc((host.ROOT, 'VCPU', 2),
+                                    (host.PF0_RP, 'SRIOV_NET_VF', 1)),
+                     tree=tree, snapshot=snapshot).id == claim.id
+    with pytest.raises(exception.ClaimRejected, match='already holds'):
+        mgr.claim(C1, host.alloc((host.ROOT, 'VCPU', 4)), tree=tree)
+    # A resize target of the same consumer is a second claim with its own
+    # devices.
+    target = mgr.claim(C1, host.alloc((host.PF0_RP, 'SRIOV_NET_VF', 1)),
+                       tree=tree, snapshot=snapshot, kind='resize_target')
+    assert [d.address for d in target.devices] == ['0000:5e:02.1']
+
+    assert [c.id for c in mgr.release(claim.id)] == [claim.id]
+    with pytest.raises(exception.ClaimNotFound):
+        mgr.show(claim.id)
+    with pytest.raises(exception.ClaimNotFound):
+        mgr.release(claim.id)
+    assert [c.id for c in mgr.release(C1)] == [target.id]
+    assert mgr.release(C1) == []
+
+
+def test_claims_survive_a_restart(conf, mgr):
+    claim = mgr.claim(C1, host.alloc((host.VGPU0_RP, 'VGPU', 1)),
+                      tree=host.tree(), snapshot=host.snapshot())
+    again = manager_mod.ClaimManager(conf)
+    assert again.show(claim.id) == claim
+
+
+U = host.ROOT
+BAD = [
+    ('consumer_uuid', 'not-a-uuid', host.alloc((U, 'VCPU', 1)), 'instance'),
+    (f'allocation.{C3}', C1, host.alloc((C3, 'VCPU', 1)), 'instance'),
+    ('allocation.nope', C1, {'nope': {'resources': {'VCPU': 1}}},
+     'instance'),
+    (f'allocation.{U}.resources.VCPU', C1, host.alloc((U, 'VCPU', -1)),
+     'instance'),
+    (f'allocation.{U}.resources.VCPU', C1, host.alloc((U, 'VCPU', 1.5)),
+     'instance'),
+    (f'allocation.{U}.resources.VCPU', C1, host.alloc((U, 'VCPU', '2')),
+     'instance'),
+    (f'allocation.{U}.resources.CUSTOM_GONE', C1,
+     host.alloc((U, 'CUSTOM_GONE', 1)), 'instance'),
+    ('kind', C1, host.alloc((U, 'VCPU', 1)), 'evacuee'),
+    # Oversize: the request as a whole is measured.
+    ('payload', C1,
+     {f'{i:08x}-0000-4000-8000-000000000000': {'resources': {'VCPU': 1}}
+      for i in range(3000)}, 'instance'),
+]
+
+
+@pytest.mark.parametrize('field, consumer, allocation, kind', BAD,
+                         ids=[b[0].split('.')[-1] + '-' + str(i)
+                              for i, b in enumerate(BAD)])
+def test_bad_input_names_the_field_and_writes_nothing(
+        mgr, field, consumer, allocation, kind):
+    tree = host.tree()
+    mgr.claim(C2, host.alloc((U, 'VCPU', 1)), tree=tree)
+    before = dump(mgr.store.path)
+    with pytest.raises(exception.InvalidClaimRequest) as err:
+        mgr.claim(consumer, allocation, tree=tree, snapshot=host.snapshot(),
+                  kind=kind)
+    assert err.value.field == field
+    assert field in str(err.value)
+    assert dump(mgr.store.path) == before
+
+
+def test_rejected_claim_writes_nothing(mgr):
+    tree = host.tree()
+    mgr.claim(C2, host.alloc((host.PGPU1_RP, 'PGPU', 1)), tree=tree,
+              snapshot=host.snapshot())
+    before = dump(mgr.store.path)
+    with pytest.raises(exception.ClaimRejected):
+        # The VCPU fits; the PGPU does not: neither is written.
+        mgr.claim(C1, host.alloc((U, 'VCPU', 1),
+                                 (host.PGPU1_RP, 'PGPU', 1)),
+                  tree=tree, snapshot=host.snapshot())
+    assert dump(mgr.store.path) == before
+
+
+def test_gc_releases_orphans_after_expiry_only(conf, mgr):
+    tree = host.tree()
+    old = mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=tree)
+    running = mgr.claim(C2, host.alloc((U, 'VCPU', 1)), tree=tree)
+    created = datetime.datetime.fromisoformat(old.created_at)
+    domains = [snap.Domain(C2, 'guest', 'running')]
+
+    assert mgr.gc(domains, now=created + datetime.timedelta(seconds=299)
+                  ) == []
+    released = mgr.gc(domains, now=created + datetime.timedelta(seconds=301))
+    assert [c.id for c in released] == [old.id]
+    assert [c.id for c in mgr.list()] == [running.id]
+
+
+def test_startup_gc_releases_active_claims_of_vanished_guests(mgr):
+    tree = host.tree()
+    gone = mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=tree)
+    mgr.confirm(gone.id)
+    building = mgr.claim(C2, host.alloc((U, 'VCPU', 1)), tree=tree)
+    assert mgr.gc([], startup=False) == []
+    assert [c.id for c in mgr.gc([], startup=True)] == [gone.id]
+    assert [c.id for c in mgr.list()] == [building.id]
+
+
+def test_audit_confirms_claims_whose_guest_is_seen(mgr):
+    claim = mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
+    confirmed, released = mgr.audit([snap.Domain(C1, 'g', 'running')])
+    assert [c.id for c in confirmed] == [claim.id]
+    assert released == []
+    assert mgr.show(claim.id).state == 'active'
+
+
+def placement_allocations(**consumers):
+    return {c: {'allocations': a, 'consumer_generation': 1,
+                'project_id': 'p', 'user_id': 'u'}
+            for c, a in consumers.items()}
+
+
+def test_rebuild_from_domains_and_allocations(mgr):
+    tree = host.tree()
+    mdev = 'eeeeeeee-0000-4000-8000-000000000005'
+    domain = snap.Domain(C1, 'guest', 'running',
+                         hostdevs=('0000:d8:02.3',), mdevs=(mdev,))
+    snapshot = host.snapshot([domain], existing_mdevs=[mdev])
+    allocations = placement_allocations(**{
+        C1: host.alloc((U, 'VCPU', 2), (host.PF1_RP, 'SRIOV_NET_VF', 1),
+                       (host.VGPU0_RP, 'VGPU', 1),
+                       # Another host's provider: not ours, not claimed.
+                       ('dddddddd-0000-4000-8000-00000000000d', 'DISK_GB',
+                        10)),
+        C2: host.alloc((U, 'VCPU', 1)),
+    })
+    created = mgr.rebuild([domain], allocations, tree=tree,
+                          snapshot=snapshot)
+    by_consumer = {c.consumer_uuid: c for c in created}
+    guest = by_consumer[C1]
+    assert guest.state == 'active'
+    assert guest.resources == {U: {'VCPU': 2},
+                               host.PF1_RP: {'SRIOV_NET_VF': 1},
+                               host.VGPU0_RP: {'VGPU': 1}}
+    assert {(d.resource_class, d.key, d.provider) for d in guest.devices} == {
+        ('SRIOV_NET_VF', '0000:d8:02.3', host.PF1_RP),
+        ('VGPU', mdev, host.VGPU0_RP)}
+    assert by_consumer[C2].state == 'pending'
+    assert not mgr.needs_rebuild
+    # Rebuilding again adds nothing; the rebuilt devices are held.
+    assert mgr.rebuild([domain], allocations, tree=tree) == []
+    new = mgr.claim(C3, host.alloc((host.PF1_RP, 'SRIOV_NET_VF', 3)),
+                    tree=tree, snapshot=snapshot)
+    assert '0000:d8:02.3' not in {d.address for d in new.devices}
+
+
+def test_unclaimed_allocations_are_reported(mgr, caplog):
+    mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
+    allocations = placement_allocations(**{
+        C1: host.alloc((U, 'VCPU', 1)),
+        C2: host.alloc((U, 'VCPU', 1)),
+        C3: host.alloc((U, 'VCPU', 1)),
+    })
+    with caplog.at_level(logging.WARNING):
+        unclaimed = mgr.unclaimed_allocations(
+            allocations, [snap.Domain(C3, 'g', 'running')])
+    assert unclaimed == {C2: {U: {'VCPU': 1}}}
+    assert C2 in caplog.text and 'heal_allocations' in caplog.text
+
+
+def test_corrupt_database_is_moved_aside_and_rebuilt(conf, caplog):
+    path = os.path.join(conf.state_path, 'claim.sqlite')
+    first = manager_mod.ClaimManager(conf)
+    first.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
+    with open(path, 'r+b') as f:
+        f.write(b'this is not an SQLite header, nor a database' * 20)
+    with open(path, 'rb') as f:
+        garbage = f.read()
+
+    with caplog.at_level(logging.CRITICAL):
+        mgr = manager_mod.ClaimManager(conf)
+    assert mgr.needs_rebuild
+    aside = [n for n in os.listdir(conf.state_path)
+             if n.startswith('claim.sqlite.corrupt-')
+             and not n.endswith(('-wal', '-shm'))]
+    assert len(aside) == 1
+    # Moved, never emptied: the bad bytes are kept for a post-mortem.
+    with open(os.path.join(conf.state_path, aside[0]), 'rb') as f:
+        assert f.read() == garbage
+    assert any(r.levelno == logging.CRITICAL and aside[0] in r.getMessage()
+               for r in caplog.records)
+    assert mgr.list() == []
+    mgr.rebuild([], placement_allocations(**{C1: host.alloc((U, 'VCPU', 1))}),
+                tree=host.tree())
+    assert [c.consumer_uuid for c in mgr.list()] == [C1]
+
+
+def test_database_newer_than_the_code_is_refused(conf, mgr):
+    conn = sqlite3.connect(mgr.store.path)
+    conn.execute('UPDATE claim_versions SET version = 99')
+    conn.commit()
+    conn.close()
+    with pytest.raises(exception.ClaimError, match='version 99'):
+        manager_mod.ClaimManager(conf)
+    # Refused, not moved aside.
+    assert os.path.exists(mgr.store.path)
+    assert not [n for n in os.listdir(conf.state_path) if 'corrupt' in n]

@@ -1,0 +1,161 @@
+"""The SQLite store: upgrades from a real old file, races across processes."""
+
+import json
+import multiprocessing
+import os
+import sqlite3
+
+from node_agent import exception
+from node_agent.claims import manager as manager_mod
+from node_agent.claims import store
+from node_agent.cmd import manage
+from tests.unit.claims import host
+
+# Version 1 as the first agents wrote it; written out here rather than
+# taken from the code, so the test holds the code to the real old format.
+V1_DDL = """
+CREATE TABLE claim_versions (table_name TEXT PRIMARY KEY,
+                             version INTEGER NOT NULL);
+INSERT INTO claim_versions VALUES ('claims', 1);
+CREATE TABLE claims (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    host TEXT NOT NULL,
+    node TEXT NOT NULL,
+    instance_uuid TEXT NOT NULL,
+    resources TEXT NOT NULL,
+    pci TEXT NOT NULL DEFAULT '[]',
+    resize_target INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL);
+"""
+C1 = 'AAAAAAAA-0000-4000-8000-000000000001'
+C2 = 'bbbbbbbb-0000-4000-8000-000000000002'
+
+
+def make_v1(path):
+    vf = {'resource_class': 'SRIOV_NET_VF', 'provider': host.PF0_RP,
+          'parent': host.PF0, 'address': '0000:5e:02.0'}
+    conn = sqlite3.connect(path)
+    conn.executescript(V1_DDL)
+    conn.execute(
+        'INSERT INTO claims (host, node, instance_uuid, resources, pci, '
+        'resize_target, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        ('compute1', 'compute1', C1,
+         json.dumps({host.PF0_RP: {'SRIOV_NET_VF': 1}}), json.dumps([vf]), 0,
+         '2024-05-01T10:00:00+00:00'))
+    conn.execute(
+        'INSERT INTO claims (host, node, instance_uuid, resources, '
+        'resize_target, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+        ('compute1', 'compute1', C2, json.dumps({host.ROOT: {'VCPU': 2}}), 1,
+         '2024-05-01T11:00:00+00:00'))
+    conn.commit()
+    conn.close()
+
+
+def test_v1_database_is_upgraded_at_startup(conf):
+    path = os.path.join(conf.state_path, 'claim.sqlite')
+    make_v1(path)
+    mgr = manager_mod.ClaimManager(conf)
+    assert not mgr.needs_rebuild
+    assert mgr.store.version() == store.LATEST == 2
+    first, second = mgr.list()
+    assert (first.consumer_uuid, first.kind, first.state) == (
+        C1.lower(), 'instance', 'pending')
+    assert first.devices[0].address == '0000:5e:02.0'
+    assert first.created_at == first.updated_at == '2024-05-01T10:00:00+00:00'
+    assert (second.consumer_uuid, second.kind) == (C2, 'resize_target')
+    # The upgraded claims count: the VF in the old claim is not handed out.
+    new = mgr.claim('cccccccc-0000-4000-8000-000000000003',
+                    host.alloc((host.PF0_RP, 'SRIOV_NET_VF', 1)),
+                    tree=host.tree(), snapshot=host.snapshot())
+    assert new.devices[0].address == '0000:5e:02.1'
+    assert new.id == 3
+
+
+def write_config(tmp_path, conf):
+    path = tmp_path / 'node-agent.conf'
+    path.write_text(f'[DEFAULT]\nstate_path = {conf.state_path}\n'
+                    'host = compute1\n')
+    return ['--config-file', str(path)]
+
+
+def test_manage_db_version_and_upgrade(conf, tmp_path, capsys):
+    make_v1(os.path.join(conf.state_path, 'claim.sqlite'))
+    args = write_config(tmp_path, conf)
+    assert manage.main(args + ['db', 'version']) == 0
+    assert capsys.readouterr().out.strip() == '1 (latest 2)'
+    assert manage.main(args + ['db', 'upgrade']) == 0
+    assert 'from version 1 to 2' in capsys.readouterr().out
+    assert manage.main(args + ['db', 'version']) == 0
+    assert capsys.readouterr().out.strip() == '2 (latest 2)'
+
+
+def test_manage_claims_list_show_release(conf, tmp_path, capsys):
+    mgr = manager_mod.ClaimManager(conf)
+    claim = mgr.claim(C2, host.alloc((host.ROOT, 'VCPU', 3)),
+                      tree=host.tree())
+    args = write_config(tmp_path, conf)
+    assert manage.main(args + ['claims', 'list', '--format', 'json']) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [c['id'] for c in listed] == [claim.id]
+    assert manage.main(args + ['claims', 'list']) == 0
+    assert C2 in capsys.readouterr().out
+    assert manage.main(args + ['claims', 'show', str(claim.id)]) == 0
+    assert json.loads(capsys.readouterr().out)['resources'] == {
+        host.ROOT: {'VCPU': 3}}
+    assert manage.main(args + ['claims', 'release', C2]) == 0
+    assert f'released claim {claim.id}' in capsys.readouterr().out
+    assert manage.main(args + ['claims', 'show', str(claim.id)]) == 1
+    assert 'not found' in capsys.readouterr().err
+
+
+VFS = 16
+
+
+def _claim_one_vf(path, consumer, start, results):
+    # Runs in a child process: its own connections to the same file.
+    from oslo_config import cfg
+    from node_agent import conf as na_conf
+    c = cfg.ConfigOpts()
+    na_conf.register_opts(c)
+    c([], default_config_files=[])
+    c.set_override('host', 'compute1')
+    c.set_override('state_path', os.path.dirname(path))
+    mgr = manager_mod.ClaimManager(c)
+    start.wait()
+    try:
+        claim = mgr.claim(consumer,
+                          host.alloc((host.PF0_RP, 'SRIOV_NET_VF', 1)),
+                          tree=host.tree(vf_total=VFS),
+                          snapshot=host.snapshot(vf_count=VFS))
+        results.put((consumer, claim.devices[0].address))
+    except exception.ClaimRejected:
+        results.put((consumer, None))
+
+
+def test_fifty_processes_race_for_the_last_ten_vfs(conf):
+    mgr = manager_mod.ClaimManager(conf)
+    # 16 VFs, 6 taken: 10 left for 50 contenders.
+    mgr.claim('ffffffff-0000-4000-8000-000000000000',
+              host.alloc((host.PF0_RP, 'SRIOV_NET_VF', 6)),
+              tree=host.tree(vf_total=VFS),
+              snapshot=host.snapshot(vf_count=VFS))
+    ctx = multiprocessing.get_context('fork')
+    start = ctx.Event()
+    results = ctx.Queue()
+    consumers = [f'{i:08x}-0000-4000-8000-000000000000' for i in range(50)]
+    procs = [ctx.Process(target=_claim_one_vf,
+                         args=(mgr.store.path, consumer, start, results))
+             for consumer in consumers]
+    for p in procs:
+        p.start()
+    start.set()
+    outcomes = [results.get(timeout=120) for _ in consumers]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    winners = [vf for _, vf in outcomes if vf is not None]
+    assert len(winners) == 10
+    stored = [d.address for c in mgr.list() for d in c.devices]
+    assert len(stored) == len(set(stored)) == VFS
+    assert set(winners) <= set(stored)
+    assert len(mgr.list()) == 11

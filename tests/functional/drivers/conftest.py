@@ -1,0 +1,75 @@
+"""Drivers against the real Placement (in-process) and recorded host 1.
+
+``agent`` builds the tree of recorded host 1 with the drivers and syncs it
+through the real report client, the way the tracker does at startup::
+
+    tree = rc.get_provider_tree_and_ensure_root(host)
+    try: drivers.update_provider_tree(tree, host)
+    except ReshapeNeeded:
+        allocations = rc.get_allocations_for_provider_tree(host)
+        drivers.update_provider_tree(tree, host, allocations)
+    rc.update_from_provider_tree(tree, allocations)
+"""
+
+import pytest
+
+from node_agent import drivers
+from node_agent import exception
+from node_agent.placement import client
+from tests.fixtures import hosts
+
+HOST = 'compute1'
+PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
+USER = 'a0b1c2d3-0000-4000-8000-000000000002'
+MAPPINGS = ['physnet0:ens1f0', 'physnet1:ens1f1',
+            'physnet0:ens2f0', 'physnet1:ens2f1']
+
+
+@pytest.fixture(scope='module')
+def host1():
+    return hosts.discover('host1')
+
+
+def configure(conf, nested=True):
+    conf.set_override('enabled_vgpu_types', ['nvidia-222'], 'gpu')
+    conf.set_override('physical_device_mappings', MAPPINGS, 'nic')
+    conf.set_override('device_allow_list',
+                      ['{"vendor_id": "8086", "product_id": "09c4", '
+                       '"traits": ["CUSTOM_FPGA_INTEL_ARRIA10"]}'], 'pci')
+    conf.set_override('config_location', '', 'provider_overrides')
+    set_layout(conf, nested)
+    return conf
+
+
+def set_layout(conf, nested):
+    conf.set_override('enabled', nested, 'numa')
+    conf.set_override('per_gpu_providers', nested, 'gpu')
+
+
+class Agent:
+    def __init__(self, conf, adapter, snapshot):
+        self.conf = conf
+        self.snapshot = snapshot
+        # PlacementDirect builds its WSGI app per new connection; parallel
+        # first connections race in its schema sync.
+        self.rc = client.ReportClient(adapter, max_workers=1)
+        self.reshapes = 0
+
+    def sync(self):
+        ds = drivers.DriverSet(self.conf, self.snapshot)
+        tree = self.rc.get_provider_tree_and_ensure_root(HOST)
+        allocations = None
+        try:
+            ds.update_provider_tree(tree, HOST)
+        except exception.ReshapeNeeded:
+            allocations = self.rc.get_allocations_for_provider_tree(HOST)
+            tree = self.rc.get_provider_tree_and_ensure_root(HOST)
+            ds.update_provider_tree(tree, HOST, allocations)
+            self.reshapes += 1
+        self.rc.update_from_provider_tree(tree, allocations)
+        return tree
+
+
+@pytest.fixture
+def agent(conf, placement_adapter, host1):
+    return Agent(configure(conf), placement_adapter, host1)

@@ -1,0 +1,113 @@
+"""The tracker over real Placement (in-process) and recorded host 1.
+
+Host 1 (``tests/fixtures/hosts/host1``): 2 NUMA nodes, NVIDIA T4 GPUs at
+0000:3b:00.0 (node 0) and 0000:af:00.0 (node 1) with mdev types nvidia-222
+and nvidia-223, two dual-port SR-IOV NICs, one FPGA, two running domains
+each holding an mdev on the GPU of its node.
+"""
+
+import os
+import uuid
+
+import pytest
+
+from node_agent.hardware import discovery
+from node_agent.placement import client
+from node_agent.placement import state
+from node_agent.tracker import tracker
+from tests.conftest import FIXTURES
+from tests.fixtures import counting
+
+HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
+PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
+USER = 'a0b1c2d3-0000-4000-8000-000000000002'
+MV_ALLOCATIONS = '1.38'
+
+
+def use_host1(conf, nested):
+    """Point ``conf`` at recorded host 1, flat or nested layout."""
+    conf.set_override('sysfs_root', os.path.join(HOST1, 'sys'), 'hardware')
+    conf.set_override('nvml_enabled', False, 'hardware')
+    conf.set_override('udev_monitor', False, 'hardware')
+    conf.set_override('connection_uri',
+                      'test://' + os.path.join(HOST1, 'libvirt.xml'),
+                      'libvirt')
+    conf.set_override('enabled_vgpu_types', ['nvidia-222'], 'gpu')
+    # PlacementDirect builds its WSGI app (and syncs the schema) for every
+    # new connection; concurrent first connections race in alembic.  The
+    # integration tests cover the concurrent reads over real HTTP.
+    conf.set_override('max_workers', 1, 'placement')
+    set_layout(conf, nested)
+
+
+def set_layout(conf, nested):
+    conf.set_override('enabled', nested, 'numa')
+    conf.set_override('per_gpu_providers', nested, 'gpu')
+
+
+class Agent:
+    """One agent process's worth of objects: a restart is a new Agent."""
+
+    def __init__(self, conf, adapter, claims=None):
+        self.adapter = counting.CountingAdapter(adapter)
+        self.rc = client.ReportClient.from_conf(
+            conf, self.adapter, state=state.SyncState.from_conf(conf))
+        self.discovery = discovery.Discovery(conf)
+        self.tracker = tracker.ResourceTracker(conf, self.rc, self.discovery,
+                                               claims=claims)
+
+    def writes(self):
+        return [c for c in self.adapter.calls if c.method != 'GET']
+
+    def close(self):
+        self.discovery.close()
+
+
+@pytest.fixture
+def host1(conf):
+    use_host1(conf, nested=False)
+    return conf
+
+
+@pytest.fixture
+def agents(host1, placement_adapter):
+    made = []
+
+    def make(**kwargs):
+        agent = Agent(host1, placement_adapter, **kwargs)
+        made.append(agent)
+        return agent
+
+    yield make
+    for agent in made:
+        agent.close()
+
+
+def put_allocations(adapter, consumer, resources_by_rp):
+    body = {'allocations': {rp: {'resources': res}
+                            for rp, res in resources_by_rp.items()},
+            'project_id': PROJECT, 'user_id': USER,
+            'consumer_generation': None, 'consumer_type': 'INSTANCE'}
+    resp = adapter.put(f'/allocations/{consumer}', json=body,
+                       microversion=MV_ALLOCATIONS, raise_exc=False)
+    assert resp.status_code == 204, resp.text
+
+
+def get_allocations(adapter, consumer):
+    resp = adapter.get(f'/allocations/{consumer}',
+                       microversion=MV_ALLOCATIONS, raise_exc=False)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def totals(allocation_record):
+    """{rc: amount} of one consumer over all providers."""
+    result = {}
+    for alloc in allocation_record['allocations'].values():
+        for rc, amount in alloc['resources'].items():
+            result[rc] = result.get(rc, 0) + amount
+    return result
+
+
+def new_consumer():
+    return str(uuid.uuid4())

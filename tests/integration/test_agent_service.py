@@ -1,0 +1,378 @@
+"""The agent as a real process against a real Placement server process.
+
+These are the acceptance tests of the resource tracker issue: reshape on
+restart with consumers intact and a second restart writing nothing;
+Placement down at start; a reshape that cannot succeed; dry-run plans equal
+to the real run; SIGHUP and SIGTERM.  Everything talks to 127.0.0.1 only.
+The agent reports through a real ``$NOTIFY_SOCKET`` the test listens on,
+and writes its requests (keystoneauth's debug log) to a log file per run,
+which is how writes are counted.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from node_agent import provider_tree as ptree
+from tests.conftest import FIXTURES
+from tests.fixtures import placement_server as ps
+
+pytestmark = pytest.mark.integration
+
+HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
+BIN = os.path.dirname(sys.executable)
+ROOT = ptree.provider_uuid('compute1')
+GPU0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+GPU1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+DOMAINS = ('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001',   # guest-numa0
+           '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002')   # guest-numa1
+OTHER = '0d6b1f3e-2c4a-4e8f-9b7d-1a2b3c4d5e6f'
+# The issue's scenario: Placement comes up 20 seconds after the agent.
+PLACEMENT_DELAY = 20
+WRITE_RE = re.compile(r'curl -g -i -X (POST|PUT|DELETE|PATCH) ')
+
+
+def write_conf(path, url, state_path, nested, direct_db=None, log=None):
+    lines = [
+        '[DEFAULT]',
+        'host = compute1',
+        f'state_path = {state_path}',
+        'debug = true',
+        'default_log_levels = keystoneauth=DEBUG,stevedore=WARN,'
+        'oslo_service=WARN,urllib3=WARN',
+        '[placement]',
+        'auth_type = admin_token',
+        f'endpoint = {url}',
+        'token = admin',
+        'noauth_roles = admin,service',
+        'connect_retries = 1',
+        'connect_retry_delay = 0.2',
+        '[hardware]',
+        f'sysfs_root = {os.path.join(HOST1, "sys")}',
+        'nvml_enabled = false',
+        'udev_monitor = false',
+        '[libvirt]',
+        f'connection_uri = test://{os.path.join(HOST1, "libvirt.xml")}',
+        '[gpu]',
+        'enabled_vgpu_types = nvidia-222',
+        f'per_gpu_providers = {nested}',
+        '[numa]',
+        f'enabled = {nested}',
+        '[audit]',
+        'interval = 3600',
+        'startup_backoff_initial = 0.5',
+        'startup_backoff_max = 2',
+    ]
+    if log:
+        lines[1:1] = [f'log_file = {log}']
+    if direct_db:
+        lines += ['[placement_direct]', f'connection = sqlite:///{direct_db}']
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+class Agent:
+    """``node-agent`` as a child process with a real notify socket."""
+
+    def __init__(self, workdir):
+        self.workdir = str(workdir)
+        # AF_UNIX paths are short: keep the socket out of deep tmp dirs.
+        self._sockdir = tempfile.mkdtemp(prefix='na-notify-')
+        self.sock_path = os.path.join(self._sockdir, 'notify')
+        self.conf = os.path.join(self.workdir, 'agent.conf')
+        self.state = os.path.join(self.workdir, 'state')
+        self.proc = None
+        self.sock = None
+        self.messages = []
+        self.runs = 0
+
+    def configure(self, url, nested, direct_db=None):
+        self.runs += 1
+        self.log = os.path.join(self.workdir, f'agent-{self.runs}.log')
+        write_conf(self.conf, url, self.state, nested, direct_db, self.log)
+
+    def start(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        if os.path.exists(self.sock_path):
+            os.unlink(self.sock_path)
+        self.sock.bind(self.sock_path)
+        self.messages = []
+        env = dict(os.environ, NOTIFY_SOCKET=self.sock_path)
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, 'node-agent'), '--config-file', self.conf],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, cwd=self.workdir)
+
+    def wait_for(self, line, timeout=60):
+        """Wait for a notify message carrying ``line``; all seen so far."""
+        deadline = time.monotonic() + timeout
+        while not any(line in m for m in self.messages):
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None:
+                raise AssertionError(
+                    f'no {line!r} from the agent (exit {self.proc.poll()}); '
+                    f'got {self.messages}\n{self.log_text()[-3000:]}')
+            self.sock.settimeout(min(left, 1.0))
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except TimeoutError:
+                pass
+        return self.messages
+
+    def stop(self):
+        """SIGTERM; the exit status (the agent must be gone in 10 s)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=10)
+        finally:
+            self.close()
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ''
+
+    def writes(self):
+        return WRITE_RE.findall(self.log_text())
+
+    def run_manage(self, *args):
+        return subprocess.run(
+            [os.path.join(BIN, 'node-agent-manage'), '--config-file',
+             self.conf, *args], capture_output=True, text=True, timeout=120,
+            cwd=self.workdir)
+
+    def run_once(self):
+        return subprocess.run(
+            [os.path.join(BIN, 'node-agent'), '--config-file', self.conf,
+             '--once'], capture_output=True, text=True, timeout=120,
+            cwd=self.workdir)
+
+    def cleanup(self):
+        self.close()
+        shutil.rmtree(self._sockdir, ignore_errors=True)
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = ps.PlacementServer(tmp_path / 'placement')
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def agent(tmp_path):
+    a = Agent(tmp_path)
+    yield a
+    a.cleanup()
+
+
+def api(server):
+    return ps.admin_adapter(server.url)
+
+
+def put_allocations(adapter, consumer, resources):
+    resp = adapter.put(f'/allocations/{consumer}', microversion='1.38', json={
+        'allocations': {rp: {'resources': r} for rp, r in resources.items()},
+        'project_id': 'p1', 'user_id': 'u1', 'consumer_generation': None,
+        'consumer_type': 'INSTANCE'})
+    assert resp.status_code == 204, resp.text
+
+
+def allocations(adapter, consumer):
+    resp = adapter.get(f'/allocations/{consumer}', microversion='1.38')
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def totals(record):
+    out = {}
+    for alloc in record['allocations'].values():
+        for rc, amount in alloc['resources'].items():
+            out[rc] = out.get(rc, 0) + amount
+    return out
+
+
+def generations(adapter):
+    resp = adapter.get(f'/resource_providers?in_tree={ROOT}',
+                       microversion='1.14')
+    assert resp.status_code == 200, resp.text
+    return {p['name']: p['generation']
+            for p in resp.json()['resource_providers']}
+
+
+def flat_with_consumers(agent, server):
+    """Flat tree from a first agent run, three consumers on the root."""
+    agent.configure(server.url, nested=False)
+    agent.start()
+    agent.wait_for('READY=1')
+    assert agent.stop() == 0
+    adapter = api(server)
+    for consumer in DOMAINS:
+        put_allocations(adapter, consumer,
+                        {ROOT: {'VCPU': 4, 'MEMORY_MB': 8192, 'VGPU': 1}})
+    put_allocations(adapter, OTHER, {ROOT: {'VCPU': 2, 'MEMORY_MB': 1024,
+                                            'VGPU': 2}})
+    return {c: allocations(adapter, c) for c in DOMAINS + (OTHER,)}
+
+
+def test_restart_reshapes_and_second_restart_writes_nothing(agent, server):
+    before = flat_with_consumers(agent, server)
+    adapter = api(server)
+
+    agent.configure(server.url, nested=True)
+    agent.start()
+    messages = agent.wait_for('READY=1')
+    assert any('STATUS=reshaping 3 consumers' in m for m in messages)
+    assert agent.stop() == 0
+    for consumer, record in before.items():
+        after = allocations(adapter, consumer)
+        assert totals(after) == totals(record), consumer
+        assert ROOT not in after['allocations'], consumer
+    assert allocations(adapter, DOMAINS[0])['allocations'][GPU0][
+        'resources'] == {'VGPU': 1}
+    assert allocations(adapter, DOMAINS[1])['allocations'][GPU1][
+        'resources'] == {'VGPU': 1}
+
+    gens = generations(adapter)
+    consumer_gens = {c: allocations(adapter, c)['consumer_generation']
+                     for c in before}
+    agent.configure(server.url, nested=True)
+    agent.start()
+    agent.wait_for('READY=1')
+    assert agent.stop() == 0
+    assert agent.writes() == [], agent.log_text()[-3000:]
+    assert generations(adapter) == gens
+    assert {c: allocations(adapter, c)['consumer_generation']
+            for c in before} == consumer_gens
+
+
+def test_waits_for_placement_then_syncs(agent, tmp_path):
+    srv = ps.PlacementServer(tmp_path / 'late-placement')
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    agent.configure(f'http://127.0.0.1:{port}', nested=True)
+    agent.start()
+    agent.wait_for('STATUS=waiting for Placement')
+    time.sleep(PLACEMENT_DELAY)
+    assert agent.proc.poll() is None, 'the agent gave up waiting'
+    srv.start(port=port)
+    try:
+        agent.wait_for('READY=1', timeout=60)
+        assert any('STATUS=in sync: ' in m for m in agent.messages)
+        assert agent.stop() == 0
+        assert 'compute1_numa_0' in generations(api(srv))
+        assert 'waiting for Placement' in agent.log_text() or \
+            'not reachable' in agent.log_text()
+    finally:
+        srv.stop()
+
+
+def test_reshape_that_cannot_succeed_exits_nonzero(agent, server):
+    before = flat_with_consumers(agent, server)
+    adapter = api(server)
+    # An operator raised the root's VGPU beyond what the GPUs hold, and a
+    # consumer used it: no nested layout can hold these allocations.
+    inv = adapter.get(f'/resource_providers/{ROOT}/inventories',
+                      microversion='1.14').json()
+    vgpu = inv['inventories']['VGPU']
+    vgpu['total'] += 10
+    vgpu['max_unit'] = vgpu['total']
+    resp = adapter.put(f'/resource_providers/{ROOT}/inventories',
+                       microversion='1.14', json=inv)
+    assert resp.status_code == 200, resp.text
+    greedy = '7e57c0de-0000-4000-8000-000000000003'
+    put_allocations(adapter, greedy, {ROOT: {'VGPU': vgpu['total'] - 10}})
+    consumers = list(before) + [greedy]
+    records = {c: allocations(adapter, c) for c in consumers}
+    gens = generations(adapter)
+
+    agent.configure(server.url, nested=True)
+    agent.start()
+    assert agent.proc.wait(timeout=60) == 78
+    agent.close()
+    assert 'reshape failed' in agent.log_text()
+    assert greedy in agent.log_text()
+    assert {c: allocations(adapter, c) for c in consumers} == records
+    assert generations(adapter) == gens
+
+
+def test_dry_runs_print_the_moves_the_real_run_makes(agent, server):
+    before = flat_with_consumers(agent, server)
+    agent.configure(server.url, nested=True, direct_db=server.db_path)
+    online = agent.run_manage('reshape', 'plan')
+    assert online.returncode == 0, online.stderr
+    assert 'reshape (3 consumers move)' in online.stdout
+    for consumer in before:
+        assert f'consumer {consumer}: VGPU' in online.stdout
+
+    server.stop()   # the offline path: services down
+    dry = agent.run_manage('placement', 'migrate-inventory', '--dry-run')
+    assert dry.returncode == 0, dry.stderr
+    real = agent.run_manage('placement', 'migrate-inventory')
+    assert real.returncode == 0, real.stderr
+    assert online.stdout == dry.stdout == real.stdout
+
+    server.start()
+    adapter = api(server)
+    for consumer, record in before.items():
+        after = allocations(adapter, consumer)
+        assert totals(after) == totals(record)
+        assert ROOT not in after['allocations']
+    again = agent.run_manage('reshape', 'plan')
+    assert again.stdout.strip() == 'compute1: nothing to change'
+
+
+def test_sighup_rereads_config_and_audit_refuses_to_reshape(agent, server):
+    before = flat_with_consumers(agent, server)
+    adapter = api(server)
+    agent.configure(server.url, nested=False)
+    agent.start()
+    agent.wait_for('READY=1')
+    gens = generations(adapter)
+
+    agent.configure(server.url, nested=True)
+    agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')
+    agent.proc.send_signal(signal.SIGHUP)
+    agent.wait_for('STATUS=restart required: reshape pending')
+    assert agent.proc.poll() is None
+    assert generations(adapter) == gens
+    for consumer, record in before.items():
+        assert allocations(adapter, consumer)['allocations'] == \
+            record['allocations']
+    assert agent.stop() == 0
+
+
+def test_tree_show(agent, server):
+    flat_with_consumers(agent, server)
+    shown = agent.run_manage('tree', 'show', '--format', 'json')
+    assert shown.returncode == 0, shown.stderr
+    import json
+    providers = {p['name']: p for p in json.loads(shown.stdout)['providers']}
+    root = providers['compute1']
+    assert root['parent'] is None
+    assert root['inventory']['VGPU']['used'] == 4
+    assert root['inventory']['VCPU']['used'] == 10
+    assert 'COMPUTE_NODE' in root['traits']
+    table = agent.run_manage('tree', 'show')
+    assert table.returncode == 0, table.stderr
+    assert 'VGPU 4/' in table.stdout

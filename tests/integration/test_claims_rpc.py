@@ -1,0 +1,127 @@
+"""Claims over oslo.messaging RPC through a real RabbitMQ on 127.0.0.1.
+
+The server runs in this process's threads (oslo.messaging's threading
+executor) with its own transport; the client has another, as a remote
+caller would.  Errors must come back as node_agent.exception classes.
+"""
+
+import logging
+
+import pytest
+from oslo_config import cfg
+
+from node_agent import conf as na_conf
+from node_agent import exception
+from node_agent.claims import manager as manager_mod
+from node_agent.claims import rpc
+from tests.fixtures import rabbitmq
+from tests.unit.claims import host
+
+pytestmark = pytest.mark.integration
+
+C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
+C2 = 'bbbbbbbb-0000-4000-8000-000000000002'
+
+
+@pytest.fixture(scope='module')
+def broker(tmp_path_factory):
+    server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
+    yield server
+    server.stop()
+
+
+def make_conf(state_path, url=None):
+    c = cfg.ConfigOpts()
+    na_conf.register_opts(c)
+    c([], project='node-agent', default_config_files=[])
+    c.set_override('host', host.HOST)
+    c.set_override('state_path', str(state_path))
+    rpc.register_transport_opts(c)
+    if url:
+        c.set_override('transport_url', url)
+    return c
+
+
+@pytest.fixture
+def served(broker, tmp_path):
+    conf = make_conf(tmp_path / 'state', broker.url)
+    mgr = manager_mod.ClaimManager(conf)
+    tree, snapshot = host.tree(), host.snapshot()
+    server = rpc.start_server(conf, mgr, lambda: (tree, snapshot))
+    assert server is not None
+    client = rpc.ClaimClient(make_conf(tmp_path / 'client', broker.url),
+                           timeout=30)
+    yield mgr, client
+    server.stop()
+    server.wait()
+    client.transport.cleanup()
+    server.transport.cleanup()
+
+
+def test_claim_list_release_round_trip(served):
+    mgr, client = served
+    claim = client.claim(host.HOST, C1, host.alloc(
+        (host.ROOT, 'VCPU', 2), (host.PF1_RP, 'SRIOV_NET_VF', 1)))
+    assert claim['consumer_uuid'] == C1
+    assert claim['state'] == 'pending'
+    assert [d['address'] for d in claim['devices']] == ['0000:d8:02.0']
+    # Written where the host's own manager sees it.
+    assert mgr.show(claim['id']).resources == {
+        host.ROOT: {'VCPU': 2}, host.PF1_RP: {'SRIOV_NET_VF': 1}}
+
+    listed = client.list(host.HOST, consumer_uuid=C1)
+    assert [c['id'] for c in listed] == [claim['id']]
+    released = client.release(host.HOST, claim_id=claim['id'])
+    assert [c['id'] for c in released] == [claim['id']]
+    assert client.list(host.HOST) == []
+
+
+def test_rejected_claim_is_a_typed_error(served):
+    mgr, client = served
+    client.claim(host.HOST, C1, host.alloc((host.PGPU1_RP, 'PGPU', 1)))
+    with pytest.raises(exception.ClaimRejected) as err:
+        client.claim(host.HOST, C2, host.alloc((host.PGPU1_RP, 'PGPU', 1)))
+    assert 'PGPU' in str(err.value)
+    assert err.value.provider == host.PGPU1_RP
+    assert err.value.resource_class == 'PGPU'
+    with pytest.raises(exception.ClaimNotFound):
+        client.release(host.HOST, claim_id=999)
+    assert [c.consumer_uuid for c in mgr.list()] == [C1]
+
+
+@pytest.mark.parametrize('payload, field', [
+    ({'consumer_uuid': 'nope', 'allocation': host.alloc(
+        (host.ROOT, 'VCPU', 1))}, 'consumer_uuid'),
+    ({'consumer_uuid': C1, 'allocation': host.alloc(
+        (host.ROOT, 'VCPU', -3))},
+     f'allocation.{host.ROOT}.resources.VCPU'),
+    ({'consumer_uuid': C1, 'allocation': 'all of it'}, 'allocation'),
+    ({'consumer_uuid': C1, 'allocation': host.alloc((host.ROOT, 'VCPU', 1)),
+      'priority': 'high'}, 'priority'),
+    ({'consumer_uuid': C1, 'allocation': {
+        C2: {'resources': {'VCPU': 1}}}}, f'allocation.{C2}'),
+])
+def test_malformed_payload_is_invalid_claim_request(served, payload, field):
+    mgr, client = served
+    with pytest.raises(exception.InvalidClaimRequest) as err:
+        client.call_raw(host.HOST, 'claim', **payload)
+    assert err.value.field == field
+    assert mgr.list() == []
+
+
+def test_oversize_payload_is_refused(served):
+    mgr, client = served
+    allocation = {f'{i:08x}-0000-4000-8000-000000000000':
+                  {'resources': {'VCPU': 1}} for i in range(2000)}
+    with pytest.raises(exception.InvalidClaimRequest) as err:
+        client.claim(host.HOST, C1, allocation)
+    assert err.value.field == 'payload'
+    assert mgr.list() == []
+
+
+def test_without_transport_the_server_is_off(tmp_path, caplog):
+    conf = make_conf(tmp_path / 'state')
+    mgr = manager_mod.ClaimManager(conf)
+    with caplog.at_level(logging.INFO):
+        assert rpc.start_server(conf, mgr, lambda: (None, None)) is None
+    assert 'RPC server is off' in caplog.text

@@ -1,0 +1,91 @@
+"""A small host for claim tests: its provider tree and HostSnapshot.
+
+::
+
+    compute1                        VCPU 16, MEMORY_MB 32768, DISK_GB 100,
+     |                              CUSTOM_LICENSE 2
+     +-- compute1_numa_0            VCPU 8 (step 2 for PCPU)
+     |    +-- compute1_pf_0000:5e:00.0    SRIOV_NET_VF 4   (VFs 5e:02.0-3)
+     |    +-- compute1_gpu_0000:3b:00.0   VGPU 4           (nvidia-35)
+     +-- compute1_numa_1            VCPU 8
+          +-- compute1_pf_0000:d8:00.0    SRIOV_NET_VF 4   (VFs d8:02.0-3)
+          +-- compute1_gpu_0000:af:00.0   PGPU 1
+"""
+
+from node_agent import provider_tree
+from node_agent.hardware import snapshot as snap
+
+HOST = 'compute1'
+PF0 = '0000:5e:00.0'
+PF1 = '0000:d8:00.0'
+VGPU0 = '0000:3b:00.0'
+PGPU1 = '0000:af:00.0'
+
+
+def name(kind, ident):
+    return provider_tree.child_name(HOST, kind, ident)
+
+
+def uuid(kind=None, ident=None):
+    return provider_tree.provider_uuid(name(kind, ident) if kind else HOST)
+
+
+ROOT = uuid()
+NUMA0 = uuid('numa', 0)
+NUMA1 = uuid('numa', 1)
+PF0_RP = uuid('pf', PF0)
+PF1_RP = uuid('pf', PF1)
+VGPU0_RP = uuid('gpu', VGPU0)
+PGPU1_RP = uuid('gpu', PGPU1)
+
+
+def vfs(pf, count=4):
+    bus = pf.split(':')[1]
+    return tuple(f'0000:{bus}:{2 + i // 8:02x}.{i % 8}' for i in range(count))
+
+
+def tree(vf_total=4):
+    t = provider_tree.ProviderTree()
+    t.new_root(HOST)
+    t.update_inventory(HOST, {
+        'VCPU': {'total': 16, 'allocation_ratio': 2.0},
+        'MEMORY_MB': {'total': 32768, 'reserved': 512, 'min_unit': 256,
+                      'step_size': 256},
+        'DISK_GB': {'total': 100, 'max_unit': 50},
+        'CUSTOM_LICENSE': {'total': 2},
+    })
+    for node in (0, 1):
+        t.new_child(name('numa', node), HOST)
+        t.update_inventory(name('numa', node), {
+            'VCPU': {'total': 8}, 'PCPU': {'total': 8, 'step_size': 2}})
+    for pf, node in ((PF0, 0), (PF1, 1)):
+        t.new_child(name('pf', pf), name('numa', node))
+        t.set_inventory(name('pf', pf), 'SRIOV_NET_VF', {'total': vf_total})
+    t.new_child(name('gpu', VGPU0), name('numa', 0))
+    t.set_inventory(name('gpu', VGPU0), 'VGPU', {'total': 4})
+    t.new_child(name('gpu', PGPU1), name('numa', 1))
+    t.set_inventory(name('gpu', PGPU1), 'PGPU', {'total': 1})
+    return t
+
+
+def snapshot(domains=(), existing_mdevs=(), vf_count=4):
+    mdev_type = snap.MdevType('nvidia-35', 'GRID T4-2B',
+                              available_instances=4 - len(existing_mdevs),
+                              devices=tuple(existing_mdevs))
+    return snap.HostSnapshot(
+        pfs=(snap.PhysicalFunction(PF0, numa_node=0, sriov_numvfs=vf_count,
+                                   vfs=vfs(PF0, vf_count)),
+             snap.PhysicalFunction(PF1, numa_node=1, sriov_numvfs=4,
+                                   vfs=vfs(PF1))),
+        gpus=(snap.Gpu(VGPU0, 'nvidia', numa_node=0,
+                       mdev_types=(mdev_type,)),
+              snap.Gpu(PGPU1, 'nvidia', numa_node=1)),
+        domains=tuple(domains))
+
+
+def alloc(*triples):
+    """alloc((rp, rc, n), ...) -> the Placement allocation shape."""
+    result = {}
+    for rp, rc, amount in triples:
+        result.setdefault(rp, {'resources': {}})['resources'][rc] = amount
+    return result

@@ -1,0 +1,24 @@
+"""Fixtures for driver unit tests: host-1 shaped snapshot and options."""
+
+import pytest
+
+from node_agent import provider_tree as pt
+from tests.unit.drivers import hostdata
+
+
+@pytest.fixture
+def dconf(conf):
+    """``conf`` with host-1 devices enabled and no override directory."""
+    return hostdata.host1_conf(conf)
+
+
+@pytest.fixture
+def snapshot():
+    return hostdata.host1()
+
+
+@pytest.fixture
+def tree():
+    t = pt.ProviderTree()
+    t.new_root('compute1')
+    return t

@@ -1,0 +1,99 @@
+"""The GPU driver: VGPU per GPU or flat, passthrough, model traits."""
+
+import pytest
+
+from node_agent import drivers
+from node_agent import exception
+from node_agent.drivers import gpu as gpu_mod
+from node_agent.hardware import snapshot as s
+from tests.unit.drivers import hostdata
+
+H = 'compute1'
+G0 = f'{H}_gpu_{hostdata.GPU0}'
+G1 = f'{H}_gpu_{hostdata.GPU1}'
+
+
+def run(conf, snapshot, tree, allocations=None):
+    drivers.DriverSet(conf, snapshot).update_provider_tree(
+        tree, H, allocations)
+    return tree
+
+
+def test_flat_vgpu_is_summed_on_the_root(dconf, snapshot, tree):
+    dconf.set_override('per_gpu_providers', False, group='gpu')
+    run(dconf, snapshot, tree)
+    assert tree.get(H).inventory['VGPU']['total'] == 32
+    assert G0 not in tree and G1 not in tree
+
+
+def test_type_with_existing_devices_wins(dconf, snapshot, tree):
+    dconf.set_override('enabled_vgpu_types', ['nvidia-223', 'nvidia-222'],
+                       group='gpu')
+    run(dconf, snapshot, tree)
+    # Both GPUs already run an nvidia-222 mdev.
+    assert tree.get(G0).inventory['VGPU']['total'] == 16
+    snapshot = hostdata.host1(domains=False)
+    tree2 = type(tree)()
+    run(dconf, snapshot, tree2)
+    assert tree2.get(G0).inventory['VGPU']['total'] == 8
+
+
+def test_no_enabled_type_means_no_gpu_provider(dconf, snapshot, tree):
+    dconf.set_override('enabled_vgpu_types', ['nvidia-999'], group='gpu')
+    run(dconf, snapshot, tree)
+    assert G0 not in tree
+
+
+@pytest.mark.parametrize('entry', [hostdata.GPU1, '10de:1eb8'])
+def test_passthrough(dconf, snapshot, tree, entry):
+    dconf.set_override('passthrough_devices', [entry], group='gpu')
+    run(dconf, snapshot, tree)
+    assert tree.get(G1).inventory == {'PGPU': tree.get(G1).inventory['PGPU']}
+    assert tree.get(G1).inventory['PGPU']['total'] == 1
+    if entry == '10de:1eb8':
+        assert set(tree.get(G0).inventory) == {'PGPU'}
+    else:
+        assert set(tree.get(G0).inventory) == {'VGPU'}
+
+
+def test_passthrough_gpus_keep_providers_when_flat(dconf, snapshot, tree):
+    dconf.set_override('per_gpu_providers', False, group='gpu')
+    dconf.set_override('passthrough_devices', [hostdata.GPU1], group='gpu')
+    run(dconf, snapshot, tree)
+    assert tree.get(H).inventory['VGPU']['total'] == 16
+    assert set(tree.get(G1).inventory) == {'PGPU'}
+
+
+def test_bad_resource_class_names_the_option(dconf, snapshot):
+    dconf.set_override('resource_class', 'pgpu-ish', group='gpu')
+    with pytest.raises(exception.ConfigError, match=r'\[gpu\] resource_'):
+        drivers.DriverSet(dconf, snapshot)
+
+
+@pytest.mark.parametrize('vendor,name,product,trait', [
+    ('nvidia', 'Tesla T4', '1eb8', 'CUSTOM_GPU_NVIDIA_TESLA_T4'),
+    ('nvidia', 'NVIDIA H100 80GB HBM3', '2330',
+     'CUSTOM_GPU_NVIDIA_H100_80GB_HBM3'),
+    ('amd', None, '740f', 'CUSTOM_GPU_AMD_740F'),
+])
+def test_model_trait(vendor, name, product, trait):
+    info = gpu_mod.GpuInfo('0000:01:00.0', vendor, '10de', product, name,
+                           None, ())
+    assert gpu_mod.model_trait(info) == trait
+
+
+def test_gpu_without_nvml_comes_from_pci(dconf, tree):
+    snapshot = hostdata.host1(gpus_from_nvml=False)
+    run(dconf, snapshot, tree)
+    assert tree.get(G0).traits == {'CUSTOM_GPU_NVIDIA_1EB8'}
+    assert tree.get(G0).inventory['VGPU']['total'] == 16
+
+
+def test_unknown_numa_node_hangs_under_root(dconf, tree):
+    snap = s.HostSnapshot(
+        numa_nodes=(s.NumaNode(0, frozenset({0}), 1024),),
+        cpus=(s.Cpu(0, numa_node=0),),
+        pci_devices=(s.PciDevice('0000:01:00.0', '10de', '1eb8', '030200',
+                                 mdev_types=hostdata.mdev_types()),))
+    run(dconf, snap, tree)
+    assert tree.get(f'{H}_gpu_0000:01:00.0').parent_uuid == tree.get(H).uuid

@@ -1,0 +1,84 @@
+"""Placement status and error codes -> agent exceptions."""
+
+import json
+
+import pytest
+import requests
+
+from node_agent import exception
+from node_agent.placement import errors
+
+RP = 'cn1_gpu_0 (4c1e1eee-f4f4-5f5d-91de-790689d6b608)'
+
+
+def response(status, code=None, detail='boom', method='PUT',
+             url='http://placement.example/placement/resource_providers/x'):
+    resp = requests.Response()
+    resp.status_code = status
+    body = {'errors': [{'status': status, 'title': 'x', 'detail': detail}]}
+    if code:
+        body['errors'][0]['code'] = code
+    resp._content = json.dumps(body).encode()
+    resp.request = requests.Request(method, url).prepare()
+    return resp
+
+
+def test_success_passes_through():
+    resp = response(200)
+    assert errors.check(resp) is resp
+
+
+def test_concurrent_update_is_a_generation_conflict_naming_provider():
+    with pytest.raises(exception.GenerationConflict) as err:
+        errors.check(response(409, errors.CONCURRENT_UPDATE), provider=RP)
+    assert err.value.provider == RP
+    assert RP in str(err.value)
+
+
+def test_inventory_in_use_names_class_and_provider():
+    with pytest.raises(exception.InventoryInUse) as err:
+        errors.check(response(409, errors.INVENTORY_INUSE), provider=RP,
+                     resource_class='VGPU')
+    assert 'VGPU' in str(err.value) and RP in str(err.value)
+
+
+def test_server_errors_mean_unavailable():
+    with pytest.raises(exception.PlacementUnavailable):
+        errors.check(response(503))
+
+
+def test_not_found_names_provider():
+    with pytest.raises(exception.ResourceProviderNotFound) as err:
+        errors.check(response(404, errors.PROVIDER_NOT_FOUND), provider=RP)
+    assert RP in str(err.value)
+
+
+def test_other_errors_keep_status_code_and_path_only():
+    with pytest.raises(exception.PlacementAPIError) as err:
+        errors.check(response(
+            400, 'placement.undefined_code', url='http://user:secret@h/p/q'))
+    assert err.value.status == 400
+    assert err.value.code == 'placement.undefined_code'
+    assert 'secret' not in str(err.value)
+
+
+def test_reshape_conflict_and_failure():
+    with pytest.raises(exception.ReshapeConflict):
+        errors.check_reshape(response(409, errors.CONCURRENT_UPDATE))
+    with pytest.raises(exception.ReshapeFailed) as err:
+        errors.check_reshape(response(409, 'placement.undefined_code'),
+                             providers=['rp1'], consumers=['c1'])
+    assert err.value.providers == ['rp1'] and err.value.consumers == ['c1']
+    with pytest.raises(exception.ReshapeFailed) as err:
+        errors.check_reshape(response(403))
+    assert '403' in str(err.value)
+
+
+def test_non_json_error_body():
+    resp = requests.Response()
+    resp.status_code = 400
+    resp._content = b'<html>bad</html>'
+    resp.request = requests.Request('GET', 'http://h/p').prepare()
+    with pytest.raises(exception.PlacementAPIError) as err:
+        errors.check(resp)
+    assert err.value.code is None

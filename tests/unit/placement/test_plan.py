@@ -1,0 +1,145 @@
+"""The pure diff: ordering, per-provider changes, ownership."""
+
+from node_agent import provider_tree as ptree
+from node_agent.placement import plan
+
+HOST = 'cn1'
+
+
+def tree_with(*children):
+    """cn1 -> cn1_numa_0 -> given children (names), all agent-named."""
+    tree = ptree.ProviderTree()
+    root = tree.new_root(HOST, generation=1)
+    numa = tree.new_child(f'{HOST}_numa_0', root, generation=1)
+    for name in children:
+        tree.new_child(name, numa, generation=1)
+    return tree
+
+
+def test_creates_parents_first():
+    desired = tree_with()
+    nic = desired.new_child(f'{HOST}_nic_a', f'{HOST}_numa_0')
+    desired.new_child(f'{HOST}_pf_a0', nic)
+    p = plan.make_plan(None, desired)
+    assert [c.name for c in p.create] == [
+        HOST, f'{HOST}_numa_0', f'{HOST}_nic_a', f'{HOST}_pf_a0']
+    assert p.create[3].parent_uuid == nic.uuid
+
+
+def test_deletes_children_first():
+    current = tree_with(f'{HOST}_nic_a')
+    current.new_child(f'{HOST}_pf_a0', f'{HOST}_nic_a', generation=1)
+    desired = ptree.ProviderTree()
+    desired.new_root(HOST)
+    p = plan.make_plan(current, desired)
+    names = [current.get(u).name for u in p.delete]
+    assert names == [f'{HOST}_pf_a0', f'{HOST}_nic_a', f'{HOST}_numa_0']
+    assert p.create == ()
+
+
+def test_unchanged_tree_gives_empty_plan():
+    current = tree_with(f'{HOST}_gpu_1')
+    current.update_traits(HOST, {'COMPUTE_X'})
+    current.update_inventory(f'{HOST}_gpu_1', {'VGPU': {'total': 4}})
+    p = plan.make_plan(current, current.copy())
+    assert p.empty
+    assert p.custom_traits == frozenset()
+
+
+def test_per_provider_inventory_trait_aggregate_changes():
+    current = tree_with(f'{HOST}_gpu_1')
+    current.update_inventory(f'{HOST}_gpu_1', {'VGPU': {'total': 4}})
+    desired = current.copy()
+    desired.set_inventory(f'{HOST}_gpu_1', 'VGPU', {'total': 4,
+                                                   'reserved': 1})
+    desired.add_traits(f'{HOST}_numa_0', 'HW_NUMA_ROOT', 'CUSTOM_X')
+    desired.update_aggregates(HOST, {'agg1'})
+    desired.set_inventory(HOST, 'CUSTOM_MAGIC', {'total': 1})
+    p = plan.make_plan(current, desired)
+    by_name = {c.name: c for c in p.changes}
+    assert by_name[f'{HOST}_gpu_1'].inventory['VGPU']['reserved'] == 1
+    assert by_name[f'{HOST}_gpu_1'].traits is None
+    assert by_name[f'{HOST}_numa_0'].traits == {'HW_NUMA_ROOT', 'CUSTOM_X'}
+    assert by_name[HOST].aggregates == {'agg1'}
+    assert p.custom_traits == {'CUSTOM_X'}
+    assert p.custom_resource_classes == {'CUSTOM_MAGIC'}
+    assert all(not c.removed_classes for c in p.changes)
+
+
+def test_removed_classes_are_reported():
+    current = tree_with()
+    current.update_inventory(HOST, {'VGPU': {'total': 4},
+                                    'VCPU': {'total': 8}})
+    desired = current.copy()
+    desired.remove_inventory(HOST, 'VGPU')
+    own = {current.get(HOST).uuid: plan.Ownership(
+        owned=True, resource_classes=frozenset({'VGPU', 'VCPU'}))}
+    (change,) = plan.make_plan(current, desired, own).changes
+    assert change.removed_classes == {'VGPU'}
+    assert set(change.inventory) == {'VCPU'}
+
+
+def test_merge_owned_keeps_what_others_set():
+    current = {'OP_1', 'AGENT_A', 'AGENT_B'}
+    assert plan.merge_owned(current, {'AGENT_A', 'AGENT_B'},
+                            {'AGENT_B', 'AGENT_C'}) == {
+        'OP_1', 'AGENT_B', 'AGENT_C'}
+    # No record of what the agent set: nothing is removed.
+    assert plan.merge_owned(current, set(), {'AGENT_C'}) == current | {
+        'AGENT_C'}
+
+
+def test_merge_inventory_keeps_foreign_classes():
+    current = {'VGPU': ptree.normalize_inventory({'total': 4}),
+               'CUSTOM_OTHER': ptree.normalize_inventory({'total': 1})}
+    merged = plan.merge_inventory(current, {'VGPU'}, {'PGPU': {'total': 1}})
+    assert set(merged) == {'CUSTOM_OTHER', 'PGPU'}
+
+
+def test_foreign_provider_never_edited_or_deleted():
+    current = tree_with()
+    foreign = current.new_child('cyborg_fpga', f'{HOST}_numa_0',
+                                uuid='11111111-2222-3333-4444-555555555555',
+                                generation=3)
+    desired = current.copy()
+    desired.update_traits('cyborg_fpga', {'CUSTOM_MINE'})
+    p = plan.make_plan(current, desired)
+    assert p.changes == ()
+    assert [u for u, _ in p.skipped] == [foreign.uuid]
+    # Absent from the desired tree: still not deleted.
+    desired.remove('cyborg_fpga')
+    assert plan.make_plan(current, desired).delete == ()
+
+
+def test_owned_parent_of_foreign_child_is_kept():
+    current = tree_with(f'{HOST}_gpu_1')
+    current.new_child('foreign', f'{HOST}_numa_0',
+                      uuid='11111111-2222-3333-4444-555555555555')
+    desired = ptree.ProviderTree()
+    desired.new_root(HOST)
+    p = plan.make_plan(current, desired)
+    assert [current.get(u).name for u in p.delete] == [f'{HOST}_gpu_1']
+    assert current.get(f'{HOST}_numa_0').uuid in {u for u, _ in p.skipped}
+
+
+def test_recorded_ownership_overrides_naming():
+    current = tree_with()
+    adopted = current.new_child('odd_name', HOST,
+                                uuid='11111111-2222-3333-4444-555555555555')
+    desired = current.copy()
+    desired.remove('odd_name')
+    own = {adopted.uuid: plan.Ownership(owned=True)}
+    assert plan.make_plan(current, desired, own).delete == (adopted.uuid,)
+    own = {current.get(f'{HOST}_numa_0').uuid: plan.Ownership(owned=False)}
+    desired = current.copy()
+    desired.remove(f'{HOST}_numa_0')
+    assert plan.make_plan(current, desired, own).delete == ()
+
+
+def test_provider_change_for_new_provider_writes_everything():
+    desired = tree_with(f'{HOST}_gpu_1')
+    desired.update_inventory(f'{HOST}_gpu_1', {'VGPU': {'total': 2}})
+    change = plan.provider_change(None, desired.get(f'{HOST}_gpu_1'),
+                                  plan.Ownership(owned=True))
+    assert change.inventory['VGPU']['max_unit'] == 2
+    assert change.traits is None and change.aggregates is None

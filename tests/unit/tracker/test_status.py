@@ -1,0 +1,59 @@
+"""tree show rendering (pure)."""
+
+import json
+
+from node_agent import provider_tree as ptree
+from node_agent.tracker import status
+
+
+def _tree():
+    tree = ptree.ProviderTree()
+    tree.new_root('compute1', generation=3)
+    tree.update_inventory('compute1', {'VCPU': {'total': 32,
+                                                'reserved': 2}})
+    tree.update_traits('compute1', {'COMPUTE_NODE', 'HW_CPU_X86_AVX2'})
+    tree.new_child('compute1_numa_0', 'compute1', generation=1)
+    tree.update_traits('compute1_numa_0', {'HW_NUMA_ROOT'})
+    tree.new_child('compute1_gpu_0000:3b:00.0', 'compute1_numa_0')
+    tree.set_inventory('compute1_gpu_0000:3b:00.0', 'VGPU', {'total': 16})
+    return tree
+
+
+def test_usages_sum_consumers():
+    root = ptree.provider_uuid('compute1')
+    usages = status.usages_from_allocations({
+        'a': {'allocations': {root: {'resources': {'VCPU': 2}}}},
+        'b': {'allocations': {root: {'resources': {'VCPU': 3}}}},
+    })
+    assert usages == {root: {'VCPU': 5}}
+
+
+def test_json_rows():
+    tree = _tree()
+    gpu = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    data = json.loads(status.render_json(tree, {gpu: {'VGPU': 4}}))
+    by_name = {p['name']: p for p in data['providers']}
+    assert by_name['compute1']['parent'] is None
+    assert by_name['compute1']['inventory']['VCPU'] == {
+        'total': 32, 'reserved': 2, 'used': 0, 'allocation_ratio': 1.0}
+    assert by_name['compute1_gpu_0000:3b:00.0']['parent'] == \
+        'compute1_numa_0'
+    assert by_name['compute1_gpu_0000:3b:00.0']['inventory']['VGPU'][
+        'used'] == 4
+    assert by_name['compute1_numa_0']['traits'] == ['HW_NUMA_ROOT']
+    assert [p['name'] for p in data['providers']] == [
+        'compute1', 'compute1_numa_0', 'compute1_gpu_0000:3b:00.0']
+
+
+def test_table_indents_children_and_lists_traits():
+    tree = _tree()
+    gpu = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    lines = status.render_table(tree, {gpu: {'VGPU': 4}}).splitlines()
+    assert lines[0].split() == ['PROVIDER', 'PARENT', 'INVENTORY',
+                                '(used/total,', 'reserved)', 'TRAITS']
+    assert lines[1].split() == ['compute1', '-', 'VCPU', '0/32', 'r2',
+                                'COMPUTE_NODE']
+    assert lines[2].split() == ['HW_CPU_X86_AVX2']
+    assert lines[3].startswith('  compute1_numa_0')
+    assert lines[4].startswith('    compute1_gpu_0000:3b:00.0')
+    assert 'VGPU 4/16 r0' in lines[4]

@@ -1,0 +1,84 @@
+"""sd_notify over a real AF_UNIX datagram socket."""
+
+import os
+import socket
+
+import pytest
+
+from node_agent.tracker import systemd
+
+
+@pytest.fixture
+def notify_socket(tmp_path):
+    path = str(tmp_path / 'notify')
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(5)
+    yield path, sock
+    sock.close()
+
+
+def _recv(sock):
+    return sock.recv(4096).decode().split('\n')
+
+
+def test_ready_with_status(notify_socket):
+    path, sock = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
+    assert notifier.ready(status='in sync: 13 providers')
+    assert _recv(sock) == ['READY=1', 'STATUS=in sync: 13 providers']
+
+
+def test_status_and_stopping(notify_socket):
+    path, sock = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
+    notifier.set_status('waiting for Placement')
+    assert _recv(sock) == ['STATUS=waiting for Placement']
+    assert notifier.status == 'waiting for Placement'
+    notifier.stopping()
+    assert _recv(sock) == ['STOPPING=1', 'STATUS=stopping']
+
+
+def test_watchdog_only_when_systemd_asks(notify_socket):
+    path, sock = notify_socket
+    silent = systemd.Notifier({'NOTIFY_SOCKET': path})
+    assert silent.watchdog_interval is None
+    assert not silent.watchdog()
+    pinging = systemd.Notifier({'NOTIFY_SOCKET': path,
+                                'WATCHDOG_USEC': '4000000',
+                                'WATCHDOG_PID': str(os.getpid())})
+    assert pinging.watchdog_interval == 2.0
+    assert pinging.watchdog()
+    assert _recv(sock) == ['WATCHDOG=1']
+
+
+def test_watchdog_meant_for_another_process(notify_socket):
+    path, _ = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path,
+                                 'WATCHDOG_USEC': '4000000',
+                                 'WATCHDOG_PID': str(os.getpid() + 1)})
+    assert notifier.watchdog_interval is None
+
+
+def test_abstract_socket():
+    name = f'node-agent-test-{os.getpid()}'
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind('\0' + name)
+    sock.settimeout(5)
+    try:
+        systemd.Notifier({'NOTIFY_SOCKET': '@' + name}).ready()
+        assert _recv(sock) == ['READY=1']
+    finally:
+        sock.close()
+
+
+def test_without_systemd_nothing_is_sent():
+    notifier = systemd.Notifier({})
+    assert not notifier.enabled
+    assert not notifier.ready(status='x')
+    assert notifier.status == 'x'
+
+
+def test_vanished_socket_is_not_an_error(tmp_path):
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': str(tmp_path / 'gone')})
+    assert notifier.set_status('in sync: 1 providers') is False
