@@ -8,6 +8,8 @@ repeated here.
 
 from oslo_config import cfg
 
+from node_agent.conf import base
+
 GROUP = cfg.OptGroup('claims')
 
 opts = [
@@ -51,8 +53,7 @@ opts = [
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(opts, group=GROUP)
+    base.register_group_opts(conf, GROUP, opts)
 
 
 def list_opts():

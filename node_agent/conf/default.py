@@ -25,8 +25,10 @@ opts = [
     cfg.ListOpt('enabled_drivers',
                 default=DEFAULT_DRIVERS,
                 help='Drivers that build the provider tree, by entry point '
-                     'name in the "node_agent.drivers" namespace. They run '
-                     'in the order given.'),
+                     'name in the "node_agent.drivers" namespace. Each '
+                     'driver owns its part of the tree; they always run '
+                     'parents first (compute, numa, gpu, nic, accelerator), '
+                     'whatever the order given here.'),
 ]
 
 

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from node_agent.conf import base
+
 GROUP = cfg.OptGroup('hardware')
 
 opts = [
@@ -33,8 +35,7 @@ opts = [
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(opts, group=GROUP)
+    base.register_group_opts(conf, GROUP, opts)
 
 
 def list_opts():

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from node_agent.conf import base
+
 GROUP = cfg.OptGroup('libvirt')
 
 opts = [
@@ -21,8 +23,7 @@ opts = [
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(opts, group=GROUP)
+    base.register_group_opts(conf, GROUP, opts)
 
 
 def list_opts():

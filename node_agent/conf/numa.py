@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from node_agent.conf import base
+
 GROUP = cfg.OptGroup('numa')
 
 opts = [
@@ -20,11 +22,7 @@ opts = [
 
 
 def register_opts(conf):
-    # A fresh group for each ConfigOpts: oslo.config keeps a shallow copy of
-    # the group it is given, whose option table (overrides included) would
-    # otherwise be shared by every ConfigOpts in the process.
-    conf.register_group(cfg.OptGroup(GROUP.name, help=GROUP.help))
-    conf.register_opts(opts, group=GROUP.name)
+    base.register_group_opts(conf, GROUP, opts)
 
 
 def list_opts():

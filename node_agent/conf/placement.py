@@ -16,6 +16,8 @@ import copy
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from node_agent.conf import base
+
 GROUP = cfg.OptGroup(
     'placement',
     help='How the agent reaches the Placement service: keystoneauth1 '
@@ -99,8 +101,7 @@ def _ksa_opts():
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(opts, group=GROUP)
+    base.register_group_opts(conf, GROUP, opts)
     ks_loading.register_session_conf_options(conf, GROUP.name)
     ks_loading.register_auth_conf_options(conf, GROUP.name)
     ks_loading.register_adapter_conf_options(conf, GROUP.name,

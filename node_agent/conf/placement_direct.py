@@ -8,6 +8,8 @@ fast-forward upgrade.
 
 from oslo_config import cfg
 
+from node_agent.conf import base
+
 GROUP = cfg.OptGroup(
     'placement_direct',
     help='Direct access to the Placement database for offline commands.')
@@ -23,8 +25,7 @@ opts = [
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(opts, group=GROUP)
+    base.register_group_opts(conf, GROUP, opts)
 
 
 def list_opts():

@@ -39,3 +39,26 @@ def test_every_option_has_help():
 def test_groups_are_unique():
     names = [getattr(g, 'name', g) for g, _ in na_conf.list_opts()]
     assert len(names) == len(set(names)), names
+
+
+
+def test_overrides_do_not_leak_between_config_objects():
+    from oslo_config import cfg, types
+    first, second = cfg.ConfigOpts(), cfg.ConfigOpts()
+    for c in (first, second):
+        na_conf.register_opts(c)
+        c([], default_config_files=[])
+    checked = 0
+    for group, opts in na_conf.list_opts():
+        strings = [o for o in opts if type(o.type) is types.String
+                   and not o.type.choices and not o.secret]
+        if group is None or not strings:
+            continue
+        opt = strings[0]
+        first.set_override(opt.dest, 'leak-check', group=group.name)
+        assert first[group.name][opt.dest] == 'leak-check'
+        assert second[group.name][opt.dest] != 'leak-check', (
+            f'[{group.name}] {opt.dest}: an override on one ConfigOpts '
+            'showed up on another')
+        checked += 1
+    assert checked >= 5
