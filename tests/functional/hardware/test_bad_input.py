@@ -172,7 +172,7 @@ def test_libvirt_xml_without_expected_elements(tmp_path, caplog):
     assert snap.accelerators()[0].numa_node == 1
     types = {t.type_id: t for t in snap.gpu('0000:3b:00.0').mdev_types}
     assert types['nvidia-223'].name is None        # not invented
-    assert types['nvidia-223'].available_instances == 8
+    assert types['nvidia-223'].available_instances == 0
 
 
 def test_sysfs_error_names_the_path():
