@@ -40,8 +40,13 @@ def placement_conf(db_path):
 
 @pytest.fixture
 def placement_adapter(tmp_path):
-    """A keystoneauth1 Adapter bound to a real in-process Placement."""
-    from placement import direct
+    """A keystoneauth1 Adapter bound to a real in-process Placement.
+
+    Each test gets its own database (Placement's engine is process-wide and
+    configures itself once; ``placement_direct`` rebinds it) and the roles
+    ``admin,service``, which ``POST /reshaper`` needs.
+    """
+    from node_agent.placement import embedded
     pconf = placement_conf(tmp_path / 'placement.sqlite')
-    with direct.PlacementDirect(pconf) as adapter:
+    with embedded.placement_direct(pconf) as adapter:
         yield adapter

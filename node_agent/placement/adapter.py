@@ -1,0 +1,42 @@
+"""A keystoneauth1 Adapter for Placement, built from ``[placement]``.
+
+keystoneauth1 does the work: endpoint discovery, auth, TLS, timeout and the
+bounded retries on connection errors and on ``retriable_status_codes``.  The
+Adapter never raises on an HTTP status (``raise_exc=False``): the report
+client maps statuses in :mod:`node_agent.placement.errors`.
+"""
+
+from keystoneauth1 import loading as ks_loading
+
+from node_agent import exception
+from node_agent.conf import placement as placement_conf
+
+GROUP = placement_conf.GROUP.name
+
+# Placement's noauth2 middleware takes roles from X-Roles; sending it to a
+# Keystone-protected Placement would be ignored at best, so it is only added
+# for the auth types used against noauth2.
+NOAUTH_TYPES = ('admin_token', 'none', 'noauth')
+
+
+def get_adapter(conf):
+    """A keystoneauth1 Adapter for the Placement described by ``conf``."""
+    group = conf[GROUP]
+    if group.embedded:
+        raise exception.ConfigError(
+            '[placement] embedded = true: use '
+            'node_agent.placement.embedded.EmbeddedPlacement(conf) for the '
+            'adapter')
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+    except Exception as e:
+        # The message names the missing option, never its value.
+        raise exception.ConfigError(f'[placement] auth options: {e}')
+    session = ks_loading.load_session_from_conf_options(conf, GROUP,
+                                                        auth=auth)
+    headers = {}
+    if group.noauth_roles and group.auth_type in NOAUTH_TYPES:
+        headers['X-Roles'] = ','.join(group.noauth_roles)
+    return ks_loading.load_adapter_from_conf_options(
+        conf, GROUP, session=session, auth=auth, raise_exc=False,
+        additional_headers=headers)

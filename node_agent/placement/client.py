@@ -1,0 +1,641 @@
+"""The report client: the only code that speaks HTTP to Placement.
+
+It reads the tree in Placement into a ``ProviderTree``, diffs it with the
+desired tree (:mod:`node_agent.placement.plan`, pure) and writes the plan.
+It makes no modelling decisions.
+
+Cost rules::
+
+    audit, nothing changed     1 call   GET /resource_providers?in_tree=<root>
+                                        generations == the ones last synced
+    restart, nothing changed   1 call   the same, generations from SyncState
+    something moved            + 3 GETs per provider whose generation moved
+                                        (inventories, traits, aggregates),
+                                        concurrently
+    first sync                 POST root, POST per child, PUT traits and
+                               aggregates per provider, all inventories of
+                               new providers in one POST /reshaper (403 ->
+                               one PUT each), one in_tree read of the new
+                               generations
+
+Writes are compare-and-swap on the provider generation.  A 409
+``placement.concurrent_update`` re-reads only that provider, recomputes its
+change (so another writer's trait or inventory edit is kept) and retries
+with jittered exponential backoff, ``conflict_retries`` times; then
+``GenerationConflict`` names the provider.
+
+"Nothing half-applied" for inventory that has allocations: before any
+write, the usages of every provider whose inventory loses a resource class
+are read, and a class still in use raises ``InventoryInUse`` with Placement
+untouched.  Those inventory writes also go first, so if an allocation lands
+between the check and the write, Placement's refusal (one provider's
+inventory is replaced atomically) still comes before anything else of the
+plan is written.
+
+Every request pins a microversion from :data:`DECLARED_MICROVERSIONS`.
+"""
+
+import concurrent.futures
+import copy
+import dataclasses
+import logging
+
+import tenacity
+from keystoneauth1 import exceptions as ks_exc
+
+from node_agent import exception
+from node_agent import provider_tree as ptree
+from node_agent.placement import errors
+from node_agent.placement import plan as plan_mod
+
+LOG = logging.getLogger(__name__)
+
+# One microversion for every provider, trait, inventory and aggregate call:
+# 1.14 nested providers, 1.19 aggregates with generations, 1.20 POST returns
+# the provider, 1.23 error codes in error bodies (the conflict mapping needs
+# them), 1.26 inventory with reserved == total.
+MV_PROVIDERS = '1.26'
+MV_RESHAPE = '1.30'             # POST /reshaper
+MV_CONSUMER_TYPE = '1.38'       # consumer_type in allocations and reshaper
+
+# What Placement shows at 1.38+ for a consumer that has no type.
+NULL_CONSUMER_TYPE = 'unknown'
+DECLARED_MICROVERSIONS = frozenset({
+    MV_PROVIDERS, MV_RESHAPE, MV_CONSUMER_TYPE})
+
+# Below this many new providers with inventory, one PUT each is as cheap as
+# the POST /reshaper plus the read of the generations it moved.
+BULK_INVENTORY_MIN = 3
+
+
+class ReportClient:
+    """Syncs provider trees through an injected keystoneauth1 Adapter."""
+
+    def __init__(self, adapter, state=None, *, max_workers=8,
+                 conflict_retries=4):
+        self._adapter = adapter
+        self._state = state
+        self._max_workers = max(1, max_workers)
+        self._conflict_retries = conflict_retries
+        self._wait = tenacity.wait_random_exponential(multiplier=0.05, max=2)
+        self._trees = {}          # root uuid -> tree as last seen
+        self._ownership = {}      # provider uuid -> plan.Ownership
+        self._roots = {}          # nodename -> root uuid
+        self._known_traits = set()
+        self._known_classes = set(state.resource_classes()) if state else set()
+        self._reshaper_forbidden = False
+
+    @classmethod
+    def from_conf(cls, conf, adapter, state=None):
+        return cls(adapter, state, max_workers=conf.placement.max_workers,
+                   conflict_retries=conf.placement.conflict_retries)
+
+    # -- HTTP ------------------------------------------------------------
+
+    def _request(self, method, path, microversion, body=None):
+        # Placement answers errors as JSON (with their codes) only to
+        # clients that accept JSON.
+        kwargs = {'microversion': microversion,
+                  'headers': {'Accept': 'application/json'}}
+        if body is not None:
+            kwargs['json'] = body
+        try:
+            return self._adapter.request(path, method, **kwargs)
+        except ks_exc.ClientException as e:
+            raise errors.unavailable(method, path, e) from e
+
+    def _get(self, path, microversion, provider=None):
+        resp = self._request('GET', path, microversion)
+        errors.check(resp, provider=provider)
+        return resp.json()
+
+    # -- reading -----------------------------------------------------------
+
+    def _list_tree(self, root_uuid):
+        resp = self._request(
+            'GET', f'/resource_providers?in_tree={root_uuid}', MV_PROVIDERS)
+        if resp.status_code == 404:
+            return []
+        errors.check(resp, provider=root_uuid)
+        return resp.json()['resource_providers']
+
+    def _read_provider(self, uuid):
+        """``(inventory, traits, aggregates, generation)`` of one provider.
+
+        Three GETs; each answer carries the generation it was read at.  If
+        they differ, another writer was active: read again, and after three
+        tries keep the lowest generation, which makes the next write
+        conflict and the next audit re-read.
+        """
+        gens = ()
+        for _ in range(3):
+            inv = self._get(f'/resource_providers/{uuid}/inventories',
+                            MV_PROVIDERS, uuid)
+            traits = self._get(f'/resource_providers/{uuid}/traits',
+                               MV_PROVIDERS, uuid)
+            aggs = self._get(f'/resource_providers/{uuid}/aggregates',
+                             MV_PROVIDERS, uuid)
+            gens = (inv['resource_provider_generation'],
+                    traits['resource_provider_generation'],
+                    aggs['resource_provider_generation'])
+            if len(set(gens)) == 1:
+                break
+        inventory = {rc: ptree.normalize_inventory(rec)
+                     for rc, rec in inv['inventories'].items()}
+        return inventory, set(traits['traits']), set(aggs['aggregates']), \
+            min(gens)
+
+    def _map(self, func, items):
+        items = list(items)
+        if len(items) <= 1 or self._max_workers == 1:
+            return [func(item) for item in items]
+        workers = min(self._max_workers, len(items))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(func, items))
+
+    def _cached(self, root_uuid):
+        tree = self._trees.get(root_uuid)
+        if tree is None and self._state is not None:
+            tree, ownership = self._state.load(root_uuid)
+            if tree is not None:
+                self._trees[root_uuid] = tree
+                for uuid, own in ownership.items():
+                    self._ownership.setdefault(uuid, own)
+        return tree
+
+    def _owner(self, provider):
+        return (self._ownership.get(provider.uuid)
+                or plan_mod.default_ownership(provider))
+
+    def _refresh(self, root_uuid, listing):
+        """The cached tree brought up to date with an in_tree listing.
+
+        Only providers that are new or whose generation moved are re-read.
+        """
+        cached = self._cached(root_uuid)
+        stale = []
+        for rec in listing:
+            have = cached.find(rec['uuid']) if cached is not None else None
+            if (have is None or have.generation is None
+                    or have.generation != rec['generation']
+                    or have.parent_uuid != rec['parent_provider_uuid']
+                    or have.name != rec['name']):
+                stale.append(rec['uuid'])
+        if (cached is not None and not stale
+                and cached.uuids() == {r['uuid'] for r in listing}):
+            return cached
+        content = dict(zip(stale, self._map(self._read_provider, stale)))
+        tree = ptree.ProviderTree()
+        by_uuid = {rec['uuid']: rec for rec in listing}
+
+        def add(rec):
+            if rec['uuid'] in tree:
+                return
+            parent = rec['parent_provider_uuid']
+            if parent is not None and parent not in tree:
+                add(by_uuid[parent])
+            if rec['uuid'] in content:
+                inv, traits, aggs, gen = content[rec['uuid']]
+            else:
+                old = cached.get(rec['uuid'])
+                inv, traits, aggs = old.inventory, old.traits, old.aggregates
+                gen = old.generation
+            if parent is None:
+                provider = tree.new_root(rec['name'], uuid=rec['uuid'],
+                                         generation=gen)
+            else:
+                provider = tree.new_child(rec['name'], parent,
+                                          uuid=rec['uuid'], generation=gen)
+            provider.inventory = copy.deepcopy(inv)
+            provider.traits = set(traits)
+            provider.aggregates = set(aggs)
+
+        for rec in listing:
+            add(rec)
+        self._trees[root_uuid] = tree
+        self._save(tree)
+        return tree
+
+    def _save(self, tree):
+        if self._state is not None:
+            self._state.save(tree, {p.uuid: self._owner(p)
+                                    for p in tree.providers()})
+
+    def get_provider_tree(self, root_uuid):
+        """The whole tree under ``root_uuid`` (a copy the caller may edit).
+
+        Raises ``ResourceProviderNotFound`` when there is no such root.
+        """
+        listing = self._list_tree(root_uuid)
+        if not listing:
+            self._trees.pop(root_uuid, None)
+            raise exception.ResourceProviderNotFound(root_uuid)
+        return self._refresh(root_uuid, listing).copy()
+
+    def _create(self, uuid, name, parent_uuid):
+        """POST a provider; its generation, or None if it exists (409)."""
+        body = {'uuid': uuid, 'name': name}
+        if parent_uuid:
+            body['parent_provider_uuid'] = parent_uuid
+        resp = self._request('POST', '/resource_providers',
+                             MV_PROVIDERS, body)
+        if resp.status_code == 409 and parent_uuid is None:
+            return None
+        errors.check(resp, provider=name)
+        return resp.json()['generation']
+
+    def _root_uuid(self, nodename, uuid=None):
+        return (uuid or self._roots.get(nodename)
+                or (self._state.root_uuid(nodename) if self._state else None)
+                or ptree.provider_uuid(nodename))
+
+    def _claim_root(self, tree):
+        root = tree.roots[0]
+        own = self._ownership.get(root.uuid) or plan_mod.Ownership()
+        self._ownership[root.uuid] = dataclasses.replace(own, owned=True)
+
+    def get_provider_tree_and_ensure_root(self, nodename, uuid=None):
+        """The tree rooted at ``nodename``, creating the root if missing.
+
+        Steady state: one ``GET ?in_tree``.  With no record of the tree the
+        root is POSTed first: a 200 means a brand-new, empty tree and no
+        read is needed.  The copy returned includes providers the agent
+        does not own.
+        """
+        root_uuid = self._root_uuid(nodename, uuid)
+        listing = None
+        if self._cached(root_uuid) is None:
+            generation = self._create(root_uuid, nodename, None)
+            if generation is None:
+                listing = self._list_tree(root_uuid)
+            else:
+                return self._new_root(nodename, root_uuid, generation)
+        else:
+            listing = self._list_tree(root_uuid)
+            if not listing:
+                LOG.warning('root provider %s (%s) vanished from Placement: '
+                            'creating it again', nodename, root_uuid)
+                self._trees.pop(root_uuid, None)
+                generation = self._create(root_uuid, nodename, None)
+                if generation is not None:
+                    return self._new_root(nodename, root_uuid, generation)
+                listing = self._list_tree(root_uuid)
+        if not listing:
+            # A provider with our name but another uuid, e.g. created by
+            # another service before the agent ran: that is our root.
+            found = self._get(f'/resource_providers?name={nodename}',
+                              MV_PROVIDERS)['resource_providers']
+            if not found:
+                raise exception.ResourceProviderNotFound(nodename)
+            root_uuid = found[0]['root_provider_uuid']
+            listing = self._list_tree(root_uuid)
+        self._roots[nodename] = root_uuid
+        tree = self._refresh(root_uuid, listing)
+        self._claim_root(tree)
+        return tree.copy()
+
+    def _new_root(self, nodename, root_uuid, generation):
+        tree = ptree.ProviderTree()
+        tree.new_root(nodename, uuid=root_uuid, generation=generation)
+        self._roots[nodename] = root_uuid
+        self._trees[root_uuid] = tree
+        self._claim_root(tree)
+        self._save(tree)
+        return tree.copy()
+
+    # -- writing -----------------------------------------------------------
+
+    def update_from_provider_tree(self, desired, allocations=None):
+        """Make Placement match ``desired`` for the providers the agent owns.
+
+        ``allocations`` not None: the inventory changes and those
+        allocations go in one ``POST /reshaper`` (``ReshapeConflict`` on
+        409, ``ReshapeFailed`` otherwise).  An unchanged tree costs no call.
+        """
+        for root in desired.roots:
+            self._update_root(desired, root, allocations)
+
+    def _update_root(self, desired, root, allocations):
+        tree = self._trees.get(root.uuid) or self._cached(root.uuid)
+        if tree is None:
+            listing = self._list_tree(root.uuid)
+            tree = (self._refresh(root.uuid, listing) if listing
+                    else ptree.ProviderTree())
+            self._trees[root.uuid] = tree
+        ownership = {p.uuid: self._owner(p) for p in tree.providers()}
+        if root.uuid in tree:
+            # The root is the node the agent was told to manage.
+            ownership[root.uuid] = dataclasses.replace(
+                ownership[root.uuid], owned=True)
+        plan = plan_mod.make_plan(tree, desired, ownership)
+        for uuid, reason in plan.skipped:
+            LOG.info('provider %s: %s', uuid, reason)
+        if plan.empty and allocations is None:
+            return
+        try:
+            self._apply(tree, desired, plan, allocations)
+        finally:
+            self._save(tree)
+
+    def _apply(self, tree, desired, plan, allocations):
+        reshaping = allocations is not None
+        if not reshaping:
+            self._check_removals(tree, plan)
+        self._ensure_resource_classes(plan.custom_resource_classes)
+        self._ensure_traits(plan.custom_traits)
+        created = {c.uuid for c in plan.create}
+        changes = {c.uuid: c for c in plan.changes}
+        if not reshaping:
+            # Shrinking writes first: see "nothing half-applied" above.
+            for change in plan.changes:
+                if change.removed_classes:
+                    self._sync_provider(tree, desired.get(change.uuid))
+        for create in plan.create:
+            generation = self._create(create.uuid, create.name,
+                                      create.parent_uuid)
+            if create.parent_uuid is None:
+                provider = tree.new_root(create.name, uuid=create.uuid,
+                                         generation=generation)
+            else:
+                provider = tree.new_child(create.name, create.parent_uuid,
+                                          uuid=create.uuid,
+                                          generation=generation)
+            self._ownership[create.uuid] = plan_mod.Ownership(owned=True)
+            LOG.debug('created provider %s (%s)', create.name, create.uuid)
+        bulk = [u for u in created if changes.get(u)
+                and changes[u].inventory]
+        deferred = set()
+        if reshaping:
+            deferred = {u for u, c in changes.items() if c.inventory}
+        elif (len(bulk) >= BULK_INVENTORY_MIN
+              and not self._reshaper_forbidden):
+            deferred = set(bulk)
+        for change in plan.changes:
+            if change.removed_classes and not reshaping:
+                continue
+            self._sync_provider(tree, desired.get(change.uuid),
+                                inventory=change.uuid not in deferred)
+        if reshaping:
+            self._reshape_tree(tree, desired, deferred, allocations)
+        elif deferred:
+            self._bulk_inventories(tree, desired, deferred)
+        for uuid in plan.delete:
+            self._delete(tree, uuid)
+
+    def _ensure_resource_classes(self, names):
+        for name in sorted(set(names) - self._known_classes):
+            resp = self._request('PUT', f'/resource_classes/{name}',
+                                 MV_PROVIDERS)
+            errors.check(resp)
+            self._known_classes.add(name)
+            if self._state is not None:
+                self._state.add_resource_classes([name])
+
+    def _ensure_traits(self, names):
+        missing = sorted(set(names) - self._known_traits)
+        if not missing:
+            return
+        existing = set(self._get('/traits?name=in:' + ','.join(missing),
+                                 MV_PROVIDERS)['traits'])
+        for name in missing:
+            if name not in existing:
+                errors.check(self._request('PUT', f'/traits/{name}',
+                                           MV_PROVIDERS))
+        self._known_traits.update(missing)
+
+    def _check_removals(self, tree, plan):
+        for change in plan.changes:
+            if not change.removed_classes:
+                continue
+            usages = self._get(f'/resource_providers/{change.uuid}/usages',
+                               MV_PROVIDERS, change.uuid)['usages']
+            for rc in sorted(change.removed_classes):
+                if usages.get(rc, 0) > 0:
+                    raise exception.InventoryInUse(
+                        f'{change.name} ({change.uuid})', rc,
+                        f'{usages[rc]} in use')
+
+    def _sync_provider(self, tree, want, inventory=True):
+        """Write one provider's change; on conflict re-read and recompute."""
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(
+                exception.GenerationConflict),
+            stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
+            wait=self._wait, reraise=True)
+        for attempt in retrying:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    LOG.info('provider %s changed under us: re-reading it '
+                             '(attempt %d)', want.name,
+                             attempt.retry_state.attempt_number)
+                    self._reread(tree, want.uuid)
+                self._write(tree, want, inventory)
+
+    def _reread(self, tree, uuid):
+        provider = tree.get(uuid)
+        (provider.inventory, provider.traits, provider.aggregates,
+         provider.generation) = self._read_provider(uuid)
+
+    def _write(self, tree, want, inventory):
+        have = tree.get(want.uuid)
+        own = self._owner(have)
+        change = plan_mod.provider_change(have, want, own)
+        label = f'{have.name} ({have.uuid})'
+        if change.inventory is not None and inventory:
+            resp = self._request(
+                'PUT', f'/resource_providers/{have.uuid}/inventories',
+                MV_PROVIDERS,
+                {'resource_provider_generation': have.generation,
+                 'inventories': change.inventory})
+            errors.check(resp, provider=label, resource_class=', '.join(
+                sorted(change.removed_classes)) or None)
+            have.inventory = copy.deepcopy(change.inventory)
+            have.generation = resp.json()['resource_provider_generation']
+        if inventory:
+            own = self._own(have.uuid, resource_classes=set(want.inventory))
+        if change.traits is not None:
+            resp = self._request(
+                'PUT', f'/resource_providers/{have.uuid}/traits', MV_PROVIDERS,
+                {'resource_provider_generation': have.generation,
+                 'traits': sorted(change.traits)})
+            errors.check(resp, provider=label)
+            have.traits = set(change.traits)
+            have.generation = resp.json()['resource_provider_generation']
+        self._own(have.uuid, traits=set(want.traits))
+        if change.aggregates is not None:
+            resp = self._request(
+                'PUT', f'/resource_providers/{have.uuid}/aggregates',
+                MV_PROVIDERS,
+                {'resource_provider_generation': have.generation,
+                 'aggregates': sorted(change.aggregates)})
+            errors.check(resp, provider=label)
+            have.aggregates = set(change.aggregates)
+            have.generation = resp.json()['resource_provider_generation']
+        self._own(have.uuid, aggregates=set(want.aggregates))
+
+    def _own(self, uuid, **what):
+        """Record what the agent has now set on an owned provider."""
+        own = self._ownership.get(uuid)
+        if own is None:
+            return None
+        own = dataclasses.replace(
+            own, **{k: frozenset(v) for k, v in what.items()})
+        self._ownership[uuid] = own
+        return own
+
+    def _bulk_inventories(self, tree, desired, uuids):
+        """Inventories of providers created in this sync, in one reshape.
+
+        The providers were created moments ago, so the in_tree read that
+        follows sees the generations the reshape left.  A 403 (no
+        ``service`` role) falls back to one PUT per provider.
+        """
+        payload = {}
+        for uuid in sorted(uuids):
+            have = tree.get(uuid)
+            change = plan_mod.provider_change(have, desired.get(uuid),
+                                              self._owner(have))
+            payload[uuid] = {'resource_provider_generation': have.generation,
+                             'inventories': change.inventory}
+        resp = self._request('POST', '/reshaper', MV_RESHAPE,
+                             {'inventories': payload, 'allocations': {}})
+        if resp.status_code in (403, 409):
+            if resp.status_code == 403:
+                self._reshaper_forbidden = True
+            LOG.debug('bulk inventory write refused (%s): one PUT each',
+                      resp.status_code)
+            for uuid in sorted(uuids):
+                self._sync_provider(tree, desired.get(uuid))
+            return
+        errors.check(resp)
+        for uuid, body in payload.items():
+            tree.get(uuid).inventory = copy.deepcopy(body['inventories'])
+            self._own(uuid, resource_classes=set(body['inventories']))
+        self._learn_generations(tree, uuids)
+
+    def _learn_generations(self, tree, uuids):
+        root_uuid = tree.get(next(iter(uuids))).root_uuid
+        for rec in self._list_tree(root_uuid):
+            if rec['uuid'] in uuids:
+                tree.get(rec['uuid']).generation = rec['generation']
+
+    def _reshape_tree(self, tree, desired, uuids, allocations):
+        inventories = {}
+        for uuid in sorted(uuids):
+            have = tree.get(uuid)
+            change = plan_mod.provider_change(have, desired.get(uuid),
+                                              self._owner(have))
+            inventories[uuid] = {
+                'resource_provider_generation': have.generation,
+                'inventories': change.inventory}
+        touched = set(inventories)
+        for record in allocations.values():
+            touched.update(u for u in record.get('allocations', {})
+                           if u in tree)
+        try:
+            self.reshape(inventories, allocations)
+        finally:
+            # The reshape moves generations by amounts only Placement
+            # knows; unknown generations make the next read re-read these
+            # providers instead of trusting a guess.
+            for uuid in touched:
+                tree.get(uuid).generation = None
+        for uuid, body in inventories.items():
+            tree.get(uuid).inventory = copy.deepcopy(body['inventories'])
+            self._own(uuid, resource_classes=set(
+                desired.get(uuid).inventory))
+
+    def _delete(self, tree, uuid):
+        provider = tree.get(uuid)
+        resp = self._request('DELETE', f'/resource_providers/{uuid}',
+                             MV_PROVIDERS)
+        if resp.status_code != 404:
+            errors.check(resp, provider=f'{provider.name} ({uuid})')
+        tree.remove(uuid)
+        self._ownership.pop(uuid, None)
+        LOG.debug('deleted provider %s (%s)', provider.name, uuid)
+
+    # -- allocations and reshape -----------------------------------------
+
+    def get_allocations_for_provider_tree(self, nodename):
+        """Every consumer with allocations in the tree, seed 000's shape.
+
+        ``{consumer: {'allocations': {rp: {'generation', 'resources'}},
+        'project_id', 'user_id', 'consumer_generation', 'consumer_type'}}``
+        Allocations a consumer has outside the tree (a sharing provider)
+        are included: a reshape replaces a consumer's allocations entirely.
+        """
+        root_uuid = self._root_uuid(nodename)
+        listing = self._list_tree(root_uuid)
+        providers = [rec['uuid'] for rec in listing]
+
+        def provider_allocs(uuid):
+            return self._get(f'/resource_providers/{uuid}/allocations',
+                             MV_PROVIDERS, uuid)['allocations']
+
+        consumers = set()
+        for allocs in self._map(provider_allocs, providers):
+            consumers.update(allocs)
+
+        def consumer_allocs(consumer):
+            body = self._get(f'/allocations/{consumer}', MV_CONSUMER_TYPE)
+            return consumer, {
+                'allocations': body.get('allocations', {}),
+                'project_id': body.get('project_id'),
+                'user_id': body.get('user_id'),
+                'consumer_generation': body.get('consumer_generation'),
+                'consumer_type': body.get('consumer_type'),
+            }
+
+        return dict(self._map(consumer_allocs, sorted(consumers)))
+
+    def reshape(self, inventories, allocations):
+        """``POST /reshaper`` as is: inventories and allocations replaced.
+
+        ``inventories``: ``{rp: {'inventories': {...},
+        'resource_provider_generation': n}}``; ``allocations``: the shape
+        :meth:`get_allocations_for_provider_tree` returns (per-provider
+        ``generation`` keys are dropped).
+
+        1.38 when every consumer has a real ``consumer_type``.  Otherwise
+        1.30, which leaves each consumer's type as it is: Placement reads a
+        consumer written before 1.38 back as ``"unknown"``, a name it does
+        not accept in a request, so such a consumer cannot be sent at 1.38
+        without changing what it is.
+        """
+        with_type = bool(allocations) and all(
+            rec.get('consumer_type') not in (None, NULL_CONSUMER_TYPE)
+            for rec in allocations.values())
+        microversion = MV_CONSUMER_TYPE if with_type else MV_RESHAPE
+        body_allocs = {}
+        for consumer, rec in allocations.items():
+            body = {
+                'allocations': {
+                    rp: {'resources': dict(a['resources'])}
+                    for rp, a in rec.get('allocations', {}).items()
+                    if a.get('resources')},
+                'project_id': rec['project_id'],
+                'user_id': rec['user_id'],
+                'consumer_generation': rec.get('consumer_generation'),
+            }
+            if with_type:
+                body['consumer_type'] = rec['consumer_type']
+            body_allocs[consumer] = body
+        resp = self._request('POST', '/reshaper', microversion,
+                             {'inventories': inventories,
+                              'allocations': body_allocs})
+        errors.check_reshape(resp, providers=inventories,
+                             consumers=allocations)
+
+    def invalidate(self):
+        """Forget what was read from Placement; ownership records stay.
+
+        The next read re-reads every provider once.
+        """
+        self._trees.clear()
+        self._roots.clear()
+        self._known_traits.clear()
+        self._known_classes.clear()
+        if self._state is not None:
+            self._state.forget_generations()
+

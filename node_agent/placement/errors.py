@@ -1,0 +1,95 @@
+"""The one place where Placement's answers become agent exceptions.
+
+Placement reports an error as a status code plus, in its JSON body,
+``errors[0].code`` (``placement.concurrent_update``, ``placement.inventory.
+inuse``...) and ``errors[0].detail``.  :func:`check` turns a response into the
+matching class of :mod:`node_agent.exception`; :func:`unavailable` does the
+same for keystoneauth1 transport failures.  Nothing here logs: the request's
+headers (tokens) never reach a message.
+"""
+
+from node_agent import exception
+
+CONCURRENT_UPDATE = 'placement.concurrent_update'
+INVENTORY_INUSE = 'placement.inventory.inuse'
+DUPLICATE_NAME = 'placement.duplicate_name'
+PROVIDER_NOT_FOUND = 'placement.resource_provider.not_found'
+PROVIDER_IN_USE = 'placement.resource_provider.inuse'
+CANNOT_DELETE_PARENT = 'placement.resource_provider.cannot_delete_parent'
+
+
+def error_info(response):
+    """``(code, detail)`` from a Placement error body; ``(None, text)``."""
+    try:
+        body = response.json()
+        first = body['errors'][0]
+        return first.get('code'), first.get('detail') or first.get('title')
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None, (response.text or '').strip()[:500] or None
+
+
+def _path(response):
+    request = getattr(response, 'request', None)
+    url = getattr(request, 'url', None) or getattr(response, 'url', '')
+    # Only the path: an endpoint may carry credentials in its userinfo part.
+    return '/' + url.split('://', 1)[-1].split('/', 1)[-1] if url else ''
+
+
+def check(response, *, provider=None, resource_class=None):
+    """Return ``response`` if it succeeded, else raise the mapped error.
+
+    ``provider`` (uuid or name) and ``resource_class`` are what the request
+    was about, so the message can name them.
+    """
+    status = response.status_code
+    if status < 400:
+        return response
+    code, detail = error_info(response)
+    method = getattr(getattr(response, 'request', None), 'method', '?')
+    if status >= 500:
+        raise exception.PlacementUnavailable(
+            f'{method} {_path(response)} returned {status} after retries'
+            + (f': {detail}' if detail else ''))
+    if status == 409 and code == CONCURRENT_UPDATE:
+        raise exception.GenerationConflict(provider, detail)
+    if status == 409 and code == INVENTORY_INUSE:
+        raise exception.InventoryInUse(provider, resource_class or '?',
+                                       detail)
+    if status == 404 and provider and code in (PROVIDER_NOT_FOUND, None):
+        raise exception.ResourceProviderNotFound(provider)
+    raise exception.PlacementAPIError(method, _path(response), status, code,
+                                      detail)
+
+
+def check_reshape(response, providers=(), consumers=()):
+    """Map a ``POST /reshaper`` answer: a conflict is retriable, else fatal.
+
+    A 409 ``placement.concurrent_update`` (a provider or consumer generation
+    moved) becomes ``ReshapeConflict``: re-read and retry.  Any other error,
+    409s included (allocations that do not fit the new inventory), becomes
+    ``ReshapeFailed``: retrying the same reshape cannot succeed.
+    """
+    status = response.status_code
+    if status < 400:
+        return response
+    code, detail = error_info(response)
+    if status == 409 and code == CONCURRENT_UPDATE:
+        raise exception.ReshapeConflict(None, detail or code)
+    reason = f'POST /reshaper returned {status}'
+    if code:
+        reason += f' ({code})'
+    if detail:
+        reason += f': {detail}'
+    raise exception.ReshapeFailed(reason, providers=providers,
+                                  consumers=consumers)
+
+
+def unavailable(method, path, error):
+    """A transport failure (keystoneauth1 exception) as PlacementUnavailable.
+
+    Only the exception's class and message are kept; keystoneauth1 messages
+    name the endpoint, never the token or password.
+    """
+    return exception.PlacementUnavailable(
+        f'{method} {path}: Placement unreachable after retries: '
+        f'{type(error).__name__}: {error}')

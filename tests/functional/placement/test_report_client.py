@@ -1,0 +1,539 @@
+"""The report client against the real Placement (in-process, SQLite).
+
+Every request the client sends goes through ``CountingAdapter``; the
+``counted`` fixture's teardown fails a test whose client used a microversion
+the client module did not declare.  Other writers (an operator, another
+service) use the raw ``placement_adapter``.
+"""
+
+import uuid as uuidlib
+from unittest import mock
+
+import pytest
+
+from node_agent import exception
+from node_agent import provider_tree as ptree
+from node_agent.placement import client
+from tests.fixtures import counting
+from tests.functional.placement.conftest import AGGREGATE
+from tests.functional.placement.conftest import HOST
+from tests.functional.placement.conftest import sample_tree
+
+NUMA0 = ptree.child_name(HOST, 'numa', 0)
+NUMA1 = ptree.child_name(HOST, 'numa', 1)
+GPU00 = ptree.child_name(HOST, 'gpu', '0000:00:00.0')
+GPU01 = ptree.child_name(HOST, 'gpu', '0000:01:00.0')
+PROJECT = '2a1b8c3d-0000-4000-8000-000000000001'
+USER = '2a1b8c3d-0000-4000-8000-000000000002'
+
+
+def uuid_of(name):
+    return ptree.provider_uuid(name)
+
+
+# -- talking to Placement as someone else ------------------------------------
+
+def raw_get(adapter, path, microversion='1.38'):
+    resp = adapter.get(path, microversion=microversion)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def provider_traits(adapter, name):
+    return raw_get(adapter,
+                   f'/resource_providers/{uuid_of(name)}/traits')['traits']
+
+
+def add_trait(adapter, rp_uuid, trait):
+    """An operator adds a trait the way the CLI does: read, then CAS."""
+    adapter.put(f'/traits/{trait}', microversion='1.6')
+    body = raw_get(adapter, f'/resource_providers/{rp_uuid}/traits')
+    resp = adapter.put(f'/resource_providers/{rp_uuid}/traits',
+                       microversion='1.6',
+                       json={'traits': body['traits'] + [trait],
+                             'resource_provider_generation':
+                                 body['resource_provider_generation']})
+    assert resp.status_code == 200, resp.text
+
+
+def allocate(adapter, consumer, resources_by_rp, generation=None,
+             consumer_type='INSTANCE'):
+    resp = adapter.put(
+        f'/allocations/{consumer}', microversion='1.38',
+        json={'allocations': {rp: {'resources': res}
+                              for rp, res in resources_by_rp.items()},
+              'project_id': PROJECT, 'user_id': USER,
+              'consumer_generation': generation,
+              'consumer_type': consumer_type})
+    assert resp.status_code == 204, resp.text
+
+
+def synced(rc, tree=None):
+    rc.get_provider_tree_and_ensure_root(HOST)
+    rc.update_from_provider_tree(tree or sample_tree())
+
+
+@pytest.fixture(autouse=True)
+def declared_microversions_only(counted):
+    yield
+    used = {c.microversion for c in counted.calls}
+    assert used <= client.DECLARED_MICROVERSIONS, (
+        f'undeclared microversions used: '
+        f'{used - client.DECLARED_MICROVERSIONS}')
+
+
+# -- lifecycle ---------------------------------------------------------------
+
+def test_nested_tree_lifecycle(rc, counted, placement_adapter):
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    assert [p.name for p in tree.providers()] == [HOST]
+    assert len(counted.calls) == 1          # POST: a brand-new root
+
+    desired = sample_tree()
+    rc.update_from_provider_tree(desired)
+    listing = raw_get(placement_adapter,
+                      f'/resource_providers?in_tree={uuid_of(HOST)}')
+    by_name = {p['name']: p for p in listing['resource_providers']}
+    assert len(by_name) == 13
+    assert by_name[GPU00]['parent_provider_uuid'] == uuid_of(NUMA0)
+    inv = raw_get(placement_adapter,
+                  f'/resource_providers/{uuid_of(NUMA0)}/inventories')
+    assert inv['inventories']['VCPU']['allocation_ratio'] == 4.0
+    assert inv['inventories']['MEMORY_MB']['reserved'] == 512
+    assert set(provider_traits(placement_adapter, NUMA0)) == {
+        'HW_NUMA_ROOT', 'HW_CPU_X86_AVX2'}
+    assert raw_get(placement_adapter,
+                   f'/resource_providers/{uuid_of(HOST)}/aggregates',
+                   '1.19')['aggregates'] == [AGGREGATE]
+
+    # Modify inventory, traits and aggregates; drop a whole NUMA subtree.
+    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired.set_inventory(NUMA0, 'VCPU', {'total': 48})
+    desired.add_traits(NUMA0, 'CUSTOM_FAST')
+    desired.update_aggregates(HOST, set())
+    desired.remove(NUMA1)
+    counted.reset()
+    rc.update_from_provider_tree(desired)
+    deletes = [c.path for c in counted.calls if c.method == 'DELETE']
+    assert len(deletes) == 6
+    # Children first: the NUMA node goes last, after its NIC and PFs.
+    assert deletes[-1] == f'/resource_providers/{uuid_of(NUMA1)}'
+    nic = f'/resource_providers/{uuid_of(f"{HOST}_nic_0000:51:00")}'
+    pf = f'/resource_providers/{uuid_of(f"{HOST}_pf_0000:51:00.0")}'
+    assert deletes.index(pf) < deletes.index(nic)
+
+    fresh = client.ReportClient(placement_adapter).get_provider_tree(
+        uuid_of(HOST))
+    assert len(fresh) == 7
+    assert fresh.get(NUMA0).inventory['VCPU']['total'] == 48
+    assert 'CUSTOM_FAST' in fresh.get(NUMA0).traits
+    assert fresh.get(HOST).aggregates == set()
+
+
+def test_first_sync_call_budget(rc, counted):
+    synced(rc)
+    # 13 POSTs, a trait check and 3 trait creations, 8 trait/aggregate PUTs,
+    # one inventory PUT (root), one bulk reshape and one generation read.
+    assert len(counted.calls) <= 30, counted.summary()
+    assert counted.count('POST', '/reshaper') == 1
+
+
+def test_bulk_inventory_falls_back_without_service_role(
+        placement_adapter, sync_state):
+    placement_adapter.additional_headers['X-Roles'] = 'admin'
+    counted = counting.CountingAdapter(placement_adapter)
+    rc = client.ReportClient(counted, sync_state)
+    synced(rc)
+    assert counted.count('PUT', '/resource_providers/') >= 12
+    tree = client.ReportClient(placement_adapter).get_provider_tree(
+        uuid_of(HOST))
+    assert tree.get(GPU01).inventory['VGPU']['total'] == 8
+
+
+# -- steady state ----------------------------------------------------------
+
+def test_audit_with_nothing_changed_costs_one_call(rc, counted):
+    synced(rc)
+    counted.reset()
+    current = rc.get_provider_tree_and_ensure_root(HOST)
+    rc.update_from_provider_tree(sample_tree())
+    assert [(c.method, c.path) for c in counted.calls] == [
+        ('GET', '/resource_providers')]
+    assert counted.calls[0].query == f'in_tree={uuid_of(HOST)}'
+    assert len(current) == 13
+
+
+def test_restart_with_nothing_changed(counted, sync_state, rc):
+    synced(rc)
+    counted.reset()
+    restarted = client.ReportClient(counted, sync_state)
+    restarted.get_provider_tree_and_ensure_root(HOST)
+    restarted.update_from_provider_tree(sample_tree())
+    assert len(counted.calls) <= 2, counted.summary()
+
+
+def test_allocations_elsewhere_cause_a_reread_not_a_write(
+        rc, counted, placement_adapter):
+    synced(rc)
+    allocate(placement_adapter, str(uuidlib.uuid4()),
+             {uuid_of(GPU00): {'VGPU': 1}})
+    counted.reset()
+    current = rc.get_provider_tree_and_ensure_root(HOST)
+    rc.update_from_provider_tree(sample_tree())
+    assert counted.count() == 4, counted.summary()       # list + 3 reads
+    assert counted.count('GET', f'/resource_providers/{uuid_of(GPU00)}') == 3
+    assert counted.count('PUT') == counted.count('POST') == 0
+    assert current.get(GPU00).inventory['VGPU']['total'] == 8
+    counted.reset()
+    rc.get_provider_tree_and_ensure_root(HOST)
+    assert counted.count() == 1
+
+
+# -- ownership -------------------------------------------------------------
+
+def test_operator_traits_survive_syncs(rc, placement_adapter, sync_state):
+    synced(rc)
+    add_trait(placement_adapter, uuid_of(NUMA0), 'CUSTOM_OPERATOR_GOLD')
+    synced(rc)
+    assert 'CUSTOM_OPERATOR_GOLD' in provider_traits(placement_adapter, NUMA0)
+
+    # The agent drops a trait of its own: only that one goes.
+    desired = sample_tree()
+    desired.remove_traits(NUMA0, 'HW_CPU_X86_AVX2')
+    synced(rc, desired)
+    assert set(provider_traits(placement_adapter, NUMA0)) == {
+        'HW_NUMA_ROOT', 'CUSTOM_OPERATOR_GOLD'}
+
+    # Restart: ownership comes from the state file.
+    restarted = client.ReportClient(placement_adapter, sync_state)
+    desired = sample_tree()
+    desired.remove_traits(NUMA0, 'HW_CPU_X86_AVX2', 'HW_NUMA_ROOT')
+    synced(restarted, desired)
+    assert set(provider_traits(placement_adapter, NUMA0)) == {
+        'CUSTOM_OPERATOR_GOLD'}
+
+
+def test_without_state_nothing_is_removed(placement_adapter, tmp_path):
+    first = client.ReportClient(placement_adapter)
+    synced(first)
+    # State directory lost: the agent cannot prove it set HW_CPU_X86_AVX2.
+    amnesic = client.ReportClient(placement_adapter)
+    desired = sample_tree()
+    desired.remove_traits(NUMA0, 'HW_CPU_X86_AVX2')
+    desired.remove_inventory(GPU00, 'VGPU')
+    synced(amnesic, desired)
+    assert 'HW_CPU_X86_AVX2' in provider_traits(placement_adapter, NUMA0)
+    assert 'VGPU' in raw_get(
+        placement_adapter,
+        f'/resource_providers/{uuid_of(GPU00)}/inventories')['inventories']
+
+
+def test_foreign_child_survives(rc, placement_adapter):
+    synced(rc)
+    foreign = str(uuidlib.uuid4())
+    resp = placement_adapter.post(
+        '/resource_providers', microversion='1.20',
+        json={'uuid': foreign, 'name': 'cyborg_fpga_0',
+              'parent_provider_uuid': uuid_of(NUMA0)})
+    assert resp.status_code == 200, resp.text
+
+    # The desired tree never mentions it; NUMA0 itself is dropped too.
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    assert 'cyborg_fpga_0' in tree
+    desired = sample_tree()
+    desired.remove(NUMA0)
+    rc.update_from_provider_tree(desired)
+
+    listing = raw_get(placement_adapter,
+                      f'/resource_providers?in_tree={uuid_of(HOST)}')
+    names = {p['name'] for p in listing['resource_providers']}
+    assert 'cyborg_fpga_0' in names
+    assert NUMA0 in names                   # kept: it has a foreign child
+    assert GPU00 not in names               # its own children went
+
+
+def test_foreign_traits_and_classes_on_foreign_provider_untouched(
+        rc, placement_adapter):
+    synced(rc)
+    foreign = str(uuidlib.uuid4())
+    placement_adapter.post(
+        '/resource_providers', microversion='1.20',
+        json={'uuid': foreign, 'name': 'other_agent_rp',
+              'parent_provider_uuid': uuid_of(HOST)})
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree.update_inventory('other_agent_rp', {'FPGA': {'total': 1}})
+    rc.update_from_provider_tree(tree)
+    assert raw_get(placement_adapter,
+                   f'/resource_providers/{foreign}/inventories'
+                   )['inventories'] == {}
+
+
+# -- conflicts ---------------------------------------------------------------
+
+def test_second_writer_between_read_and_write(rc, counted, placement_adapter):
+    synced(rc)
+    numa0 = uuid_of(NUMA0)
+    fired = []
+
+    def second_writer(method, path, kwargs):
+        if (method == 'PUT' and path == f'/resource_providers/{numa0}/traits'
+                and not fired):
+            fired.append(path)
+            add_trait(placement_adapter, numa0, 'CUSTOM_OPERATOR_SILVER')
+
+    counted.before_request = second_writer
+    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired.add_traits(NUMA0, 'CUSTOM_AGENT_NEW')
+    counted.reset()
+    rc.update_from_provider_tree(desired)
+
+    assert fired
+    assert counted.count('PUT', f'/resource_providers/{numa0}/traits') == 2
+    assert set(provider_traits(placement_adapter, NUMA0)) >= {
+        'CUSTOM_OPERATOR_SILVER', 'CUSTOM_AGENT_NEW', 'HW_NUMA_ROOT'}
+    # And the cache knows: the next audit writes nothing.
+    counted.reset()
+    rc.update_from_provider_tree(desired)
+    assert counted.calls == []
+
+
+def test_conflict_that_never_stops(rc, counted, placement_adapter):
+    synced(rc)
+    gpu = uuid_of(GPU01)
+    bumps = []
+
+    def busy_writer(method, path, kwargs):
+        if method == 'PUT' and path.startswith(f'/resource_providers/{gpu}'):
+            bumps.append(path)
+            add_trait(placement_adapter, gpu, f'CUSTOM_BUSY_{len(bumps)}')
+
+    counted.before_request = busy_writer
+    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired.set_inventory(GPU01, 'VGPU', {'total': 4})
+    with pytest.raises(exception.GenerationConflict) as err:
+        rc.update_from_provider_tree(desired)
+    assert err.value.provider.startswith(GPU01)
+    assert GPU01 in str(err.value)
+    assert len(bumps) == 4                  # 1 try + conflict_retries=3
+
+
+def test_inventory_in_use_changes_nothing(rc, counted, placement_adapter):
+    synced(rc)
+    allocate(placement_adapter, str(uuidlib.uuid4()),
+             {uuid_of(GPU00): {'VGPU': 2}})
+    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired.remove_inventory(GPU00, 'VGPU')
+    desired.add_traits(NUMA1, 'CUSTOM_SHOULD_NOT_APPEAR')
+    desired.set_inventory(GPU01, 'VGPU', {'total': 2})
+    counted.reset()
+    with pytest.raises(exception.InventoryInUse) as err:
+        rc.update_from_provider_tree(desired)
+    assert err.value.resource_class == 'VGPU'
+    assert GPU00 in str(err.value) and 'VGPU' in str(err.value)
+    assert [c.method for c in counted.calls
+            if c.method in ('PUT', 'POST', 'DELETE')] == []
+    after = client.ReportClient(placement_adapter).get_provider_tree(
+        uuid_of(HOST))
+    assert after.get(GPU00).inventory['VGPU']['total'] == 8
+    assert after.get(GPU01).inventory['VGPU']['total'] == 8
+    assert 'CUSTOM_SHOULD_NOT_APPEAR' not in after.get(NUMA1).traits
+
+
+# -- allocations and reshape -------------------------------------------------
+
+def _sharing_provider(adapter):
+    share = str(uuidlib.uuid4())
+    adapter.post('/resource_providers', microversion='1.20',
+                 json={'uuid': share, 'name': 'shared_storage'})
+    adapter.put(f'/resource_providers/{share}/inventories',
+                microversion='1.14',
+                json={'resource_provider_generation': 0,
+                      'inventories': {'DISK_GB': {'total': 5000}}})
+    return share
+
+
+def test_allocations_for_provider_tree_shape(rc, placement_adapter):
+    synced(rc)
+    share = _sharing_provider(placement_adapter)
+    c1, c2 = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    allocate(placement_adapter, c1, {uuid_of(NUMA0): {'VCPU': 2},
+                                     share: {'DISK_GB': 20}})
+    allocate(placement_adapter, c2, {uuid_of(GPU01): {'VGPU': 1}},
+             consumer_type='MIGRATION')
+    allocate(placement_adapter, str(uuidlib.uuid4()), {share: {'DISK_GB': 1}})
+
+    allocs = rc.get_allocations_for_provider_tree(HOST)
+    assert set(allocs) == {c1, c2}
+    rec = allocs[c1]
+    assert set(rec) == {'allocations', 'project_id', 'user_id',
+                        'consumer_generation', 'consumer_type'}
+    assert rec['project_id'] == PROJECT and rec['user_id'] == USER
+    assert rec['consumer_generation'] == 1
+    assert rec['consumer_type'] == 'INSTANCE'
+    # The sharing provider is outside the tree and still listed.
+    assert rec['allocations'][share]['resources'] == {'DISK_GB': 20}
+    assert rec['allocations'][uuid_of(NUMA0)]['resources'] == {'VCPU': 2}
+    assert isinstance(rec['allocations'][share]['generation'], int)
+    assert allocs[c2]['consumer_type'] == 'MIGRATION'
+
+
+def test_allocation_reads_are_concurrent_and_complete(
+        placement_adapter, counted, sync_state):
+    rc = client.ReportClient(counted, sync_state, max_workers=8)
+    synced(rc)
+    consumers = set()
+    for i in range(24):
+        consumer = str(uuidlib.uuid4())
+        consumers.add(consumer)
+        gpu = GPU00 if i % 2 else GPU01
+        allocate(placement_adapter, consumer, {uuid_of(gpu): {'VGPU': 0 + 1}}
+                 if i < 16 else {uuid_of(NUMA1): {'VCPU': 1}})
+    parallel = rc.get_allocations_for_provider_tree(HOST)
+    serial = client.ReportClient(placement_adapter, max_workers=1
+                                 ).get_allocations_for_provider_tree(HOST)
+    assert set(parallel) == consumers
+    assert parallel == serial
+
+
+def _vgpu_on_root_tree():
+    tree = sample_tree()
+    tree.set_inventory(HOST, 'VGPU', {'total': 32})
+    for name in (GPU00, GPU01, ptree.child_name(HOST, 'gpu', '0000:10:00.0'),
+                 ptree.child_name(HOST, 'gpu', '0000:11:00.0')):
+        tree.remove_inventory(name, 'VGPU')
+    return tree
+
+
+def test_reshape_moves_allocations_from_root_to_child(
+        rc, counted, placement_adapter):
+    synced(rc, _vgpu_on_root_tree())
+    share = _sharing_provider(placement_adapter)
+    consumers = [str(uuidlib.uuid4()) for _ in range(3)]
+    for consumer in consumers:
+        allocate(placement_adapter, consumer,
+                 {uuid_of(HOST): {'VGPU': 2, 'DISK_GB': 10},
+                  share: {'DISK_GB': 5}})
+
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    allocations = rc.get_allocations_for_provider_tree(HOST)
+    desired = sample_tree()                 # VGPU back on the GPUs
+    for consumer in consumers:
+        rps = allocations[consumer]['allocations']
+        rps[uuid_of(HOST)]['resources'].pop('VGPU')
+        rps[uuid_of(GPU00)] = {'resources': {'VGPU': 2}}
+    assert tree.get(HOST).inventory['VGPU']['total'] == 32
+    counted.reset()
+    rc.update_from_provider_tree(desired, allocations)
+    assert counted.count('POST', '/reshaper') == 1
+    assert counted.count('PUT', '/resource_providers/') == 0
+
+    usages = raw_get(placement_adapter,
+                     f'/resource_providers/{uuid_of(GPU00)}/usages')
+    assert usages['usages'] == {'VGPU': 6}
+    root = raw_get(placement_adapter,
+                   f'/resource_providers/{uuid_of(HOST)}/inventories')
+    assert 'VGPU' not in root['inventories']
+    for consumer in consumers:
+        after = raw_get(placement_adapter, f'/allocations/{consumer}')
+        assert after['project_id'] == PROJECT and after['user_id'] == USER
+        assert after['consumer_type'] == 'INSTANCE'
+        total = {}
+        for rp in after['allocations'].values():
+            for rc_name, amount in rp['resources'].items():
+                total[rc_name] = total.get(rc_name, 0) + amount
+        assert total == {'VGPU': 2, 'DISK_GB': 15}
+        assert after['allocations'][share]['resources'] == {'DISK_GB': 5}
+
+    # Generations moved by the reshape are re-read once, then steady.
+    rc.get_provider_tree_and_ensure_root(HOST)
+    rc.update_from_provider_tree(sample_tree())
+    counted.reset()
+    rc.get_provider_tree_and_ensure_root(HOST)
+    rc.update_from_provider_tree(sample_tree())
+    assert counted.count() == 1
+
+
+
+@pytest.mark.parametrize('typed', [(), ('INSTANCE',)],
+                         ids=['untyped', 'untyped-and-typed'])
+def test_reshape_keeps_consumers_written_before_consumer_types(
+        rc, placement_adapter, typed):
+    """Consumers written below 1.38 read back as type "unknown".
+
+    Placement refuses that name in a request: the reshape must still
+    work, and leave each consumer's type as it was.
+    """
+    synced(rc, _vgpu_on_root_tree())
+    old = str(uuidlib.uuid4())
+    resp = placement_adapter.put(
+        f'/allocations/{old}', microversion='1.28',
+        json={'allocations': {uuid_of(HOST): {'resources': {'VGPU': 1}}},
+              'project_id': PROJECT, 'user_id': USER,
+              'consumer_generation': None})
+    assert resp.status_code == 204, resp.text
+    types = {old: 'unknown'}
+    for consumer_type in typed:
+        consumer = str(uuidlib.uuid4())
+        allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 1}},
+                 consumer_type=consumer_type)
+        types[consumer] = consumer_type
+
+    rc.get_provider_tree_and_ensure_root(HOST)
+    allocations = rc.get_allocations_for_provider_tree(HOST)
+    assert allocations[old]['consumer_type'] == 'unknown'
+    for rec in allocations.values():
+        rec['allocations'] = {uuid_of(GPU00): {'resources': {'VGPU': 1}}}
+    rc.update_from_provider_tree(sample_tree(), allocations)
+
+    for consumer, consumer_type in types.items():
+        after = raw_get(placement_adapter, f'/allocations/{consumer}')
+        assert after['consumer_type'] == consumer_type
+        assert after['allocations'] == {
+            uuid_of(GPU00): {'generation': mock.ANY,
+                             'resources': {'VGPU': 1}}}
+
+def test_reshape_with_stale_consumer_generation_conflicts(
+        rc, placement_adapter):
+    synced(rc, _vgpu_on_root_tree())
+    consumer = str(uuidlib.uuid4())
+    allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 1}})
+    rc.get_provider_tree_and_ensure_root(HOST)
+    allocations = rc.get_allocations_for_provider_tree(HOST)
+    # Another writer changes the consumer after the agent read it.
+    allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 2}},
+             generation=allocations[consumer]['consumer_generation'])
+    allocations[consumer]['allocations'] = {
+        uuid_of(GPU00): {'resources': {'VGPU': 1}}}
+    with pytest.raises(exception.ReshapeConflict):
+        rc.update_from_provider_tree(sample_tree(), allocations)
+    # Nothing moved: the other writer's allocation stands, on the root.
+    assert raw_get(placement_adapter, f'/allocations/{consumer}'
+                   )['allocations'][uuid_of(HOST)]['resources'] == {
+                       'VGPU': 2}
+    assert 'VGPU' not in raw_get(
+        placement_adapter,
+        f'/resource_providers/{uuid_of(GPU00)}/inventories')['inventories']
+
+
+def test_reshape_failure_names_providers_and_consumers(rc, placement_adapter):
+    synced(rc, _vgpu_on_root_tree())
+    consumer = str(uuidlib.uuid4())
+    allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 1}})
+    rc.get_provider_tree_and_ensure_root(HOST)
+    allocations = rc.get_allocations_for_provider_tree(HOST)
+    # Asks for more VGPU than the target provider has: refused for good.
+    allocations[consumer]['allocations'] = {
+        uuid_of(GPU00): {'resources': {'VGPU': 100}}}
+    with pytest.raises(exception.ReshapeFailed) as err:
+        rc.update_from_provider_tree(sample_tree(), allocations)
+    assert consumer in err.value.consumers
+    assert uuid_of(GPU00) in err.value.providers
+
+
+def test_raw_reshape_needs_the_service_role(placement_adapter):
+    placement_adapter.additional_headers['X-Roles'] = 'admin'
+    rc = client.ReportClient(placement_adapter)
+    synced(rc)
+    with pytest.raises(exception.ReshapeFailed) as err:
+        rc.reshape({}, {})
+    assert '403' in str(err.value)
