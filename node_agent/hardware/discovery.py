@@ -62,6 +62,7 @@ class Discovery:
             nvml = (nvml_source.import_pynvml()
                     if conf.hardware.nvml_enabled else _NO_NVML)
         self._nvml = nvml
+        self._nvml_absent = False       # said "no NVML data" already
 
     def close(self):
         self.libvirt.close()
@@ -83,7 +84,9 @@ class Discovery:
         sources = ['sysfs', 'libvirt']
         nvml_gpus = None
         if self._nvml is not _NO_NVML:
-            nvml_gpus = nvml_source.collect(self._nvml)
+            nvml_gpus = nvml_source.collect(self._nvml,
+                                            quiet=self._nvml_absent)
+            self._nvml_absent = nvml_gpus is None
         if nvml_gpus is not None:
             sources.append('nvml')
         devices = _merge_libvirt_devices(devices, facts)

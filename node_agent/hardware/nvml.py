@@ -47,18 +47,23 @@ def _text(value):
         else value
 
 
-def collect(nvml):
-    """Gpu values (NVML fields only) by address, or None for "no data"."""
+def collect(nvml, quiet=False):
+    """Gpu values (NVML fields only) by address, or None for "no data".
+
+    ``quiet``: the caller already said there is no data; say it again at
+    debug level only, so a periodic scan does not repeat the info line.
+    """
+    say = LOG.debug if quiet else LOG.info
     if nvml is None:
-        LOG.info('NVML: pynvml is not installed; no NVIDIA GPU data')
+        say('NVML: pynvml is not installed; no NVIDIA GPU data')
         return None
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        LOG.info('NVML: no NVIDIA GPU data (%s)', exc)
+        say('NVML: no NVIDIA GPU data (%s)', exc)
         return None
     try:
-        return _collect(nvml)
+        return _collect(nvml, say)
     finally:
         try:
             nvml.nvmlShutdown()
@@ -66,11 +71,11 @@ def collect(nvml):
             LOG.debug('NVML shutdown failed', exc_info=True)
 
 
-def _collect(nvml):
+def _collect(nvml, say):
     try:
         count = nvml.nvmlDeviceGetCount()
     except nvml.NVMLError as exc:
-        LOG.info('NVML: cannot count GPUs (%s); no NVIDIA GPU data', exc)
+        say('NVML: cannot count GPUs (%s); no NVIDIA GPU data', exc)
         return None
     gpus = []
     for index in range(count):

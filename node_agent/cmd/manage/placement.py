@@ -25,19 +25,6 @@ def add_parsers(subparsers):
     parser.set_defaults(action_fn=migrate_inventory)
 
 
-def _placement_conf(connection):
-    # Placement's [placement_database] connection is a required option:
-    # it must be set before the ConfigOpts is called.
-    from oslo_config import cfg
-    from placement import conf as placement_conf_mod
-    pconf = cfg.ConfigOpts()
-    placement_conf_mod.register_opts(pconf)
-    pconf.set_override('connection', connection, group='placement_database')
-    pconf.set_override('sync_on_startup', True, group='placement_database')
-    pconf([], project='placement', default_config_files=[])
-    return pconf
-
-
 def migrate_inventory(conf):
     from node_agent.placement import embedded
     connection = conf.placement_direct.connection
@@ -46,7 +33,7 @@ def migrate_inventory(conf):
             '[placement_direct] connection is not set: it must name the '
             'Placement database to migrate')
     dry_run = conf.category.dry_run
-    pconf = _placement_conf(connection)
+    pconf = embedded.placement_config(connection)
     with embedded.placement_direct(pconf) as adapter, \
             factory.tracker(conf, adapter, stateful=not dry_run,
                             claims=False) as rt:

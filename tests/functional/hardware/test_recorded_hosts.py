@@ -1,10 +1,13 @@
 """Discovery of the recorded hosts: sysfs, libvirt test driver, NVML."""
 
+import logging
+
 import os_traits
 import pytest
 
 from node_agent.hardware import snapshot
 from tests.fixtures import hosts
+from tests.fixtures import recorded_nvml
 
 
 @pytest.fixture(scope='module')
@@ -139,3 +142,17 @@ def test_rescan_is_equal_and_diff_is_empty():
         d.close()
     assert first == second
     assert snapshot.diff(first, second) == ()
+
+
+def test_no_nvml_is_said_once_per_process_not_once_per_scan(caplog):
+    from node_agent.hardware import nvml as nvml_source
+    d = hosts.discovery_for('host3', nvml=recorded_nvml.load(None))
+    try:
+        with caplog.at_level(logging.INFO, logger=nvml_source.__name__):
+            for _ in range(3):
+                assert 'nvml' not in d.scan().sources
+    finally:
+        d.close()
+    infos = [r for r in caplog.records if r.name == nvml_source.__name__
+             and r.levelno >= logging.INFO]
+    assert len(infos) == 1
