@@ -219,5 +219,26 @@ class ProviderTree:
     def update_aggregates(self, name_or_uuid, aggregates):
         self.get(name_or_uuid).aggregates = set(aggregates)
 
+    def move(self, name_or_uuid, parent):
+        """Hang the provider, with its whole subtree, under ``parent``.
+
+        The same provider objects stay (uuid, generation, inventory, traits
+        unchanged), as Placement keeps them when it re-parents.  A parent
+        inside the provider's own subtree would make a loop: ValueError.
+        """
+        provider = self.get(name_or_uuid)
+        parent = self.get(parent)
+        subtree = self.subtree(provider.uuid)
+        if parent.uuid in {p.uuid for p in subtree}:
+            raise ValueError(f'cannot move provider {provider.name} under '
+                             f'its own descendant {parent.name}')
+        if provider.parent_uuid:
+            self._children[provider.parent_uuid].remove(provider.uuid)
+        self._children[parent.uuid].append(provider.uuid)
+        provider.parent_uuid = parent.uuid
+        for p in subtree:
+            p.root_uuid = parent.root_uuid
+        return provider
+
     def copy(self):
         return copy.deepcopy(self)

@@ -305,23 +305,44 @@ class ClaimManager:
         Returns ``{consumer: {rp: {rc: amount}}}`` and logs each one; the
         tracker deletes them only with ``[claims] heal_allocations``.
         """
-        seen = _domain_uuids(domains)
         held = {c.consumer_uuid for c in self.store.claims()}
-        providers = tree.uuids() if tree is not None else None
-        result = {}
-        for consumer, record in sorted((allocations or {}).items()):
-            resources = model.resources_from_allocations(
-                _allocations_of(record), providers)
-            if (resources and consumer.lower() not in held
-                    and consumer.lower() not in seen):
-                result[consumer] = resources
-                LOG.warning('Allocations of consumer %s on this host have '
-                            'neither a claim nor a libvirt domain: %s%s',
-                            consumer, resources,
-                            '' if self.conf.claims.heal_allocations else
-                            ' (left alone: [claims] heal_allocations is '
-                            'false)')
+        result = unclaimed(allocations, domains, held,
+                           tree.uuids() if tree is not None else None)
+        for consumer, resources in result.items():
+            LOG.warning('Allocations of consumer %s on this host have '
+                        'neither a claim nor a libvirt domain: %s%s',
+                        consumer, _by_name(resources, tree),
+                        ' (to be removed: [claims] heal_allocations is '
+                        'true)' if self.conf.claims.heal_allocations
+                        else ' (left alone: [claims] heal_allocations '
+                        'is false)')
         return result
+
+
+def unclaimed(allocations, domains, claimed, providers=None):
+    """``{consumer: {rp: {rc: n}}}``: allocations on ``providers`` (all
+    when None) whose consumer is neither in ``claimed`` (lower-case uuids)
+    nor has one of ``domains``.  Pure."""
+    seen = _domain_uuids(domains)
+    result = {}
+    for consumer, record in sorted((allocations or {}).items()):
+        resources = model.resources_from_allocations(
+            _allocations_of(record), providers)
+        if (resources and consumer.lower() not in claimed
+                and consumer.lower() not in seen):
+            result[consumer] = resources
+    return result
+
+
+def _by_name(resources, tree):
+    """``{rp uuid: {rc: n}}`` as text naming each provider."""
+    def label(rp):
+        provider = tree.find(rp) if tree is not None else None
+        return f'{provider.name} ({rp})' if provider is not None else rp
+    return '; '.join(
+        f'{label(rp)}: ' + ', '.join(f'{rc}={n}' for rc, n in sorted(
+            rcs.items()))
+        for rp, rcs in sorted(resources.items()))
 
 
 def _replace(claim, **changes):

@@ -29,10 +29,28 @@ opts = [
                     'released by the periodic audit.'),
     cfg.BoolOpt('heal_allocations',
                 default=False,
-                help='Delete allocations in Placement against this host\'s '
-                     'providers whose consumer has neither a claim nor a '
-                     'libvirt domain here. When false such allocations are '
-                     'only reported (log and "tree show").'),
+                help='Remove allocations in Placement against this '
+                     'host\'s providers whose consumer has neither a claim '
+                     'nor a libvirt domain here, once the agent has seen '
+                     'them so for [claims] heal_allocations_delay seconds. '
+                     'A consumer whose allocations are all on '
+                     'this host\'s providers is deleted '
+                     '(DELETE /allocations/<consumer>); one that also holds '
+                     'resources elsewhere keeps those, with its project, '
+                     'user and type. Providers of other services are never '
+                     'touched. When false such allocations are only '
+                     'reported, in the log (WARNING) and by '
+                     '"node-agent-manage tree show".'),
+    cfg.IntOpt('heal_allocations_delay',
+               default=300,
+               min=0,
+               help='Seconds an allocation with neither a claim nor a '
+                    'libvirt domain must have been seen so by the running '
+                    'agent before heal_allocations removes it: the time a '
+                    'scheduler may take between allocating in Placement and '
+                    'claiming on this host. The count starts again when the '
+                    'agent restarts. 0 removes such allocations at first '
+                    'sight.'),
     cfg.IntOpt('db_busy_timeout',
                default=30,
                min=1,

@@ -91,20 +91,8 @@ def ensure_child(tree, name, parent_name, nodename):
                     'agent; not reporting it', name, provider.uuid)
         return None
     if provider.parent_uuid != parent.uuid:
-        _reparent(tree, provider, parent)
-    return tree.get(provider.uuid)
-
-
-def _reparent(tree, provider, parent):
-    moved = [(p, p.parent_uuid) for p in tree.subtree(provider.uuid)]
-    tree.remove(provider.uuid)
-    for p, old_parent in moved:
-        new_parent = parent.uuid if p is provider else old_parent
-        fresh = tree.new_child(p.name, new_parent, uuid=p.uuid,
-                               generation=p.generation)
-        fresh.inventory = p.inventory
-        fresh.traits = p.traits
-        fresh.aggregates = p.aggregates
+        tree.move(provider.uuid, parent.uuid)
+    return provider
 
 
 def manages(name, managed):

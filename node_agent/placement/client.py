@@ -17,6 +17,22 @@ Cost rules::
                                new providers in one POST /reshaper (403 ->
                                one PUT each), one in_tree read of the new
                                generations
+    layout switched            + one PUT /resource_providers/{uuid} per
+                               provider that changes parent
+
+Order of a flush (a reshape at startup included)::
+
+    resource classes, traits    what the plan needs, created once
+    shrinking inventory         (not when reshaping) see below
+    create                      parents first
+    traits, aggregates,         inventory deferred when reshaping: it goes
+      inventory                 with the allocations in one POST /reshaper
+    move                        re-parent (1.37), after the new parent
+                                exists, after the reshape took allocations
+                                off the providers about to go
+    delete                      children first; an old parent is empty by
+                                now, and a provider that had allocations
+                                has none left
 
 Writes are compare-and-swap on the provider generation.  A 409
 ``placement.concurrent_update`` re-reads only that provider, recomputes its
@@ -56,12 +72,13 @@ LOG = logging.getLogger(__name__)
 # them), 1.26 inventory with reserved == total.
 MV_PROVIDERS = '1.26'
 MV_RESHAPE = '1.30'             # POST /reshaper
+MV_REPARENT = '1.37'            # PUT a provider with a new parent
 MV_CONSUMER_TYPE = '1.38'       # consumer_type in allocations and reshaper
 
 # What Placement shows at 1.38+ for a consumer that has no type.
 NULL_CONSUMER_TYPE = 'unknown'
 DECLARED_MICROVERSIONS = frozenset({
-    MV_PROVIDERS, MV_RESHAPE, MV_CONSUMER_TYPE})
+    MV_PROVIDERS, MV_RESHAPE, MV_REPARENT, MV_CONSUMER_TYPE})
 
 # Below this many new providers with inventory, one PUT each is as cheap as
 # the POST /reshaper plus the read of the generations it moved.
@@ -379,6 +396,8 @@ class ReportClient:
             self._reshape_tree(tree, desired, deferred, allocations)
         elif deferred:
             self._bulk_inventories(tree, desired, deferred)
+        for move in plan.move:
+            self._move(tree, move)
         for uuid in plan.delete:
             self._delete(tree, uuid)
 
@@ -415,14 +434,17 @@ class ReportClient:
                         f'{change.name} ({change.uuid})', rc,
                         f'{usages[rc]} in use')
 
-    def _sync_provider(self, tree, want, inventory=True):
-        """Write one provider's change; on conflict re-read and recompute."""
-        retrying = tenacity.Retrying(
+    def _retrying(self):
+        """The policy for a write that may hit a generation conflict."""
+        return tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(
                 exception.GenerationConflict),
             stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
             wait=self._wait, reraise=True)
-        for attempt in retrying:
+
+    def _sync_provider(self, tree, want, inventory=True):
+        """Write one provider's change; on conflict re-read and recompute."""
+        for attempt in self._retrying():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     LOG.info('provider %s changed under us: re-reading it '
@@ -545,6 +567,37 @@ class ReportClient:
             self._own(uuid, resource_classes=set(
                 desired.get(uuid).inventory))
 
+    def _move(self, tree, move):
+        """Re-parent one provider; Placement moves its subtree with it.
+
+        Placement takes no generation on this PUT and does not bump it,
+        but should a 409 ``placement.concurrent_update`` come, it goes the
+        way of every other write: re-read the provider, then try again.
+        The provider's name is sent as Placement has it: a move never
+        renames.
+        """
+        provider = tree.get(move.uuid)
+        label = f'{provider.name} ({provider.uuid})'
+        for attempt in self._retrying():
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    LOG.info('provider %s changed under us: re-reading it '
+                             '(attempt %d)', label,
+                             attempt.retry_state.attempt_number)
+                    self._reread(tree, move.uuid)
+                resp = self._request(
+                    'PUT', f'/resource_providers/{move.uuid}', MV_REPARENT,
+                    {'name': provider.name,
+                     'parent_provider_uuid': move.parent_uuid})
+                errors.check(resp, provider=label)
+        # The generation cached stays: a move leaves it as it was, and the
+        # one in the answer may include another writer's change this cache
+        # has not read (the next listing then shows it moved: a re-read).
+        tree.move(move.uuid, move.parent_uuid)
+        LOG.info('moved provider %s from %s to %s', label,
+                 _name(tree, move.old_parent_uuid),
+                 _name(tree, move.parent_uuid))
+
     def _delete(self, tree, uuid):
         provider = tree.get(uuid)
         resp = self._request('DELETE', f'/resource_providers/{uuid}',
@@ -588,6 +641,60 @@ class ReportClient:
             }
 
         return dict(self._map(consumer_allocs, sorted(consumers)))
+
+    def remove_allocations_from_tree(self, consumer, provider_uuids):
+        """Take ``consumer``'s allocations off ``provider_uuids``.
+
+        When every allocation of the consumer is on those providers:
+        ``DELETE /allocations/{consumer}``.  When it also holds resources
+        elsewhere (another host, a sharing provider): one
+        ``PUT /allocations/{consumer}`` carrying only those, with its
+        project, user, type and the consumer generation just read, so a
+        concurrent writer makes it conflict (re-read and retried
+        ``conflict_retries`` times) instead of being overwritten.  A
+        consumer without a type is written at 1.30, which leaves its type
+        as it is (see :meth:`reshape`).
+
+        Returns ``'deleted'``, ``'trimmed'`` or None when the consumer has
+        nothing on those providers (any more).
+        """
+        ours = set(provider_uuids)
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(
+                exception.GenerationConflict),
+            stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
+            wait=self._wait, reraise=True)
+        for attempt in retrying:
+            with attempt:
+                return self._remove_allocations(consumer, ours)
+
+    def _remove_allocations(self, consumer, ours):
+        path = f'/allocations/{consumer}'
+        body = self._get(path, MV_CONSUMER_TYPE)
+        current = body.get('allocations') or {}
+        kept = {rp: {'resources': dict(a['resources'])}
+                for rp, a in current.items() if rp not in ours}
+        if len(kept) == len(current):
+            return None
+        if not kept:
+            resp = self._request('DELETE', path, MV_CONSUMER_TYPE)
+            if resp.status_code == 404:
+                return None
+            errors.check(resp)
+            return 'deleted'
+        consumer_type = body.get('consumer_type')
+        with_type = consumer_type not in (None, NULL_CONSUMER_TYPE)
+        put = {'allocations': kept,
+               'project_id': body['project_id'],
+               'user_id': body['user_id'],
+               'consumer_generation': body['consumer_generation']}
+        if with_type:
+            put['consumer_type'] = consumer_type
+        resp = self._request('PUT', path,
+                             MV_CONSUMER_TYPE if with_type else MV_RESHAPE,
+                             put)
+        errors.check(resp)
+        return 'trimmed'
 
     def reshape(self, inventories, allocations):
         """``POST /reshaper`` as is: inventories and allocations replaced.
@@ -639,3 +746,7 @@ class ReportClient:
         if self._state is not None:
             self._state.forget_generations()
 
+
+def _name(tree, uuid):
+    provider = tree.find(uuid)
+    return provider.name if provider is not None else uuid

@@ -25,11 +25,28 @@ Order of a plan::
 
     create    parents first            (a child needs its parent)
     changes   per provider: inventory, traits, aggregates
-    delete    children first           (Placement refuses to delete a parent)
+    move      parents first, in the    (a new parent exists by then; an old
+              desired tree              one is still there)
+    delete    children first           (Placement refuses to delete a parent,
+                                        so the children that stay have moved
+                                        away first)
 
-An owned provider that is no longer desired but has a descendant the agent
-does not own is kept (deleting it is impossible without deleting the foreign
-one) and reported in ``Plan.skipped``.
+A move re-parents an existing provider (``PUT /resource_providers/{uuid}``,
+microversion 1.37): the same uuid, inventory, traits and allocations, its
+subtree travelling with it.  Only owned providers move, and only between
+parents of one tree (never into or out of the root's place)::
+
+    before (nested)                 after (flat)
+    cn1                             cn1
+     +-- cn1_numa_0   (deleted)      +-- cn1_gpu_3b     moved
+     |    +-- cn1_gpu_3b             +-- cn1_nic_5e     moved, PFs with it
+     |    +-- cn1_nic_5e                  +-- cn1_pf_5e.0
+     |         +-- cn1_pf_5e.0
+
+An owned provider that is no longer desired but keeps a descendant after the
+moves (one the agent does not own, or one it may not move) is kept:
+deleting it is impossible without deleting that descendant.  It is reported
+in ``Plan.skipped``, and so is every move ownership refuses.
 """
 
 import dataclasses
@@ -78,9 +95,19 @@ class Create:
 
 
 @dataclasses.dataclass(frozen=True)
+class Move:
+    """Re-parent an existing provider (and so its subtree)."""
+    uuid: str
+    name: str
+    old_parent_uuid: str
+    parent_uuid: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     create: tuple = ()
     changes: tuple = ()
+    move: tuple = ()
     delete: tuple = ()
     # (uuid, reason) for what the desired tree asked and ownership refused.
     skipped: tuple = ()
@@ -89,7 +116,8 @@ class Plan:
 
     @property
     def empty(self):
-        return not (self.create or self.changes or self.delete)
+        return not (self.create or self.changes or self.move
+                    or self.delete)
 
 
 def merge_owned(current, set_by_agent, desired):
@@ -159,7 +187,7 @@ def make_plan(current, desired, ownership=None):
     def owner(provider):
         return ownership.get(provider.uuid) or default_ownership(provider)
 
-    creates, changes, deletes, skipped = [], [], [], []
+    creates, changes, moves, skipped = [], [], [], []
     traits_needed, classes_needed = set(), set()
     for want in desired.providers():
         have = current.find(want.uuid)
@@ -169,15 +197,21 @@ def make_plan(current, desired, ownership=None):
             old_traits, old_classes = set(), set()
         else:
             if not owner(have).owned:
-                if (want.inventory or want.traits or want.aggregates) and (
+                if have.parent_uuid != want.parent_uuid:
+                    skipped.append((have.uuid, 'not owned by this agent: '
+                                    f'not moved, kept under '
+                                    f'{have.parent_uuid}'))
+                elif (want.inventory or want.traits or want.aggregates) and (
                         _differs(have, want)):
                     skipped.append((have.uuid, 'not owned by this agent: '
                                     'left as it is'))
                 continue
             if have.parent_uuid != want.parent_uuid:
-                skipped.append((have.uuid, 'moving a provider to another '
-                                'parent is not supported: kept under '
-                                f'{have.parent_uuid}'))
+                move, reason = _move(have, want)
+                if move is not None:
+                    moves.append(move)
+                else:
+                    skipped.append((have.uuid, reason))
             change = provider_change(have, want, owner(have))
             old_traits, old_classes = have.traits, set(have.inventory)
         if not change.empty:
@@ -185,25 +219,54 @@ def make_plan(current, desired, ownership=None):
         traits_needed |= _customs(set(change.traits or ()) - set(old_traits))
         classes_needed |= _customs(set(change.inventory or ()) - old_classes)
 
-    keep = set()
+    # Who stays, judged on the tree as it is once the moves are done: a
+    # provider that moves away no longer holds its old parent in place.
+    new_parent = {m.uuid: m.parent_uuid for m in moves}
+
+    def ancestors_after(uuid):
+        result = []
+        parent = new_parent.get(uuid, current.get(uuid).parent_uuid)
+        while parent is not None and parent in current:
+            result.append(parent)
+            parent = new_parent.get(parent, current.get(parent).parent_uuid)
+        return result
+
+    keep, held_by_foreign = set(), set()
     for provider in current.providers():
-        if provider.uuid in desired or not owner(provider).owned:
+        foreign = not owner(provider).owned
+        if provider.uuid in desired or foreign:
             # Kept, and so are all its ancestors.
             keep.add(provider.uuid)
-            keep.update(current.ancestors(provider.uuid))
-    for provider in reversed(current.providers()):
-        if provider.uuid in keep:
-            continue
-        deletes.append(provider.uuid)
+            ancestors = ancestors_after(provider.uuid)
+            keep.update(ancestors)
+            if foreign:
+                held_by_foreign.update(ancestors)
+    deletes = [p.uuid for p in reversed(current.providers())
+               if p.uuid not in keep]
     for provider in current.providers():
         if (provider.uuid not in desired and owner(provider).owned
                 and provider.uuid in keep):
-            skipped.append((provider.uuid, 'not desired any more but has a '
-                            'descendant this agent does not own: kept'))
+            why = ('a descendant this agent does not own'
+                   if provider.uuid in held_by_foreign
+                   else 'a descendant that cannot move away')
+            skipped.append((provider.uuid, f'not desired any more but has '
+                            f'{why}: kept'))
     return Plan(create=tuple(creates), changes=tuple(changes),
-                delete=tuple(deletes), skipped=tuple(skipped),
+                move=tuple(moves), delete=tuple(deletes),
+                skipped=tuple(skipped),
                 custom_traits=frozenset(traits_needed),
                 custom_resource_classes=frozenset(classes_needed))
+
+
+def _move(have, want):
+    """``(Move, None)`` for an owned provider, or ``(None, reason)``."""
+    if have.parent_uuid is None or want.parent_uuid is None:
+        return None, ('a root provider cannot become a child, nor a child '
+                      f'a root: kept under {have.parent_uuid}')
+    if have.root_uuid != want.root_uuid:
+        return None, ('moving a provider to another tree is not supported: '
+                      f'kept under {have.parent_uuid}')
+    return Move(have.uuid, have.name, have.parent_uuid, want.parent_uuid), None
 
 
 def _differs(have, want):

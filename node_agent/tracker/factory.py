@@ -56,6 +56,23 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True):
         discovery.close()
 
 
+def claims_rpc(conf, rt):
+    """``start() -> server or None`` for the claims RPC server of ``rt``.
+
+    None when the tracker has no claim manager.  Remote claims are decided
+    against the tracker's latest synced tree and snapshot, so the server
+    must start only after the startup sync.
+    """
+    if rt.claims is None:
+        return None
+    from node_agent.claims import rpc
+
+    def context():
+        return rt.last_good, rt.snapshot
+
+    return functools.partial(rpc.start_server, conf, rt.claims, context)
+
+
 def udev_monitor(conf):
     """``make(callback) -> monitor`` for early audits, or None when off."""
     if not conf.hardware.udev_monitor:

@@ -11,6 +11,7 @@ of ``get_allocations_for_provider_tree``).
 ::
 
     providers created:  compute1_numa_0, compute1_numa_1
+    provider moved:     compute1_gpu_..3b:00.0 from compute1 to compute1_numa_0
     inventory moved:    VCPU  compute1 32 -> compute1_numa_0 16, compute1_numa_1 16
     consumer 6f1e...:   VCPU 2 compute1 -> compute1_numa_0
 
@@ -90,6 +91,8 @@ class Plan:
     nodename: str
     providers_created: tuple = ()
     providers_deleted: tuple = ()
+    # (provider, old parent, new parent): the same provider, re-parented.
+    providers_moved: tuple = ()
     inventory_moved: tuple = ()      # InventoryMove
     inventory_changed: tuple = ()    # (provider, rc, change text)
     traits_changed: tuple = ()       # (provider, added tuple, removed tuple)
@@ -104,8 +107,9 @@ class Plan:
     @property
     def empty(self):
         return not (self.providers_created or self.providers_deleted
-                    or self.inventory_moved or self.inventory_changed
-                    or self.traits_changed or self.consumer_moves)
+                    or self.providers_moved or self.inventory_moved
+                    or self.inventory_changed or self.traits_changed
+                    or self.consumer_moves)
 
     def lines(self):
         if self.empty:
@@ -115,6 +119,9 @@ class Plan:
                + f' ({len(self.consumers)} consumers move)']
         for name in self.providers_created:
             out.append(f'provider created: {name}')
+        for name, old_parent, new_parent in self.providers_moved:
+            out.append(f'provider moved: {name} from {old_parent} to '
+                       f'{new_parent}')
         for name in self.providers_deleted:
             out.append(f'provider deleted: {name}')
         for move in self.inventory_moved:
@@ -137,6 +144,9 @@ class Plan:
             'reshape': self.reshape,
             'providers_created': list(self.providers_created),
             'providers_deleted': list(self.providers_deleted),
+            'providers_moved': [
+                {'provider': n, 'from': old, 'to': new}
+                for n, old, new in self.providers_moved],
             'inventory_moved': [
                 {'resource_class': m.resource_class,
                  'before': dict(m.before), 'after': dict(m.after)}
@@ -175,6 +185,14 @@ def make_plan(nodename, current, desired, allocations_before=None,
                     if p.uuid not in cur_uuids)
     deleted = tuple(p.name for p in reversed(current.providers())
                     if p.uuid not in des_uuids)
+    moved_providers = []
+    for provider in desired.providers():
+        old = current.find(provider.uuid)
+        if old is not None and old.parent_uuid != provider.parent_uuid:
+            moved_providers.append((
+                provider.name,
+                name(old.parent_uuid) if old.parent_uuid else '-',
+                name(provider.parent_uuid) if provider.parent_uuid else '-'))
 
     moved, changed = [], []
     inv_before, inv_after = _inventory_by_class(current), \
@@ -224,6 +242,7 @@ def make_plan(nodename, current, desired, allocations_before=None,
     return Plan(nodename=nodename,
                 providers_created=created,
                 providers_deleted=deleted,
+                providers_moved=tuple(moved_providers),
                 inventory_moved=tuple(moved),
                 inventory_changed=tuple(changed),
                 traits_changed=tuple(traits),

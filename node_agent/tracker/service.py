@@ -9,15 +9,24 @@ service instead of being respawned by a process manager.
 Threads and signals::
 
     main thread    oslo.service launcher: start(), wait(); runs the signal
-                   handlers.  SIGTERM -> stop(): ask the worker to stop,
-                   wait for it (the write in progress completes), exit 0;
-                   [DEFAULT] graceful_shutdown_timeout (10 s) bounds it.
-                   SIGHUP -> reload(): flag for the worker.
+                   handlers.  SIGTERM -> stop(): stop the claims RPC server
+                   (claims being served complete, no new ones), ask the
+                   worker to stop, wait for it (the write in progress
+                   completes), exit 0; [DEFAULT] graceful_shutdown_timeout
+                   (10 s) bounds it.  SIGHUP -> reload(): flag for the
+                   worker.
     worker         startup (waiting for Placement with capped exponential
-                   backoff), READY=1, then every [audit] interval: audit,
-                   WATCHDOG=1.  SIGHUP: re-read the config files, drop the
-                   report client's cached Placement state, audit now.
-                   A udev event (debounced by the monitor): audit now.
+                   backoff), READY=1, claims RPC server started, then every
+                   [audit] interval: audit, WATCHDOG=1.  SIGHUP: re-read the
+                   config files, drop the report client's cached Placement
+                   state, audit now.  A udev event (debounced by the
+                   monitor): audit now.
+    claims-rpc     starts the claims RPC server (oslo.messaging, only with
+                   [DEFAULT] transport_url), which then serves claims from
+                   its own threads against the tracker's last synced tree
+                   and snapshot.  A daemon thread: connecting to an
+                   unreachable broker blocks, and must hold up neither the
+                   tracker nor the exit.
 
 Every write happens in the worker, between two checks of the stop flag, so
 a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
@@ -68,15 +77,20 @@ class _Stopped(Exception):
 class AgentService(service.Service):
     """Runs a :class:`~node_agent.tracker.tracker.ResourceTracker`."""
 
-    def __init__(self, conf, tracker, notifier, udev_monitor=None):
+    def __init__(self, conf, tracker, notifier, udev_monitor=None,
+                 claims_rpc=None):
         """``udev_monitor``: ``make(callback) -> monitor`` (with start()
-        and stop()), or None."""
+        and stop()), or None.  ``claims_rpc``: ``start() -> server or None``
+        (:func:`node_agent.tracker.factory.claims_rpc`), or None."""
         super().__init__(threads=1)
         self.conf = conf
         self.tracker = tracker
         self.notifier = notifier
         self.make_udev_monitor = udev_monitor
         self.udev_monitor = None
+        self.start_claims_rpc = claims_rpc
+        self.rpc_server = None
+        self._rpc_lock = threading.Lock()
         self.exit_code = EXIT_OK
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -102,6 +116,7 @@ class AgentService(service.Service):
             self.notifier.stopping()
         self._stop.set()
         self._wake.set()
+        self._stop_rpc()
         if (self._thread is not None
                 and self._thread is not threading.current_thread()):
             self._thread.join(max(1, self.conf.graceful_shutdown_timeout - 1))
@@ -128,6 +143,7 @@ class AgentService(service.Service):
             self._start_udev()
             self._startup()
             self.notifier.ready(status=self.tracker.status_line())
+            self._start_rpc()
             self._loop()
         except _Stopped:
             pass
@@ -138,6 +154,7 @@ class AgentService(service.Service):
             LOG.exception('node-agent stopped on an unexpected error')
             self.exit_code = EXIT_ERROR
         finally:
+            self._stop_rpc()
             if self.udev_monitor is not None:
                 self.udev_monitor.stop()
             self._done.set()
@@ -153,6 +170,44 @@ class AgentService(service.Service):
                      'up by the periodic audit', exc)
             return
         self.udev_monitor = monitor
+
+    def _start_rpc(self):
+        if self.start_claims_rpc is None:
+            return
+        threading.Thread(target=self._serve_claims, name='claims-rpc',
+                         daemon=True).start()
+
+    def _serve_claims(self):
+        try:
+            server = self.start_claims_rpc()
+        except Exception:
+            LOG.exception('the claims RPC server did not start: claims can '
+                          'still be made with node-agent-manage')
+            return
+        if server is None:
+            return
+        with self._rpc_lock:
+            if not self._stop.is_set():
+                self.rpc_server = server
+                return
+        # Stopped while connecting: nobody else will stop it.
+        self._stop_server(server)
+
+    def _stop_rpc(self):
+        with self._rpc_lock:
+            server, self.rpc_server = self.rpc_server, None
+        if server is not None:
+            self._stop_server(server)
+
+    @staticmethod
+    def _stop_server(server):
+        try:
+            server.stop()
+            server.wait()
+            server.transport.cleanup()
+            LOG.info('claims RPC server stopped')
+        except Exception:
+            LOG.exception('stopping the claims RPC server failed')
 
     def _startup(self):
         initial = self.conf.audit.startup_backoff_initial

@@ -2,7 +2,11 @@
 
 Pure: a :class:`~node_agent.provider_tree.ProviderTree` read from Placement
 and the usages per provider become rows, then a table or JSON.  Usages are
-``{provider uuid: {resource class: used}}``.
+``{provider uuid: {resource class: used}}``.  ``unclaimed`` is what
+:meth:`~node_agent.claims.manager.ClaimManager.unclaimed_allocations`
+returns (``{consumer: {provider uuid: {resource class: n}}}``), or None
+when it could not be worked out; the table ends with a section
+"allocations with neither claim nor guest".
 
 ::
 
@@ -39,14 +43,50 @@ def rows(tree, usages=None):
     return result
 
 
-def render_json(tree, usages=None):
-    return json.dumps({'providers': rows(tree, usages)}, indent=2,
-                      sort_keys=True)
+UNCLAIMED_TITLE = 'allocations with neither claim nor guest'
 
 
-def render_table(tree, usages=None):
+def unclaimed_rows(tree, unclaimed):
+    """One dict per consumer: ``{"consumer", "providers": {name: {rc:
+    n}}}``; a provider no longer in the tree keeps its uuid."""
+    result = []
+    for consumer, resources in sorted((unclaimed or {}).items()):
+        providers = {}
+        for rp, rcs in resources.items():
+            provider = tree.find(rp)
+            providers[provider.name if provider is not None else rp] = \
+                dict(sorted(rcs.items()))
+        result.append({'consumer': consumer,
+                       'providers': dict(sorted(providers.items()))})
+    return result
+
+
+def render_json(tree, usages=None, unclaimed=None):
+    """``{"providers": [...]}``, plus ``"unclaimed_allocations"`` (one
+    entry per consumer) when ``unclaimed`` is not None."""
+    body = {'providers': rows(tree, usages)}
+    if unclaimed is not None:
+        body['unclaimed_allocations'] = unclaimed_rows(tree, unclaimed)
+    return json.dumps(body, indent=2, sort_keys=True)
+
+
+def render_unclaimed(tree, unclaimed):
+    """The "allocations with neither claim nor guest" section."""
+    lines = [f'{UNCLAIMED_TITLE}:']
+    entries = unclaimed_rows(tree, unclaimed)
+    for entry in entries:
+        for name, rcs in entry['providers'].items():
+            amounts = ', '.join(f'{rc}={n}' for rc, n in rcs.items())
+            lines.append(f'  {entry["consumer"]}  {name}: {amounts}')
+    if not entries:
+        lines.append('  none')
+    return '\n'.join(lines)
+
+
+def render_table(tree, usages=None, unclaimed=None):
     """A fixed-width table: provider (indented by depth), parent,
-    inventory as ``RC used/total (reserved N)``, traits."""
+    inventory as ``RC used/total (reserved N)``, traits; then, with
+    ``unclaimed``, the allocations nobody holds."""
     header = ('PROVIDER', 'PARENT', 'INVENTORY (used/total, reserved)',
               'TRAITS')
     lines = []
@@ -68,6 +108,8 @@ def render_table(tree, usages=None):
     for line in [header] + lines:
         out.append('  '.join(str(c).ljust(w)
                              for c, w in zip(line, widths)).rstrip())
+    if unclaimed is not None:
+        out += ['', render_unclaimed(tree, unclaimed)]
     return '\n'.join(out)
 
 

@@ -38,6 +38,7 @@ Rules:
 
 import copy
 import logging
+import time
 
 import tenacity
 
@@ -102,6 +103,8 @@ class ResourceTracker:
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
         self._generations = None        # {uuid: generation} at last check
+        self.unclaimed = {}             # allocations with no claim nor guest
+        self._unclaimed_since = {}      # consumer -> monotonic first sight
 
     # -- the loop -----------------------------------------------------------
 
@@ -245,7 +248,10 @@ class ResourceTracker:
         At startup and whenever a provider generation moved (allocations
         changed): rebuild a new or moved-aside claim database, reconcile
         claims with Placement's allocations (after a reshape they follow
-        the moved allocations), report allocations nobody holds.
+        the moved allocations), then look for allocations with neither a
+        claim nor a guest (:meth:`_heal`).  While some wait out their grace
+        period with ``[claims] heal_allocations`` on, the allocations are
+        read every pass so they go when it ends.
         """
         generations = {p.uuid: p.generation
                        for p in pending.current.providers()}
@@ -259,7 +265,8 @@ class ResourceTracker:
             self.claims.gc(domains, startup=True)
         else:
             self.claims.audit(domains)
-        if not changed:
+        heal = self.conf.claims.heal_allocations
+        if not changed and not (heal and self._unclaimed_since):
             return
         allocations = self.rc.get_allocations_for_provider_tree(
             self.nodename)
@@ -269,4 +276,48 @@ class ResourceTracker:
                                 snapshot=pending.snapshot)
             self.claims.needs_rebuild = False
         self.claims.reconcile(allocations, tree)
-        self.claims.unclaimed_allocations(allocations, domains, tree=tree)
+        self.unclaimed = self.claims.unclaimed_allocations(
+            allocations, domains, tree=tree)
+        if heal:
+            self._heal(tree)
+        else:
+            self._unclaimed_since = {}
+
+    def _heal(self, tree):
+        """Remove allocations nobody holds from this host's providers.
+
+        A consumer goes once it has had neither claim nor guest for
+        ``[claims] heal_allocations_delay`` seconds as seen by this process
+        (the time between a scheduler's allocation and the claim that
+        follows it; 0: at first sight).  Only providers the agent owns
+        (derived uuids, and the root) are touched: allocations the consumer
+        holds elsewhere, on another host or on a provider of another service
+        in this tree, stay.
+        """
+        now = time.monotonic()
+        since = {c: self._unclaimed_since.get(c, now) for c in self.unclaimed}
+        self._unclaimed_since = since
+        delay = self.conf.claims.heal_allocations_delay
+        ours = {p.uuid for p in tree.providers()
+                if p.parent_uuid is None
+                or p.uuid == ptree.provider_uuid(p.name)}
+        for consumer in sorted(self.unclaimed):
+            if now - since[consumer] < delay:
+                continue
+            try:
+                done = self.rc.remove_allocations_from_tree(consumer, ours)
+            except exception.PlacementError as exc:
+                LOG.error('%s: could not remove the allocations of consumer '
+                          '%s (neither claim nor guest): %s', self.nodename,
+                          consumer, exc)
+                continue
+            del self._unclaimed_since[consumer]
+            if done is None:
+                # Nothing of it on our providers: another service's.
+                continue
+            names = sorted(tree.get(rp).name
+                           for rp in self.unclaimed.pop(consumer)
+                           if rp in ours)
+            LOG.warning('%s: [claims] heal_allocations: %s the allocations '
+                        'of consumer %s on %s (neither claim nor guest)',
+                        self.nodename, done, consumer, ', '.join(names))

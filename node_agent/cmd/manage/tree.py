@@ -2,9 +2,17 @@
 
 ``tree show [--format table|json]``: every provider of the tree rooted at
 ``[DEFAULT] host`` with its parent, inventory (total, reserved, used) and
-traits, read from Placement (writes nothing).
+traits, read from Placement (writes nothing); then the allocations on
+those providers whose consumer has neither a claim (``[claims] claim_db``)
+nor a libvirt domain here, which the daemon removes only with
+``[claims] heal_allocations``.  When the claims or the domains cannot be
+read, the tree is still shown and the reason goes to stderr.
 """
 
+import os
+import sys
+
+from node_agent import exception
 from node_agent.tracker import factory
 from node_agent.tracker import status
 from node_agent.tracker import tracker
@@ -20,17 +28,45 @@ def add_parsers(subparsers):
 
 def read_tree(conf, adapter):
     """(tree, usages) of ``[DEFAULT] host``'s tree; writes nothing."""
+    tree, allocations = _read(conf, adapter)
+    return tree, status.usages_from_allocations(allocations)
+
+
+def _read(conf, adapter):
     rc = factory.report_client(conf, adapter, stateful=False)
     tree = tracker.read_tree(rc, conf.host, ensure=False)
-    allocations = rc.get_allocations_for_provider_tree(conf.host)
-    return tree, status.usages_from_allocations(allocations)
+    return tree, rc.get_allocations_for_provider_tree(conf.host)
+
+
+def unclaimed_allocations(conf, tree, allocations):
+    """``{consumer: {rp: {rc: n}}}`` nobody holds; writes nothing.
+
+    A host whose daemon never ran has no claim database: no claims.
+    """
+    from node_agent.claims import manager as manager_mod
+    from node_agent.hardware import discovery as discovery_mod
+    with discovery_mod.Discovery(conf) as discovery:
+        domains = discovery.scan().domains
+    held = []
+    if os.path.exists(manager_mod.db_path(conf)):
+        held = manager_mod.ClaimManager(conf, upgrade=False).list()
+    claimed = {c.consumer_uuid for c in held}
+    return manager_mod.unclaimed(allocations, domains, claimed,
+                                 tree.uuids())
 
 
 def show(conf):
     with factory.placement_adapter(conf) as adapter:
-        tree, usages = read_tree(conf, adapter)
+        tree, allocations = _read(conf, adapter)
+    usages = status.usages_from_allocations(allocations)
+    try:
+        unclaimed = unclaimed_allocations(conf, tree, allocations)
+    except exception.NodeAgentError as exc:
+        unclaimed = None
+        print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
+              file=sys.stderr)
     if conf.category.format == 'json':
-        print(status.render_json(tree, usages))
+        print(status.render_json(tree, usages, unclaimed))
     else:
-        print(status.render_table(tree, usages))
+        print(status.render_table(tree, usages, unclaimed))
     return 0

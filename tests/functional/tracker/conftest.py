@@ -33,10 +33,6 @@ def use_host1(conf, nested):
                       'test://' + os.path.join(HOST1, 'libvirt.xml'),
                       'libvirt')
     conf.set_override('enabled_vgpu_types', ['nvidia-222'], 'gpu')
-    # PlacementDirect builds its WSGI app (and syncs the schema) for every
-    # new connection; concurrent first connections race in alembic.  The
-    # integration tests cover the concurrent reads over real HTTP.
-    conf.set_override('max_workers', 1, 'placement')
     set_layout(conf, nested)
 
 

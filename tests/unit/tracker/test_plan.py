@@ -127,3 +127,48 @@ def test_same_inputs_same_text():
                                 dict(reversed(list(before.items()))), after)
     assert first.render() == second.render()
     assert first.consumers == (C1, C2)
+
+
+def _numa_gpus():
+    """compute1 -> compute1_numa_0 -> both GPUs (NUMA modelling on)."""
+    tree = _flat()
+    tree.remove_inventory('compute1', 'VGPU')
+    tree.new_child('compute1_numa_0', 'compute1')
+    for gpu in ('0000:3b:00.0', '0000:af:00.0'):
+        name = f'compute1_gpu_{gpu}'
+        tree.new_child(name, 'compute1_numa_0')
+        tree.set_inventory(name, 'VGPU', {'total': 16})
+    return tree
+
+
+def test_moved_providers_render_with_both_parents():
+    current = _numa_gpus()
+    plan = plan_mod.make_plan('compute1', current, _nested())
+    assert plan.providers_moved == (
+        ('compute1_gpu_0000:3b:00.0', 'compute1_numa_0', 'compute1'),
+        ('compute1_gpu_0000:af:00.0', 'compute1_numa_0', 'compute1'))
+    # Same uuids: neither created, deleted, nor an inventory move.
+    assert plan.providers_created == ()
+    assert plan.inventory_moved == () and plan.inventory_changed == ()
+    assert plan.render().splitlines() == [
+        'compute1: sync (0 consumers move)',
+        'provider moved: compute1_gpu_0000:3b:00.0 from compute1_numa_0 '
+        'to compute1',
+        'provider moved: compute1_gpu_0000:af:00.0 from compute1_numa_0 '
+        'to compute1',
+        'provider deleted: compute1_numa_0',
+    ]
+    assert plan.to_dict()['providers_moved'][0] == {
+        'provider': 'compute1_gpu_0000:3b:00.0', 'from': 'compute1_numa_0',
+        'to': 'compute1'}
+
+
+def test_move_alone_makes_a_plan():
+    current = _numa_gpus()
+    desired = current.copy()
+    desired.move('compute1_gpu_0000:af:00.0', 'compute1')
+    plan = plan_mod.make_plan('compute1', current, desired)
+    assert not plan.empty
+    assert plan.providers_moved == (
+        ('compute1_gpu_0000:af:00.0', 'compute1_numa_0', 'compute1'),)
+    assert plan_mod.make_plan('compute1', desired, desired.copy()).empty

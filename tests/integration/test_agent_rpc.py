@@ -1,0 +1,139 @@
+"""Remote claims against the agent daemon, over a real RabbitMQ.
+
+The agent runs as a real process on recorded host 1 (nested layout, SR-IOV
+PFs mapped to physnets), against a real Placement server process, with
+``[DEFAULT] transport_url`` pointing at a private broker on 127.0.0.1.  A
+remote caller claims VFs of one PF through ``ClaimClient`` as another
+service would; then SIGTERM must end the agent, RPC server included,
+within 10 seconds.  A second test points the agent at a broker that is not
+there: startup must not wait for it, nor SIGTERM.
+"""
+
+import json
+import socket
+import time
+
+import pytest
+
+from node_agent import exception
+from node_agent import provider_tree as ptree
+from node_agent.claims import rpc
+from tests.fixtures import placement_server as ps
+from tests.integration import test_agent_service as service_tests
+from tests.integration import test_claims_rpc as rpc_tests
+from tests.integration.test_claims_rpc import broker  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+HOST = 'compute1'
+PF = '0000:5e:00.0'
+PF_RP = ptree.provider_uuid(ptree.child_name(HOST, 'pf', PF))
+PF_VFS = ('0000:5e:00.2', '0000:5e:00.3', '0000:5e:00.4', '0000:5e:00.5')
+C1 = 'aaaaaaaa-0000-4000-8000-0000000000a1'
+C2 = 'bbbbbbbb-0000-4000-8000-0000000000b2'
+MAPPINGS = 'physnet0:ens1f0,physnet1:ens1f1,physnet0:ens2f0,physnet1:ens2f1'
+LISTENING = 'Claims RPC server listening'
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = ps.PlacementServer(tmp_path / 'placement')
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def agent(tmp_path):
+    a = service_tests.Agent(tmp_path)
+    yield a
+    a.cleanup()
+
+
+def configure(agent, placement_url, transport_url):
+    agent.configure(placement_url, nested=True)
+    with open(agent.conf, 'a') as f:
+        f.write('[DEFAULT]\n'
+                f'transport_url = {transport_url}\n'
+                '[nic]\n'
+                f'physical_device_mappings = {MAPPINGS}\n')
+
+
+def wait_for_log(agent, text, timeout=30):
+    deadline = time.monotonic() + timeout
+    while text not in agent.log_text():
+        assert agent.proc.poll() is None, agent.log_text()[-3000:]
+        assert time.monotonic() < deadline, (
+            f'no {text!r} in the agent log:\n{agent.log_text()[-3000:]}')
+        time.sleep(0.2)
+
+
+def test_remote_claims_through_the_daemon(agent, server, broker,  # noqa: F811
+                                          tmp_path):
+    configure(agent, server.url, broker.url)
+    agent.start()
+    agent.wait_for('READY=1')
+    wait_for_log(agent, LISTENING)
+    client = rpc.ClaimClient(
+        rpc_tests.make_conf(tmp_path / 'client', broker.url), timeout=30)
+    try:
+        claim = client.claim(HOST, C1, {PF_RP: {'resources': {
+            'SRIOV_NET_VF': 1}}})
+        assert claim['consumer_uuid'] == C1
+        assert claim['state'] == 'pending'
+        [device] = claim['devices']
+        assert device['address'] in PF_VFS
+        assert device['provider'] == PF_RP
+
+        listed = client.list(HOST)
+        assert [(c['id'], c['consumer_uuid']) for c in listed] == [
+            (claim['id'], C1)]
+
+        # 4 VFs, 1 claimed: 4 more do not fit.
+        with pytest.raises(exception.ClaimRejected) as err:
+            client.claim(HOST, C2, {PF_RP: {'resources': {
+                'SRIOV_NET_VF': 4}}})
+        assert err.value.provider == PF_RP
+        assert err.value.resource_class == 'SRIOV_NET_VF'
+        assert [c['consumer_uuid'] for c in client.list(HOST)] == [C1]
+
+        released = client.release(HOST, claim_id=claim['id'])
+        assert [c['id'] for c in released] == [claim['id']]
+        assert client.list(HOST) == []
+        # Freed: the whole PF fits now.
+        again = client.claim(HOST, C2, {PF_RP: {'resources': {
+            'SRIOV_NET_VF': 4}}})
+        assert sorted(d['address'] for d in again['devices']) == \
+            sorted(PF_VFS)
+    finally:
+        client.transport.cleanup()
+
+    assert agent.stop() == 0
+    assert 'claims RPC server stopped' in agent.log_text()
+
+    # An allocation nobody claimed, and C2's: tree show names only the
+    # first (the claim database is read while the agent is down).
+    orphan = 'cccccccc-0000-4000-8000-0000000000c3'
+    for consumer in (orphan, C2):
+        service_tests.put_allocations(service_tests.api(server), consumer,
+                                      {PF_RP: {'SRIOV_NET_VF': 2}})
+    shown = agent.run_manage('tree', 'show', '--format', 'json')
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)['unclaimed_allocations'] == [
+        {'consumer': orphan,
+         'providers': {f'{HOST}_pf_{PF}': {'SRIOV_NET_VF': 2}}}]
+
+
+def test_unreachable_broker_blocks_neither_startup_nor_stop(agent, server):
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    configure(agent, server.url, f'rabbit://guest:guest@127.0.0.1:{port}/')
+    agent.start()
+    messages = agent.wait_for('READY=1')
+    assert any('STATUS=in sync: ' in m for m in messages)
+    # The RPC server is still trying to connect while the agent runs.
+    wait_for_log(agent, 'Connection failed')
+    assert agent.proc.poll() is None
+    assert agent.stop() == 0
+    assert LISTENING not in agent.log_text()
