@@ -33,11 +33,8 @@ def report_client(conf, adapter, stateful=True):
 
 
 def claim_manager(conf):
-    """The claim manager, or None where the claims package lacks one."""
-    try:
-        from node_agent.claims import manager
-    except ImportError:
-        return None
+    """The claim manager over the claim database under state_path."""
+    from node_agent.claims import manager
     return manager.ClaimManager(conf)
 
 
