@@ -14,9 +14,9 @@ Cost rules::
                                         concurrently
     first sync                 POST root, POST per child, PUT traits and
                                aggregates per provider, all inventories of
-                               new providers in one POST /reshaper (403 ->
-                               one PUT each), one in_tree read of the new
-                               generations
+                               never-written providers (generation 0) in
+                               one POST /reshaper (403 -> one PUT each),
+                               one in_tree read of the new generations
     layout switched            + one PUT /resource_providers/{uuid} per
                                provider that changes parent
 
@@ -80,8 +80,8 @@ NULL_CONSUMER_TYPE = 'unknown'
 DECLARED_MICROVERSIONS = frozenset({
     MV_PROVIDERS, MV_RESHAPE, MV_REPARENT, MV_CONSUMER_TYPE})
 
-# Below this many new providers with inventory, one PUT each is as cheap as
-# the POST /reshaper plus the read of the generations it moved.
+# Below this many never-written providers with inventory, one PUT each is as
+# cheap as the POST /reshaper plus the read of the generations it moved.
 BULK_INVENTORY_MIN = 3
 
 
@@ -379,8 +379,12 @@ class ReportClient:
                                           generation=generation)
             self._ownership[create.uuid] = plan_mod.Ownership(owned=True)
             LOG.debug('created provider %s (%s)', create.name, create.uuid)
-        bulk = [u for u in created if changes.get(u)
-                and changes[u].inventory]
+        # Providers nobody has written to yet (generation 0: created in
+        # this sync, or the root ensure_root just made) can take their
+        # inventories together.
+        bulk = [u for u, c in changes.items()
+                if c.inventory and not c.removed_classes
+                and tree.get(u).generation == 0]
         deferred = set()
         if reshaping:
             deferred = {u for u, c in changes.items() if c.inventory}
@@ -610,17 +614,24 @@ class ReportClient:
 
     # -- allocations and reshape -----------------------------------------
 
-    def get_allocations_for_provider_tree(self, nodename):
+    def get_allocations_for_provider_tree(self, nodename, tree=None):
         """Every consumer with allocations in the tree, seed 000's shape.
 
         ``{consumer: {'allocations': {rp: {'generation', 'resources'}},
         'project_id', 'user_id', 'consumer_generation', 'consumer_type'}}``
         Allocations a consumer has outside the tree (a sharing provider)
         are included: a reshape replaces a consumer's allocations entirely.
+
+        ``tree``: the tree :meth:`get_provider_tree_and_ensure_root` just
+        returned, whose providers are read instead of listing the tree once
+        more.  (A provider created in between is missed, which a reshape
+        cannot hurt: the reshape does not write it.)  None lists the tree.
         """
-        root_uuid = self._root_uuid(nodename)
-        listing = self._list_tree(root_uuid)
-        providers = [rec['uuid'] for rec in listing]
+        if tree is not None:
+            providers = sorted(tree.uuids())
+        else:
+            listing = self._list_tree(self._root_uuid(nodename))
+            providers = [rec['uuid'] for rec in listing]
 
         def provider_allocs(uuid):
             return self._get(f'/resource_providers/{uuid}/allocations',

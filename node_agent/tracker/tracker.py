@@ -123,7 +123,7 @@ class ResourceTracker:
             LOG.info('%s: reshape needed (%s): gathering allocations',
                      self.nodename, exc.reason or 'layout changed')
             allocations = self.rc.get_allocations_for_provider_tree(
-                self.nodename)
+                self.nodename, tree=current)
             before = copy.deepcopy(allocations)
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,

@@ -133,9 +133,13 @@ def test_nested_tree_lifecycle(rc, counted, placement_adapter):
 def test_first_sync_call_budget(rc, counted):
     synced(rc)
     # 13 POSTs, a trait check and 3 trait creations, 8 trait/aggregate PUTs,
-    # one inventory PUT (root), one bulk reshape and one generation read.
+    # one bulk reshape with every inventory (the root's too: nobody has
+    # written to it yet) and one generation read.
     assert len(counted.calls) <= 30, counted.summary()
     assert counted.count('POST', '/reshaper') == 1
+    inventory_puts = [c for c in counted.calls if c.method == 'PUT'
+                      and c.path.endswith('/inventories')]
+    assert inventory_puts == [], counted.summary()
 
 
 def test_bulk_inventory_falls_back_without_service_role(
@@ -393,6 +397,24 @@ def test_allocation_reads_are_concurrent_and_complete(
                                  ).get_allocations_for_provider_tree(HOST)
     assert set(parallel) == consumers
     assert parallel == serial
+
+
+def test_allocation_reads_reuse_the_tree_just_read(
+        placement_adapter, counted, sync_state):
+    rc = client.ReportClient(counted, sync_state)
+    synced(rc)
+    consumers = [str(uuidlib.uuid4()) for _ in range(3)]
+    for consumer in consumers:
+        allocate(placement_adapter, consumer, {uuid_of(GPU00): {'VGPU': 1}})
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    counted.reset()
+    allocations = rc.get_allocations_for_provider_tree(HOST, tree=tree)
+    assert set(allocations) == set(consumers)
+    # P provider reads + C consumer reads, no second listing of the tree.
+    assert counted.count('GET', '/resource_providers/') == len(tree)
+    assert counted.count('GET', '/allocations/') == len(consumers)
+    assert len(counted.calls) == len(tree) + len(consumers)
+    assert allocations == rc.get_allocations_for_provider_tree(HOST)
 
 
 def _vgpu_on_root_tree():
