@@ -156,3 +156,28 @@ def test_no_nvml_is_said_once_per_process_not_once_per_scan(caplog):
     infos = [r for r in caplog.records if r.name == nvml_source.__name__
              and r.levelno >= logging.INFO]
     assert len(infos) == 1
+
+
+def test_recordings_survive_a_fresh_clone():
+    """git keeps no empty directory: a link into one dangles in a clone.
+
+    The kernel leaves one kind empty, an mdev type's ``devices/`` with no
+    mdev yet, and discovery reads its absence the same way.
+    """
+    import os
+    empty = []
+    for name in hosts.NAMES:
+        for path, dirs, files in os.walk(hosts.host_dir(name)):
+            if not dirs and not files:
+                empty.append(os.path.relpath(path, hosts.host_dir(name)))
+    assert [p for p in empty if not (
+        os.path.basename(p) == 'devices'
+        and '/mdev_supported_types/' in p)] == []
+    dangling = []
+    for name in hosts.NAMES:
+        for path, dirs, files in os.walk(hosts.host_dir(name)):
+            for entry in dirs + files:
+                full = os.path.join(path, entry)
+                if os.path.islink(full) and not os.path.exists(full):
+                    dangling.append(full)
+    assert dangling == []
