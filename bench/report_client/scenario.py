@@ -2,16 +2,30 @@
 
 Everything here is plain data or talks to Placement directly (never
 through either client under test), so both sides see exactly the same
-host, the same consumers and the same checks::
+host, the same consumers and the same checks.  The host comes in two
+variants of one shape, 13 providers with the same names, uuids and
+inventories; only traits and aggregates differ::
 
-    compute1                              DISK_GB, VGPU (before the reshape)
-     +-- compute1_numa_0                  HW_NUMA_ROOT, VCPU, MEMORY_MB
-     |    +-- compute1_gpu_0000:3b:00.0   CUSTOM_GPU_NVIDIA_A16 (VGPU after)
+    compute1                        DISK_GB, VGPU (before the reshape)
+     +-- compute1_numa_0            HW_NUMA_ROOT, VCPU, MEMORY_MB
+     |    +-- compute1_gpu_0000:3b:00.0    (VGPU after the reshape)
      |    +-- compute1_gpu_0000:3c:00.0
-     |    +-- compute1_nic_0000:5e:00     CUSTOM_NIC_ROOT
-     |         +-- compute1_pf_0000:5e:00.0   SRIOV_NET_VF, CUSTOM_PHYSNET_*
+     |    +-- compute1_nic_0000:5e:00
+     |         +-- compute1_pf_0000:5e:00.0    SRIOV_NET_VF
      |         +-- compute1_pf_0000:5e:00.1
-     +-- compute1_numa_1                  (the same: 2 GPUs, 1 NIC, 2 PFs)
+     +-- compute1_numa_1            (the same: 2 GPUs, 1 NIC, 2 PFs)
+
+    provider   "reference"                   "rich": in addition, or instead
+    root       COMPUTE_NODE, ..._MULTI_ATTACH  an aggregate
+    NUMA       HW_NUMA_ROOT, HW_CPU_X86_*
+    GPU        HW_GPU_API_VULKAN             CUSTOM_GPU_NVIDIA_A16 (instead)
+    NIC        HW_NIC_SRIOV                  CUSTOM_NIC_ROOT (instead)
+    PF         HW_NIC_SRIOV                  CUSTOM_PHYSNET_PHYSNET<0|1>
+
+"reference" has standard (os-traits) traits only and no aggregate, as the
+tree behind the issue's Nova figures is described; "rich" adds four custom
+traits, which must be created (``PUT /traits/{name}``), and a root
+aggregate: a harder case for any client.
 
 Consumer ``i`` holds 2 VCPU and 2048 MEMORY_MB on NUMA node ``i % 2``,
 4 DISK_GB and 1 VGPU on the root and, when ``i`` is even, one VF on a PF.
@@ -29,6 +43,7 @@ import uuid as uuidlib
 from node_agent import provider_tree as ptree
 
 HOST = 'compute1'
+TREES = ('reference', 'rich')
 AGGREGATE = 'f3b2b5f4-6d8e-4c59-9d0c-2b8f4c1f6a10'
 PROJECT = '6f1c2b3a4d5e4f60a1b2c3d4e5f60718'
 USER = '0a1b2c3d4e5f40718293a4b5c6d7e8f9'
@@ -44,12 +59,16 @@ def _inv(total, **fields):
     return ptree.normalize_inventory(dict(fields, total=total))
 
 
-def providers():
+def providers(tree='rich'):
     """The host as a list of dicts, parents first.
 
     Each: name, uuid, parent (a name or None), inventory, traits,
     aggregates.  The inventory is the layout before the reshape.
+    ``tree``: one of :data:`TREES`.
     """
+    if tree not in TREES:
+        raise ValueError(f'tree {tree!r}: expected one of {TREES}')
+    rich = tree == 'rich'
     result = []
 
     def add(name, parent, inventory=None, traits=(), aggregates=()):
@@ -60,7 +79,8 @@ def providers():
     add(HOST, None,
         {'DISK_GB': _inv(2000, reserved=100),
          'VGPU': _inv(VGPU_PER_GPU * len(GPU_ADDRESSES))},
-        ['COMPUTE_NODE', 'COMPUTE_VOLUME_MULTI_ATTACH'], [AGGREGATE])
+        ['COMPUTE_NODE', 'COMPUTE_VOLUME_MULTI_ATTACH'],
+        [AGGREGATE] if rich else [])
     for node in (0, 1):
         numa = ptree.child_name(HOST, 'numa', node)
         add(numa, HOST,
@@ -69,14 +89,15 @@ def providers():
             ['HW_NUMA_ROOT', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_AVX512F'])
         for address in GPU_ADDRESSES[2 * node:2 * node + 2]:
             add(ptree.child_name(HOST, 'gpu', address), numa, None,
-                ['CUSTOM_GPU_NVIDIA_A16'])
+                ['CUSTOM_GPU_NVIDIA_A16' if rich else 'HW_GPU_API_VULKAN'])
         nic = ptree.child_name(HOST, 'nic', NIC_ADDRESSES[node])
-        add(nic, numa, None, ['CUSTOM_NIC_ROOT'])
+        add(nic, numa, None, ['CUSTOM_NIC_ROOT' if rich else 'HW_NIC_SRIOV'])
         for function in (0, 1):
             add(ptree.child_name(HOST, 'pf',
                                  f'{NIC_ADDRESSES[node]}.{function}'),
                 nic, {'SRIOV_NET_VF': _inv(64)},
-                ['HW_NIC_SRIOV', f'CUSTOM_PHYSNET_PHYSNET{function}'])
+                ['HW_NIC_SRIOV'] + ([f'CUSTOM_PHYSNET_PHYSNET{function}']
+                                    if rich else []))
     return result
 
 
@@ -84,9 +105,9 @@ def gpu_names():
     return [ptree.child_name(HOST, 'gpu', a) for a in GPU_ADDRESSES]
 
 
-def reshaped_providers():
+def reshaped_providers(tree='rich'):
     """The host after the reshape: VGPU on the GPUs, not on the root."""
-    result = providers()
+    result = providers(tree)
     gpus = set(gpu_names())
     for p in result:
         if p['name'] == HOST:
@@ -255,7 +276,10 @@ class HttpCounter:
     """Counts every HTTP request a keystoneauth1 Session really sends.
 
     Hooks the underlying ``requests.Session``, below any client code, so
-    both clients are counted the same way, retries and all.
+    both clients are counted the same way, retries and all.  Each call also
+    records which Placement worker process answered it (the server
+    fixture's ``X-Placement-Worker-Pid`` header; None from elsewhere) and
+    how long it took (request sent to response headers read).
     """
 
     def __init__(self, ks_session):
@@ -266,8 +290,10 @@ class HttpCounter:
     def _on_response(self, resp, *args, **kwargs):
         req = resp.request
         path = urllib.parse.urlsplit(req.url).path
+        worker = resp.headers.get('X-Placement-Worker-Pid')
         with self._lock:
-            self.calls.append((req.method, path, resp.status_code))
+            self.calls.append((req.method, path, resp.status_code, worker,
+                               resp.elapsed.total_seconds()))
 
     def mark(self):
         with self._lock:
@@ -278,16 +304,27 @@ class HttpCounter:
             return list(self.calls[mark:])
 
 
+def _endpoint(method, path, status):
+    parts = ['{id}' if _is_uuid(p) else p for p in path.split('/')]
+    key = f'{method} {"/".join(parts)}'
+    if status >= 400:
+        key += f' -> {status}'
+    return key
+
+
 def summarize(calls):
     """``{'GET /resource_providers/{id}/traits': n, ...}``, most first."""
-    counter = collections.Counter()
-    for method, path, status in calls:
-        parts = ['{id}' if _is_uuid(p) else p for p in path.split('/')]
-        key = f'{method} {"/".join(parts)}'
-        if status >= 400:
-            key += f' -> {status}'
-        counter[key] += 1
+    counter = collections.Counter(
+        _endpoint(*call[:3]) for call in calls)
     return dict(counter.most_common())
+
+
+def seconds_by_endpoint(calls):
+    """Summed response times per endpoint (concurrent calls overlap)."""
+    total = collections.defaultdict(float)
+    for call in calls:
+        total[_endpoint(*call[:3])] += call[4]
+    return {k: round(v, 4) for k, v in total.items()}
 
 
 def _is_uuid(text):
@@ -321,7 +358,10 @@ class Steps:
         calls = self.counter.since(mark)
         record = {'step': name, 'calls': len(calls),
                   'seconds': round(elapsed, 4),
-                  'by_endpoint': summarize(calls)}
+                  'by_endpoint': summarize(calls),
+                  'seconds_by_endpoint': seconds_by_endpoint(calls),
+                  'by_worker': sorted(collections.Counter(
+                      c[3] for c in calls).values(), reverse=True)}
         if error:
             record['error'] = error[:2000]
         self.results.append(record)

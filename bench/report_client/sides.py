@@ -1,8 +1,11 @@
 """The two report clients under test, driven through the same steps.
 
 ``python -m bench.report_client.sides --side nova|ours --url URL
---consumers C --workdir DIR --output FILE`` runs every step against the
-Placement at URL and writes the measurements as JSON.  Each side runs in a
+--consumers C --tree reference|rich [--steps all|reshape] --workdir DIR
+--output FILE`` runs the steps against the Placement at URL and writes
+the measurements as JSON (``--steps reshape``: what comes before the
+reshape in the full run -- first sync, consumers, one audit -- unmeasured,
+then the reshape).  Each side runs in a
 process of its own (started by :mod:`bench.report_client.runner`), so one
 client's imports and global config cannot touch the other.
 
@@ -76,7 +79,7 @@ class NovaSide:
         return client.get_allocations_for_provider_tree(
             self.ctx, scenario.HOST)
 
-    def reshape(self, client):
+    def reshape(self, client, spec):
         # nova.compute.resource_tracker._update_to_placement at startup,
         # after the driver raised ReshapeNeeded.
         tree = client.get_provider_tree_and_ensure_root(
@@ -84,7 +87,7 @@ class NovaSide:
         allocations = client.get_allocations_for_provider_tree(
             self.ctx, scenario.HOST)
         scenario.move_vgpu(allocations)
-        self._populate(tree, scenario.reshaped_providers())
+        self._populate(tree, spec)
         client.update_from_provider_tree(self.ctx, tree,
                                          allocations=allocations)
 
@@ -145,12 +148,14 @@ class OursSide:
     def read_allocations(self, client):
         return client.get_allocations_for_provider_tree(scenario.HOST)
 
-    def reshape(self, client):
+    def reshape(self, client, spec):
+        # node_agent.tracker.tracker.ResourceTracker._prepare at startup:
+        # the allocations are read for the tree just read.
         tree = client.get_provider_tree_and_ensure_root(scenario.HOST)
         allocations = client.get_allocations_for_provider_tree(
-            scenario.HOST)
+            scenario.HOST, tree=tree)
         scenario.move_vgpu(allocations)
-        self._populate(tree, scenario.reshaped_providers())
+        self._populate(tree, spec)
         client.update_from_provider_tree(tree, allocations=allocations)
 
     def association_refresh_due(self):
@@ -163,8 +168,16 @@ class OursSide:
 SIDES = {'nova': NovaSide, 'ours': OursSide}
 
 
-def run(side_name, url, consumers, workdir):
-    """Every step, in order, on a Placement with no provider yet."""
+RESHAPE = 'reshape VGPU root -> 4 GPUs (at startup)'
+
+
+def run(side_name, url, consumers, workdir, tree='rich', steps_wanted='all'):
+    """The steps, in order, on a Placement with no provider yet.
+
+    ``steps_wanted``: ``'all'``, or ``'reshape'``: the first sync, the
+    consumers and one audit (so each client knows what it would know at
+    that point of the full run), not measured, then only the reshape.
+    """
     adapter = admin_adapter(url)
     counter = scenario.HttpCounter(adapter.session)
     # A second, uncounted session: seeding consumers and checking results.
@@ -179,9 +192,19 @@ def run(side_name, url, consumers, workdir):
         if found:
             problems[after] = found
 
-    spec = scenario.providers()
+    spec = scenario.providers(tree)
+    reshaped = scenario.reshaped_providers(tree)
     try:
-        spec = scenario.providers()
+        if steps_wanted == 'reshape':
+            client = side.new_client()
+            side.sync(client, spec)
+            scenario.create_consumers(direct, consumers)
+            side.sync(client, spec)
+            steps.run(RESHAPE,
+                      lambda: side.reshape(side.new_client(), reshaped))
+            check('reshape', reshaped, reshaped=True)
+            return _result(side, consumers, spec, tree, steps, problems)
+
         client = side.new_client()
         steps.run('first sync', lambda: side.sync(client, spec))
         check('first sync', spec, allocated=0)
@@ -208,18 +231,21 @@ def run(side_name, url, consumers, workdir):
         check('restart', spec)
 
         reshaper = side.new_client()
-        steps.run('reshape VGPU root -> 4 GPUs (at startup)',
-                  lambda: side.reshape(reshaper))
-        check('reshape', scenario.reshaped_providers(), reshaped=True)
+        steps.run(RESHAPE, lambda: side.reshape(reshaper, reshaped))
+        check('reshape', reshaped, reshaped=True)
 
         after = side.new_client()
         steps.run('restart after the reshape, nothing changed',
-                  lambda: side.sync(after, scenario.reshaped_providers()))
+                  lambda: side.sync(after, reshaped))
     except scenario.StepFailed as e:
         problems['stopped'] = [str(e)]
 
+    return _result(side, consumers, spec, tree, steps, problems)
+
+
+def _result(side, consumers, spec, tree, steps, problems):
     return {'side': side.name, 'version': side.version,
-            'consumers': consumers, 'providers': len(spec),
+            'consumers': consumers, 'providers': len(spec), 'tree': tree,
             'steps': steps.results, 'problems': problems}
 
 
@@ -228,10 +254,14 @@ def main(argv=None):
     parser.add_argument('--side', choices=sorted(SIDES), required=True)
     parser.add_argument('--url', required=True)
     parser.add_argument('--consumers', type=int, required=True)
+    parser.add_argument('--tree', choices=scenario.TREES, default='rich')
+    parser.add_argument('--steps', choices=('all', 'reshape'),
+                        default='all')
     parser.add_argument('--workdir', required=True)
     parser.add_argument('--output', required=True)
     args = parser.parse_args(argv)
-    result = run(args.side, args.url, args.consumers, args.workdir)
+    result = run(args.side, args.url, args.consumers, args.workdir,
+                 tree=args.tree, steps_wanted=args.steps)
     with open(args.output, 'w') as f:
         json.dump(result, f, indent=1)
     return 0

@@ -120,3 +120,49 @@ def test_failed_start_reports_the_server_log(tmp_path):
         server.start()
     assert 'auth_strategy' in str(err.value)
     assert not server.running
+
+
+def test_workers_share_the_port_and_writes_across_them_succeed(tmp_path):
+    # Two worker processes on one port, each with its own SQLite
+    # connections: writes arriving at both at once must all succeed, which
+    # needs the cross-process write lock (without it the second writer
+    # gets "database is locked").
+    server = PlacementServer(tmp_path / 'placement', processes=2)
+    url = server.start()
+    try:
+        assert len(set(server.pids)) == 2
+        adapter = admin_adapter(url)
+        # A new connection per request, so the kernel spreads them.
+        close = {'Connection': 'close'}
+        names = [f'compute{i}' for i in range(48)]
+
+        def create_with_inventory(name):
+            rp_uuid = str(uuid.uuid4())
+            created = adapter.post('/resource_providers',
+                                   json={'name': name, 'uuid': rp_uuid},
+                                   microversion='1.20', headers=close)
+            inventory = adapter.put(
+                f'/resource_providers/{rp_uuid}/inventories',
+                json={'resource_provider_generation': 0,
+                      'inventories': {'VCPU': {'total': 8}}},
+                microversion='1.26', headers=close)
+            return ((created.status_code, inventory.status_code),
+                    {created.headers['X-Placement-Worker-Pid'],
+                     inventory.headers['X-Placement-Worker-Pid']})
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(create_with_inventory, names))
+
+        assert [status for status, _ in results] == [(200, 200)] * len(names)
+        writers = set().union(*(pids for _, pids in results))
+        assert writers == {str(pid) for pid in server.pids}
+        assert _provider_names(adapter) == set(names)
+
+        server.stop()
+        assert server.pids == []
+        with pytest.raises(ks_exc.ConnectFailure):
+            adapter.get('/', microversion='1.0')
+        assert server.start() == url
+        assert _provider_names(adapter) == set(names)
+    finally:
+        server.stop()
