@@ -19,8 +19,6 @@ reshape; the devices are re-parented, the same providers with the same
 allocations; the emptied NUMA nodes go last.
 """
 
-import collections
-
 from node_agent import provider_tree as pt
 from tests.fixtures import counting
 from tests.functional.drivers import conftest as c
@@ -45,29 +43,6 @@ def listing(adapter):
                        microversion='1.14')
     assert resp.status_code == 200, resp.text
     return {rp['uuid']: rp for rp in resp.json()['resource_providers']}
-
-
-def put_allocations(adapter, consumer, by_provider):
-    body = {'allocations': {rp: {'resources': res}
-                            for rp, res in by_provider.items()},
-            'project_id': c.PROJECT, 'user_id': c.USER,
-            'consumer_generation': None, 'consumer_type': 'INSTANCE'}
-    resp = adapter.put(f'/allocations/{consumer}', json=body,
-                       microversion='1.38')
-    assert resp.status_code == 204, resp.text
-
-
-def get_allocations(adapter, consumer):
-    resp = adapter.get(f'/allocations/{consumer}', microversion='1.38')
-    assert resp.status_code == 200, resp.text
-    return resp.json()
-
-
-def totals(record):
-    counts = collections.Counter()
-    for alloc in record['allocations'].values():
-        counts.update(alloc['resources'])
-    return dict(counts)
 
 
 def nested_consumers(host1):
@@ -106,8 +81,8 @@ def test_numa_off_and_on_again_moves_devices_keeps_consumers(
     agent.sync()
     consumers = nested_consumers(host1)
     for consumer, by_provider in consumers.items():
-        put_allocations(placement_adapter, consumer, by_provider)
-    before = {k: get_allocations(placement_adapter, k) for k in consumers}
+        tc.put_allocations(placement_adapter, consumer, by_provider)
+    before = {k: tc.get_allocations(placement_adapter, k) for k in consumers}
     device_usages = {
         rp: placement_adapter.get(f'/resource_providers/{rp}/usages',
                                   microversion='1.14').json()['usages']
@@ -115,8 +90,8 @@ def test_numa_off_and_on_again_moves_devices_keeps_consumers(
 
     def check_consumers_whole():
         for consumer, record in before.items():
-            after = get_allocations(placement_adapter, consumer)
-            assert totals(after) == totals(record), consumer
+            after = tc.get_allocations(placement_adapter, consumer)
+            assert tc.totals(after) == tc.totals(record), consumer
             assert (after['project_id'], after['user_id'],
                     after['consumer_type']) == (c.PROJECT, c.USER,
                                                 'INSTANCE')
@@ -146,7 +121,7 @@ def test_numa_off_and_on_again_moves_devices_keeps_consumers(
     # Devices kept their allocations (same providers): CPU and memory
     # moved to the root, nothing else.
     (dom1,) = [k for k, by_rp in consumers.items() if FPGA in by_rp]
-    placed = get_allocations(placement_adapter, dom1)['allocations']
+    placed = tc.get_allocations(placement_adapter, dom1)['allocations']
     assert {rp: placed[rp]['resources'] for rp in (GPU[1], PF[1], FPGA)} \
         == {rp: consumers[dom1][rp] for rp in (GPU[1], PF[1], FPGA)}
     assert placed[ROOT]['resources'] == {'VCPU': 4, 'MEMORY_MB': 8192}
@@ -179,8 +154,8 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
     consumers = nested_consumers(first.tracker.snapshot)
     first.close()
     for consumer, by_provider in consumers.items():
-        put_allocations(placement_adapter, consumer, by_provider)
-    before = {k: totals(get_allocations(placement_adapter, k))
+        tc.put_allocations(placement_adapter, consumer, by_provider)
+    before = {k: tc.totals(tc.get_allocations(placement_adapter, k))
               for k in consumers}
 
     set_numa(conf, False)
@@ -212,7 +187,7 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
     for device in DEVICES:
         assert providers[device]['parent_provider_uuid'] == ROOT
     for consumer, amounts in before.items():
-        assert totals(get_allocations(placement_adapter, consumer)) == \
+        assert tc.totals(tc.get_allocations(placement_adapter, consumer)) == \
             amounts, consumer
 
     restarted = tc.Agent(conf, placement_adapter)
