@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-# libvirt-dev + pkg-config: libvirt-python compiles against them and the
-# libvirt library carries the test driver (test:///...).
+# libvirt-dev + pkg-config (+ gcc and the Python headers): libvirt-python
+# compiles against them, and the libvirt library carries the test driver
+# (test:///...).
 # rabbitmq-server: real broker for the RPC integration tests.
 # systemd: systemd-analyze verify for the unit file test.
-DEBS="libvirt-dev pkg-config python3-venv rabbitmq-server systemd"
+DEBS="libvirt-dev pkg-config gcc python3-dev python3-venv rabbitmq-server systemd"
 missing=""
 for p in $DEBS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
