@@ -375,18 +375,11 @@ def targets(results, tree, consumer_counts):
         lines.append(f'- C={consumers}, reshape wall time <= half '
                      "of Nova's: **not measured** (step failed)")
     else:
-        line = (f'- C={consumers}, reshape wall time <= half of Nova\'s '
-                f'(one server process): {mine[1] * 1000:.0f} ms vs '
-                f'{theirs[1] * 1000:.0f} ms, '
-                f'{verdict(mine[1] <= theirs[1] / 2)}')
-        rest = [_rest_seconds(results.get(full_key(tree, side, consumers),
-                                          []), RESHAPE, 'POST /reshaper')
-                for side in ('ours', 'nova')]
-        if None not in rest:
-            line += (f'; outside POST /reshaper: {rest[0] * 1000:.0f} ms vs '
-                     f'{rest[1] * 1000:.0f} ms ({rest[0] / rest[1]:.2f} of '
-                     "Nova's)")
-        lines.append(line)
+        lines.append(_half_time_line(
+            f'- C={consumers}, reshape wall time <= half of Nova\'s '
+            '(one server process)', mine, theirs,
+            [results.get(full_key(tree, side, consumers), [])
+             for side in ('ours', 'nova')]))
     return '\n'.join(lines)
 
 
@@ -401,21 +394,25 @@ def workers_targets(results, processes, consumers):
             lines.append(f'- {count} server process(es): **not measured** '
                          '(step failed)')
             continue
-        ok = mine[1] <= theirs[1] / 2
-        line = (f'- C={consumers}, {count} server process(es), reshape '
-                f"wall time <= half of Nova's: {mine[1] * 1000:.0f} ms "
-                f'vs {theirs[1] * 1000:.0f} ms, '
-                f'{"met" if ok else "**missed**"}')
-        rest = [_rest_seconds(results.get(workers_key(count, side,
-                                                      consumers), []),
-                              RESHAPE, 'POST /reshaper')
-                for side in ('ours', 'nova')]
-        if None not in rest:
-            line += (f'; outside POST /reshaper: {rest[0] * 1000:.0f} ms vs '
-                     f'{rest[1] * 1000:.0f} ms ({rest[0] / rest[1]:.2f} of '
-                     "Nova's)")
-        lines.append(line)
+        lines.append(_half_time_line(
+            f'- C={consumers}, {count} server process(es), reshape '
+            "wall time <= half of Nova's", mine, theirs,
+            [results.get(workers_key(count, side, consumers), [])
+             for side in ('ours', 'nova')]))
     return '\n'.join(lines)
+
+
+def _half_time_line(label, mine, theirs, runs):
+    """The wall-time target line; ``runs`` = (ours, nova) results."""
+    ok = mine[1] <= theirs[1] / 2
+    line = (f'{label}: {mine[1] * 1000:.0f} ms vs '
+            f'{theirs[1] * 1000:.0f} ms, {"met" if ok else "**missed**"}')
+    rest = [_rest_seconds(r, RESHAPE, 'POST /reshaper') for r in runs]
+    if None not in rest:
+        line += (f'; outside POST /reshaper: {rest[0] * 1000:.0f} ms vs '
+                 f'{rest[1] * 1000:.0f} ms ({rest[0] / rest[1]:.2f} of '
+                 "Nova's)")
+    return line
 
 
 def _calls(results, key, step):

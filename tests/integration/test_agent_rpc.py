@@ -18,8 +18,9 @@ import pytest
 from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.claims import rpc
-from tests.fixtures import placement_server as ps
 from tests.integration import test_agent_service as service_tests
+# The real Placement server process the daemon tests use.
+from tests.integration.test_agent_service import server  # noqa: F401
 from tests.integration import test_claims_rpc as rpc_tests
 from tests.integration.test_claims_rpc import broker  # noqa: F401
 
@@ -33,14 +34,6 @@ C1 = 'aaaaaaaa-0000-4000-8000-0000000000a1'
 C2 = 'bbbbbbbb-0000-4000-8000-0000000000b2'
 MAPPINGS = 'physnet0:ens1f0,physnet1:ens1f1,physnet0:ens2f0,physnet1:ens2f1'
 LISTENING = 'Claims RPC server listening'
-
-
-@pytest.fixture
-def server(tmp_path):
-    srv = ps.PlacementServer(tmp_path / 'placement')
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture
