@@ -9,11 +9,11 @@
      |    +-- LibvirtConnectionError      libvirt unreachable (names the URI)
      |    +-- SysfsReadError              one sysfs file unreadable or garbled
      |                                    (names the path); the item is skipped
-     +-- PlacementError                   anything Placement said or did not say
-     |    +-- PlacementUnavailable        connection refused / 5xx after retries
+     +-- PlacementError                   anything Placement said (or not)
+     |    +-- PlacementUnavailable        unreachable / 5xx after retries
      |    +-- PlacementAPIError           unexpected 4xx (status, code, detail)
      |    +-- ResourceProviderNotFound
-     |    +-- GenerationConflict          409 placement.concurrent_update, retriable
+     |    +-- GenerationConflict          409 concurrent_update, retriable
      |    |    +-- ReshapeConflict        409 from POST /reshaper, retriable
      |    +-- InventoryInUse              inventory with allocations cannot go
      |    +-- ReshapeFailed               POST /reshaper failed for good; fatal
@@ -21,7 +21,7 @@
      +-- ReshapeNeeded                    signal from drivers: run a reshape
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
-          +-- ClaimRejected               does not fit (names provider and class)
+          +-- ClaimRejected               does not fit (names provider, class)
           +-- ClaimNotFound
 
 Placement error codes (``errors[].code`` in its JSON error body) map to these

@@ -56,7 +56,7 @@ class Decision:
 
 
 def device_of_provider(name):
-    """``('pf'|'gpu', pci address)`` for a device provider's name, else None."""
+    """``('pf'|'gpu', pci address)`` of a device provider's name, or None."""
     match = _DEVICE_NAME.search(name or '')
     return (match.group(1), match.group(2)) if match else None
 

@@ -322,4 +322,3 @@ class ClaimStore:
     def get(self, claim_id):
         with self.reader() as txn:
             return txn.get(claim_id)
-

@@ -3,7 +3,8 @@
 No module reads a global ``CONF``: the command entry points build one
 ``oslo_config.cfg.ConfigOpts``, call :func:`register_opts` on it and hand it
 to the objects that need it.  :func:`list_opts` feeds ``oslo-config-generator``
-(namespace ``node_agent``), which writes ``etc/node-agent/node-agent.conf.sample``.
+(namespace ``node_agent``), which writes
+``etc/node-agent/node-agent.conf.sample``.
 
 Each group module exposes ``GROUP`` (``None`` for ``[DEFAULT]``),
 ``register_opts(conf)`` and ``list_opts()`` returning ``[(group, opts)]``.

@@ -360,7 +360,6 @@ class ReportClient:
             self._check_removals(tree, plan)
         self._ensure_resource_classes(plan.custom_resource_classes)
         self._ensure_traits(plan.custom_traits)
-        created = {c.uuid for c in plan.create}
         changes = {c.uuid: c for c in plan.changes}
         if not reshaping:
             # Shrinking writes first: see "nothing half-applied" above.
@@ -371,12 +370,11 @@ class ReportClient:
             generation = self._create(create.uuid, create.name,
                                       create.parent_uuid)
             if create.parent_uuid is None:
-                provider = tree.new_root(create.name, uuid=create.uuid,
-                                         generation=generation)
+                tree.new_root(create.name, uuid=create.uuid,
+                              generation=generation)
             else:
-                provider = tree.new_child(create.name, create.parent_uuid,
-                                          uuid=create.uuid,
-                                          generation=generation)
+                tree.new_child(create.name, create.parent_uuid,
+                               uuid=create.uuid, generation=generation)
             self._ownership[create.uuid] = plan_mod.Ownership(owned=True)
             LOG.debug('created provider %s (%s)', create.name, create.uuid)
         # Providers nobody has written to yet (generation 0: created in

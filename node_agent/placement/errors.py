@@ -17,6 +17,9 @@ PROVIDER_NOT_FOUND = 'placement.resource_provider.not_found'
 PROVIDER_IN_USE = 'placement.resource_provider.inuse'
 CANNOT_DELETE_PARENT = 'placement.resource_provider.cannot_delete_parent'
 
+# The role Placement's default policy (placement:reshaper:reshape) requires.
+RESHAPER_ROLE = 'service'
+
 
 def error_info(response):
     """``(code, detail)`` from a Placement error body; ``(None, text)``."""
@@ -80,6 +83,10 @@ def check_reshape(response, providers=(), consumers=()):
         reason += f' ({code})'
     if detail:
         reason += f': {detail}'
+    if status == 403:
+        reason += (" (Placement's default policy lets only the "
+                   f'{RESHAPER_ROLE!r} role reshape: give it to the '
+                   'user in [placement])')
     raise exception.ReshapeFailed(reason, providers=providers,
                                   consumers=consumers)
 

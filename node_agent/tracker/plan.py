@@ -10,10 +10,10 @@ of ``get_allocations_for_provider_tree``).
 
 ::
 
-    providers created:  compute1_numa_0, compute1_numa_1
-    provider moved:     compute1_gpu_..3b:00.0 from compute1 to compute1_numa_0
-    inventory moved:    VCPU  compute1 32 -> compute1_numa_0 16, compute1_numa_1 16
-    consumer 6f1e...:   VCPU 2 compute1 -> compute1_numa_0
+    providers created:  cn1_numa_0, cn1_numa_1
+    provider moved:     cn1_gpu_0000:3b:00.0 from cn1 to cn1_numa_0
+    inventory moved:    VCPU  cn1 32 -> cn1_numa_0 16, cn1_numa_1 16
+    consumer 6f1e...:   VCPU 2 cn1 -> cn1_numa_0
 
 Providers are shown by name when either tree knows them (sharing providers
 outside the tree by uuid).  Output is sorted so that two runs over the same

@@ -49,7 +49,6 @@ from oslo_service import opts as service_opts  # noqa: E402
 from oslo_service import service  # noqa: E402
 
 from node_agent import exception  # noqa: E402
-from node_agent.tracker import tracker as tracker_mod  # noqa: E402
 
 LOG = logging.getLogger(__name__)
 

@@ -1,15 +1,16 @@
 """The resource tracker: keeps this host's provider tree true in Placement.
 
-Seed ``000_74ed081f2e069e50`` lays the algorithm out; here it is::
+Seed ``000_74ed081f2e069e50`` lays the algorithm out; here it is (``rc``:
+the report client)::
 
     discover   snapshot = discovery.scan()
-    read       current  = report_client.get_provider_tree_and_ensure_root()
+    read       current  = rc.get_provider_tree_and_ensure_root()
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
-                 allocations = report_client.get_allocations_for_provider_tree()
+                 allocations = rc.get_allocations_for_provider_tree()
                  desired     = drivers(snapshot, current, allocations)
     plan       plan = make_plan(current, desired, allocations before/after)
-    apply      report_client.update_from_provider_tree(desired, allocations)
+    apply      rc.update_from_provider_tree(desired, allocations)
                  (allocations not None: one POST /reshaper)
     record     last good tree, generations, status line
 

@@ -19,10 +19,7 @@ from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.claims import rpc
 from tests.integration import test_agent_service as service_tests
-# The real Placement server process the daemon tests use.
-from tests.integration.test_agent_service import server  # noqa: F401
 from tests.integration import test_claims_rpc as rpc_tests
-from tests.integration.test_claims_rpc import broker  # noqa: F401
 
 pytestmark = pytest.mark.integration
 

@@ -171,14 +171,6 @@ class Agent:
 
 
 @pytest.fixture
-def server(tmp_path):
-    srv = ps.PlacementServer(tmp_path / 'placement')
-    srv.start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
 def agent(tmp_path):
     a = Agent(tmp_path)
     yield a

@@ -14,20 +14,12 @@ from node_agent import conf as na_conf
 from node_agent import exception
 from node_agent.claims import manager as manager_mod
 from node_agent.claims import rpc
-from tests.fixtures import rabbitmq
 from tests.unit.claims import host
 
 pytestmark = pytest.mark.integration
 
 C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
 C2 = 'bbbbbbbb-0000-4000-8000-000000000002'
-
-
-@pytest.fixture(scope='module')
-def broker(tmp_path_factory):
-    server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
-    yield server
-    server.stop()
 
 
 def make_conf(state_path, url=None):
@@ -50,7 +42,7 @@ def served(broker, tmp_path):
     server = rpc.start_server(conf, mgr, lambda: (tree, snapshot))
     assert server is not None
     client = rpc.ClaimClient(make_conf(tmp_path / 'client', broker.url),
-                           timeout=30)
+                             timeout=30)
     yield mgr, client
     server.stop()
     server.wait()

@@ -41,7 +41,6 @@ def test_groups_are_unique():
     assert len(names) == len(set(names)), names
 
 
-
 def test_overrides_do_not_leak_between_config_objects():
     from oslo_config import cfg, types
     first, second = cfg.ConfigOpts(), cfg.ConfigOpts()

@@ -30,7 +30,8 @@ def _agent_executable():
 
 def test_systemd_analyze_verify(tmp_path):
     analyze = shutil.which('systemd-analyze')
-    assert analyze, 'systemd-analyze not found: tools/setup.sh installs systemd'
+    assert analyze, ('systemd-analyze not found: '
+                     'tools/setup.sh installs systemd')
     with open(UNIT) as f:
         text = f.read()
     assert 'ExecStart=/usr/bin/node-agent ' in text
@@ -81,4 +82,5 @@ def test_stop_timeout_covers_graceful_shutdown():
     service.register_opts(c)
     c([], default_config_files=[])
     assert c.graceful_shutdown_timeout <= 10
-    assert int(_unit()['Service']['TimeoutStopSec']) > c.graceful_shutdown_timeout
+    stop_timeout = int(_unit()['Service']['TimeoutStopSec'])
+    assert stop_timeout > c.graceful_shutdown_timeout

@@ -19,7 +19,8 @@ CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims')
 def _add_command_parsers(subparsers):
     for name in CATEGORIES:
         module = importlib.import_module('node_agent.cmd.manage.' + name)
-        parser = subparsers.add_parser(name, help=module.__doc__.splitlines()[0])
+        parser = subparsers.add_parser(
+            name, help=module.__doc__.splitlines()[0])
         module.add_parsers(parser.add_subparsers(dest='action'))
 
 

@@ -54,8 +54,10 @@ def test_vgpu_from_the_gpu_on_the_same_numa_node(synced):
     anywhere = candidates(synced, '1.36', **groups)
     affine = candidates(synced, '1.36', same_subtree='_COMPUTE,_ACCEL',
                         **groups)
-    pairs = lambda reqs: {(mapped(r)['_COMPUTE'], mapped(r)['_ACCEL'])
-                          for r in reqs}
+
+    def pairs(reqs):
+        return {(mapped(r)['_COMPUTE'], mapped(r)['_ACCEL']) for r in reqs}
+
     # Without same_subtree the cross-node pairs exist too ...
     assert pairs(anywhere) == {(NUMA[a], GPU[b]) for a in (0, 1)
                                for b in (0, 1)}

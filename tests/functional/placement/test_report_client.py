@@ -475,7 +475,6 @@ def test_reshape_moves_allocations_from_root_to_child(
     assert counted.count() == 1
 
 
-
 @pytest.mark.parametrize('typed', [(), ('INSTANCE',)],
                          ids=['untyped', 'untyped-and-typed'])
 def test_reshape_keeps_consumers_written_before_consumer_types(
@@ -513,6 +512,7 @@ def test_reshape_keeps_consumers_written_before_consumer_types(
         assert after['allocations'] == {
             uuid_of(GPU00): {'generation': mock.ANY,
                              'resources': {'VGPU': 1}}}
+
 
 def test_reshape_with_stale_consumer_generation_conflicts(
         rc, placement_adapter):
@@ -559,3 +559,4 @@ def test_raw_reshape_needs_the_service_role(placement_adapter):
     with pytest.raises(exception.ReshapeFailed) as err:
         rc.reshape({}, {})
     assert '403' in str(err.value)
+    assert "'service' role" in str(err.value)

@@ -1,7 +1,6 @@
 """Startup and audit of the tracker against real Placement."""
 
 from node_agent import provider_tree as ptree
-from tests.functional.tracker import conftest as h
 
 
 def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):

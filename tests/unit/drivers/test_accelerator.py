@@ -82,7 +82,7 @@ def test_explicit_resource_class_and_first_match_wins(dconf, snapshot, tree):
 
 
 def test_gpus_and_mapped_pfs_are_left_to_their_drivers(dconf, snapshot,
-                                                      tree):
+                                                       tree):
     allow(dconf, {})
     run(dconf, snapshot, tree)
     reported = {p.name for p in tree.providers() if '_accel_' in p.name}

@@ -150,8 +150,8 @@ def test_per_gpu_switch_alone_moves_only_vgpu(dconf, snapshot, tree):
         run(dconf, snapshot, tree.copy())
     run(dconf, snapshot, tree, allocations)
     assert allocations[hostdata.DOM1]['allocations'] == {
-        NUMA1: {'generation': 5, 'resources': {'VCPU': 2,
-                                                'MEMORY_MB': 2048}},
+        NUMA1: {'generation': 5,
+                'resources': {'VCPU': 2, 'MEMORY_MB': 2048}},
         GPU1: {'generation': None, 'resources': {'VGPU': 1}}}
 
 

@@ -72,6 +72,7 @@ def test_reshape_conflict_and_failure():
     with pytest.raises(exception.ReshapeFailed) as err:
         errors.check_reshape(response(403))
     assert '403' in str(err.value)
+    assert "'service' role" in str(err.value)
 
 
 def test_non_json_error_body():

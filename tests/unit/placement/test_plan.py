@@ -50,8 +50,8 @@ def test_per_provider_inventory_trait_aggregate_changes():
     current = tree_with(f'{HOST}_gpu_1')
     current.update_inventory(f'{HOST}_gpu_1', {'VGPU': {'total': 4}})
     desired = current.copy()
-    desired.set_inventory(f'{HOST}_gpu_1', 'VGPU', {'total': 4,
-                                                   'reserved': 1})
+    desired.set_inventory(f'{HOST}_gpu_1', 'VGPU',
+                          {'total': 4, 'reserved': 1})
     desired.add_traits(f'{HOST}_numa_0', 'HW_NUMA_ROOT', 'CUSTOM_X')
     desired.update_aggregates(HOST, {'agg1'})
     desired.set_inventory(HOST, 'CUSTOM_MAGIC', {'total': 1})

@@ -1,0 +1,23 @@
+"""Fixtures the integration tests share: real servers on 127.0.0.1."""
+
+import pytest
+
+from tests.fixtures import placement_server as ps
+from tests.fixtures import rabbitmq
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real Placement server process, fresh for each test."""
+    srv = ps.PlacementServer(tmp_path / 'placement')
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope='module')
+def broker(tmp_path_factory):
+    """A private RabbitMQ, one per test module."""
+    server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
+    yield server
+    server.stop()
