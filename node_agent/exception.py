@@ -124,7 +124,8 @@ class GenerationConflict(PlacementError):
 
 
 class ReshapeConflict(GenerationConflict):
-    """POST /reshaper answered 409: re-read and retry."""
+    """POST /reshaper answered 409, or a consumer about to be moved changed
+    while the reshape was prepared: re-read and retry."""
 
 
 class InventoryInUse(PlacementError):

@@ -318,11 +318,13 @@ NOTES = """\
 - *reshape*: at startup (a new client instance): read the tree, read the
   allocations, move VGPU (all C consumers hold one) from the root to the
   4 GPU providers, then `update_from_provider_tree(tree, allocations=...)`,
-  one `POST /reshaper`.  node-agent passes the tree it just read to
-  `get_allocations_for_provider_tree(nodename, tree=tree)`, as its tracker
-  does, so the reshape is 1 tree read + P provider-allocation reads + C
-  consumer reads + 1 `POST /reshaper`.  The checks afterwards read every
-  consumer back.
+  one `POST /reshaper`.  node-agent does what its tracker does: what the
+  consumers hold on the tree just read (`get_tree_allocations(tree)`, one
+  read per provider) is moved, then only the consumers that move are read
+  in full (`complete_allocations`), so the reshape is 1 tree read + P
+  provider-allocation reads + (moving consumers, here all C) consumer
+  reads + 1 `POST /reshaper`.  The checks afterwards read every consumer
+  back.
 """
 
 WORKERS_TEXT = """\

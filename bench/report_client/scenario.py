@@ -161,7 +161,7 @@ def create_consumers(adapter, count, batch=100):
 
 
 def move_vgpu(allocations):
-    """Edit ``get_allocations_for_provider_tree`` output for the reshape.
+    """Edit allocations (either client's shape) for the reshape, in place.
 
     Every consumer's VGPU leaves the root for one GPU provider, round robin
     in consumer uuid order, so each GPU gets at most VGPU_PER_GPU.

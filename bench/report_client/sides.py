@@ -22,6 +22,7 @@ does them:
 """
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -150,11 +151,16 @@ class OursSide:
 
     def reshape(self, client, spec):
         # node_agent.tracker.tracker.ResourceTracker._prepare at startup:
-        # the allocations are read for the tree just read.
+        # what the consumers hold on the tree just read is moved, then the
+        # consumers that move are read in full.
         tree = client.get_provider_tree_and_ensure_root(scenario.HOST)
-        allocations = client.get_allocations_for_provider_tree(
-            scenario.HOST, tree=tree)
-        scenario.move_vgpu(allocations)
+        before = client.get_tree_allocations(tree)
+        moved = copy.deepcopy(before)
+        scenario.move_vgpu(moved)
+        movers = [c for c in moved if moved[c] != before[c]]
+        allocations = client.complete_allocations(
+            tree, {c: before[c] for c in movers},
+            {c: moved[c] for c in movers})
         self._populate(tree, spec)
         client.update_from_provider_tree(tree, allocations=allocations)
 

@@ -556,8 +556,19 @@ class ReportClient:
         for record in allocations.values():
             touched.update(u for u in record.get('allocations', {})
                            if u in tree)
+        body = dict(inventories)
+        if allocations and not body:
+            # Only allocations move.  Placement takes no reshape without
+            # inventories: the providers they land on go with theirs as
+            # they are, which also pins their generations.
+            for uuid in sorted(touched):
+                have = tree.get(uuid)
+                if have.inventory:
+                    body[uuid] = {
+                        'resource_provider_generation': have.generation,
+                        'inventories': copy.deepcopy(have.inventory)}
         try:
-            self.reshape(inventories, allocations)
+            self.reshape(body, allocations)
         finally:
             # The reshape moves generations by amounts only Placement
             # knows; unknown generations make the next read re-read these
@@ -631,25 +642,79 @@ class ReportClient:
             listing = self._list_tree(self._root_uuid(nodename))
             providers = [rec['uuid'] for rec in listing]
 
+        consumers = self._read_provider_allocations(providers)
+        return dict(self._map(self._read_consumer, sorted(consumers)))
+
+    def get_tree_allocations(self, tree):
+        """What consumers hold on ``tree``'s providers: one read each.
+
+        ``{consumer: {'allocations': {rp: {'generation', 'resources'}}}}``,
+        providers of ``tree`` only, from ``GET /resource_providers/{uuid}/
+        allocations`` (P reads, no consumer read): enough for drivers to
+        move allocations and for a plan to list who moves.  Before a
+        reshape, :meth:`complete_allocations` reads the consumers that
+        move, and only those.
+        """
+        return self._read_provider_allocations(sorted(tree.uuids()))
+
+    def complete_allocations(self, tree, before, after):
+        """The moving consumers in full, ready for :meth:`reshape`.
+
+        ``before`` and ``after``: :meth:`get_tree_allocations` output for
+        the consumers that move, before and after the drivers moved them.
+        Each is read (``GET /allocations/{consumer}``, concurrently) for
+        its generation, project, user, type and allocations outside
+        ``tree``, which are kept; its allocations in ``tree`` become
+        ``after``'s.  A consumer whose allocations in ``tree`` are no
+        longer ``before``'s was changed in between:
+        :class:`~node_agent.exception.ReshapeConflict`, read again.
+        """
+        ours = set(tree.uuids())
+
+        def resources(allocs):
+            return {rp: dict(a.get('resources', {}))
+                    for rp, a in allocs.items()
+                    if rp in ours and a.get('resources')}
+
+        result = dict(self._map(self._read_consumer, sorted(before)))
+        for consumer, record in result.items():
+            current = record['allocations']
+            if resources(current) != resources(
+                    before[consumer]['allocations']):
+                raise exception.ReshapeConflict(
+                    None, f'consumer {consumer} changed its allocations '
+                          f'on this host while the reshape was prepared')
+            record['allocations'] = {
+                rp: a for rp, a in current.items() if rp not in ours}
+            record['allocations'].update(
+                copy.deepcopy(after[consumer]['allocations']))
+        return result
+
+    def _read_provider_allocations(self, providers):
+        """``{consumer: {'allocations': {rp: ...}}}`` over ``providers``."""
         def provider_allocs(uuid):
-            return self._get(f'/resource_providers/{uuid}/allocations',
-                             MV_PROVIDERS, uuid)['allocations']
+            return uuid, self._get(f'/resource_providers/{uuid}/allocations',
+                                   MV_PROVIDERS, uuid)
 
-        consumers = set()
-        for allocs in self._map(provider_allocs, providers):
-            consumers.update(allocs)
+        consumers = {}
+        for uuid, body in self._map(provider_allocs, providers):
+            generation = body.get('resource_provider_generation')
+            for consumer, alloc in body['allocations'].items():
+                entry = consumers.setdefault(consumer, {'allocations': {}})
+                entry['allocations'][uuid] = {
+                    'generation': generation,
+                    'resources': dict(alloc.get('resources', {}))}
+        return consumers
 
-        def consumer_allocs(consumer):
-            body = self._get(f'/allocations/{consumer}', MV_CONSUMER_TYPE)
-            return consumer, {
-                'allocations': body.get('allocations', {}),
-                'project_id': body.get('project_id'),
-                'user_id': body.get('user_id'),
-                'consumer_generation': body.get('consumer_generation'),
-                'consumer_type': body.get('consumer_type'),
-            }
-
-        return dict(self._map(consumer_allocs, sorted(consumers)))
+    def _read_consumer(self, consumer):
+        body = self._get(f'/allocations/{consumer}', MV_CONSUMER_TYPE)
+        return consumer, {
+            'allocations': body.get('allocations', {}),
+            'project_id': body.get('project_id'),
+            'user_id': body.get('user_id'),
+            'consumer_generation': body.get('consumer_generation'),
+            'consumer_type': body.get('consumer_type'),
+        }
 
     def remove_allocations_from_tree(self, consumer, provider_uuids):
         """Take ``consumer``'s allocations off ``provider_uuids``.

@@ -7,9 +7,10 @@ the report client)::
     read       current  = rc.get_provider_tree_and_ensure_root()
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
-                 allocations = rc.get_allocations_for_provider_tree()
+                 allocations = rc.get_tree_allocations(current)
                  desired     = drivers(snapshot, current, allocations)
     plan       plan = make_plan(current, desired, allocations before/after)
+                 moving consumers read in full: rc.complete_allocations()
     apply      rc.update_from_provider_tree(desired, allocations)
                  (allocations not None: one POST /reshaper)
     record     last good tree, generations, status line
@@ -123,21 +124,25 @@ class ResourceTracker:
                 return self._keep_last_good(exc, snapshot, current)
             LOG.info('%s: reshape needed (%s): gathering allocations',
                      self.nodename, exc.reason or 'layout changed')
-            allocations = self.rc.get_allocations_for_provider_tree(
-                self.nodename, tree=current)
+            # What consumers hold on this tree (one read per provider)
+            # is all the drivers need to move them.
+            allocations = self.rc.get_tree_allocations(current)
             before = copy.deepcopy(allocations)
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations)
         plan = plan_mod.make_plan(self.nodename, current, desired,   # plan
                                   before, allocations)
-        if allocations is not None:
+        if allocations is not None and not dry_run:
             # POST /reshaper replaces each listed consumer entirely: list
             # only those that move, so untouched consumers keep their
-            # generations and cannot make the reshape conflict.
+            # generations and cannot make the reshape conflict.  Only
+            # they are read in full (generation, project, user, what
+            # they hold elsewhere).
             moving = set(plan.consumers)
-            allocations = {c: a for c, a in allocations.items()
-                           if c in moving}
+            allocations = self.rc.complete_allocations(
+                current, {c: before[c] for c in moving},
+                {c: allocations[c] for c in moving})
         return _Pending(snapshot, current, desired, allocations, plan)
 
     def _sync(self, startup):

@@ -6,6 +6,7 @@ the client module did not declare.  Other writers (an operator, another
 service) use the raw ``placement_adapter``.
 """
 
+import copy
 import uuid as uuidlib
 from unittest import mock
 
@@ -415,6 +416,89 @@ def test_allocation_reads_reuse_the_tree_just_read(
     assert counted.count('GET', '/allocations/') == len(consumers)
     assert len(counted.calls) == len(tree) + len(consumers)
     assert allocations == rc.get_allocations_for_provider_tree(HOST)
+
+
+def test_tree_allocations_are_one_read_per_provider(
+        placement_adapter, counted, sync_state):
+    rc = client.ReportClient(counted, sync_state)
+    synced(rc)
+    share = _sharing_provider(placement_adapter)
+    c1, c2 = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    allocate(placement_adapter, c1, {uuid_of(NUMA0): {'VCPU': 2},
+                                     uuid_of(GPU00): {'VGPU': 1},
+                                     share: {'DISK_GB': 20}})
+    allocate(placement_adapter, c2, {uuid_of(GPU01): {'VGPU': 1}})
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    counted.reset()
+    view = rc.get_tree_allocations(tree)
+    assert len(counted.calls) == len(tree)
+    assert counted.count('GET', '/allocations/') == 0
+    # What the consumers hold in the tree, nothing from outside it.
+    assert view == {
+        c1: {'allocations': {
+            uuid_of(NUMA0): {'generation': mock.ANY,
+                             'resources': {'VCPU': 2}},
+            uuid_of(GPU00): {'generation': mock.ANY,
+                             'resources': {'VGPU': 1}}}},
+        c2: {'allocations': {
+            uuid_of(GPU01): {'generation': mock.ANY,
+                             'resources': {'VGPU': 1}}}}}
+    full = rc.get_allocations_for_provider_tree(HOST, tree=tree)
+    for consumer, record in view.items():
+        for rp, alloc in record['allocations'].items():
+            assert alloc == full[consumer]['allocations'][rp]
+
+
+def test_complete_allocations_reads_only_movers_and_keeps_the_rest(
+        placement_adapter, counted, sync_state):
+    rc = client.ReportClient(counted, sync_state)
+    synced(rc)
+    share = _sharing_provider(placement_adapter)
+    mover, stayer = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    allocate(placement_adapter, mover, {uuid_of(GPU00): {'VGPU': 1},
+                                        share: {'DISK_GB': 20}},
+             consumer_type='MIGRATION')
+    allocate(placement_adapter, stayer, {uuid_of(GPU01): {'VGPU': 1}})
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    before = rc.get_tree_allocations(tree)
+    after = copy.deepcopy(before)
+    after[mover]['allocations'] = {
+        uuid_of(GPU01): {'generation': None, 'resources': {'VGPU': 1}}}
+    counted.reset()
+    full = rc.complete_allocations(tree, {mover: before[mover]},
+                                   {mover: after[mover]})
+    assert [c.path for c in counted.calls] == [f'/allocations/{mover}']
+    assert set(full) == {mover}
+    record = full[mover]
+    assert record['project_id'] == PROJECT and record['user_id'] == USER
+    assert record['consumer_generation'] == 1
+    assert record['consumer_type'] == 'MIGRATION'
+    assert {rp: a['resources'] for rp, a in record['allocations'].items()} \
+        == {uuid_of(GPU01): {'VGPU': 1}, share: {'DISK_GB': 20}}
+
+    rc.update_from_provider_tree(sample_tree(), full)
+    moved = raw_get(placement_adapter, f'/allocations/{mover}')
+    assert {rp: a['resources'] for rp, a in moved['allocations'].items()} \
+        == {uuid_of(GPU01): {'VGPU': 1}, share: {'DISK_GB': 20}}
+    assert moved['consumer_type'] == 'MIGRATION'
+    # The consumer that does not move was neither read nor rewritten.
+    assert raw_get(placement_adapter,
+                   f'/allocations/{stayer}')['consumer_generation'] == 1
+
+
+def test_complete_allocations_conflicts_when_a_mover_changed(
+        placement_adapter, rc):
+    synced(rc)
+    consumer = str(uuidlib.uuid4())
+    allocate(placement_adapter, consumer, {uuid_of(GPU00): {'VGPU': 1}})
+    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    before = rc.get_tree_allocations(tree)
+    # Another writer, between the provider reads and the consumer read.
+    allocate(placement_adapter, consumer, {uuid_of(GPU00): {'VGPU': 2}},
+             generation=1)
+    with pytest.raises(exception.ReshapeConflict) as err:
+        rc.complete_allocations(tree, before, before)
+    assert consumer in str(err.value)
 
 
 def _vgpu_on_root_tree():

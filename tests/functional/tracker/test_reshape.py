@@ -5,6 +5,8 @@ Placement API.  Flat: VCPU, MEMORY_MB and VGPU on the root; nested: NUMA
 children with the CPUs and memory, a GPU provider per T4 with its VGPU.
 """
 
+import threading
+
 import pytest
 
 from node_agent import exception
@@ -181,6 +183,72 @@ def test_reshape_conflict_is_retried_with_fresh_data(
         after = h.get_allocations(placement_adapter, consumer)
         assert h.totals(after) == h.totals(before)
         assert ROOT not in after['allocations']
+
+
+def test_reshape_reads_only_the_consumers_that_move(
+        agents, host1, placement_adapter, flat_with_consumers):
+    # Two consumers without VGPU: turning per-GPU providers on (NUMA stays
+    # off) moves VGPU only, so they neither move nor get read or written.
+    stayers = [h.new_consumer() for _ in range(2)]
+    for consumer in stayers:
+        h.put_allocations(placement_adapter, consumer,
+                          {ROOT: {'VCPU': 1, 'MEMORY_MB': 1024}})
+    stayer_generations = {
+        c: h.get_allocations(placement_adapter, c)['consumer_generation']
+        for c in stayers}
+    host1.set_override('per_gpu_providers', True, 'gpu')
+    agent = agents()
+    plan = agent.tracker.startup()
+    assert plan.reshape and set(plan.consumers) == set(flat_with_consumers)
+    # One tree read, P provider-allocation reads, the movers, one reshape.
+    assert agent.adapter.count('GET', '/allocations/') == len(
+        flat_with_consumers)
+    assert agent.adapter.count('POST', '/reshaper') == 1
+    for consumer, before in flat_with_consumers.items():
+        after = h.get_allocations(placement_adapter, consumer)
+        assert h.totals(after) == h.totals(before)
+        assert 'VGPU' not in after['allocations'][ROOT]['resources']
+    for consumer in stayers:
+        after = h.get_allocations(placement_adapter, consumer)
+        assert after['consumer_generation'] == stayer_generations[consumer]
+        assert after['allocations'][ROOT]['resources'] == {
+            'VCPU': 1, 'MEMORY_MB': 1024}
+
+
+def test_mover_changed_while_reshape_is_prepared_is_read_again(
+        agents, host1, placement_adapter, flat_with_consumers):
+    h.set_layout(host1, nested=True)
+    agent = agents()
+    target = sorted(flat_with_consumers)[0]
+    lock = threading.Lock()
+    state = {'changed': False}
+
+    def second_writer(method, path, kwargs):
+        # After the provider reads, before the consumer reads: another
+        # service shrinks one of the moving consumers.
+        with lock:
+            if path != f'/allocations/{target}' or state['changed']:
+                return
+            state['changed'] = True
+            record = h.get_allocations(placement_adapter, target)
+            body = {'allocations': {ROOT: {'resources': {
+                        'VCPU': 1, 'MEMORY_MB': 1024, 'VGPU': 1}}},
+                    'project_id': record['project_id'],
+                    'user_id': record['user_id'],
+                    'consumer_generation': record['consumer_generation'],
+                    'consumer_type': 'INSTANCE'}
+            resp = placement_adapter.put(f'/allocations/{target}',
+                                         json=body, microversion='1.38')
+            assert resp.status_code == 204, resp.text
+
+    agent.adapter.before_request = second_writer
+    agent.tracker.startup()
+    assert state['changed']
+    # The stale attempt stopped before writing; the fresh one reshaped.
+    assert agent.adapter.count('POST', '/reshaper') == 1
+    after = h.get_allocations(placement_adapter, target)
+    assert h.totals(after) == {'VCPU': 1, 'MEMORY_MB': 1024, 'VGPU': 1}
+    assert ROOT not in after['allocations']
 
 
 def test_claims_follow_the_reshape(agents, host1, placement_adapter,
