@@ -166,15 +166,17 @@ def _spread(runs, step):
     return ', '.join(seen) or '-'
 
 
-def _endpoint_ms(runs, step, endpoint):
+def _endpoint_seconds(runs, step, endpoint):
     """Median over the runs of the step's time in one endpoint."""
     found = [s['seconds_by_endpoint'][endpoint] for r in runs
              for s in r.get('steps', [])
              if s['step'] == step
              and endpoint in s.get('seconds_by_endpoint', {})]
-    if not found:
-        return '-'
-    return f'{statistics.median(found) * 1000:.0f} ms'
+    return statistics.median(found) if found else None
+
+
+def _endpoint_ms(runs, step, endpoint):
+    return _ms(_endpoint_seconds(runs, step, endpoint))
 
 
 def _rest_seconds(runs, step, endpoint):
@@ -414,6 +416,13 @@ def _half_time_line(label, mine, theirs, runs):
         line += (f'; outside POST /reshaper: {rest[0] * 1000:.0f} ms vs '
                  f'{rest[1] * 1000:.0f} ms ({rest[0] / rest[1]:.2f} of '
                  "Nova's)")
+    write = _endpoint_seconds(runs[0], RESHAPE, 'POST /reshaper')
+    if write is not None:
+        # The write itself, the same for any client: a floor no client
+        # can go under (see "What one POST /reshaper costs Placement").
+        line += (f'; node-agent\'s POST /reshaper alone: '
+                 f'{write * 1000:.0f} ms, {write / theirs[1]:.2f} of '
+                 "Nova's step")
     return line
 
 

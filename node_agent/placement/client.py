@@ -19,6 +19,10 @@ Cost rules::
                                one in_tree read of the new generations
     layout switched            + one PUT /resource_providers/{uuid} per
                                provider that changes parent
+    reshape                    the tree, one allocation read per provider
+                               (get_tree_allocations), one read per
+                               consumer that moves (complete_allocations),
+                               reads concurrent, then one POST /reshaper
 
 Order of a flush (a reshape at startup included)::
 
