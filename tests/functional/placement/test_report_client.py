@@ -418,11 +418,18 @@ def test_allocation_reads_reuse_the_tree_just_read(
     assert allocations == rc.get_allocations_for_provider_tree(HOST)
 
 
-def test_tree_allocations_are_one_read_per_provider(
-        placement_adapter, counted, sync_state):
+@pytest.fixture
+def beside_share(placement_adapter, counted, sync_state):
+    """(counted client with the sample tree synced, a sharing provider
+    outside the tree)."""
     rc = client.ReportClient(counted, sync_state)
     synced(rc)
-    share = _sharing_provider(placement_adapter)
+    return rc, _sharing_provider(placement_adapter)
+
+
+def test_tree_allocations_are_one_read_per_provider(
+        placement_adapter, counted, beside_share):
+    rc, share = beside_share
     c1, c2 = str(uuidlib.uuid4()), str(uuidlib.uuid4())
     allocate(placement_adapter, c1, {uuid_of(NUMA0): {'VCPU': 2},
                                      uuid_of(GPU00): {'VGPU': 1},
@@ -450,10 +457,8 @@ def test_tree_allocations_are_one_read_per_provider(
 
 
 def test_complete_allocations_reads_only_movers_and_keeps_the_rest(
-        placement_adapter, counted, sync_state):
-    rc = client.ReportClient(counted, sync_state)
-    synced(rc)
-    share = _sharing_provider(placement_adapter)
+        placement_adapter, counted, beside_share):
+    rc, share = beside_share
     mover, stayer = str(uuidlib.uuid4()), str(uuidlib.uuid4())
     allocate(placement_adapter, mover, {uuid_of(GPU00): {'VGPU': 1},
                                         share: {'DISK_GB': 20}},
