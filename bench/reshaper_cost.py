@@ -150,7 +150,7 @@ def _sequential_reads(adapter, consumers):
                       'allocations', client_mod.MV_PROVIDERS)
     for i in range(consumers):
         scenario._get(adapter, f'/allocations/{scenario.consumer_uuid(i)}',
-                      client_mod.MV_CONSUMER_TYPE)
+                      client_mod.MV_CONSUMER_GEN)
     return time.perf_counter() - start, 1 + len(listing) + consumers
 
 

@@ -75,6 +75,7 @@ LOG = logging.getLogger(__name__)
 # the provider, 1.23 error codes in error bodies (the conflict mapping needs
 # them), 1.26 inventory with reserved == total.
 MV_PROVIDERS = '1.26'
+MV_CONSUMER_GEN = '1.28'        # consumer generations, project and user
 MV_RESHAPE = '1.30'             # POST /reshaper
 MV_REPARENT = '1.37'            # PUT a provider with a new parent
 MV_CONSUMER_TYPE = '1.38'       # consumer_type in allocations and reshaper
@@ -82,7 +83,8 @@ MV_CONSUMER_TYPE = '1.38'       # consumer_type in allocations and reshaper
 # What Placement shows at 1.38+ for a consumer that has no type.
 NULL_CONSUMER_TYPE = 'unknown'
 DECLARED_MICROVERSIONS = frozenset({
-    MV_PROVIDERS, MV_RESHAPE, MV_REPARENT, MV_CONSUMER_TYPE})
+    MV_PROVIDERS, MV_CONSUMER_GEN, MV_RESHAPE, MV_REPARENT,
+    MV_CONSUMER_TYPE})
 
 # Below this many never-written providers with inventory, one PUT each is as
 # cheap as the POST /reshaper plus the read of the generations it moved.
@@ -667,11 +669,13 @@ class ReportClient:
         ``before`` and ``after``: :meth:`get_tree_allocations` output for
         the consumers that move, before and after the drivers moved them.
         Each is read (``GET /allocations/{consumer}``, concurrently) for
-        its generation, project, user, type and allocations outside
-        ``tree``, which are kept; its allocations in ``tree`` become
-        ``after``'s.  A consumer whose allocations in ``tree`` are no
-        longer ``before``'s was changed in between:
-        :class:`~node_agent.exception.ReshapeConflict`, read again.
+        its generation, project, user and allocations outside ``tree``,
+        which are kept; its allocations in ``tree`` become ``after``'s.  A
+        consumer whose allocations in ``tree`` are no longer ``before``'s
+        was changed in between: :class:`~node_agent.exception.
+        ReshapeConflict`, read again.  Types are not read (1.28, a cheaper
+        read for Placement than 1.38): :meth:`reshape` then writes at 1.30,
+        which leaves each consumer's type as it is.
         """
         ours = set(tree.uuids())
 
@@ -680,7 +684,10 @@ class ReportClient:
                     for rp, a in allocs.items()
                     if rp in ours and a.get('resources')}
 
-        result = dict(self._map(self._read_consumer, sorted(before)))
+        def read(consumer):
+            return self._read_consumer(consumer, MV_CONSUMER_GEN)
+
+        result = dict(self._map(read, sorted(before)))
         for consumer, record in result.items():
             current = record['allocations']
             if resources(current) != resources(
@@ -710,15 +717,19 @@ class ReportClient:
                     'resources': dict(alloc.get('resources', {}))}
         return consumers
 
-    def _read_consumer(self, consumer):
-        body = self._get(f'/allocations/{consumer}', MV_CONSUMER_TYPE)
-        return consumer, {
+    def _read_consumer(self, consumer, microversion=MV_CONSUMER_TYPE):
+        """``(consumer, record)``; the record has ``consumer_type`` when
+        read at 1.38."""
+        body = self._get(f'/allocations/{consumer}', microversion)
+        record = {
             'allocations': body.get('allocations', {}),
             'project_id': body.get('project_id'),
             'user_id': body.get('user_id'),
             'consumer_generation': body.get('consumer_generation'),
-            'consumer_type': body.get('consumer_type'),
         }
+        if 'consumer_type' in body:
+            record['consumer_type'] = body['consumer_type']
+        return consumer, record
 
     def remove_allocations_from_tree(self, consumer, provider_uuids):
         """Take ``consumer``'s allocations off ``provider_uuids``.
@@ -783,10 +794,11 @@ class ReportClient:
         ``generation`` keys are dropped).
 
         1.38 when every consumer has a real ``consumer_type``.  Otherwise
-        1.30, which leaves each consumer's type as it is: Placement reads a
-        consumer written before 1.38 back as ``"unknown"``, a name it does
-        not accept in a request, so such a consumer cannot be sent at 1.38
-        without changing what it is.
+        (records read without types included) 1.30, which leaves each
+        consumer's type as it is: Placement reads a consumer written
+        before 1.38 back as ``"unknown"``, a name it does not accept in a
+        request, so such a consumer cannot be sent at 1.38 without
+        changing what it is.
         """
         with_type = bool(allocations) and all(
             rec.get('consumer_type') not in (None, NULL_CONSUMER_TYPE)

@@ -177,7 +177,7 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
     # Placement: the reshape, then the moves, then the NUMA nodes deleted.
     calls = [(call.method, call.path, call.microversion)
              for call in agent.adapter.calls if call.method != 'GET']
-    reshape = calls.index(('POST', '/reshaper', '1.38'))
+    reshape = calls.index(('POST', '/reshaper', '1.30'))
     moves = [i for i, call in enumerate(calls) if call[2] == '1.37']
     deletes = [i for i, call in enumerate(calls) if call[0] == 'DELETE']
     assert len(moves) == 5 and len(deletes) == 2, calls

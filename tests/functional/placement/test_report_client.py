@@ -477,7 +477,8 @@ def test_complete_allocations_reads_only_movers_and_keeps_the_rest(
     record = full[mover]
     assert record['project_id'] == PROJECT and record['user_id'] == USER
     assert record['consumer_generation'] == 1
-    assert record['consumer_type'] == 'MIGRATION'
+    # Not read (1.28): the reshape goes at 1.30, which keeps the type.
+    assert 'consumer_type' not in record
     assert {rp: a['resources'] for rp, a in record['allocations'].items()} \
         == {uuid_of(GPU01): {'VGPU': 1}, share: {'DISK_GB': 20}}
 

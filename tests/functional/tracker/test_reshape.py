@@ -208,6 +208,8 @@ def test_reshape_reads_only_the_consumers_that_move(
         after = h.get_allocations(placement_adapter, consumer)
         assert h.totals(after) == h.totals(before)
         assert 'VGPU' not in after['allocations'][ROOT]['resources']
+        assert after['consumer_type'] == before['consumer_type'] == \
+            'INSTANCE'
     for consumer in stayers:
         after = h.get_allocations(placement_adapter, consumer)
         assert after['consumer_generation'] == stayer_generations[consumer]
