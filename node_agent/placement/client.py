@@ -694,7 +694,7 @@ class ReportClient:
                     before[consumer]['allocations']):
                 raise exception.ReshapeConflict(
                     None, f'consumer {consumer} changed its allocations '
-                          f'on this host while the reshape was prepared')
+                          'on this host while the reshape was prepared')
             record['allocations'] = {
                 rp: a for rp, a in current.items() if rp not in ours}
             record['allocations'].update(
