@@ -373,41 +373,30 @@ def targets(results, tree, consumer_counts):
             lines.append(f'- C={consumers}, {label} <= {limit} calls: '
                          f'{mine[0][-1]}, {verdict(mine[0][-1] <= limit)}')
     consumers = max(consumer_counts)
-    mine = cell('ours', RESHAPE, consumers)
-    theirs = cell('nova', RESHAPE, consumers)
-    if mine is None or mine[2] or theirs is None or theirs[2]:
-        lines.append(f'- C={consumers}, reshape wall time <= half '
-                     "of Nova's: **not measured** (step failed)")
-    else:
-        lines.append(_half_time_line(
-            f'- C={consumers}, reshape wall time <= half of Nova\'s '
-            '(one server process)', mine, theirs,
-            [results.get(full_key(tree, side, consumers), [])
-             for side in ('ours', 'nova')]))
+    lines.append(_half_time_line(
+        f'- C={consumers}, reshape wall time <= half of Nova\'s '
+        '(one server process)',
+        [results.get(full_key(tree, side, consumers), [])
+         for side in ('ours', 'nova')]))
     return '\n'.join(lines)
 
 
 def workers_targets(results, processes, consumers):
     lines = []
     for count in processes:
-        mine = _cell(results.get(workers_key(count, 'ours', consumers), []),
-                     RESHAPE)
-        theirs = _cell(results.get(workers_key(count, 'nova', consumers),
-                                   []), RESHAPE)
-        if mine is None or mine[2] or theirs is None or theirs[2]:
-            lines.append(f'- {count} server process(es): **not measured** '
-                         '(step failed)')
-            continue
         lines.append(_half_time_line(
             f'- C={consumers}, {count} server process(es), reshape '
-            "wall time <= half of Nova's", mine, theirs,
+            "wall time <= half of Nova's",
             [results.get(workers_key(count, side, consumers), [])
              for side in ('ours', 'nova')]))
     return '\n'.join(lines)
 
 
-def _half_time_line(label, mine, theirs, runs):
+def _half_time_line(label, runs):
     """The wall-time target line; ``runs`` = (ours, nova) results."""
+    mine, theirs = (_cell(r, RESHAPE) for r in runs)
+    if mine is None or mine[2] or theirs is None or theirs[2]:
+        return f'{label}: **not measured** (step failed)'
     ok = mine[1] <= theirs[1] / 2
     line = (f'{label}: {mine[1] * 1000:.0f} ms vs '
             f'{theirs[1] * 1000:.0f} ms, {"met" if ok else "**missed**"}')

@@ -484,24 +484,23 @@ class ReportClient:
         if inventory:
             own = self._own(have.uuid, resource_classes=set(want.inventory))
         if change.traits is not None:
-            resp = self._request(
-                'PUT', f'/resource_providers/{have.uuid}/traits', MV_PROVIDERS,
-                {'resource_provider_generation': have.generation,
-                 'traits': sorted(change.traits)})
-            errors.check(resp, provider=label)
-            have.traits = set(change.traits)
-            have.generation = resp.json()['resource_provider_generation']
+            have.traits = self._put_set(have, label, 'traits', change.traits)
         self._own(have.uuid, traits=set(want.traits))
         if change.aggregates is not None:
-            resp = self._request(
-                'PUT', f'/resource_providers/{have.uuid}/aggregates',
-                MV_PROVIDERS,
-                {'resource_provider_generation': have.generation,
-                 'aggregates': sorted(change.aggregates)})
-            errors.check(resp, provider=label)
-            have.aggregates = set(change.aggregates)
-            have.generation = resp.json()['resource_provider_generation']
+            have.aggregates = self._put_set(have, label, 'aggregates',
+                                            change.aggregates)
         self._own(have.uuid, aggregates=set(want.aggregates))
+
+    def _put_set(self, have, label, kind, values):
+        """Replace a provider's ``traits`` or ``aggregates`` (compare-and-
+        swap on its generation); returns the set now in Placement."""
+        resp = self._request(
+            'PUT', f'/resource_providers/{have.uuid}/{kind}', MV_PROVIDERS,
+            {'resource_provider_generation': have.generation,
+             kind: sorted(values)})
+        errors.check(resp, provider=label)
+        have.generation = resp.json()['resource_provider_generation']
+        return set(values)
 
     def _own(self, uuid, **what):
         """Record what the agent has now set on an owned provider."""

@@ -23,6 +23,7 @@ import pytest
 
 from node_agent import provider_tree as ptree
 from tests.conftest import FIXTURES
+from tests.fixtures import allocations as allocs
 from tests.fixtures import placement_server as ps
 
 pytestmark = pytest.mark.integration
@@ -182,25 +183,11 @@ def api(server):
 
 
 def put_allocations(adapter, consumer, resources):
-    resp = adapter.put(f'/allocations/{consumer}', microversion='1.38', json={
-        'allocations': {rp: {'resources': r} for rp, r in resources.items()},
-        'project_id': 'p1', 'user_id': 'u1', 'consumer_generation': None,
-        'consumer_type': 'INSTANCE'})
-    assert resp.status_code == 204, resp.text
+    allocs.put(adapter, consumer, resources, 'p1', 'u1')
 
 
-def allocations(adapter, consumer):
-    resp = adapter.get(f'/allocations/{consumer}', microversion='1.38')
-    assert resp.status_code == 200, resp.text
-    return resp.json()
-
-
-def totals(record):
-    out = {}
-    for alloc in record['allocations'].values():
-        for rc, amount in alloc['resources'].items():
-            out[rc] = out.get(rc, 0) + amount
-    return out
+allocations = allocs.get
+totals = allocs.totals
 
 
 def generations(adapter):

@@ -8,6 +8,7 @@ way: ReshapeNeeded, allocations read, drivers move them, one sync.
 import collections
 
 from node_agent import provider_tree as pt
+from tests.fixtures import allocations as allocs
 from tests.functional.drivers import conftest as c
 
 ROOT = pt.provider_uuid(c.HOST)
@@ -19,25 +20,11 @@ OTHERS = ('0c000000-0000-4000-8000-000000000003',
 
 
 def put_allocations(adapter, consumer, resources, project=c.PROJECT):
-    body = {'allocations': {ROOT: {'resources': resources}},
-            'project_id': project, 'user_id': c.USER,
-            'consumer_generation': None, 'consumer_type': 'INSTANCE'}
-    resp = adapter.put(f'/allocations/{consumer}', json=body,
-                       microversion='1.38')
-    assert resp.status_code == 204, resp.text
+    allocs.put(adapter, consumer, {ROOT: resources}, project, c.USER)
 
 
-def allocations(adapter, consumer):
-    resp = adapter.get(f'/allocations/{consumer}', microversion='1.38')
-    assert resp.status_code == 200, resp.text
-    return resp.json()
-
-
-def per_class(record):
-    counts = collections.Counter()
-    for alloc in record['allocations'].values():
-        counts.update(alloc['resources'])
-    return dict(counts)
+allocations = allocs.get
+per_class = allocs.totals
 
 
 def usages_per_class(adapter):

@@ -14,9 +14,11 @@ from node_agent.placement import client
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
 from tests.functional.placement.test_report_client import add_trait
+from tests.functional.placement.test_report_client import FOREIGN
 from tests.functional.placement.test_report_client import allocate
 from tests.functional.placement.test_report_client import \
     declared_microversions_only  # noqa: F401 (autouse fixture)
+from tests.functional.placement.test_report_client import foreign_child
 from tests.functional.placement.test_report_client import raw_get
 from tests.functional.placement.test_report_client import synced
 from tests.functional.placement.test_report_client import uuid_of
@@ -164,19 +166,14 @@ def test_second_writer_during_a_move_is_read_not_overwritten(
 
 def test_foreign_provider_is_not_moved(rc, counted, placement_adapter):
     synced(rc)
-    foreign = str(uuidlib.uuid4())
-    resp = placement_adapter.post(
-        '/resource_providers', microversion='1.20',
-        json={'uuid': foreign, 'name': 'cyborg_fpga_0',
-              'parent_provider_uuid': uuid_of(NUMA0)})
-    assert resp.status_code == 200, resp.text
+    foreign = foreign_child(placement_adapter, NUMA0)
     desired = flattened(rc.get_provider_tree_and_ensure_root(HOST), NUMA0)
     assert desired.get(foreign).parent_uuid == uuid_of(HOST)
     counted.reset()
     rc.update_from_provider_tree(desired)
 
     after = listing(placement_adapter)
-    assert after['cyborg_fpga_0']['parent_provider_uuid'] == uuid_of(NUMA0)
+    assert after[FOREIGN]['parent_provider_uuid'] == uuid_of(NUMA0)
     assert NUMA0 in after                   # it holds the foreign child
     assert after[GPU00]['parent_provider_uuid'] == uuid_of(HOST)
     assert counted.count('PUT', f'/resource_providers/{foreign}') == 0

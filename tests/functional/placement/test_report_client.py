@@ -15,6 +15,7 @@ import pytest
 from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.placement import client
+from tests.fixtures import allocations as allocs
 from tests.fixtures import counting
 from tests.functional.placement.conftest import AGGREGATE
 from tests.functional.placement.conftest import HOST
@@ -26,6 +27,7 @@ GPU00 = ptree.child_name(HOST, 'gpu', '0000:00:00.0')
 GPU01 = ptree.child_name(HOST, 'gpu', '0000:01:00.0')
 PROJECT = '2a1b8c3d-0000-4000-8000-000000000001'
 USER = '2a1b8c3d-0000-4000-8000-000000000002'
+FOREIGN = 'cyborg_fpga_0'       # a provider another service made
 
 
 def uuid_of(name):
@@ -57,16 +59,20 @@ def add_trait(adapter, rp_uuid, trait):
     assert resp.status_code == 200, resp.text
 
 
+def foreign_child(adapter, parent, name=FOREIGN):
+    """Another service's provider under ``parent``; returns its uuid."""
+    uuid = str(uuidlib.uuid4())
+    resp = adapter.post('/resource_providers', microversion='1.20',
+                        json={'uuid': uuid, 'name': name,
+                              'parent_provider_uuid': uuid_of(parent)})
+    assert resp.status_code == 200, resp.text
+    return uuid
+
+
 def allocate(adapter, consumer, resources_by_rp, generation=None,
              consumer_type='INSTANCE'):
-    resp = adapter.put(
-        f'/allocations/{consumer}', microversion='1.38',
-        json={'allocations': {rp: {'resources': res}
-                              for rp, res in resources_by_rp.items()},
-              'project_id': PROJECT, 'user_id': USER,
-              'consumer_generation': generation,
-              'consumer_type': consumer_type})
-    assert resp.status_code == 204, resp.text
+    allocs.put(adapter, consumer, resources_by_rp, PROJECT, USER,
+               generation=generation, consumer_type=consumer_type)
 
 
 def synced(rc, tree=None):
@@ -235,16 +241,11 @@ def test_without_state_nothing_is_removed(placement_adapter, tmp_path):
 
 def test_foreign_child_survives(rc, placement_adapter):
     synced(rc)
-    foreign = str(uuidlib.uuid4())
-    resp = placement_adapter.post(
-        '/resource_providers', microversion='1.20',
-        json={'uuid': foreign, 'name': 'cyborg_fpga_0',
-              'parent_provider_uuid': uuid_of(NUMA0)})
-    assert resp.status_code == 200, resp.text
+    foreign_child(placement_adapter, NUMA0)
 
     # The desired tree never mentions it; NUMA0 itself is dropped too.
     tree = rc.get_provider_tree_and_ensure_root(HOST)
-    assert 'cyborg_fpga_0' in tree
+    assert FOREIGN in tree
     desired = sample_tree()
     desired.remove(NUMA0)
     rc.update_from_provider_tree(desired)
@@ -252,7 +253,7 @@ def test_foreign_child_survives(rc, placement_adapter):
     listing = raw_get(placement_adapter,
                       f'/resource_providers?in_tree={uuid_of(HOST)}')
     names = {p['name'] for p in listing['resource_providers']}
-    assert 'cyborg_fpga_0' in names
+    assert FOREIGN in names
     assert NUMA0 in names                   # kept: it has a foreign child
     assert GPU00 not in names               # its own children went
 

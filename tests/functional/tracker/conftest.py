@@ -16,12 +16,12 @@ from node_agent.placement import client
 from node_agent.placement import state
 from node_agent.tracker import tracker
 from tests.conftest import FIXTURES
+from tests.fixtures import allocations as allocs
 from tests.fixtures import counting
 
 HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
 PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
 USER = 'a0b1c2d3-0000-4000-8000-000000000002'
-MV_ALLOCATIONS = '1.38'
 
 
 def use_host1(conf, nested):
@@ -80,29 +80,11 @@ def agents(host1, placement_adapter):
 
 
 def put_allocations(adapter, consumer, resources_by_rp):
-    body = {'allocations': {rp: {'resources': res}
-                            for rp, res in resources_by_rp.items()},
-            'project_id': PROJECT, 'user_id': USER,
-            'consumer_generation': None, 'consumer_type': 'INSTANCE'}
-    resp = adapter.put(f'/allocations/{consumer}', json=body,
-                       microversion=MV_ALLOCATIONS, raise_exc=False)
-    assert resp.status_code == 204, resp.text
+    allocs.put(adapter, consumer, resources_by_rp, PROJECT, USER)
 
 
-def get_allocations(adapter, consumer):
-    resp = adapter.get(f'/allocations/{consumer}',
-                       microversion=MV_ALLOCATIONS, raise_exc=False)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
-
-
-def totals(allocation_record):
-    """{rc: amount} of one consumer over all providers."""
-    result = {}
-    for alloc in allocation_record['allocations'].values():
-        for rc, amount in alloc['resources'].items():
-            result[rc] = result.get(rc, 0) + amount
-    return result
+get_allocations = allocs.get
+totals = allocs.totals
 
 
 def new_consumer():

@@ -72,8 +72,7 @@ def scene(host1, agents, placement_adapter):
     return make
 
 
-def allocations(adapter, consumer):
-    return h.get_allocations(adapter, consumer)
+allocations = h.get_allocations
 
 
 def test_heal_deletes_orphans_and_trims_split_consumers(
