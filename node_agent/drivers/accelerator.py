@@ -31,7 +31,6 @@ import os_resource_classes as orc
 import os_traits
 
 from node_agent import exception
-from node_agent import provider_tree as pt
 from node_agent.drivers import base
 from node_agent.drivers import layout
 from node_agent.drivers import nic
@@ -196,15 +195,12 @@ class AcceleratorDriver(base.Driver):
     def build(self, provider_tree, nodename, current):
         wanted = set()
         for device, matcher in self.devices:
-            name = pt.child_name(nodename, 'accel', device.address)
-            parent = layout.parent_for(self.conf, self.snapshot,
-                                       provider_tree, nodename,
-                                       device.numa_node)
-            provider = layout.ensure_child(provider_tree, name, parent,
-                                           nodename)
+            provider = layout.ensure_device(
+                self.conf, self.snapshot, provider_tree, nodename, 'accel',
+                device.address, device.numa_node)
             if provider is None:
                 continue
-            wanted.add(name)
+            wanted.add(provider.name)
             rc = matcher.resource_class_for(device)
             layout.set_inventory(provider, {rc: layout.record(1)},
                                  self.managed_classes | {rc})

@@ -37,7 +37,6 @@ import re
 import os_resource_classes as orc
 
 from node_agent import exception
-from node_agent import provider_tree as pt
 from node_agent.drivers import base
 from node_agent.drivers import layout
 
@@ -158,15 +157,12 @@ class GpuDriver(base.Driver):
                     inventory['VGPU'] = layout.record(total)
             if not inventory:
                 continue
-            name = pt.child_name(nodename, 'gpu', gpu.address)
-            parent = layout.parent_for(self.conf, self.snapshot,
-                                       provider_tree, nodename,
-                                       gpu.numa_node)
-            provider = layout.ensure_child(provider_tree, name, parent,
-                                           nodename)
+            provider = layout.ensure_device(
+                self.conf, self.snapshot, provider_tree, nodename, 'gpu',
+                gpu.address, gpu.numa_node)
             if provider is None:
                 continue
-            wanted.add(name)
+            wanted.add(provider.name)
             layout.set_inventory(provider, inventory, self.managed_classes())
             layout.set_traits(provider, {model_trait(gpu)}, MODEL_TRAITS)
         root = provider_tree.get(nodename)

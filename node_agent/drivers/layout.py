@@ -73,6 +73,16 @@ def parent_for(conf, snapshot, tree, nodename, numa_node):
     return nodename
 
 
+def ensure_device(conf, snapshot, tree, nodename, kind, stable_id,
+                  numa_node):
+    """The owned provider ``<nodename>_<kind>_<stable_id>`` of a device,
+    under the provider its ``numa_node`` affinity gives (see
+    :func:`parent_for`), or None as :func:`ensure_child` says."""
+    return ensure_child(tree, pt.child_name(nodename, kind, stable_id),
+                        parent_for(conf, snapshot, tree, nodename, numa_node),
+                        nodename)
+
+
 def ensure_child(tree, name, parent_name, nodename):
     """The owned child ``name`` under ``parent_name``, made or moved there.
 

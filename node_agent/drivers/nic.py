@@ -135,20 +135,18 @@ class NicDriver(base.Driver):
         for card, pfs in sorted(cards.items()):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
-            parent = layout.parent_for(self.conf, self.snapshot,
-                                       provider_tree, nodename, node)
-            card_name = pt.child_name(nodename, 'nic', card)
-            card_rp = layout.ensure_child(provider_tree, card_name, parent,
-                                          nodename)
+            card_rp = layout.ensure_device(
+                self.conf, self.snapshot, provider_tree, nodename, 'nic',
+                card, node)
             if card_rp is None:
                 continue
-            wanted.add(card_name)
+            wanted.add(card_rp.name)
             layout.set_inventory(card_rp, {}, PF_CLASSES)
             layout.set_traits(card_rp, CARD_TRAITS, CARD_TRAITS)
             for pf, physnet in pfs:
                 name = pt.child_name(nodename, 'pf', pf.address)
                 provider = layout.ensure_child(provider_tree, name,
-                                               card_name, nodename)
+                                               card_rp.name, nodename)
                 if provider is None:
                     continue
                 wanted.add(name)
