@@ -31,6 +31,7 @@ import os_resource_classes as orc
 
 from node_agent import exception
 from node_agent import provider_tree
+from node_agent import text
 from node_agent.claims import model
 
 _ADDR = r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]'
@@ -208,7 +209,8 @@ def _pick_vfs(request, tree, snapshot, rp, amount, held, own):
     free.sort(key=lambda c: (c[1] not in own, c[1]))
     if len(free) < amount:
         raise _rejected(f'{amount} SRIOV_NET_VF on provider '
-                        f'{_label(tree, rp)}: only {len(free)} free VFs',
+                        f'{_label(tree, rp)}: only '
+                        f'{text.plural(len(free), "free VF")}',
                         rp, 'SRIOV_NET_VF')
     return [model.Device('SRIOV_NET_VF', rp, parent=pf, address=vf)
             for pf, vf in free[:amount]]
@@ -222,7 +224,8 @@ def _pick_pgpus(request, tree, snapshot, rp, amount, held, own):
     free.sort(key=lambda a: (a not in own, a))
     if len(free) < amount:
         raise _rejected(f'{amount} PGPU on provider {_label(tree, rp)}: '
-                        f'only {len(free)} free GPUs', rp, 'PGPU')
+                        f'only {text.plural(len(free), "free GPU")}', rp,
+                        'PGPU')
     return [model.Device('PGPU', rp, parent=a, address=a)
             for a in free[:amount]]
 
@@ -279,7 +282,8 @@ def _pick_mdevs(request, tree, snapshot, rp, amount, held, own, claims,
             room -= 1
     if len(result) < amount:
         raise _rejected(f'{amount} VGPU on provider {_label(tree, rp)}: '
-                        f'only {len(result)} mdevs can be had', rp, 'VGPU')
+                        f'only {text.plural(len(result), "mdev")} can be '
+                        'had', rp, 'VGPU')
     return result
 
 

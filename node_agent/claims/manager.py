@@ -30,6 +30,7 @@ import os
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent import text
 from node_agent.claims import fit
 from node_agent.claims import model
 from node_agent.claims import schema
@@ -66,6 +67,7 @@ class ClaimManager:
         # A new file or a corrupt one moved aside: the caller rebuilds from
         # libvirt and Placement before trusting the claims.
         self.needs_rebuild = self.store.created
+        self._reported_unclaimed = set()   # warned about, still unclaimed
 
     # -- claims ---------------------------------------------------------
 
@@ -247,9 +249,10 @@ class ClaimManager:
                     state='active' if consumer in seen else 'pending',
                     created_at=stamp, updated_at=stamp)))
         self.needs_rebuild = False
-        LOG.info('Rebuilt %d claims from %d libvirt domains and Placement '
-                 'allocations of %d consumers', len(created), len(seen),
-                 len(allocations or {}))
+        LOG.info('Rebuilt %s from %s and Placement allocations of %s',
+                 text.plural(len(created), 'claim'),
+                 text.plural(len(seen), 'libvirt domain'),
+                 text.plural(len(allocations or {}), 'consumer'))
         return created
 
     def reconcile(self, allocations, tree):
@@ -302,13 +305,18 @@ class ClaimManager:
     def unclaimed_allocations(self, allocations, domains, tree=None):
         """Consumers with allocations here but neither claim nor guest.
 
-        Returns ``{consumer: {rp: {rc: amount}}}`` and logs each one; the
+        Returns ``{consumer: {rp: {rc: amount}}}`` and logs each one once,
+        when first found (again if it comes back after being claimed); the
         tracker deletes them only with ``[claims] heal_allocations``.
         """
         held = {c.consumer_uuid for c in self.store.claims()}
         result = unclaimed(allocations, domains, held,
                            tree.uuids() if tree is not None else None)
+        new = set(result) - self._reported_unclaimed
+        self._reported_unclaimed = set(result)
         for consumer, resources in result.items():
+            if consumer not in new:
+                continue
             LOG.warning('Allocations of consumer %s on this host have '
                         'neither a claim nor a libvirt domain: %s%s',
                         consumer, _by_name(resources, tree),

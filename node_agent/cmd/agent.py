@@ -39,6 +39,7 @@ def main(argv=None):
     conf = cmd.make_conf(argv, cli_opts=_cli_opts)
     service.register_opts(conf)
     logging.setup(conf, 'node-agent')
+    cmd.log_start(conf, LOG, 'node-agent')
     notifier = systemd.Notifier()
     try:
         with factory.placement_adapter(conf) as adapter, \

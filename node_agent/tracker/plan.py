@@ -23,6 +23,8 @@ data print the same text.
 import collections
 import dataclasses
 
+from node_agent import text
+
 
 def _inventory_by_class(tree):
     """{rc: {provider uuid: inventory record}} over the whole tree."""
@@ -116,7 +118,8 @@ class Plan:
             return [f'{self.nodename}: nothing to change']
         out = [f'{self.nodename}: '
                + ('reshape' if self.reshape else 'sync')
-               + f' ({len(self.consumers)} consumers move)']
+               + f' ({text.plural(len(self.consumers), "consumer")} '
+               + ('moves)' if len(self.consumers) == 1 else 'move)')]
         for name in self.providers_created:
             out.append(f'provider created: {name}')
         for name, old_parent, new_parent in self.providers_moved:

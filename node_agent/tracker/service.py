@@ -35,6 +35,7 @@ restarted as is: a reshape that failed for good or a bad configuration
 (the unit's ``RestartPreventExitStatus=``).
 """
 
+import contextlib
 import logging
 import signal
 import threading
@@ -96,6 +97,7 @@ class AgentService(service.Service):
         self._reload = threading.Event()
         self._early = threading.Event()
         self._done = threading.Event()
+        self._syncing = threading.Event()   # a startup or audit under way
         self._thread = None
 
     # -- oslo.service interface ---------------------------------------------
@@ -111,7 +113,10 @@ class AgentService(service.Service):
 
     def stop(self, graceful=True):
         if not self._stop.is_set():
-            LOG.info('stopping: waiting for the current Placement write')
+            if self._syncing.is_set():
+                LOG.info('stopping: waiting for the current Placement write')
+            else:
+                LOG.info('stopping')
             self.notifier.stopping()
         self._stop.set()
         self._wake.set()
@@ -224,7 +229,16 @@ class AgentService(service.Service):
         self._handle_reload()
         if self._stop.is_set():
             raise _Stopped()
-        return self.tracker.startup()
+        with self._sync_under_way():
+            return self.tracker.startup()
+
+    @contextlib.contextmanager
+    def _sync_under_way(self):
+        self._syncing.set()
+        try:
+            yield
+        finally:
+            self._syncing.clear()
 
     def _waiting(self, retry_state):
         exc = retry_state.outcome.exception()
@@ -277,7 +291,8 @@ class AgentService(service.Service):
 
     def _audit(self):
         try:
-            self.tracker.audit()
+            with self._sync_under_way():
+                self.tracker.audit()
         except exception.PlacementUnavailable as exc:
             self.notifier.set_status('waiting for Placement')
             LOG.warning('audit: Placement is not reachable (%s); trying '
@@ -288,8 +303,24 @@ class AgentService(service.Service):
             LOG.exception('audit failed on an unexpected error')
 
 
+class _OneProcessIsTheDesign(logging.Filter):
+    """Drops the launcher's warning that ``no_fork=True`` is in use.
+
+    The threading launcher warns on every start that the service runs in
+    the main process, which is this daemon's design (see the module
+    docstring), not a problem an operator could act on.
+    """
+
+    MESSAGE = 'no_fork=True: running service in main process'
+
+    def filter(self, record):
+        return record.getMessage() != self.MESSAGE
+
+
 def run(conf, agent_service):
     """Run ``agent_service`` in this process until stopped; exit status."""
+    launcher_log = logging.getLogger(service.ProcessLauncher.__module__)
+    launcher_log.addFilter(_OneProcessIsTheDesign())
     launcher = service.ProcessLauncher(conf, no_fork=True,
                                        restart_method='reload')
     # The no_fork launcher leaves SIGHUP unimplemented (it would end the

@@ -83,25 +83,31 @@ def render_unclaimed(tree, unclaimed):
     return '\n'.join(lines)
 
 
-def render_table(tree, usages=None, unclaimed=None):
-    """A fixed-width table: provider (indented by depth), parent,
-    inventory as ``RC used/total (reserved N)``, traits; then, with
-    ``unclaimed``, the allocations nobody holds."""
-    header = ('PROVIDER', 'PARENT', 'INVENTORY (used/total, reserved)',
-              'TRAITS')
+def render_table(tree, usages=None, unclaimed=None, long=False):
+    """A fixed-width table: provider (indented by depth), with ``long``
+    its uuid and generation, parent, inventory as ``RC used/total
+    (reserved N)``, traits; then, with ``unclaimed``, the allocations
+    nobody holds."""
+    ids = ('UUID', 'GEN') if long else ()
+    header = ('PROVIDER',) + ids + (
+        'PARENT', 'INVENTORY (used/total, reserved)', 'TRAITS')
     lines = []
     for row in rows(tree, usages):
         inventory = [f'{rc} {i["used"]}/{i["total"]} r{i["reserved"]}'
                      for rc, i in row['inventory'].items()] or ['-']
         traits = row['traits'] or ['-']
+        generation = '-' if row['generation'] is None else row['generation']
         # One line per inventory record or trait, whichever is longer, so
         # wide trees stay readable in a terminal.
         for n in range(max(len(inventory), len(traits))):
+            first = n == 0
             lines.append((
-                ('  ' * row['depth'] + row['name']) if n == 0 else '',
-                (row['parent'] or '-') if n == 0 else '',
-                inventory[n] if n < len(inventory) else '',
-                traits[n] if n < len(traits) else ''))
+                ('  ' * row['depth'] + row['name']) if first else '',)
+                + ((row['uuid'] if first else '',
+                    generation if first else '') if long else ())
+                + ((row['parent'] or '-') if first else '',
+                   inventory[n] if n < len(inventory) else '',
+                   traits[n] if n < len(traits) else ''))
     widths = [max(len(str(c)) for c in col)
               for col in zip(header, *lines)]
     out = []

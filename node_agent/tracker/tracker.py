@@ -46,6 +46,7 @@ import tenacity
 
 from node_agent import exception
 from node_agent import provider_tree as ptree
+from node_agent import text
 from node_agent.tracker import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ class ResourceTracker:
     def _sync(self, startup):
         pending = self._prepare(startup)
         if pending.plan.reshape:
-            self._status(f'reshaping {len(pending.plan.consumers)} consumers')
+            self._status('reshaping ' + text.plural(
+                len(pending.plan.consumers), 'consumer'))
         if not pending.plan.empty:
             LOG.info('%s', pending.plan.render())
         self.rc.update_from_provider_tree(pending.desired,      # apply
@@ -232,7 +234,7 @@ class ResourceTracker:
         if self.reshape_pending:
             return STATUS_RESTART
         count = len(self.last_good) if self.last_good is not None else 0
-        return f'in sync: {count} providers'
+        return f'in sync: {text.plural(count, "provider")}'
 
     def _status(self, text):
         if self.notifier is not None:

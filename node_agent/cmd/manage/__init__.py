@@ -5,6 +5,7 @@ sub-commands and sets ``action_fn`` (called with the ConfigOpts) on each.
 """
 
 import importlib
+import logging as std_logging
 import sys
 
 from oslo_config import cfg
@@ -28,12 +29,27 @@ _category_opt = cfg.SubCommandOpt('category', title='Command categories',
                                   handler=_add_command_parsers)
 
 
+def _quiet_terminal(conf):
+    """On the terminal, warnings and errors only, unless ``--debug``.
+
+    A command prints its result (a plan it applied, claims released):
+    the INFO lines saying the same would print it twice.  A log file
+    (``--log-file``) still gets everything.
+    """
+    if conf.debug:
+        return
+    for handler in std_logging.getLogger().handlers:
+        if getattr(handler, 'stream', None) is sys.stderr:
+            handler.setLevel(std_logging.WARNING)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = cmd.make_conf(argv, cli_opts=[_category_opt])
     # Command output goes to stdout (tables, JSON); logs must not mix in.
     conf.set_default('use_stderr', True)
     logging.setup(conf, 'node-agent-manage')
+    _quiet_terminal(conf)
     action_fn = getattr(conf.category, 'action_fn', None)
     if action_fn is None:
         print(f'usage: node-agent-manage {conf.category.name} <action>; '

@@ -20,34 +20,46 @@ orphans.
 import json
 
 from node_agent import exception
+from node_agent import text
 from node_agent.claims import manager as manager_mod
 
 
 def add_parsers(subparsers):
     parser = subparsers.add_parser('list', help='list claims')
-    parser.add_argument('--consumer')
-    parser.add_argument('--state', choices=('pending', 'active'))
+    parser.add_argument('--consumer', metavar='UUID',
+                        help='only the claims of this consumer')
+    parser.add_argument('--state', choices=('pending', 'active'),
+                        help='only claims in this state: pending (no '
+                             'guest seen yet) or active')
     parser.add_argument('--format', choices=('table', 'json'),
-                        default='table')
+                        default='table', help='output format')
     parser.set_defaults(action_fn=list_claims)
 
     parser = subparsers.add_parser('show', help='show one claim as JSON')
-    parser.add_argument('claim_id', type=int)
+    parser.add_argument('claim_id', type=int, metavar='ID',
+                        help='the claim id (see claims list)')
     parser.set_defaults(action_fn=show)
 
     parser = subparsers.add_parser('create', help='claim resources')
-    parser.add_argument('consumer')
+    parser.add_argument('consumer', metavar='CONSUMER',
+                        help='the consumer uuid (the instance) whose '
+                             'allocation this claim holds')
     parser.add_argument('resources', nargs='+',
-                        metavar='RP_UUID:RESOURCE_CLASS=AMOUNT')
+                        metavar='RP_UUID:RESOURCE_CLASS=AMOUNT',
+                        help='amounts to claim per provider; provider '
+                             'uuids are shown by tree show --long')
     parser.add_argument('--kind', default='instance',
-                        choices=('instance', 'migration', 'resize_target'))
+                        choices=('instance', 'migration', 'resize_target'),
+                        help='what the claim is for (default: instance)')
     parser.add_argument('--no-devices', action='store_true',
                         help='claim amounts only, choose no devices')
     parser.set_defaults(action_fn=create)
 
     parser = subparsers.add_parser(
         'release', help='release a claim by id or all claims of a consumer')
-    parser.add_argument('target', metavar='ID_OR_CONSUMER')
+    parser.add_argument('target', metavar='ID_OR_CONSUMER',
+                        help='a claim id, or a consumer uuid to release '
+                             'all its claims')
     parser.set_defaults(action_fn=release)
 
     parser = subparsers.add_parser(
@@ -150,5 +162,5 @@ def gc(conf):
     for claim in released:
         print(f'released orphan claim {claim.id} of consumer '
               f'{claim.consumer_uuid}')
-    print(f'{len(released)} claims released')
+    print(f'{text.plural(len(released), "claim")} released')
     return 0

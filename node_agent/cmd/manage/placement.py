@@ -21,7 +21,8 @@ def add_parsers(subparsers):
              'database ([placement_direct] connection)')
     parser.add_argument('--dry-run', action='store_true',
                         help='print the plan only; write nothing')
-    parser.add_argument('--format', choices=('text', 'json'), default='text')
+    parser.add_argument('--format', choices=('text', 'json'), default='text',
+                        help='output format of the plan')
     parser.set_defaults(action_fn=migrate_inventory)
 
 

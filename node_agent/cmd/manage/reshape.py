@@ -17,7 +17,8 @@ def add_parsers(subparsers):
     parser = subparsers.add_parser(
         'plan', help='print what the next startup would change; writes '
                      'nothing')
-    parser.add_argument('--format', choices=('text', 'json'), default='text')
+    parser.add_argument('--format', choices=('text', 'json'), default='text',
+                        help='output format')
     parser.set_defaults(action_fn=plan)
 
 

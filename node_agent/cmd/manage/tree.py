@@ -1,12 +1,13 @@
 """tree commands: this host's provider tree as Placement holds it.
 
-``tree show [--format table|json]``: every provider of the tree rooted at
-``[DEFAULT] host`` with its parent, inventory (total, reserved, used) and
-traits, read from Placement (writes nothing); then the allocations on
-those providers whose consumer has neither a claim (``[claims] claim_db``)
-nor a libvirt domain here, which the daemon removes only with
-``[claims] heal_allocations``.  When the claims or the domains cannot be
-read, the tree is still shown and the reason goes to stderr.
+``tree show [--format table|json] [--long]``: every provider of the tree
+rooted at ``[DEFAULT] host`` with its parent, inventory (total, reserved,
+used) and traits (``--long``: uuid and generation too), read from
+Placement (writes nothing); then the allocations on those providers whose
+consumer has neither a claim (``[claims] claim_db``) nor a libvirt domain
+here, which the daemon removes only with ``[claims] heal_allocations``.
+When the claims or the domains cannot be read, the tree is still shown and
+the reason goes to stderr.
 """
 
 import os
@@ -22,7 +23,10 @@ def add_parsers(subparsers):
     parser = subparsers.add_parser(
         'show', help="print this host's providers from Placement")
     parser.add_argument('--format', choices=('table', 'json'),
-                        default='table')
+                        default='table', help='output format')
+    parser.add_argument('--long', action='store_true',
+                        help='table: also each provider\'s uuid and '
+                             'generation (JSON always has them)')
     parser.set_defaults(action_fn=show)
 
 
@@ -68,5 +72,6 @@ def show(conf):
     if conf.category.format == 'json':
         print(status.render_json(tree, usages, unclaimed))
     else:
-        print(status.render_table(tree, usages, unclaimed))
+        print(status.render_table(tree, usages, unclaimed,
+                                  long=conf.category.long))
     return 0

@@ -147,6 +147,24 @@ def test_without_heal_nothing_is_deleted_and_both_are_reported(
                                                        'VCPU': 2}}}]
 
 
+def test_each_unclaimed_consumer_is_warned_about_once(
+        scene, placement_adapter, caplog):
+    agent, manager = scene(heal=False)
+    late = '0f0f0f0f-0000-4000-8000-000000000003'
+    with caplog.at_level(logging.WARNING):
+        agent.tracker.audit()
+        # Allocations changed (a generation moved): they are read again.
+        h.put_allocations(placement_adapter, late, {ROOT: {'VCPU': 1}})
+        agent.tracker.audit()
+
+    assert sorted(agent.tracker.unclaimed) == sorted([ORPHAN, SPLIT, late])
+    warned = [r.getMessage() for r in caplog.records
+              if 'neither a claim nor a libvirt domain' in r.getMessage()]
+    for consumer in (ORPHAN, SPLIT, late):
+        assert len([w for w in warned if consumer in w]) == 1, warned
+    assert len(warned) == 3, warned
+
+
 def test_heal_waits_its_delay_after_first_sight(
         scene, placement_adapter, host1):
     agent, manager = scene(heal=True, delay=3600)

@@ -96,7 +96,7 @@ def test_fewer_free_vfs_than_inventory_is_rejected():
     domain = snap.Domain('dddddddd-0000-4000-8000-000000000004', 'guest',
                          'running', hostdevs=('0000:5e:02.0', '0000:5e:02.1',
                                               '0000:5e:02.2'))
-    with pytest.raises(exception.ClaimRejected, match='only 1 free VFs'):
+    with pytest.raises(exception.ClaimRejected, match='only 1 free VF$'):
         fit.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 2}}), host.tree(),
                    [], host.snapshot([domain]))
 

@@ -57,7 +57,7 @@ def test_flat_to_nested_reshape():
                                       'compute1_gpu_0000:af:00.0')
     assert plan.consumers == (C1,)
     assert plan.render().splitlines() == [
-        'compute1: reshape (1 consumers move)',
+        'compute1: reshape (1 consumer moves)',
         'provider created: compute1_gpu_0000:3b:00.0',
         'provider created: compute1_gpu_0000:af:00.0',
         'inventory moved: VGPU compute1 32 -> '

@@ -57,3 +57,16 @@ def test_table_indents_children_and_lists_traits():
     assert lines[3].startswith('  compute1_numa_0')
     assert lines[4].startswith('    compute1_gpu_0000:3b:00.0')
     assert 'VGPU 4/16 r0' in lines[4]
+
+
+def test_long_table_shows_uuids_and_generations():
+    tree = _tree()
+    lines = status.render_table(tree, long=True).splitlines()
+    assert lines[0].split()[:4] == ['PROVIDER', 'UUID', 'GEN', 'PARENT']
+    assert lines[1].split()[:4] == [
+        'compute1', ptree.provider_uuid('compute1'), '3', '-']
+    assert lines[3].split()[:4] == [
+        'compute1_numa_0', ptree.provider_uuid('compute1_numa_0'), '1',
+        'compute1']
+    # A provider Placement has not numbered yet.
+    assert lines[4].split()[2] == '-'
