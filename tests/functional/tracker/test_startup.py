@@ -1,6 +1,7 @@
 """Startup and audit of the tracker against real Placement."""
 
 from node_agent import provider_tree as ptree
+from node_agent import text
 
 
 def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):
@@ -14,7 +15,8 @@ def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):
     assert 'VCPU' in root.inventory
     assert not any('_numa_' in p.name or '_gpu_' in p.name
                    for p in tree.providers())
-    assert first.tracker.status_line() == f'in sync: {len(tree)} providers'
+    assert first.tracker.status_line() == (
+        'in sync: ' + text.plural(len(tree), 'provider'))
 
     restarted = agents()
     assert restarted.tracker.startup().empty
