@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Install node-agent as a system service on this host, from this tree:
+#
+#   /opt/node-agent/                  the package in its own virtualenv
+#   /usr/bin/node-agent, /usr/bin/node-agent-manage
+#                                     symlinks to the virtualenv's commands
+#   /etc/systemd/system/node-agent.service
+#                                     the unit (ExecStart=/usr/bin/node-agent)
+#   /etc/node-agent/node-agent.conf   from the sample, never overwritten
+#   /etc/node-agent/provider_config/  provider override files
+#   /var/lib/node-agent/              state (claims, sync state)
+#   /usr/share/doc/node-agent/        README.md and the sample config
+#   user and group node-agent         in group libvirt when it exists
+#
+# Running it again upgrades the virtualenv in place and keeps the
+# configuration.  --uninstall removes the virtualenv, the unit, the symlinks
+# and the documentation, and keeps /etc/node-agent, /var/lib/node-agent and
+# the user.
+#
+# --root DIR installs into DIR as if it were / (DESTDIR-style, to check
+# what an install does): no systemctl, and the user and group are added to
+# DIR/etc/passwd and DIR/etc/group (useradd --prefix) when those files exist
+# and this runs as root; otherwise the script says what it would do.  The
+# virtualenv's scripts then name DIR in their interpreter line.
+#
+# Arguments after "--" go to pip, e.g. "-- --no-index --find-links
+# /srv/wheels" on a host without access to PyPI.
+set -euo pipefail
+
+usage() {
+    cat <<EOF
+usage: $0 [--prefix DIR] [--python PYTHON] [--root DIR] [-- PIP_ARGS...]
+       $0 --uninstall [--prefix DIR] [--root DIR]
+
+  --prefix DIR     virtualenv location (default /opt/node-agent)
+  --python PYTHON  interpreter the virtualenv is made from (default python3)
+  --root DIR       install into DIR as if it were /
+  --uninstall      remove what the install put there, keep config and state
+EOF
+}
+
+ROOT=""
+PREFIX=/opt/node-agent
+PYTHON=python3
+ACTION=install
+PIP_ARGS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --root) ROOT=$(realpath -m "$2"); shift 2 ;;
+        --prefix) PREFIX=$(realpath -m "$2"); shift 2 ;;
+        --python) PYTHON=$2; shift 2 ;;
+        --uninstall) ACTION=uninstall; shift ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; PIP_ARGS=("$@"); break ;;
+        *) usage >&2; exit 2 ;;
+    esac
+done
+ROOT=${ROOT%/}
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+ACCOUNT=node-agent
+ETC=/etc/node-agent
+STATE=/var/lib/node-agent
+UNIT=/etc/systemd/system/node-agent.service
+DOC=/usr/share/doc/node-agent
+BINDIR=/usr/bin
+COMMANDS="node-agent node-agent-manage"
+VENV=$ROOT$PREFIX
+
+say() { echo "install.sh: $*"; }
+die() { echo "install.sh: error: $*" >&2; exit 1; }
+
+if [ -z "$ROOT" ] && [ "$(id -u)" != 0 ]; then
+    die "run as root (or with --root DIR to install into a directory)"
+fi
+
+systemd_running() { [ -z "$ROOT" ] && [ -d /run/systemd/system ]; }
+
+daemon_reload() {
+    if systemd_running; then
+        systemctl daemon-reload
+        say "systemctl daemon-reload"
+    else
+        say "systemd is not running here: no daemon-reload"
+    fi
+}
+
+# The user database: NSS on the host, the root's own files under --root.
+lookup() {  # lookup passwd|group NAME -> the entry, or nothing
+    if [ -z "$ROOT" ]; then
+        getent "$1" "$2" || true
+    else
+        grep "^$2:" "$ROOT/etc/$1" 2>/dev/null || true
+    fi
+}
+
+# Adds the user and group; prints "uid gid", or nothing when skipped.
+accounts() {
+    local prefix=()
+    if [ -n "$ROOT" ]; then
+        if [ "$(id -u)" != 0 ] || [ ! -f "$ROOT/etc/passwd" ] \
+                || [ ! -f "$ROOT/etc/group" ]; then
+            say "skipped under --root (no $ROOT/etc/passwd or not root):" \
+                "system user and group $ACCOUNT, home $STATE," \
+                "in group libvirt if it exists" >&2
+            return 0
+        fi
+        prefix=(--prefix "$ROOT")
+    fi
+    if [ -z "$(lookup group $ACCOUNT)" ]; then
+        groupadd "${prefix[@]}" --system "$ACCOUNT"
+        say "added group $ACCOUNT" >&2
+    fi
+    if [ -z "$(lookup passwd $ACCOUNT)" ]; then
+        useradd "${prefix[@]}" --system --gid "$ACCOUNT" \
+            --home-dir "$STATE" --no-create-home \
+            --shell /usr/sbin/nologin --comment node-agent "$ACCOUNT"
+        say "added user $ACCOUNT" >&2
+    fi
+    # The agent opens libvirt read-only; the group covers hosts whose
+    # read-only socket is not open to every local user.
+    if [ -n "$(lookup group libvirt)" ]; then
+        usermod "${prefix[@]}" --append --groups libvirt "$ACCOUNT"
+        say "user $ACCOUNT is in group libvirt" >&2
+    fi
+    lookup passwd "$ACCOUNT" | awk -F: '{print $3, $4}'
+}
+
+install_venv() {
+    if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c '' 2>/dev/null
+    then
+        say "upgrading the virtualenv in $PREFIX in place"
+    elif [ -f "$VENV/pyvenv.cfg" ]; then
+        say "rebuilding the virtualenv in $PREFIX (its Python is gone)"
+        "$PYTHON" -m venv --clear "$VENV"
+    elif [ -e "$VENV" ] && [ -n "$(ls -A "$VENV")" ]; then
+        die "$PREFIX exists and is not a virtualenv: not touching it"
+    else
+        say "creating a virtualenv in $PREFIX"
+        "$PYTHON" -m venv "$VENV"
+    fi
+    # Build from a copy of the package's sources: the tree stays untouched
+    # and no stale build/ directory leaks into the installed package.
+    local stage
+    stage=$(mktemp -d)
+    tar -C "$SRC" --exclude=__pycache__ -cf - \
+        setup.py setup.cfg README.md node_agent | tar -C "$stage" -xf -
+    "$VENV/bin/python" -m pip install --disable-pip-version-check \
+        --upgrade "${PIP_ARGS[@]}" "$stage" \
+        || { rm -rf "$stage"; die "pip could not install node-agent"; }
+    rm -rf "$stage"
+}
+
+do_install() {
+    local ids uid="" gid="" own=() state_own=()
+    ids=$(accounts)
+    if [ -n "$ids" ]; then
+        read -r uid gid <<<"$ids"
+        own=(-o 0 -g "$gid")
+        state_own=(-o "$uid" -g "$gid")
+    fi
+
+    install_venv
+
+    install -d "$ROOT$BINDIR"
+    for c in $COMMANDS; do
+        if [ -e "$ROOT$BINDIR/$c" ] && [ ! -L "$ROOT$BINDIR/$c" ]; then
+            die "$BINDIR/$c exists and is not a symlink: not replacing it"
+        fi
+        ln -sfn "$PREFIX/bin/$c" "$ROOT$BINDIR/$c"
+    done
+
+    install -d -m 0750 "${own[@]}" "$ROOT$ETC" "$ROOT$ETC/provider_config"
+    if [ -e "$ROOT$ETC/node-agent.conf" ]; then
+        say "kept $ETC/node-agent.conf"
+    else
+        install -m 0640 "${own[@]}" \
+            "$SRC/etc/node-agent/node-agent.conf.sample" \
+            "$ROOT$ETC/node-agent.conf"
+        say "wrote $ETC/node-agent.conf from the sample: edit it"
+    fi
+    install -d -m 0750 "${state_own[@]}" "$ROOT$STATE"
+
+    install -d "$ROOT$DOC"
+    install -m 0644 "$SRC/README.md" \
+        "$SRC/etc/node-agent/node-agent.conf.sample" "$ROOT$DOC/"
+    install -D -m 0644 "$SRC/systemd/node-agent.service" "$ROOT$UNIT"
+    daemon_reload
+
+    say "installed node-agent" \
+        "$("$VENV/bin/python" -c \
+            'from importlib import metadata; print(metadata.version("node-agent"))')" \
+        "in $PREFIX"
+    say "next: edit $ETC/node-agent.conf, then" \
+        "systemctl enable --now node-agent (or restart it after an upgrade)"
+}
+
+do_uninstall() {
+    if [ -e "$VENV" ] && [ ! -f "$VENV/pyvenv.cfg" ]; then
+        die "$PREFIX is not a virtualenv: not removing it"
+    fi
+    if systemd_running; then
+        systemctl disable --now node-agent.service 2>/dev/null || true
+    fi
+    rm -f "$ROOT$UNIT"
+    for c in $COMMANDS; do
+        if [ -L "$ROOT$BINDIR/$c" ]; then rm -f "$ROOT$BINDIR/$c"; fi
+    done
+    rm -rf "$ROOT$DOC"
+    rm -rf "$VENV"
+    daemon_reload
+    say "removed node-agent; kept $ETC, $STATE and the user $ACCOUNT"
+}
+
+"do_$ACTION"
