@@ -71,6 +71,10 @@ def test_sandbox_leaves_state_dir_writable():
     assert svc['ProtectHome'] == 'yes'
     assert svc['PrivateTmp'] == 'yes'
     assert c.state_path in svc['ReadWritePaths'].split()
+    # A missing /etc/node-agent must not fail the namespace set-up, nor a
+    # missing libvirt group the start: the user's own groups apply.
+    assert svc['ReadOnlyPaths'] == '-/etc/node-agent'
+    assert 'SupplementaryGroups' not in svc
     # libvirt's socket and netlink (udev) stay reachable.
     families = svc['RestrictAddressFamilies'].split()
     assert 'AF_UNIX' in families and 'AF_NETLINK' in families

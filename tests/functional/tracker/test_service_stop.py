@@ -1,0 +1,50 @@
+"""SIGTERM during a Placement write: the daemon says it waits for that
+write, lets it finish, then exits cleanly.  (Stopping while idle logs a
+plain "stopping": tests/integration/test_operator.py.)
+
+The service runs its real worker thread over the real tracker, in-process
+Placement and recorded host 1; the test holds the startup's first write
+until the stop request has been made.
+"""
+
+import logging
+import threading
+
+from node_agent.tracker import service
+from node_agent.tracker import systemd
+
+WAITING = 'stopping: waiting for the current Placement write'
+
+
+def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
+    service.register_opts(host1)
+    agent = agents()
+    writing = threading.Event()
+    release = threading.Event()
+
+    def hold_first_write(method, path, kwargs):
+        if method != 'GET' and not writing.is_set():
+            writing.set()
+            assert release.wait(30), 'the test never released the write'
+
+    agent.adapter.before_request = hold_first_write
+    svc = service.AgentService(host1, agent.tracker,
+                               systemd.Notifier(environ={}))
+    with caplog.at_level(logging.INFO, logger='node_agent'):
+        svc.start()
+        assert writing.wait(30), 'startup made no write'
+        stopper = threading.Thread(target=svc.stop)
+        stopper.start()
+        try:
+            assert svc._stop.wait(15)
+        finally:
+            release.set()
+        stopper.join(15)
+        assert svc._done.wait(15)
+
+    assert svc.exit_code == service.EXIT_OK
+    # The held write and the rest of the startup pass went through.
+    assert agent.tracker.last_good is not None
+    messages = [r.getMessage() for r in caplog.records
+                if r.getMessage().startswith('stopping')]
+    assert messages == [WAITING]
