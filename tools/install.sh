@@ -46,6 +46,10 @@ ACTION=install
 PIP_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
+        --root|--prefix|--python)
+            if [ $# -lt 2 ]; then usage >&2; exit 2; fi ;;
+    esac
+    case "$1" in
         --root) ROOT=$(realpath -m "$2"); shift 2 ;;
         --prefix) PREFIX=$(realpath -m "$2"); shift 2 ;;
         --python) PYTHON=$2; shift 2 ;;
