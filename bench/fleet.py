@@ -220,6 +220,10 @@ class NovaHost:
 def _worker(side, indexes, workdir, url, specs, conn):
     """A process driving ``indexes`` hosts; obeys commands on ``conn``."""
     import concurrent.futures
+    import logging
+    # The hosts' own warnings (guests made by the scheduler have no libvirt
+    # domain here) would drown the progress lines.
+    logging.basicConfig(level=logging.ERROR)
     adapter = ps.admin_adapter(url, client_name=f'fleet-{side}')
     made = {}
     for i in indexes:
