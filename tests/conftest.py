@@ -2,6 +2,9 @@
 
 ``placement_adapter`` is the real openstack-placement service, in-process
 over SQLite (``placement.direct.PlacementDirect``): no fake anywhere.
+A test decorated with :data:`OVER_EACH_DATABASE` runs twice: so, and
+against a Placement server process with two workers over PostgreSQL
+(tests/fixtures/postgres.py), as production runs it.
 """
 
 import os
@@ -10,6 +13,8 @@ import pytest
 from oslo_config import cfg
 
 from node_agent import conf as na_conf
+from tests.fixtures import placement_server as ps
+from tests.fixtures.postgres import postgres  # noqa: F401
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
 
@@ -38,14 +43,30 @@ def placement_conf(db_path):
     return pconf
 
 
+DATABASES = ('sqlite', 'postgresql')
+# Concurrency tests: once over in-process SQLite, once over PostgreSQL
+# behind two Placement worker processes.
+OVER_EACH_DATABASE = pytest.mark.parametrize(
+    'placement_adapter', DATABASES, indirect=True)
+
+
 @pytest.fixture
-def placement_adapter(tmp_path):
+def placement_adapter(request, tmp_path):
     """A keystoneauth1 Adapter bound to a real in-process Placement.
 
     Each test gets its own database (Placement's engine is process-wide and
     configures itself once; ``placement_direct`` rebinds it) and the roles
-    ``admin,service``, which ``POST /reshaper`` needs.
+    ``admin,service``, which ``POST /reshaper`` needs.  Parametrized with
+    ``'postgresql'`` (:data:`OVER_EACH_DATABASE`), it is bound instead to
+    a Placement server with two worker processes over a fresh PostgreSQL
+    database.
     """
+    if getattr(request, 'param', 'sqlite') == 'postgresql':
+        pg = request.getfixturevalue('postgres')
+        with ps.PlacementServer(tmp_path / 'placement', processes=2,
+                                database=pg.placement_database()) as server:
+            yield ps.admin_adapter(server.url)
+        return
     from node_agent.placement import embedded
     pconf = placement_conf(tmp_path / 'placement.sqlite')
     with embedded.placement_direct(pconf) as adapter:

@@ -13,7 +13,9 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # (test:///...).
 # rabbitmq-server: real broker for the RPC integration tests.
 # systemd: systemd-analyze verify for the unit file test.
-DEBS="libvirt-dev pkg-config gcc python3-dev python3-venv rabbitmq-server systemd"
+# postgresql: Placement over a production database in the concurrency
+# tests and the fleet benchmark (tests/fixtures/postgres.py).
+DEBS="libvirt-dev pkg-config gcc python3-dev python3-venv rabbitmq-server systemd postgresql"
 missing=""
 for p in $DEBS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -16,6 +16,7 @@ from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.placement import client
 from tests.fixtures import allocations as allocs
+from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import counting
 from tests.functional.placement.conftest import AGGREGATE
 from tests.functional.placement.conftest import HOST
@@ -276,6 +277,7 @@ def test_foreign_traits_and_classes_on_foreign_provider_untouched(
 
 # -- conflicts ---------------------------------------------------------------
 
+@OVER_EACH_DATABASE
 def test_second_writer_between_read_and_write(rc, counted, placement_adapter):
     synced(rc)
     numa0 = uuid_of(NUMA0)

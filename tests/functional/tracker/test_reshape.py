@@ -11,6 +11,7 @@ import pytest
 
 from node_agent import exception
 from node_agent import provider_tree as ptree
+from tests.conftest import OVER_EACH_DATABASE
 from tests.functional.tracker import conftest as h
 
 ROOT = ptree.provider_uuid('compute1')
@@ -151,6 +152,7 @@ def test_reshape_that_cannot_succeed_changes_nothing(
     assert _snapshot_placement(placement_adapter, consumers) == before
 
 
+@OVER_EACH_DATABASE
 def test_reshape_conflict_is_retried_with_fresh_data(
         agents, host1, placement_adapter, flat_with_consumers):
     h.set_layout(host1, nested=True)
@@ -217,6 +219,7 @@ def test_reshape_reads_only_the_consumers_that_move(
             'VCPU': 1, 'MEMORY_MB': 1024}
 
 
+@OVER_EACH_DATABASE
 def test_mover_changed_while_reshape_is_prepared_is_read_again(
         agents, host1, placement_adapter, flat_with_consumers):
     h.set_layout(host1, nested=True)
