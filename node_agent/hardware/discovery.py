@@ -35,6 +35,7 @@ silent for ``[libvirt] scan_timeout`` seconds raises
 
 import dataclasses
 import os
+import threading
 
 from oslo_log import log as logging
 
@@ -70,6 +71,19 @@ class Discovery:
                     if conf.hardware.nvml_enabled else _NO_NVML)
         self._nvml = nvml
         self._nvml_absent = False       # said "no NVML data" already
+        self._removed = set()           # udev said these are gone
+        self._removed_lock = threading.Lock()
+
+    def note_removed(self, name):
+        """A udev remove event named ``name`` (PCI address or ifname)."""
+        with self._removed_lock:
+            self._removed.add(name)
+
+    def take_removed(self):
+        """The names :meth:`note_removed` got since the last call."""
+        with self._removed_lock:
+            removed, self._removed = frozenset(self._removed), set()
+        return removed
 
     def close(self):
         self.libvirt.close()

@@ -237,7 +237,7 @@ class ResourceTracker:
                 lost=False)
         snapshot, absent = removal.hold(
             self.snapshot, scan, self._absent,
-            self.conf.hardware.removal_scans)
+            self.conf.hardware.removal_scans, self.discovery.take_removed())
         for field, key in removal.held(snapshot, scan):
             missing = absent.get((field, key))
             LOG.warning('%s: keeping %s %s as last seen (%s)', self.nodename,

@@ -16,6 +16,7 @@ import pytest
 
 from node_agent import provider_tree as ptree
 from node_agent.hardware import libvirt_host
+from node_agent.hardware import udev
 from tests.fixtures import placement_state
 from tests.functional.tracker.conftest import HOST1
 from tests.functional.tracker.conftest import set_layout
@@ -164,6 +165,21 @@ def test_device_goes_only_after_removal_scans(synced, placement_adapter,
     for _ in range(2):
         assert agent.tracker.audit().empty
         assert_unchanged(placement_adapter, before)
+    assert not agent.tracker.audit().empty
+    after = placement_state.read(placement_adapter)
+    assert placement_state.changes(before, after) == [
+        f'provider {gpu}: {before["providers"][gpu]!r} -> None']
+
+
+def test_udev_remove_event_removes_at_the_next_audit(synced,
+                                                     placement_adapter):
+    agent, root = synced
+    gpu = ptree.provider_uuid('compute1_gpu_' + GPU1)
+    monitor = udev.UdevMonitor(lambda: None,
+                               on_remove=agent.discovery.note_removed)
+    before = placement_state.read(placement_adapter)
+    os.unlink(root / PCI / GPU1)
+    assert monitor.handle('pci', 'remove', 0.0, GPU1)
     assert not agent.tracker.audit().empty
     after = placement_state.read(placement_adapter)
     assert placement_state.changes(before, after) == [
