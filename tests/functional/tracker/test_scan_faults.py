@@ -11,12 +11,16 @@ that is really gone goes after ``[hardware] removal_scans`` scans.
 import os
 import shutil
 import socket
+import tempfile
+import time
 
 import pytest
 
 from node_agent import provider_tree as ptree
 from node_agent.hardware import libvirt_host
 from node_agent.hardware import udev
+from node_agent.tracker import service
+from node_agent.tracker import systemd
 from tests.fixtures import placement_state
 from tests.functional.tracker.conftest import HOST1
 from tests.functional.tracker.conftest import set_layout
@@ -184,3 +188,39 @@ def test_udev_remove_event_removes_at_the_next_audit(synced,
     after = placement_state.read(placement_adapter)
     assert placement_state.changes(before, after) == [
         f'provider {gpu}: {before["providers"][gpu]!r} -> None']
+
+
+def test_daemon_waits_for_a_silent_libvirt_and_feeds_the_watchdog(
+        host1, agents, silent_libvirt, tmp_path):
+    service.register_opts(host1)
+    host1.set_override('connection_uri', silent_libvirt, 'libvirt')
+    host1.set_override('scan_timeout', 1, 'libvirt')
+    host1.set_override('startup_backoff_initial', 0.2, 'audit')
+    host1.set_override('startup_backoff_max', 0.5, 'audit')
+    sock_dir = tempfile.mkdtemp(prefix='na-notify-')
+    address = os.path.join(sock_dir, 'notify')
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(address)
+    listener.settimeout(0.5)
+    notifier = systemd.Notifier(environ={'NOTIFY_SOCKET': address,
+                                         'WATCHDOG_USEC': '1000000'})
+    svc = service.AgentService(host1, agents().tracker, notifier)
+    svc.start()
+    messages = []
+    try:
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            try:
+                messages.append(listener.recv(4096).decode())
+            except TimeoutError:
+                pass
+    finally:
+        svc.stop()
+        listener.close()
+        shutil.rmtree(sock_dir)
+    assert svc._done.wait(15)
+    assert svc.exit_code == service.EXIT_OK
+    assert 'STATUS=waiting for libvirt' in messages
+    assert not any(m.startswith('READY=1') for m in messages)
+    # Fed all along although libvirt never answered.
+    assert messages.count('WATCHDOG=1') >= 4, messages
