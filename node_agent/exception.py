@@ -8,7 +8,11 @@
      +-- HardwareError
      |    +-- LibvirtConnectionError      libvirt unreachable (names the URI)
      |    +-- SysfsReadError              one sysfs file unreadable or garbled
-     |                                    (names the path); the item is skipped
+     |    |                               (names the path); the item is skipped
+     |    +-- ScanIncomplete              a whole source lost or contradicting
+     |                                    itself (names source and path); the
+     |                                    scan is not used: fatal at startup,
+     |                                    an audit keeps the last good tree
      +-- PlacementError                   anything Placement said (or not)
      |    +-- PlacementUnavailable        unreachable / 5xx after retries
      |    +-- PlacementAPIError           unexpected 4xx (status, code, detail)
@@ -76,6 +80,21 @@ class SysfsReadError(HardwareError):
         self.path = path
         self.reason = reason
         super().__init__(f'{path}: {reason}')
+
+
+class ScanIncomplete(HardwareError):
+    """A scan lost a whole source, or the source contradicts itself.
+
+    Never "an empty host": the scan is not used.  ``detail`` names the path
+    (or files) at fault and why.
+    """
+
+    def __init__(self, source, detail, lost=True):
+        self.source = source
+        self.detail = detail
+        self.lost = lost
+        state = 'lost' if lost else 'garbled'
+        super().__init__(f'{source} {state} ({detail})')
 
 
 class PlacementError(NodeAgentError):

@@ -47,7 +47,8 @@ def main(argv=None):
             if conf.once:
                 return run_once(rt)
             return service.run(conf, service.AgentService(
-                conf, rt, notifier, udev_monitor=factory.udev_monitor(conf),
+                conf, rt, notifier, udev_monitor=factory.udev_monitor(
+                    conf, on_remove=rt.discovery.note_removed),
                 claims_rpc=factory.claims_rpc(conf, rt)))
     except service.FATAL_ERRORS as exc:
         LOG.critical('node-agent cannot continue: %s', exc)

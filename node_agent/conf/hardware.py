@@ -31,6 +31,16 @@ opts = [
                  help='Seconds of quiet after the last relevant udev event '
                       'before a re-scan is requested. A burst of events '
                       '(e.g. creating 64 VFs) then causes one re-scan.'),
+    cfg.IntOpt('removal_scans',
+               default=3,
+               min=1,
+               help='A device (NUMA node, CPU, PCI function, GPU, network '
+                    'interface) missing from a scan keeps its providers '
+                    'until it has been missing from this many consecutive '
+                    'scans, or a udev remove event named it. A device '
+                    'whose files are garbled keeps them for as long as it '
+                    'stays garbled. 1 removes at the first scan that misses '
+                    'it.'),
 ]
 
 

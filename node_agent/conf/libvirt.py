@@ -19,6 +19,14 @@ opts = [
                     'disks. When set, the host disk size is the capacity '
                     'of this pool; when unset, it is the size of the '
                     'filesystem holding [DEFAULT] state_path.'),
+    cfg.IntOpt('scan_timeout',
+               default=60,
+               min=1,
+               help='Seconds one look at libvirt (connect, capabilities, '
+                    'node devices, domains) may take. A libvirt that does '
+                    'not answer in time is treated as unreachable: the '
+                    'daemon waits for it and keeps its watchdog fed, '
+                    '--once fails naming [libvirt] connection_uri.'),
 ]
 
 

@@ -25,6 +25,7 @@ import os_traits
 from node_agent import exception
 from node_agent.drivers import base
 from node_agent.drivers import layout
+from node_agent.hardware import cpulist
 
 CPU_CLASSES = ('VCPU', 'PCPU', 'MEMORY_MB')
 ROOT_CLASSES = CPU_CLASSES + ('DISK_GB',)
@@ -38,30 +39,12 @@ def parse_cpu_spec(spec, option):
 
     Raises ConfigError naming ``option`` and the bad part.
     """
-    include, exclude = set(), set()
-    for part in (spec or '').split(','):
-        part = part.strip()
-        if not part:
-            continue
-        target = include
-        if part.startswith('^'):
-            target, part = exclude, part[1:]
-        try:
-            if '-' in part:
-                start, end = (int(x) for x in part.split('-', 1))
-                if start > end or start < 0:
-                    raise ValueError
-                target.update(range(start, end + 1))
-            else:
-                cpu = int(part)
-                if cpu < 0:
-                    raise ValueError
-                target.add(cpu)
-        except ValueError:
-            raise exception.ConfigError(
-                f'[compute] {option}: invalid CPU range {part!r} in '
-                f'{spec!r}') from None
-    return frozenset(include - exclude)
+    try:
+        return cpulist.parse(spec or '', spec=True)
+    except ValueError as exc:
+        raise exception.ConfigError(
+            f'[compute] {option}: invalid CPU range in {spec!r}: '
+            f'{exc}') from None
 
 
 def online_cpus(snapshot):

@@ -21,14 +21,21 @@ When sources disagree, this is who wins:
   ``mdev_supported_types`` are used.
 * host memory: the sum of the NUMA nodes' MemTotal, else libvirt's.
 
-A missing source is not an error: without NVML there is no ``"nvml"`` in
-``HostSnapshot.sources``; an item a source cannot describe is skipped with a
-warning by that source's collector.  Only an unreachable libvirt raises
-(:class:`~node_agent.exception.LibvirtConnectionError`).
+An optional source may be missing: without NVML there is no ``"nvml"`` in
+``HostSnapshot.sources``.  An item a source cannot describe is skipped with a
+warning by that source's collector and listed in ``HostSnapshot.unknown``
+(seen but garbled, which is not "removed": see
+:mod:`node_agent.hardware.removal`).  A lost or self-contradicting sysfs
+(root missing or unreadable, no NUMA nodes, no CPUs, no PCI bus,
+overlapping node cpulists) raises
+:class:`~node_agent.exception.ScanIncomplete`; libvirt unreachable or
+silent for ``[libvirt] scan_timeout`` seconds raises
+:class:`~node_agent.exception.LibvirtConnectionError`.  Never an empty host.
 """
 
 import dataclasses
 import os
+import threading
 
 from oslo_log import log as logging
 
@@ -57,12 +64,26 @@ class Discovery:
             sysfs_root or conf.hardware.sysfs_root)
         self.libvirt = libvirt_host.LibvirtHost(
             libvirt_uri or conf.libvirt.connection_uri,
-            storage_pool=conf.libvirt.storage_pool)
+            storage_pool=conf.libvirt.storage_pool,
+            timeout=conf.libvirt.scan_timeout)
         if nvml is None:
             nvml = (nvml_source.import_pynvml()
                     if conf.hardware.nvml_enabled else _NO_NVML)
         self._nvml = nvml
         self._nvml_absent = False       # said "no NVML data" already
+        self._removed = set()           # udev said these are gone
+        self._removed_lock = threading.Lock()
+
+    def note_removed(self, name):
+        """A udev remove event named ``name`` (PCI address or ifname)."""
+        with self._removed_lock:
+            self._removed.add(name)
+
+    def take_removed(self):
+        """The names :meth:`note_removed` got since the last call."""
+        with self._removed_lock:
+            removed, self._removed = frozenset(self._removed), set()
+        return removed
 
     def close(self):
         self.libvirt.close()
@@ -75,11 +96,16 @@ class Discovery:
 
     def scan(self):
         """One full look at the host: a HostSnapshot."""
-        numa_nodes = topology.read_numa_nodes(self.reader)
-        cpus = topology.read_cpus(self.reader, numa_nodes)
-        node_ids = frozenset(n.id for n in numa_nodes) or None
-        devices = pci.read_pci_devices(self.reader, node_ids)
-        nics = net.read_nics(self.reader, devices)
+        self.reader.check_root()
+        unknown = []
+        numa_nodes = topology.read_numa_nodes(self.reader, unknown)
+        cpus = topology.read_cpus(self.reader, numa_nodes, unknown)
+        # A garbled node still exists: devices on it keep their affinity.
+        node_ids = frozenset(n.id for n in numa_nodes) | {
+            u.key for u in unknown if u.field == 'numa_nodes'}
+        devices = pci.read_pci_devices(self.reader, node_ids or None,
+                                       unknown)
+        nics = net.read_nics(self.reader, devices, unknown)
         facts = self.libvirt.collect()
         sources = ['sysfs', 'libvirt']
         nvml_gpus = None
@@ -101,6 +127,7 @@ class Discovery:
             pfs=_pfs(devices, nics),
             domains=facts.domains,
             sources=tuple(sources),
+            unknown=tuple(unknown),
         )
 
     def _host_info(self, host, numa_nodes, cpus, pool_capacity_gb):

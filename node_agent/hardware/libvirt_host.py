@@ -6,6 +6,13 @@ It is opened on first use; if it has dropped (libvirtd restarted), the next
 at all, :class:`~node_agent.exception.LibvirtConnectionError` names the URI
 and the likely fix; the caller decides whether that is fatal.
 
+A libvirt that accepts the connection and never answers must not hang the
+agent: :meth:`LibvirtHost.collect` runs on a worker thread and gives up
+after ``[libvirt] scan_timeout`` seconds with ``LibvirtConnectionError``.
+The stuck call is abandoned (libvirt calls cannot be cancelled); while it
+is still stuck, later collections fail at once instead of piling up
+threads.
+
 The XML parsers below are pure functions.  An element that is missing or
 garbled skips the node device, mdev type or domain it belongs to, with a
 warning naming it; it never stops the collection.
@@ -21,14 +28,15 @@ it.
 import dataclasses
 import functools
 import re
+import threading
 from xml.etree import ElementTree
 
 import tenacity
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.hardware import cpulist
 from node_agent.hardware import snapshot
-from node_agent.hardware import sysfs
 from node_agent.hardware import traits
 
 LOG = logging.getLogger(__name__)
@@ -80,6 +88,9 @@ class _ConnectionLost(Exception):
     pass
 
 
+_SILENT_HINT = 'is libvirtd (or virtqemud) alive and answering?'
+
+
 @functools.cache
 def _libvirt():
     import libvirt
@@ -109,10 +120,12 @@ def connection_hint(uri, message):
 class LibvirtHost:
     """A reconnecting reader of one libvirt connection."""
 
-    def __init__(self, uri, storage_pool=None):
+    def __init__(self, uri, storage_pool=None, timeout=None):
         self.uri = uri
         self.storage_pool = storage_pool
+        self.timeout = timeout
         self._conn = None
+        self._stuck = None              # the worker of a call that hung
 
     def connect(self):
         libvirt = _libvirt()
@@ -147,9 +160,39 @@ class LibvirtHost:
             self.close()
         return self.connect()
 
+    def collect(self):
+        """All libvirt facts, within ``timeout`` seconds (None: no bound)."""
+        if self.timeout is None:
+            return self._collect_reconnecting()
+        if self._stuck is not None and self._stuck.is_alive():
+            raise exception.LibvirtConnectionError(
+                self.uri, 'an earlier call has still not answered',
+                _SILENT_HINT)
+        box = {}
+
+        def work():
+            try:
+                box['facts'] = self._collect_reconnecting()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                box['error'] = exc
+
+        worker = threading.Thread(target=work, name='libvirt-scan',
+                                  daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if worker.is_alive():
+            self._stuck = worker
+            self._conn = None           # left to the stuck call
+            raise exception.LibvirtConnectionError(
+                self.uri, f'no answer within {self.timeout} s '
+                '([libvirt] scan_timeout)', _SILENT_HINT)
+        if 'error' in box:
+            raise box['error']
+        return box['facts']
+
     @tenacity.retry(retry=tenacity.retry_if_exception_type(_ConnectionLost),
                     stop=tenacity.stop_after_attempt(2), reraise=True)
-    def collect(self):
+    def _collect_reconnecting(self):
         """All libvirt facts, reconnecting once if the connection dropped."""
         libvirt = _libvirt()
         conn = self._alive_connection()
@@ -481,16 +524,10 @@ def _domain_memory_mb(elem, name):
 
 
 def _cpuset(text, name):
-    # libvirt cpusets may exclude CPUs ("0-7,^3"); sysfs lists never do.
-    include, exclude = [], []
-    for part in text.split(','):
-        (exclude if part.startswith('^') else include).append(
-            part.lstrip('^'))
     try:
-        return (sysfs.parse_cpulist(','.join(include)) -
-                sysfs.parse_cpulist(','.join(exclude)))
-    except ValueError:
-        LOG.warning('ignoring cpuset %r of domain %s', text, name)
+        return cpulist.parse(text, spec=True)
+    except ValueError as exc:
+        LOG.warning('ignoring cpuset %r of domain %s: %s', text, name, exc)
         return frozenset()
 
 

@@ -9,6 +9,11 @@ PF or a VF comes from its PCI function: ``sriov_totalvfs`` > 0 makes a PF, a
 ``speed`` is unreadable (EINVAL) or -1 while a link is down; that is "unknown",
 not an error.  A MAC or operstate that is garbled is left unset with a
 warning.
+
+A netdev whose link does not resolve (a loop: ELOOP, or dangling) or whose
+``device`` link cannot be followed is garbled, not absent: it is skipped
+with a warning and listed in ``unknown``, so its PF keeps its providers
+(:mod:`node_agent.hardware.removal`).
 """
 
 import re
@@ -27,21 +32,28 @@ _OPERSTATES = {'unknown', 'notpresent', 'down', 'lowerlayerdown', 'testing',
                'dormant', 'up'}
 
 
-def read_nics(reader, pci_devices=()):
-    """Network interfaces by name; ``pci_devices`` tells PFs from VFs."""
+def read_nics(reader, pci_devices=(), unknown=None):
+    """Network interfaces by name; ``pci_devices`` tells PFs from VFs.
+
+    Garbled ones are appended to ``unknown``.
+    """
+    unknown = [] if unknown is None else unknown
     if not reader.is_dir(NET_DIR):
         return ()
     by_address = {d.address: d for d in pci_devices}
     nics = []
     for ifname in reader.listdir(NET_DIR):
         base = f'{NET_DIR}/{ifname}'
-        if not reader.is_dir(base):
-            # e.g. bonding_masters, a plain file
-            continue
         try:
+            if reader.is_link(base):
+                reader.link_target(base)        # ELOOP, dangling: raises
+            if not reader.is_dir(base):
+                # e.g. bonding_masters, a plain file
+                continue
             address = _pci_address(reader, base)
         except exception.SysfsReadError as exc:
             LOG.warning('skipping network interface %s: %s', ifname, exc)
+            unknown.append(snapshot.Unknown('nics', ifname, str(exc)))
             continue
         device = by_address.get(address)
         nics.append(snapshot.Nic(
@@ -58,7 +70,8 @@ def read_nics(reader, pci_devices=()):
 
 def _pci_address(reader, base):
     """The PCI function behind a netdev, or None for a virtual one."""
-    if not reader.exists(f'{base}/device'):
+    if not (reader.exists(f'{base}/device')
+            or reader.is_link(f'{base}/device')):
         return None
     target = reader.link_target(f'{base}/device')
     if target is None:

@@ -16,6 +16,12 @@ with a warning: it may have been unplugged between the listing and the read.
 An optional attribute that is garbled or absurd is left unset (``None`` or
 empty) with a warning naming the file.  ``numa_node`` -1 means "unknown" to
 the kernel and is ``None`` here without a warning.
+
+A function whose directory is still there but whose identity, SR-IOV
+capability, mdev types or NUMA node is garbled is also listed in ``unknown``:
+seen, not read, so :mod:`node_agent.hardware.removal` keeps it as it was.
+No PCI bus at all (``bus/pci/devices`` missing or empty) is a lost source:
+:class:`~node_agent.exception.ScanIncomplete`.
 """
 
 import re
@@ -38,38 +44,52 @@ _UUID_RE = re.compile(r'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
                       r'[0-9a-f]{12}$')
 
 
-def read_pci_devices(reader, numa_node_ids=None):
-    """Every PCI function by address.
+def read_pci_devices(reader, numa_node_ids=None, unknown=None):
+    """Every PCI function by address; garbled ones go to ``unknown``.
 
     ``numa_node_ids``: ids of the NUMA nodes sysfs shows; a device claiming
     any other node is treated as "unknown node" with a warning.
     """
-    if not reader.is_dir(PCI_DIR):
-        LOG.warning('no PCI bus under %s', reader.path(PCI_DIR))
-        return ()
+    unknown = [] if unknown is None else unknown
+    try:
+        addresses = reader.listdir(PCI_DIR)
+    except exception.SysfsReadError as exc:
+        raise exception.ScanIncomplete(
+            'sysfs', f'{reader.path(PCI_DIR)}: {exc.reason}') from None
+    if not addresses:
+        raise exception.ScanIncomplete(
+            'sysfs', f'{reader.path(PCI_DIR)}: no PCI functions')
     devices = []
-    for address in reader.listdir(PCI_DIR):
+    for address in addresses:
         if not PCI_ADDRESS_RE.match(address):
             LOG.warning('skipping %s/%s: not a PCI address', PCI_DIR,
                         address)
             continue
-        device = read_pci_device(reader, address, numa_node_ids)
+        device = read_pci_device(reader, address, numa_node_ids, unknown)
         if device is not None:
             devices.append(device)
     return tuple(devices)
 
 
-def read_pci_device(reader, address, numa_node_ids=None):
+def read_pci_device(reader, address, numa_node_ids=None, unknown=None):
     """One PCI function, or None (with a warning) if it cannot be read."""
     base = f'{PCI_DIR}/{address}'
+    unknown = [] if unknown is None else unknown
+
+    def garbled(exc):
+        if reader.is_dir(base):         # still there: not unplugged
+            unknown.append(snapshot.Unknown('pci_devices', address,
+                                            str(exc)))
+
     try:
         vendor_id = reader.read_hex(f'{base}/vendor', 4)
         product_id = reader.read_hex(f'{base}/device', 4)
         class_code = reader.read_hex(f'{base}/class', 6)
     except exception.SysfsReadError as exc:
         LOG.warning('skipping PCI device %s: %s', address, exc)
+        garbled(exc)
         return None
-    sriov = _read_sriov(reader, base, address)
+    sriov = _read_sriov(reader, base, address, garbled)
     return snapshot.PciDevice(
         address=address,
         vendor_id=vendor_id,
@@ -79,14 +99,14 @@ def read_pci_device(reader, address, numa_node_ids=None):
                                       f'{base}/subsystem_vendor', 4),
         subsystem_device_id=_optional(reader, reader.read_hex,
                                       f'{base}/subsystem_device', 4),
-        numa_node=_read_numa_node(reader, base, numa_node_ids),
+        numa_node=_read_numa_node(reader, base, numa_node_ids, garbled),
         driver=_optional_link(reader, f'{base}/driver'),
         iommu_group=_read_iommu_group(reader, base),
         sriov_totalvfs=sriov[0],
         sriov_numvfs=sriov[1],
         virtfns=sriov[2],
         physfn=_read_physfn(reader, base),
-        mdev_types=read_mdev_types(reader, base, address),
+        mdev_types=read_mdev_types(reader, base, address, garbled),
     )
 
 
@@ -111,7 +131,7 @@ def _optional_link(reader, rel):
         return None
 
 
-def _read_numa_node(reader, base, numa_node_ids):
+def _read_numa_node(reader, base, numa_node_ids, garbled):
     rel = f'{base}/numa_node'
     if not reader.exists(rel):
         LOG.warning('%s is missing: NUMA affinity of %s unknown', rel,
@@ -121,6 +141,7 @@ def _read_numa_node(reader, base, numa_node_ids):
         node = reader.read_int(rel, minimum=-1)
     except exception.SysfsReadError as exc:
         LOG.warning('ignoring %s', exc)
+        garbled(exc)
         return None
     if node == -1:
         return None
@@ -149,7 +170,7 @@ def _read_physfn(reader, base):
     return physfn
 
 
-def _read_sriov(reader, base, address):
+def _read_sriov(reader, base, address, garbled):
     """(totalvfs, numvfs, virtfn addresses); zeros when not SR-IOV."""
     if not reader.exists(f'{base}/sriov_totalvfs'):
         return 0, 0, ()
@@ -167,11 +188,12 @@ def _read_sriov(reader, base, address):
                 links.append((int(m.group(1)), vf))
     except exception.SysfsReadError as exc:
         LOG.warning('ignoring SR-IOV of %s: %s', address, exc)
+        garbled(exc)
         return 0, 0, ()
     return total, num, tuple(vf for _, vf in sorted(links))
 
 
-def read_mdev_types(reader, base, address):
+def read_mdev_types(reader, base, address, garbled=lambda exc: None):
     """Mediated device types a parent device offers, by type id."""
     rel = f'{base}/mdev_supported_types'
     if not reader.is_dir(rel):
@@ -181,6 +203,7 @@ def read_mdev_types(reader, base, address):
         type_ids = reader.listdir(rel)
     except exception.SysfsReadError as exc:
         LOG.warning('ignoring mdev types of %s: %s', address, exc)
+        garbled(exc)
         return ()
     for type_id in type_ids:
         trel = f'{rel}/{type_id}'
@@ -197,6 +220,7 @@ def read_mdev_types(reader, base, address):
         except exception.SysfsReadError as exc:
             LOG.warning('skipping mdev type %s of %s: %s', type_id, address,
                         exc)
+            garbled(exc)
             continue
         types.append(snapshot.MdevType(
             type_id=type_id,

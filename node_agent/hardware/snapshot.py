@@ -169,6 +169,15 @@ class HostInfo:
 
 
 @frozen
+class Unknown:
+    """An item a scan saw but could not read: a garbled file, not a
+    removal (:mod:`node_agent.hardware.removal` keeps it as it was)."""
+    field: str                             # "numa_nodes", "pci_devices"...
+    key: object                            # its key in that field
+    reason: str                            # the error, naming the file
+
+
+@frozen
 class HostSnapshot:
     host: HostInfo = HostInfo()
     numa_nodes: tuple = ()                 # NumaNode, by id
@@ -181,6 +190,7 @@ class HostSnapshot:
     # Sources that answered, e.g. ("sysfs", "libvirt"); "nvml" absent when
     # there was no NVML library or driver.
     sources: tuple = ()
+    unknown: tuple = ()                    # Unknown, items seen garbled
 
     def pci_device(self, address):
         return next((d for d in self.pci_devices if d.address == address),

@@ -12,6 +12,10 @@ Rules:
   root; the collectors decide whether that skips a field or a whole device.
 * Nothing here guesses: a value outside its plausible range is an error,
   not a default.
+* Reads are bounded and never block: a file is opened non-blocking, must
+  be a regular file (sysfs attributes are; a FIFO or a device is refused)
+  and is read up to :data:`MAX_FILE_BYTES`; CPU lists are checked before
+  they are expanded (:mod:`node_agent.hardware.cpulist`).
 * Symlinks are read with ``readlink`` and reduced to their last component
   (a PCI address, a driver name, an iommu group number), which is all the
   kernel layout promises.
@@ -19,35 +23,14 @@ Rules:
 
 import os
 import re
+import stat
 
 from node_agent import exception
+from node_agent.hardware import cpulist
 
 PCI_ADDRESS_RE = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
-
-
-def parse_cpulist(text):
-    """Parse a kernel cpu list ("0-3,8,10-11") into a frozenset of ints.
-
-    Raises ValueError on anything else; an empty string is an empty set
-    (a memory-only NUMA node).
-    """
-    cpus = set()
-    text = text.strip()
-    if not text:
-        return frozenset()
-    for part in text.split(','):
-        lo, sep, hi = part.partition('-')
-        if sep:
-            first, last = int(lo), int(hi)
-            if first > last or first < 0:
-                raise ValueError(f'bad range {part!r}')
-            cpus.update(range(first, last + 1))
-        else:
-            value = int(part)
-            if value < 0:
-                raise ValueError(f'negative cpu {part!r}')
-            cpus.add(value)
-    return frozenset(cpus)
+# sysfs attributes are one page; anything longer is not an attribute.
+MAX_FILE_BYTES = 64 * 1024
 
 
 class SysfsReader:
@@ -59,6 +42,14 @@ class SysfsReader:
     def path(self, rel):
         return os.path.join(self.root, rel)
 
+    def check_root(self):
+        """ScanIncomplete unless the root is a directory we can list."""
+        try:
+            os.listdir(self.root)
+        except OSError as exc:
+            raise exception.ScanIncomplete(
+                'sysfs', f'{self.root}: {exc.strerror or exc}') from None
+
     def _error(self, rel, reason):
         return exception.SysfsReadError(rel, reason)
 
@@ -67,6 +58,9 @@ class SysfsReader:
 
     def is_dir(self, rel):
         return os.path.isdir(self.path(rel))
+
+    def is_link(self, rel):
+        return os.path.islink(self.path(rel))
 
     def listdir(self, rel):
         """Sorted entry names of a directory; SysfsReadError if it is gone."""
@@ -78,10 +72,20 @@ class SysfsReader:
     def read(self, rel):
         """The file's text, stripped of surrounding whitespace."""
         try:
-            with open(self.path(rel), 'rb') as f:
-                data = f.read(65536)
+            # O_NONBLOCK: opening a FIFO must not wait for a writer.
+            fd = os.open(self.path(rel), os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise self._error(rel, exc.strerror or str(exc)) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise self._error(rel, 'not a regular file')
+            data = os.read(fd, MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise self._error(rel, exc.strerror or str(exc)) from None
+        finally:
+            os.close(fd)
+        if len(data) > MAX_FILE_BYTES:
+            raise self._error(rel, f'larger than {MAX_FILE_BYTES} bytes')
         try:
             return data.decode('ascii').strip()
         except UnicodeDecodeError:
@@ -110,9 +114,10 @@ class SysfsReader:
     def read_cpulist(self, rel):
         text = self.read(rel)
         try:
-            return parse_cpulist(text)
-        except ValueError:
-            raise self._error(rel, f'not a cpu list: {text[:40]!r}') from None
+            return cpulist.parse(text)
+        except ValueError as exc:
+            raise self._error(
+                rel, f'not a cpu list: {text[:40]!r}: {exc}') from None
 
     def readlink(self, rel):
         """Last component of a symlink's target."""

@@ -14,8 +14,15 @@ and NVML does not know it).  Layout read, relative to the sysfs root::
                                         thread_siblings_list}
 
 A node or CPU whose essential files are unreadable or garbled is skipped with
-a warning naming the file; optional parts (hugepages, distances) are left
-empty with a warning.  Nothing is filled in with a guess.
+a warning naming the file and listed in ``unknown`` (seen, not read: not a
+removal); optional parts (hugepages, distances) are left empty with a
+warning.  Nothing is filled in with a guess.
+
+A lost source is not an empty host: no node directory, no ``node<N>``, no
+CPU directory or no ``cpu<N>`` raise
+:class:`~node_agent.exception.ScanIncomplete` naming the path, and so do
+node cpulists that overlap (each CPU is on one node), after a warning naming
+both files.
 """
 
 import re
@@ -23,6 +30,7 @@ import re
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.hardware import cpulist
 from node_agent.hardware import snapshot
 
 LOG = logging.getLogger(__name__)
@@ -31,7 +39,7 @@ NODE_DIR = 'devices/system/node'
 CPU_DIR = 'devices/system/cpu'
 
 # Generous ceilings: anything above is a corrupt file, not a big machine.
-MAX_CPU_ID = 1 << 16
+MAX_CPU_ID = cpulist.MAX_CPUS - 1
 MAX_NODE_ID = 1 << 10
 MAX_MEM_KB = 1 << 44          # 16 PiB per node
 MAX_HUGEPAGES = 1 << 40
@@ -52,13 +60,24 @@ def _numbered(reader, rel, pattern):
     return sorted(found)
 
 
-def read_numa_nodes(reader):
-    """NUMA nodes by id; () when the kernel exposes no node directory."""
-    if not reader.is_dir(NODE_DIR):
-        LOG.info('no NUMA information under %s', reader.path(NODE_DIR))
-        return ()
+def _entries(reader, rel, pattern, what):
+    """:func:`_numbered`, or ScanIncomplete when there is none to read."""
+    try:
+        found = _numbered(reader, rel, pattern)
+    except exception.SysfsReadError as exc:
+        raise exception.ScanIncomplete(
+            'sysfs', f'{reader.path(rel)}: {exc.reason}') from None
+    if not found:
+        raise exception.ScanIncomplete(
+            'sysfs', f'{reader.path(rel)}: no {what} entries')
+    return found
+
+
+def read_numa_nodes(reader, unknown=None):
+    """NUMA nodes by id; garbled ones are appended to ``unknown``."""
+    unknown = [] if unknown is None else unknown
     nodes = []
-    for node_id, name in _numbered(reader, NODE_DIR, _NODE_RE):
+    for node_id, name in _entries(reader, NODE_DIR, _NODE_RE, 'node<N>'):
         base = f'{NODE_DIR}/{name}'
         if node_id > MAX_NODE_ID:
             LOG.warning('skipping NUMA node %s: id %d is implausible',
@@ -66,18 +85,33 @@ def read_numa_nodes(reader):
             continue
         try:
             cpus = reader.read_cpulist(f'{base}/cpulist')
-            if any(c > MAX_CPU_ID for c in cpus):
-                raise exception.SysfsReadError(
-                    f'{base}/cpulist', 'cpu id out of range')
             memory_mb = _read_memtotal_mb(reader, f'{base}/meminfo')
         except exception.SysfsReadError as exc:
             LOG.warning('skipping NUMA node %d: %s', node_id, exc)
+            unknown.append(snapshot.Unknown('numa_nodes', node_id, str(exc)))
             continue
         nodes.append(snapshot.NumaNode(
             id=node_id, cpus=cpus, memory_mb=memory_mb,
             hugepages=_read_hugepages(reader, base),
             distances=_read_distances(reader, base)))
+    _check_disjoint(nodes)
     return tuple(nodes)
+
+
+def _check_disjoint(nodes):
+    """Each CPU is on one node: overlapping cpulists are a garbled source."""
+    for i, node in enumerate(nodes):
+        for other in nodes[:i]:
+            both = node.cpus & other.cpus
+            if not both:
+                continue
+            mine = f'{NODE_DIR}/node{node.id}/cpulist'
+            theirs = f'{NODE_DIR}/node{other.id}/cpulist'
+            LOG.warning('%s and %s overlap on CPUs %s: the NUMA topology '
+                        'is not trusted', theirs, mine, cpulist.to_text(both))
+            raise exception.ScanIncomplete(
+                'sysfs', f'{mine} overlaps {theirs} on CPUs '
+                f'{cpulist.to_text(both)}', lost=False)
 
 
 def _read_memtotal_mb(reader, rel):
@@ -137,15 +171,17 @@ def _online_cpus(reader):
         return None
 
 
-def read_cpus(reader, numa_nodes=()):
-    """Logical CPUs by id, with their core, socket, siblings and node."""
-    if not reader.is_dir(CPU_DIR):
-        LOG.warning('no CPU information under %s', reader.path(CPU_DIR))
-        return ()
+def read_cpus(reader, numa_nodes=(), unknown=None):
+    """Logical CPUs by id, with their core, socket, siblings and node.
+
+    Garbled ones are appended to ``unknown``.
+    """
+    unknown = [] if unknown is None else unknown
+    entries = _entries(reader, CPU_DIR, _CPU_RE, 'cpu<N>')
     online_set = _online_cpus(reader)
     node_of = {cpu: node.id for node in numa_nodes for cpu in node.cpus}
     cpus = []
-    for cpu_id, name in _numbered(reader, CPU_DIR, _CPU_RE):
+    for cpu_id, name in entries:
         base = f'{CPU_DIR}/{name}'
         if cpu_id > MAX_CPU_ID:
             LOG.warning('skipping CPU %s: id is implausible', base)
@@ -167,6 +203,7 @@ def read_cpus(reader, numa_nodes=()):
                     f'does not contain cpu {cpu_id} itself')
         except exception.SysfsReadError as exc:
             LOG.warning('skipping CPU %d: %s', cpu_id, exc)
+            unknown.append(snapshot.Unknown('cpus', cpu_id, str(exc)))
             continue
         cpus.append(snapshot.Cpu(
             id=cpu_id, online=True, core_id=core_id, socket_id=socket_id,

@@ -8,7 +8,11 @@ hundreds of events; the agent should scan once).  Both take plain values
 and a clock reading, so they are tested without udev.
 
 :class:`UdevMonitor` is the thin shell: a pyudev netlink monitor on a
-thread that feeds events to the two and calls the callback.
+thread that feeds events to the two and calls the callback.  A ``remove``
+event also names the device (a PCI address, an interface name) to
+``on_remove``: that device is really gone, and
+:mod:`node_agent.hardware.removal` drops it at the next scan instead of
+waiting for ``[hardware] removal_scans`` scans.
 """
 
 import threading
@@ -71,8 +75,9 @@ class UdevMonitor:
     """Calls ``callback()`` after relevant udev events, debounced."""
 
     def __init__(self, callback, debounce=2.0, context=None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, on_remove=None):
         self.callback = callback
+        self.on_remove = on_remove
         self.debouncer = Debouncer(debounce)
         self._context = context
         self._clock = clock
@@ -97,10 +102,12 @@ class UdevMonitor:
             self._thread.join()
             self._thread = None
 
-    def handle(self, subsystem, action, now):
+    def handle(self, subsystem, action, now, name=None):
         """Feed one event; True if it was relevant."""
         if not is_relevant(subsystem, action):
             return False
+        if action == 'remove' and name and self.on_remove is not None:
+            self.on_remove(name)
         self.debouncer.event(now)
         return True
 
@@ -121,5 +128,6 @@ class UdevMonitor:
             if device is not None:
                 LOG.debug('udev %s %s %s', device.action, device.subsystem,
                           device.sys_name)
-                self.handle(device.subsystem, device.action, self._clock())
+                self.handle(device.subsystem, device.action, self._clock(),
+                            device.sys_name)
             self.fire_if_due(self._clock())

@@ -70,10 +70,15 @@ def claims_rpc(conf, rt):
     return functools.partial(rpc.start_server, conf, rt.claims, context)
 
 
-def udev_monitor(conf):
-    """``make(callback) -> monitor`` for early audits, or None when off."""
+def udev_monitor(conf, on_remove=None):
+    """``make(callback) -> monitor`` for early audits, or None when off.
+
+    ``on_remove(name)`` hears the devices udev says were removed
+    (:meth:`node_agent.hardware.discovery.Discovery.note_removed`).
+    """
     if not conf.hardware.udev_monitor:
         return None
     from node_agent.hardware import udev
     return functools.partial(udev.UdevMonitor,
-                             debounce=conf.hardware.udev_debounce)
+                             debounce=conf.hardware.udev_debounce,
+                             on_remove=on_remove)

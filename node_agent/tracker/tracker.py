@@ -3,7 +3,7 @@
 Seed ``000_74ed081f2e069e50`` lays the algorithm out; here it is (``rc``:
 the report client)::
 
-    discover   snapshot = discovery.scan()
+    discover   snapshot = discovery.scan(), trusted and held (see below)
     read       current  = rc.get_provider_tree_and_ensure_root()
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
@@ -29,6 +29,15 @@ Rules:
   successful sync.  That re-asserts the layout Placement and the consumers
   agree on (operator edits to owned inventory are still corrected) while the
   new layout waits for the restart; hardware changes are picked up after it.
+- A scan is trusted before it is used.  A lost source
+  (``ScanIncomplete``, ``LibvirtConnectionError``) writes nothing: at
+  startup it is raised (the daemon exits 78, or waits for libvirt); in an
+  audit the last good tree stays in Placement and the status line says
+  ``audit skipped: <why>``.  A device missing from a scan or garbled in it
+  is held as the last good snapshot had it (the rule is
+  :func:`node_agent.hardware.removal.hold`); at startup there is nothing to
+  hold it from, so a scan with garbled items is refused (``ScanIncomplete``
+  naming the files) rather than deleting their providers.
 - The dry runs (``reshape plan``, ``migrate-inventory --dry-run``) are
   :meth:`ResourceTracker.plan`: the same steps up to "plan", nothing written
   (the tree is read without ensuring the root).
@@ -47,6 +56,7 @@ import tenacity
 from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent import text
+from node_agent.hardware import removal
 from node_agent.tracker import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +115,8 @@ class ResourceTracker:
         self.last_good = None           # desired tree of the last sync
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
+        self.scan_problem = None        # why the last audit was skipped
+        self._absent = {}               # (field, key) -> scans missing from
         self._generations = None        # {uuid: generation} at last check
         self.unclaimed = {}             # allocations with no claim nor guest
         self._unclaimed_since = {}      # consumer -> monotonic first sight
@@ -113,7 +125,7 @@ class ResourceTracker:
 
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
-        snapshot = self.discovery.scan()                          # discover
+        snapshot = self._scan(dry_run)                            # discover
         current = self._read_tree(ensure=not dry_run)             # read
         desired = current.copy()
         drivers = _drivers(self.conf, snapshot)
@@ -188,8 +200,19 @@ class ResourceTracker:
         return pending.plan
 
     def audit(self):
-        """One periodic pass; returns the :class:`Plan` it applied."""
-        pending = self._prepare(startup=False)
+        """One periodic pass; returns the :class:`Plan` it applied.
+
+        None when the scan could not be trusted: nothing was written and the
+        status line says why.
+        """
+        try:
+            pending = self._prepare(startup=False)
+        except exception.HardwareError as exc:
+            self.scan_problem = str(exc)
+            LOG.warning('%s: audit skipped, the last good tree stays in '
+                        'Placement: %s', self.nodename, exc)
+            self._status(self.status_line())
+            return None
         if not pending.plan.empty:
             LOG.info('%s', pending.plan.render())
         self.rc.update_from_provider_tree(pending.desired)
@@ -202,6 +225,27 @@ class ResourceTracker:
         return self._prepare(startup, dry_run=True).plan
 
     # -- helpers ------------------------------------------------------------
+
+    def _scan(self, dry_run):
+        """A scan fit to build from: trusted, with what is not really gone
+        held (:mod:`node_agent.hardware.removal`)."""
+        scan = self.discovery.scan()
+        if scan.unknown and self.snapshot is None:
+            raise exception.ScanIncomplete(
+                'sysfs', '; '.join(u.reason for u in scan.unknown) +
+                '; nothing to keep their providers from before this scan',
+                lost=False)
+        snapshot, absent = removal.hold(
+            self.snapshot, scan, self._absent,
+            self.conf.hardware.removal_scans, self.discovery.take_removed())
+        for field, key in removal.held(snapshot, scan):
+            missing = absent.get((field, key))
+            LOG.warning('%s: keeping %s %s as last seen (%s)', self.nodename,
+                        field, key, 'garbled' if missing is None else
+                        'missing from ' + text.plural(missing, 'scan'))
+        if not dry_run:
+            self._absent = absent
+        return snapshot
 
     def _read_tree(self, ensure):
         return read_tree(self.rc, self.nodename, ensure)
@@ -222,6 +266,7 @@ class ResourceTracker:
 
     def _record(self, pending):
         self.snapshot = pending.snapshot
+        self.scan_problem = None
         if not pending.keeps_last_good:
             if self.reshape_pending:
                 LOG.info('%s: the layout no longer needs a reshape',
@@ -231,6 +276,8 @@ class ResourceTracker:
         self._status(self.status_line())
 
     def status_line(self):
+        if self.scan_problem:
+            return f'audit skipped: {self.scan_problem}'
         if self.reshape_pending:
             return STATUS_RESTART
         count = len(self.last_good) if self.last_good is not None else 0

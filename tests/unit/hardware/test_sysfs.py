@@ -8,22 +8,6 @@ from node_agent import exception
 from node_agent.hardware import sysfs
 
 
-@pytest.mark.parametrize('text, expected', [
-    ('0-3,8,10-11', {0, 1, 2, 3, 8, 10, 11}),
-    ('5', {5}),
-    ('', set()),
-    ('0-1\n', {0, 1}),
-])
-def test_parse_cpulist(text, expected):
-    assert sysfs.parse_cpulist(text) == frozenset(expected)
-
-
-@pytest.mark.parametrize('text', ['3-1', 'a-b', '1,,2', '-1', '0-'])
-def test_parse_cpulist_rejects_garbage(text):
-    with pytest.raises(ValueError):
-        sysfs.parse_cpulist(text)
-
-
 @pytest.fixture
 def reader(tmp_path):
     (tmp_path / 'int').write_text('42\n')
@@ -63,3 +47,30 @@ def test_link_outside_root_is_not_followed(tmp_path):
     root.mkdir()
     os.symlink(str(tmp_path), root / 'escape')
     assert sysfs.SysfsReader(str(root)).link_target('escape') is None
+
+
+def test_reads_are_bounded_and_never_block(tmp_path):
+    os.mkfifo(tmp_path / 'fifo')                 # nobody will ever write
+    (tmp_path / 'big').write_bytes(b'1' * (sysfs.MAX_FILE_BYTES + 1))
+    (tmp_path / 'page').write_bytes(b'7' * sysfs.MAX_FILE_BYTES)
+    (tmp_path / 'huge').write_text('0-20000000\n')
+    os.symlink('loop', tmp_path / 'loop')
+    reader = sysfs.SysfsReader(str(tmp_path))
+    for path, reason in [('fifo', 'not a regular file'),
+                         ('big', 'larger than 65536 bytes'),
+                         ('loop', 'Too many levels of symbolic links')]:
+        with pytest.raises(exception.SysfsReadError) as info:
+            reader.read(path)
+        assert info.value.path == path
+        assert reason in str(info.value)
+    assert reader.read('page') == '7' * sysfs.MAX_FILE_BYTES
+    with pytest.raises(exception.SysfsReadError,
+                       match='huge: not a cpu list.*above the limit'):
+        reader.read_cpulist('huge')
+
+
+def test_a_root_that_cannot_be_listed_is_a_lost_source(tmp_path):
+    with pytest.raises(exception.ScanIncomplete) as info:
+        sysfs.SysfsReader(str(tmp_path / 'gone')).check_root()
+    assert str(info.value) == (f'sysfs lost ({tmp_path / "gone"}: '
+                               'No such file or directory)')

@@ -63,3 +63,13 @@ def test_callback_failure_does_not_stop_the_monitor():
     assert monitor.fire_if_due(0.0)
     monitor.handle('pci', 'add', 1.0)
     assert monitor.fire_if_due(1.0)
+
+
+def test_remove_events_name_the_device_gone():
+    gone = []
+    monitor = udev.UdevMonitor(lambda: None, on_remove=gone.append)
+    assert monitor.handle('pci', 'remove', 0.0, '0000:86:00.0')
+    assert monitor.handle('net', 'remove', 0.1, 'ens1f0')
+    assert monitor.handle('pci', 'unbind', 0.2, '0000:3b:00.0')
+    assert not monitor.handle('block', 'remove', 0.3, 'sda')
+    assert gone == ['0000:86:00.0', 'ens1f0']
