@@ -4,14 +4,28 @@ It reads the tree in Placement into a ``ProviderTree``, diffs it with the
 desired tree (:mod:`node_agent.placement.plan`, pure) and writes the plan.
 It makes no modelling decisions.
 
-Cost rules::
+Cost rules (measured through the shipped ``node-agent``, claims
+included: ``tests/integration/test_placement_calls.py``)::
 
     audit, nothing changed     1 call   GET /resource_providers?in_tree=<root>
                                         generations == the ones last synced
-    restart, nothing changed   1 call   the same, generations from SyncState
-    something moved            + 3 GETs per provider whose generation moved
-                                        (inventories, traits, aggregates),
-                                        concurrently
+    restart, nothing changed   1 call   the same, generations and the
+                                        allocations the claims follow from
+                                        SyncState, whatever P and C
+    allocations changed        + 1 GET per provider whose generation moved
+      on k providers                    (its allocations; no consumer read):
+                                        1 + k, e.g. 2 for one new allocation
+    something else moved       + 3 GETs per such provider (inventories,
+                                        traits, aggregates), concurrently:
+                                        a generation step that no consumer
+                                        written there accounts for
+    the agent's own writes     nothing at the next audit: a successful
+                                        compare-and-swap carries what is
+                                        known over to the new generation
+    full allocation read       P GETs, every [claims] full_reconcile_interval
+                                        (+-10%) and after a libvirt domain
+                                        stopped or went: deletes move no
+                                        generation
     first sync                 POST root, POST per child, PUT traits and
                                aggregates per provider, all inventories of
                                never-written providers (generation 0) in

@@ -2,9 +2,9 @@
 
 The acceptance tests of the "cheap at fleet scale" issue.  The agent runs
 as a real process (recorded host 1, nested layout: P = 5 providers, the
-root, 2 NUMA nodes and 2 GPUs; claims on) against a real Placement server process whose request log
-(:meth:`PlacementServer.requests`) counts every call it received, whatever
-sent it.  Counts, never timings.
+root, 2 NUMA nodes and 2 GPUs; claims on) against a real Placement server
+process whose request log (:meth:`PlacementServer.requests`) counts every
+call it received, whatever sent it.  Counts, never timings.
 """
 
 import time
