@@ -176,29 +176,29 @@ class AgentService(service.Service):
             self._done.set()
 
     def _start_udev(self):
-        if self.make_udev_monitor is None:
-            return
-        try:
-            monitor = self.make_udev_monitor(self.early_audit)
-            monitor.start()
-        except Exception as exc:  # no udev in a container, no netlink...
-            LOG.info('udev events are not watched (%s): changes are picked '
-                     'up by the periodic audit', exc)
-            return
-        self.udev_monitor = monitor
+        self.udev_monitor = self._start_watcher(
+            self.make_udev_monitor, self.early_audit, 'udev events',
+            'changes are picked up by the periodic audit')
 
     def _start_domain_events(self):
-        if self.make_domain_events is None:
-            return
+        self.domain_events = self._start_watcher(
+            self.make_domain_events, self._domain_gone,
+            'libvirt domain events', 'deleted allocations are seen by the '
+            'full read every [claims] full_reconcile_interval')
+
+    @staticmethod
+    def _start_watcher(make, callback, what, instead):
+        """``make(callback)`` started, or None (not configured, or it
+        cannot start here: no udev in a container, no libvirt events)."""
+        if make is None:
+            return None
         try:
-            watcher = self.make_domain_events(self._domain_gone)
+            watcher = make(callback)
             watcher.start()
-        except Exception as exc:  # a driver without events, no libvirtd...
-            LOG.info('libvirt domain events are not watched (%s): deleted '
-                     'allocations are seen by the full read every [claims] '
-                     'full_reconcile_interval', exc)
-            return
-        self.domain_events = watcher
+        except Exception as exc:
+            LOG.info('%s are not watched (%s): %s', what, exc, instead)
+            return None
+        return watcher
 
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
