@@ -1,12 +1,9 @@
 """libvirt domain lifecycle events: a guest stopped or went away.
 
-Placement moves no provider generation when a consumer's allocations are
-deleted (``DELETE /allocations/{consumer}``, what a forced delete of an
-instance sends), so the agent cannot see that by reading generations.  A
-guest that stops or is undefined is the moment such a delete is likely:
-the tracker then reads every allocation on its providers at the next
-audit (``ResourceTracker.request_full_read``) instead of waiting for
-``[claims] full_reconcile_interval``.
+That is the moment a guest's resources are likely freed elsewhere too (a
+forced delete of an instance), which the caller may have no other way to
+notice: the tracker reads every allocation on its providers at the next
+audit (``ResourceTracker.request_full_read``).
 
 :func:`is_gone` is the pure decision.  :class:`DomainEventWatcher` is the
 thin shell: libvirt's default event loop on a daemon thread

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.integration
 agent = svc.agent
 ROOT = svc.ROOT
 NUMA0 = ptree.provider_uuid('compute1_numa_0')
-FAST_AUDITS = ('[audit]', 'interval = 1')
+# An audit every 3 s: what a test does right after READY comes before the
+# first one.
+FAST_AUDITS = ('[audit]', 'interval = 3')
 
 
 def add_consumers(adapter, count):
@@ -57,7 +59,7 @@ def wait_for_request(agent, server, since, predicate, timeout=60):
 
 
 def one_audit(agent, server, before_audit=None):
-    """Start the daemon auditing every second; once READY, run
+    """Start the daemon auditing every 3 s; once READY, run
     ``before_audit()``, let one audit start and finish (SIGTERM waits
     for it); the requests that audit sent."""
     agent.configure(server.url, nested=True, extra=FAST_AUDITS)
