@@ -435,7 +435,7 @@ def stats(requests, hosts, rounds=1):
 
 def _collapse(path):
     return '/'.join('{id}' if len(p) == 36 and p.count('-') == 4 else p
-                    for p in path.split('/'))
+                    for p in path.split('?')[0].split('/'))
 
 
 def run_side(side, args, pg, python, workdir, specs):

@@ -3,6 +3,8 @@
 ``node-agent --config-file /etc/node-agent/node-agent.conf`` runs until
 stopped (systemd unit ``systemd/node-agent.service``); ``--once`` runs the
 startup pass and one audit, then exits 0, or non-zero with the reason.
+``--once`` skips ``[audit] startup_splay``: it is run by a person or a
+job that waits for its answer, not by a fleet restarted together.
 """
 
 import sys
@@ -49,7 +51,8 @@ def main(argv=None):
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
                     conf, on_remove=rt.discovery.note_removed),
-                claims_rpc=factory.claims_rpc(conf, rt)))
+                claims_rpc=factory.claims_rpc(conf, rt),
+                domain_events=factory.domain_events(conf, rt)))
     except service.FATAL_ERRORS as exc:
         LOG.critical('node-agent cannot continue: %s', exc)
         print(f'node-agent: {exc}', file=sys.stderr)

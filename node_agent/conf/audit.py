@@ -36,6 +36,18 @@ opts = [
                       'Placement is down), so this bounds both how soon it '
                       'syncs after Placement comes back and how hard it '
                       'knocks while Placement is away.'),
+    cfg.FloatOpt('startup_splay',
+                 default=5.0,
+                 min=0.0,
+                 help='Seconds within which the daemon waits a random time '
+                      'before its first Placement read, so that hosts '
+                      'restarted together (an upgrade) spread their '
+                      'startup reads instead of arriving at once. A '
+                      'restart with nothing changed costs one Placement '
+                      'call, so a few seconds spread even a large fleet; '
+                      'raise it for fleets of many thousand hosts. SIGTERM '
+                      'ends the wait. 0 disables it. "node-agent --once" '
+                      'never waits.'),
     cfg.IntOpt('reshape_retries',
                default=3,
                min=0,

@@ -51,6 +51,21 @@ opts = [
                     'claiming on this host. The count starts again when the '
                     'agent restarts. 0 removes such allocations at first '
                     'sight.'),
+    cfg.IntOpt('full_reconcile_interval',
+               default=3600,
+               min=1,
+               help='Seconds between two reads of every allocation on this '
+                    'host\'s providers, each period drawn again within '
+                    '+-10% so that hosts started together spread out. '
+                    'Between them allocations are read only on providers '
+                    'whose generation moved, but Placement moves no '
+                    'generation when allocations are deleted '
+                    '(DELETE /allocations/<consumer>, e.g. a forced delete '
+                    'of an instance): this read is what releases the claims '
+                    'of such consumers at the latest. A libvirt domain that '
+                    'stops or is undefined brings the read forward to the '
+                    'next audit. The time of the last read is kept across '
+                    'restarts.'),
     cfg.IntOpt('db_busy_timeout',
                default=30,
                min=1,

@@ -8,7 +8,8 @@ Read-only collectors, each with an injectable source, merged by
 * :mod:`libvirt_host` - capabilities, node devices, domains
   (``[libvirt] connection_uri``);
 * :mod:`nvml` - NVIDIA GPUs through an injected ``pynvml`` module;
-* :mod:`udev` - events that should trigger an early re-scan.
+* :mod:`udev` - events that should trigger an early re-scan;
+* :mod:`domain_events` - libvirt guests that stopped or went.
 
 Nothing here knows about Placement.
 """

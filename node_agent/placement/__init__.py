@@ -7,5 +7,7 @@
     client.py     ReportClient: read, diff, write; the only HTTP speaker
     plan.py       the pure diff: current + desired tree -> ordered plan
     state.py      SyncState: last synced tree and ownership, in SQLite
+    allocations.py  pure: allocations per provider, what a generation move
+                  means
     errors.py     Placement status/error codes -> node_agent.exception
 """

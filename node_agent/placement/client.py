@@ -4,14 +4,28 @@ It reads the tree in Placement into a ``ProviderTree``, diffs it with the
 desired tree (:mod:`node_agent.placement.plan`, pure) and writes the plan.
 It makes no modelling decisions.
 
-Cost rules::
+Cost rules (measured through the shipped ``node-agent``, claims
+included: ``tests/integration/test_placement_calls.py``)::
 
     audit, nothing changed     1 call   GET /resource_providers?in_tree=<root>
                                         generations == the ones last synced
-    restart, nothing changed   1 call   the same, generations from SyncState
-    something moved            + 3 GETs per provider whose generation moved
-                                        (inventories, traits, aggregates),
-                                        concurrently
+    restart, nothing changed   1 call   the same, generations and the
+                                        allocations the claims follow from
+                                        SyncState, whatever P and C
+    allocations changed        + 1 GET per provider whose generation moved
+      on k providers                    (its allocations; no consumer read):
+                                        1 + k, e.g. 2 for one new allocation
+    something else moved       + 3 GETs per such provider (inventories,
+                                        traits, aggregates), concurrently:
+                                        a generation step that no consumer
+                                        written there accounts for
+    the agent's own writes     nothing at the next audit: a successful
+                                        compare-and-swap carries what is
+                                        known over to the new generation
+    full allocation read       P GETs, every [claims] full_reconcile_interval
+                                        (+-10%) and after a libvirt domain
+                                        stopped or went: deletes move no
+                                        generation
     first sync                 POST root, POST per child, PUT traits and
                                aggregates per provider, all inventories of
                                never-written providers (generation 0) in
@@ -65,6 +79,7 @@ from keystoneauth1 import exceptions as ks_exc
 
 from node_agent import exception
 from node_agent import provider_tree as ptree
+from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import errors
 from node_agent.placement import plan as plan_mod
 
@@ -107,6 +122,18 @@ class ReportClient:
         self._known_traits = set()
         self._known_classes = set(state.resource_classes()) if state else set()
         self._reshaper_forbidden = False
+        # Allocations per root (see allocations.py): what the claims were
+        # last reconciled against (also in SyncState), what was read since,
+        # and when all of a tree's providers were last read.
+        self._reconciled = {}     # root uuid -> View
+        self._fresh = {}          # root uuid -> View
+        self._full_read_at = {}   # root uuid -> seconds since the epoch
+        # During a flush: where each provider's generation stood before
+        # the agent's own writes, and the providers whose generation may
+        # also have moved for another reason (a re-read after a conflict,
+        # a reshape that moved allocations).
+        self._written_from = {}
+        self._unsure = set()
 
     @classmethod
     def from_conf(cls, conf, adapter, state=None):
@@ -197,19 +224,23 @@ class ReportClient:
         """
         cached = self._cached(root_uuid)
         stale = []
+        moved = []
         for rec in listing:
             have = cached.find(rec['uuid']) if cached is not None else None
             if (have is None or have.generation is None
-                    or have.generation != rec['generation']
                     or have.parent_uuid != rec['parent_provider_uuid']
                     or have.name != rec['name']):
                 stale.append(rec['uuid'])
-        if (cached is not None and not stale
+            elif have.generation != rec['generation']:
+                moved.append(rec['uuid'])
+        by_uuid = {rec['uuid']: rec for rec in listing}
+        explained = self._explain_moves(root_uuid, cached, by_uuid, moved)
+        stale += [uuid for uuid in moved if uuid not in explained]
+        if (cached is not None and not stale and not explained
                 and cached.uuids() == {r['uuid'] for r in listing}):
             return cached
         content = dict(zip(stale, self._map(self._read_provider, stale)))
         tree = ptree.ProviderTree()
-        by_uuid = {rec['uuid']: rec for rec in listing}
 
         def add(rec):
             if rec['uuid'] in tree:
@@ -222,7 +253,7 @@ class ReportClient:
             else:
                 old = cached.get(rec['uuid'])
                 inv, traits, aggs = old.inventory, old.traits, old.aggregates
-                gen = old.generation
+                gen = explained.get(rec['uuid'], old.generation)
             if parent is None:
                 provider = tree.new_root(rec['name'], uuid=rec['uuid'],
                                          generation=gen)
@@ -238,6 +269,32 @@ class ReportClient:
         self._trees[root_uuid] = tree
         self._save(tree)
         return tree
+
+    def _explain_moves(self, root_uuid, cached, by_uuid, moved):
+        """``{uuid: generation}`` of the providers among ``moved`` whose
+        generation moved by allocation writes alone.
+
+        Tried only where the allocations at the cached generation are
+        known: one allocation read each (kept for the claims check) instead
+        of three content reads; see :mod:`~node_agent.placement.
+        allocations` for the rule and its limit.
+        """
+        known = {}
+        for uuid in moved:
+            before = self._known_allocations(
+                root_uuid, uuid, cached.get(uuid).generation)
+            if before is not None:
+                known[uuid] = before
+        explained = {}
+        fresh = self._fresh.setdefault(root_uuid, {})
+        for uuid, after in self._map(self._provider_allocations,
+                                     sorted(known)):
+            fresh[uuid] = after
+            if (after.generation == by_uuid[uuid]['generation']
+                    and allocs_mod.explained_by_allocations(
+                        known[uuid], after, cached.get(uuid).generation)):
+                explained[uuid] = after.generation
+        return explained
 
     def _save(self, tree):
         if self._state is not None:
@@ -355,10 +412,34 @@ class ReportClient:
             LOG.info('provider %s: %s', uuid, reason)
         if plan.empty and allocations is None:
             return
+        self._written_from = {p.uuid: p.generation for p in tree.providers()}
+        self._unsure = set()
         try:
             self._apply(tree, desired, plan, allocations)
         finally:
+            self._advance_allocations(root.uuid, tree)
             self._save(tree)
+
+    def _advance_allocations(self, root_uuid, tree):
+        """Carry the known allocations over the agent's own writes.
+
+        Every write is compare-and-swap: one that took a provider from
+        generation g (the one its allocations are known at) to g' let no
+        allocation write in between, so they are still known at g'.
+        """
+        reconciled = self._reconciled_view(root_uuid)
+        for view in (self._fresh.get(root_uuid), reconciled):
+            for uuid, known in list((view or {}).items()):
+                provider = tree.find(uuid)
+                if provider is None:
+                    del view[uuid]
+                elif (uuid not in self._unsure
+                        and provider.generation is not None
+                        and known.generation is not None
+                        and known.generation == self._written_from.get(uuid)):
+                    view[uuid] = known.at(provider.generation)
+        if reconciled and self._state is not None:
+            self._state.save_allocations(root_uuid, reconciled)
 
     def _apply(self, tree, desired, plan, allocations):
         reshaping = allocations is not None
@@ -382,6 +463,12 @@ class ReportClient:
                 tree.new_child(create.name, create.parent_uuid,
                                uuid=create.uuid, generation=generation)
             self._ownership[create.uuid] = plan_mod.Ownership(owned=True)
+            if generation is not None:
+                # A provider just created holds nothing yet.
+                self._written_from[create.uuid] = generation
+                self._fresh.setdefault(tree.get(create.uuid).root_uuid, {})[
+                    create.uuid] = allocs_mod.ProviderAllocations(
+                        generation, {})
             LOG.debug('created provider %s (%s)', create.name, create.uuid)
         # Providers nobody has written to yet (generation 0: created in
         # this sync, or the root ensure_root just made) can take their
@@ -462,6 +549,7 @@ class ReportClient:
                 self._write(tree, want, inventory)
 
     def _reread(self, tree, uuid):
+        self._unsure.add(uuid)
         provider = tree.get(uuid)
         (provider.inventory, provider.traits, provider.aggregates,
          provider.generation) = self._read_provider(uuid)
@@ -572,14 +660,20 @@ class ReportClient:
                     body[uuid] = {
                         'resource_provider_generation': have.generation,
                         'inventories': copy.deepcopy(have.inventory)}
+        self._unsure.update(touched)
         try:
             self.reshape(body, allocations)
-        finally:
-            # The reshape moves generations by amounts only Placement
-            # knows; unknown generations make the next read re-read these
-            # providers instead of trusting a guess.
+        except BaseException:
+            # The reshape may have moved generations by amounts only
+            # Placement knows; unknown generations make the next read
+            # re-read these providers instead of trusting a guess.
             for uuid in touched:
                 tree.get(uuid).generation = None
+            raise
+        # What it wrote is known: read the generations it left, as after
+        # a bulk inventory write, so the next audit re-reads nothing.
+        if touched:
+            self._learn_generations(tree, touched)
         for uuid, body in inventories.items():
             tree.get(uuid).inventory = copy.deepcopy(body['inventories'])
             self._own(uuid, resource_classes=set(
@@ -702,19 +796,86 @@ class ReportClient:
 
     def _read_provider_allocations(self, providers):
         """``{consumer: {'allocations': {rp: ...}}}`` over ``providers``."""
-        def provider_allocs(uuid):
-            return uuid, self._get(f'/resource_providers/{uuid}/allocations',
-                                   MV_PROVIDERS, uuid)
+        return allocs_mod.as_consumers(
+            dict(self._map(self._provider_allocations, providers)))
 
-        consumers = {}
-        for uuid, body in self._map(provider_allocs, providers):
-            generation = body.get('resource_provider_generation')
-            for consumer, alloc in body['allocations'].items():
-                entry = consumers.setdefault(consumer, {'allocations': {}})
-                entry['allocations'][uuid] = {
-                    'generation': generation,
-                    'resources': dict(alloc.get('resources', {}))}
-        return consumers
+    def _provider_allocations(self, uuid):
+        """``(uuid, ProviderAllocations)``: one provider's, one GET."""
+        return uuid, allocs_mod.from_body(self._get(
+            f'/resource_providers/{uuid}/allocations', MV_PROVIDERS, uuid))
+
+    def _reconciled_view(self, root_uuid):
+        if root_uuid not in self._reconciled:
+            view, at = ({}, None)
+            if self._state is not None:
+                view, at = self._state.load_allocations(root_uuid)
+            self._reconciled[root_uuid] = view
+            self._full_read_at[root_uuid] = at
+        return self._reconciled[root_uuid]
+
+    def _known_allocations(self, root_uuid, uuid, generation):
+        """A provider's allocations if known at ``generation``, or None."""
+        if generation is None:
+            return None
+        for view in (self._fresh.get(root_uuid, {}),
+                     self._reconciled_view(root_uuid)):
+            known = view.get(uuid)
+            if known is not None and known.generation == generation:
+                return known
+        return None
+
+    def tree_allocations(self, root_uuid, full=False):
+        """What consumers hold on the tree last synced, as a
+        :class:`~node_agent.placement.allocations.Read`.
+
+        Reads ``GET /resource_providers/{uuid}/allocations`` only for
+        providers whose allocations are not known at their current
+        generation (every provider when ``full``: removals do not move
+        generations).  Nothing is recorded until :meth:`record_allocations`
+        (after the claims followed), so a crash in between re-reads.
+        """
+        tree = self._trees.get(root_uuid) or self._cached(root_uuid)
+        reconciled = self._reconciled_view(root_uuid)
+        view, unknown = {}, []
+        for provider in tree.providers():
+            known = None if full else self._known_allocations(
+                root_uuid, provider.uuid, provider.generation)
+            if known is None:
+                unknown.append(provider.uuid)
+            else:
+                view[provider.uuid] = known
+        view.update(self._map(self._provider_allocations, sorted(unknown)))
+        return allocs_mod.Read(
+            root_uuid, view, full=full,
+            changed=not reconciled or not allocs_mod.same_allocations(
+                reconciled, view))
+
+    def record_allocations(self, read, now):
+        """``read`` is what the claims now follow (``now``: seconds since
+        the epoch, the time of a full read)."""
+        root_uuid = read.root_uuid
+        self._reconciled[root_uuid] = dict(read.view)
+        self._fresh.pop(root_uuid, None)
+        if read.full:
+            self._full_read_at[root_uuid] = now
+        if self._state is not None:
+            self._state.save_allocations(root_uuid, read.view,
+                                         now if read.full else None)
+
+    def last_full_allocation_read(self, root_uuid):
+        """Seconds since the epoch of the last full allocation read of
+        that tree recorded, or None."""
+        self._reconciled_view(root_uuid)
+        return self._full_read_at.get(root_uuid)
+
+    def _forget_consumer(self, consumer, provider_uuids):
+        # Taking a consumer off a provider moves no generation: what is
+        # known of those providers stays current without it.
+        for views in (self._fresh, self._reconciled):
+            for view in views.values():
+                for uuid in provider_uuids:
+                    if uuid in view:
+                        view[uuid] = view[uuid].without(consumer)
 
     def _read_consumer(self, consumer, microversion=MV_CONSUMER_TYPE):
         """``(consumer, record)``; the record has ``consumer_type`` when
@@ -769,6 +930,7 @@ class ReportClient:
             if resp.status_code == 404:
                 return None
             errors.check(resp)
+            self._forget_consumer(consumer, ours)
             return 'deleted'
         consumer_type = body.get('consumer_type')
         with_type = consumer_type not in (None, NULL_CONSUMER_TYPE)
@@ -782,6 +944,7 @@ class ReportClient:
                              MV_CONSUMER_TYPE if with_type else MV_RESHAPE,
                              put)
         errors.check(resp)
+        self._forget_consumer(consumer, ours)
         return 'trimmed'
 
     def reshape(self, inventories, allocations):
@@ -832,6 +995,8 @@ class ReportClient:
         self._roots.clear()
         self._known_traits.clear()
         self._known_classes.clear()
+        self._fresh.clear()
+        self._reconciled.clear()
         if self._state is not None:
             self._state.forget_generations()
 

@@ -11,6 +11,10 @@ operator command) never blocks the agent.  It holds:
   without it the agent removes nothing.
 - ``resource_classes``: custom resource classes known to exist, so they
   are created once.
+- ``allocations``: per provider, what consumers held there at the
+  generation the claims were last reconciled against
+  (:mod:`node_agent.placement.allocations`), and when they were last all
+  read: a restart whose tree is at those generations reads no allocation.
 
 Losing the file is safe: the agent re-reads the tree and removes nothing it
 cannot prove it set.
@@ -22,6 +26,7 @@ import sqlite3
 import threading
 
 from node_agent import provider_tree as ptree
+from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import plan
 
 FILENAME = 'agent_state.sqlite'
@@ -49,6 +54,12 @@ CREATE TABLE IF NOT EXISTS providers (
 CREATE INDEX IF NOT EXISTS providers_root ON providers (root_uuid);
 CREATE TABLE IF NOT EXISTS resource_classes (
     name TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS allocations (
+    uuid TEXT PRIMARY KEY,
+    root_uuid TEXT NOT NULL,
+    generation INTEGER,
+    consumers TEXT NOT NULL
 );
 """
 
@@ -166,6 +177,48 @@ class SyncState:
         """Make the next read re-read every provider; keep ownership."""
         with self._lock:
             self._db.execute('UPDATE providers SET generation = NULL')
+            self._db.execute('UPDATE allocations SET generation = NULL')
+
+    # -- allocations the claims were reconciled against ---------------------
+
+    def load_allocations(self, root_uuid):
+        """``(view, full_read_at)``: the allocations view of that root and
+        the time (seconds since the epoch) of its last full read, or
+        ``({}, None)``."""
+        with self._lock:
+            rows = self._db.execute(
+                'SELECT uuid, generation, consumers FROM allocations '
+                'WHERE root_uuid = ?', (root_uuid,)).fetchall()
+            at = self._db.execute(
+                'SELECT value FROM meta WHERE key = ?',
+                (_full_read_key(root_uuid),)).fetchone()
+        view = {uuid: allocs_mod.ProviderAllocations(gen, json.loads(cons))
+                for uuid, gen, cons in rows}
+        return view, float(at[0]) if at else None
+
+    def save_allocations(self, root_uuid, view, full_read_at=None):
+        """Replace the allocations view of that root, in one transaction;
+        ``full_read_at``: record a full read at that time."""
+        records = [(uuid, root_uuid, p.generation,
+                    json.dumps(p.consumers, sort_keys=True))
+                   for uuid, p in view.items()]
+        with self._lock:
+            self._db.execute('BEGIN IMMEDIATE')
+            try:
+                self._db.execute('DELETE FROM allocations WHERE '
+                                 'root_uuid = ?', (root_uuid,))
+                self._db.executemany(
+                    'INSERT OR REPLACE INTO allocations VALUES '
+                    '(?, ?, ?, ?)', records)
+                if full_read_at is not None:
+                    self._db.execute(
+                        'INSERT OR REPLACE INTO meta (key, value) '
+                        'VALUES (?, ?)',
+                        (_full_read_key(root_uuid), repr(full_read_at)))
+                self._db.execute('COMMIT')
+            except BaseException:
+                self._db.execute('ROLLBACK')
+                raise
 
     # -- resource classes ----------------------------------------------------
 
@@ -179,3 +232,7 @@ class SyncState:
             self._db.executemany(
                 'INSERT OR IGNORE INTO resource_classes (name) VALUES (?)',
                 [(n,) for n in names])
+
+
+def _full_read_key(root_uuid):
+    return f'allocations_full_read:{root_uuid}'

@@ -70,6 +70,16 @@ def claims_rpc(conf, rt):
     return functools.partial(rpc.start_server, conf, rt.claims, context)
 
 
+def domain_events(conf, rt):
+    """``make(callback) -> watcher`` of libvirt domain lifecycle events,
+    or None when the tracker has no claims to keep true."""
+    if rt.claims is None:
+        return None
+    from node_agent.hardware import domain_events as events
+    return functools.partial(events.DomainEventWatcher,
+                             conf.libvirt.connection_uri)
+
+
 def udev_monitor(conf, on_remove=None):
     """``make(callback) -> monitor`` for early audits, or None when off.
 

@@ -15,12 +15,16 @@ Threads and signals::
                    completes), exit 0; [DEFAULT] graceful_shutdown_timeout
                    (10 s) bounds it.  SIGHUP -> reload(): flag for the
                    worker.
-    worker         startup (waiting for Placement with capped exponential
-                   backoff), READY=1, claims RPC server started, then every
+    worker         a random wait within [audit] startup_splay (a fleet
+                   restarted together spreads its first reads; SIGTERM
+                   ends it), startup (waiting for Placement with capped
+                   exponential backoff), READY=1, claims RPC server
+                   started, then every
                    [audit] interval: audit, WATCHDOG=1.  SIGHUP: re-read the
                    config files, drop the report client's cached Placement
                    state, audit now.  A udev event (debounced by the
-                   monitor): audit now.
+                   monitor): audit now.  A libvirt domain stopped or
+                   undefined: read every allocation at the next audit.
     claims-rpc     starts the claims RPC server (oslo.messaging, only with
                    [DEFAULT] transport_url), which then serves claims from
                    its own threads against the tracker's last synced tree
@@ -37,6 +41,7 @@ restarted as is: a reshape that failed for good or a bad configuration
 
 import contextlib
 import logging
+import random
 import signal
 import threading
 import time
@@ -79,9 +84,10 @@ class AgentService(service.Service):
     """Runs a :class:`~node_agent.tracker.tracker.ResourceTracker`."""
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
-                 claims_rpc=None):
-        """``udev_monitor``: ``make(callback) -> monitor`` (with start()
-        and stop()), or None.  ``claims_rpc``: ``start() -> server or None``
+                 claims_rpc=None, domain_events=None):
+        """``udev_monitor`` and ``domain_events``: ``make(callback) ->
+        watcher`` (with start() and stop()), or None.  ``claims_rpc``:
+        ``start() -> server or None``
         (:func:`node_agent.tracker.factory.claims_rpc`), or None."""
         super().__init__(threads=1)
         self.conf = conf
@@ -89,6 +95,8 @@ class AgentService(service.Service):
         self.notifier = notifier
         self.make_udev_monitor = udev_monitor
         self.udev_monitor = None
+        self.make_domain_events = domain_events
+        self.domain_events = None
         self.start_claims_rpc = claims_rpc
         self.rpc_server = None
         self._rpc_lock = threading.Lock()
@@ -146,6 +154,8 @@ class AgentService(service.Service):
     def _run(self):
         try:
             self._start_udev()
+            self._start_domain_events()
+            self._splay()
             self._startup()
             self.notifier.ready(status=self.tracker.status_line())
             self._start_rpc()
@@ -162,19 +172,51 @@ class AgentService(service.Service):
             self._stop_rpc()
             if self.udev_monitor is not None:
                 self.udev_monitor.stop()
+            if self.domain_events is not None:
+                self.domain_events.stop()
             self._done.set()
 
     def _start_udev(self):
-        if self.make_udev_monitor is None:
-            return
+        self.udev_monitor = self._start_watcher(
+            self.make_udev_monitor, self.early_audit, 'udev events',
+            'changes are picked up by the periodic audit')
+
+    def _start_domain_events(self):
+        self.domain_events = self._start_watcher(
+            self.make_domain_events, self._domain_gone,
+            'libvirt domain events', 'deleted allocations are seen by the '
+            'full read every [claims] full_reconcile_interval')
+
+    @staticmethod
+    def _start_watcher(make, callback, what, instead):
+        """``make(callback)`` started, or None (not configured, or it
+        cannot start here: no udev in a container, no libvirt events)."""
+        if make is None:
+            return None
         try:
-            monitor = self.make_udev_monitor(self.early_audit)
-            monitor.start()
-        except Exception as exc:  # no udev in a container, no netlink...
-            LOG.info('udev events are not watched (%s): changes are picked '
-                     'up by the periodic audit', exc)
+            watcher = make(callback)
+            watcher.start()
+        except Exception as exc:
+            LOG.info('%s are not watched (%s): %s', what, exc, instead)
+            return None
+        return watcher
+
+    def _domain_gone(self, domain_uuid):
+        self.tracker.request_full_read()
+
+    def _splay(self):
+        """Wait a random time within ``[audit] startup_splay`` seconds."""
+        window = self.conf.audit.startup_splay
+        if window <= 0:
             return
-        self.udev_monitor = monitor
+        delay = random.uniform(0, window)
+        self.notifier.set_status(f'starting in {delay:.1f} s '
+                                 '([audit] startup_splay)')
+        LOG.info('waiting %.1f s before the first Placement read '
+                 '([audit] startup_splay = %s)', delay, window)
+        self._sleep(delay)
+        if self._stop.is_set():
+            raise _Stopped()
 
     def _start_rpc(self):
         if self.start_claims_rpc is None:

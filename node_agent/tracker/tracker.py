@@ -43,12 +43,18 @@ Rules:
   (the tree is read without ensuring the root).
 - Claim checks run after the sync when a claim manager is given: orphan
   collection every audit; reconciling claims with Placement's allocations at
-  startup and whenever a provider generation in the tree moved (allocations
-  changed), so an audit with nothing changed still costs one Placement call.
+  startup and whenever they changed.  Allocations are read only for
+  providers whose generation moved since they were last read (the report
+  client keeps them, across restarts too), so an audit or a restart with
+  nothing changed costs one Placement call.  Removals move no generation:
+  every ``[claims] full_reconcile_interval`` (+-10%), and at the audit after
+  a libvirt domain stopped or went (:meth:`ResourceTracker.request_full_read`),
+  every provider's allocations are read.
 """
 
 import copy
 import logging
+import random
 import time
 
 import tenacity
@@ -105,7 +111,9 @@ class ResourceTracker:
     """Startup, audit and dry run over one report client and discovery."""
 
     def __init__(self, conf, report_client, discovery, claims=None,
-                 notifier=None):
+                 notifier=None, clock=time.time):
+        """``clock``: seconds since the epoch (the full allocation read
+        is due by it, across restarts)."""
         self.conf = conf
         self.rc = report_client
         self.discovery = discovery
@@ -117,7 +125,9 @@ class ResourceTracker:
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
         self._absent = {}               # (field, key) -> scans missing from
-        self._generations = None        # {uuid: generation} at last check
+        self.clock = clock
+        self._full_read_requested = False
+        self._full_period = self._draw_full_period()
         self.unclaimed = {}             # allocations with no claim nor guest
         self._unclaimed_since = {}      # consumer -> monotonic first sight
 
@@ -296,22 +306,32 @@ class ResourceTracker:
                     retry_state.attempt_number + 1)
         self.rc.invalidate()
 
+    def request_full_read(self):
+        """Read every provider's allocations at the next claims check
+        (a guest stopped or went: its allocations may be deleted, which
+        moves no generation).  Safe from any thread."""
+        self._full_read_requested = True
+
+    def _draw_full_period(self):
+        return self.conf.claims.full_reconcile_interval * random.uniform(
+            0.9, 1.1)
+
+    def _full_read_due(self, root_uuid):
+        last = self.rc.last_full_allocation_read(root_uuid)
+        return last is None or self.clock() - last >= self._full_period
+
     def _check_claims(self, pending, startup):
         """The claim checks of :mod:`node_agent.claims.manager`.
 
         Every pass: confirm claims whose guest appeared, release orphans.
-        At startup and whenever a provider generation moved (allocations
-        changed): rebuild a new or moved-aside claim database, reconcile
-        claims with Placement's allocations (after a reshape they follow
-        the moved allocations), then look for allocations with neither a
-        claim nor a guest (:meth:`_heal`).  While some wait out their grace
-        period with ``[claims] heal_allocations`` on, the allocations are
-        read every pass so they go when it ends.
+        At startup and whenever allocations changed: rebuild a new or
+        moved-aside claim database, reconcile claims with Placement's
+        allocations (after a reshape they follow the moved allocations),
+        then look for allocations with neither a claim nor a guest
+        (:meth:`_heal`).  Allocations are read where generations moved;
+        all of them when the claim database is new, a full read is due or
+        was requested.
         """
-        generations = {p.uuid: p.generation
-                       for p in pending.current.providers()}
-        changed = startup or generations != self._generations
-        self._generations = generations
         if self.claims is None:
             return
         domains = pending.snapshot.domains if pending.snapshot else ()
@@ -321,16 +341,24 @@ class ResourceTracker:
         else:
             self.claims.audit(domains)
         heal = self.conf.claims.heal_allocations
-        if not changed and not (heal and self._unclaimed_since):
-            return
-        allocations = self.rc.get_allocations_for_provider_tree(
-            self.nodename)
         tree = self.last_good
-        if getattr(self.claims, 'needs_rebuild', False):
+        root_uuid = tree.roots[0].uuid
+        rebuild = getattr(self.claims, 'needs_rebuild', False)
+        requested, self._full_read_requested = self._full_read_requested, False
+        full = rebuild or requested or self._full_read_due(root_uuid)
+        read = self.rc.tree_allocations(root_uuid, full=full)
+        if not (startup or full or read.changed
+                or (heal and self._unclaimed_since)):
+            return
+        allocations = read.consumers
+        if rebuild:
             self.claims.rebuild(domains, allocations, tree=tree,
                                 snapshot=pending.snapshot)
             self.claims.needs_rebuild = False
         self.claims.reconcile(allocations, tree)
+        self.rc.record_allocations(read, self.clock())
+        if full:
+            self._full_period = self._draw_full_period()
         self.unclaimed = self.claims.unclaimed_allocations(
             allocations, domains, tree=tree)
         if heal:

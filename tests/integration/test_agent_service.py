@@ -41,7 +41,8 @@ PLACEMENT_DELAY = 20
 WRITE_RE = re.compile(r'curl -g -i -X (POST|PUT|DELETE|PATCH) ')
 
 
-def write_conf(path, url, state_path, nested, direct_db=None, log=None):
+def write_conf(path, url, state_path, nested, direct_db=None, log=None,
+               extra=()):
     lines = [
         '[DEFAULT]',
         'host = compute1',
@@ -71,11 +72,14 @@ def write_conf(path, url, state_path, nested, direct_db=None, log=None):
         'interval = 3600',
         'startup_backoff_initial = 0.5',
         'startup_backoff_max = 2',
+        'startup_splay = 0',
     ]
     if log:
         lines[1:1] = [f'log_file = {log}']
     if direct_db:
         lines += ['[placement_direct]', f'connection = sqlite:///{direct_db}']
+    # ('[section]', 'option = value', ...): later lines win.
+    lines += list(extra)
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
 
@@ -95,10 +99,11 @@ class Agent:
         self.messages = []
         self.runs = 0
 
-    def configure(self, url, nested, direct_db=None):
+    def configure(self, url, nested, direct_db=None, extra=()):
         self.runs += 1
         self.log = os.path.join(self.workdir, f'agent-{self.runs}.log')
-        write_conf(self.conf, url, self.state, nested, direct_db, self.log)
+        write_conf(self.conf, url, self.state, nested, direct_db, self.log,
+                   extra)
 
     def start(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

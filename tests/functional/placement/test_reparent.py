@@ -155,7 +155,8 @@ def test_second_writer_during_a_move_is_read_not_overwritten(
     # the next read re-reads the card, and the trait is there.
     counted.reset()
     tree = rc.get_provider_tree_and_ensure_root(HOST)
-    assert counted.count('GET', f'/resource_providers/{nic}') == 3
+    assert sum(counted.count('GET', f'/resource_providers/{nic}/{what}')
+               for what in ('inventories', 'traits', 'aggregates')) == 3
     assert 'CUSTOM_OPERATOR_GOLD' in tree.get(NIC0).traits
     desired.add_traits(NIC0, 'CUSTOM_NIC_ROOT')
     rc.update_from_provider_tree(desired)

@@ -32,6 +32,7 @@ class RecordedUdev(udev.UdevMonitor):
 def running(agents, host1):
     service.register_opts(host1)
     host1.set_override('interval', 3600, 'audit')
+    host1.set_override('startup_splay', 0, 'audit')
     agent = agents()
     monitors = []
 

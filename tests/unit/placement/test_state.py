@@ -3,6 +3,7 @@
 import sqlite3
 
 from node_agent import provider_tree as ptree
+from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import plan
 from node_agent.placement import state as state_mod
 
@@ -39,3 +40,23 @@ def test_round_trip(tmp_path):
     state.close()
     mode = sqlite3.connect(path).execute('PRAGMA journal_mode').fetchone()
     assert mode[0] == 'wal'
+
+
+def test_allocations_round_trip_and_forget(tmp_path):
+    path = str(tmp_path / state_mod.FILENAME)
+    view = {'rp1': allocs_mod.ProviderAllocations(4, {'c1': {'VCPU': 2}}),
+            'rp2': allocs_mod.ProviderAllocations(9, {})}
+    state = state_mod.SyncState(path)
+    assert state.load_allocations('root') == ({}, None)
+    state.save_allocations('root', view, full_read_at=1234.5)
+    state.save_allocations('root', view)     # keeps the full read time
+    state.close()
+
+    state = state_mod.SyncState(path)
+    assert state.load_allocations('root') == (view, 1234.5)
+    assert state.load_allocations('other') == ({}, None)
+    state.forget_generations()
+    loaded, _ = state.load_allocations('root')
+    assert {u: p.generation for u, p in loaded.items()} == {
+        'rp1': None, 'rp2': None}
+    state.close()

@@ -1,0 +1,51 @@
+"""libvirt domain lifecycle events from the real test driver."""
+
+import threading
+import uuid
+
+import libvirt
+
+from node_agent.hardware import domain_events
+
+URI = 'test:///default'
+DOMAIN_XML = """<domain type='test'>
+  <name>{name}</name><uuid>{uuid}</uuid>
+  <memory>8192</memory><vcpu>1</vcpu>
+  <os><type>hvm</type></os>
+</domain>"""
+
+
+def test_only_stopped_and_undefined_mean_gone():
+    assert domain_events.is_gone(libvirt.VIR_DOMAIN_EVENT_STOPPED)
+    assert domain_events.is_gone(libvirt.VIR_DOMAIN_EVENT_UNDEFINED)
+    for event in (libvirt.VIR_DOMAIN_EVENT_DEFINED,
+                  libvirt.VIR_DOMAIN_EVENT_STARTED,
+                  libvirt.VIR_DOMAIN_EVENT_SUSPENDED,
+                  libvirt.VIR_DOMAIN_EVENT_RESUMED):
+        assert not domain_events.is_gone(event)
+
+
+def test_watcher_reports_a_stopped_then_undefined_domain():
+    gone = []
+    seen = threading.Event()
+
+    def callback(domain_uuid):
+        gone.append(domain_uuid)
+        if len(gone) == 2:
+            seen.set()
+
+    watcher = domain_events.DomainEventWatcher(URI, callback)
+    watcher.start()
+    rw = libvirt.open(URI)
+    try:
+        guest = str(uuid.uuid4())
+        dom = rw.defineXML(DOMAIN_XML.format(name=f'guest-{guest[:8]}',
+                                             uuid=guest))
+        dom.create()
+        dom.destroy()
+        dom.undefine()
+        assert seen.wait(10), gone
+        assert gone == [guest, guest]
+    finally:
+        rw.close()
+        watcher.stop()

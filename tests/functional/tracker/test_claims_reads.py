@@ -1,0 +1,184 @@
+"""What the claims check reads from Placement, counted, on recorded host 1.
+
+Allocations are read only where a provider generation moved, across
+restarts too; removals (which move no generation) are caught by the full
+read every ``[claims] full_reconcile_interval`` or when one is requested
+(a libvirt domain stopped or went).  The clock is the test's: passes are
+driven, never waited for.
+"""
+
+import os
+
+import pytest
+
+from node_agent import provider_tree as ptree
+from node_agent.claims import manager as manager_mod
+from tests.functional.tracker import conftest as h
+
+ROOT = ptree.provider_uuid('compute1')
+PERIOD = 600
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_000_000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def start(host1, agents, clock):
+    """``start() -> agent``: a new agent process's objects, started."""
+    host1.set_override('full_reconcile_interval', PERIOD, 'claims')
+
+    def make():
+        agent = agents(claims=manager_mod.ClaimManager(host1))
+        agent.tracker.clock = clock
+        agent.tracker.startup()
+        return agent
+    return make
+
+
+def allocation_reads(agent):
+    return [c for c in agent.adapter.calls
+            if c.path.endswith('/allocations')
+            and c.path.startswith('/resource_providers/')]
+
+
+def claim(agent, consumer, resources):
+    return agent.tracker.claims.claim(
+        consumer, {ROOT: {'resources': resources}},
+        tree=agent.tracker.last_good, snapshot=agent.tracker.snapshot)
+
+
+def test_first_sync_then_audit_is_one_call(start):
+    agent = start()
+    agent.adapter.reset()
+    assert agent.tracker.audit().empty
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+
+
+@pytest.mark.parametrize('consumers', [0, 3])
+def test_restart_with_nothing_changed_is_one_call(start, placement_adapter,
+                                                  consumers):
+    first = start()
+    for _ in range(consumers):
+        h.put_allocations(placement_adapter, h.new_consumer(),
+                          {ROOT: {'VCPU': 1}})
+    first.tracker.audit()           # the claims follow the new allocations
+    first.close()
+
+    restarted = start()
+    assert len(restarted.adapter.calls) == 1, restarted.adapter.summary()
+    assert restarted.writes() == []
+
+
+def test_audit_after_a_new_allocation_reads_that_provider_only(
+        start, placement_adapter):
+    agent = start()
+    consumer = h.new_consumer()
+    held = claim(agent, consumer, {'VCPU': 2})
+    h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
+    agent.adapter.reset()
+    agent.tracker.audit()
+    # The listing, then the root's allocations: one allocation write
+    # explains the root's new generation, so its inventory, traits and
+    # aggregates are not read again.
+    assert agent.adapter.summary() == {
+        'GET /resource_providers': 1,
+        'GET /resource_providers/{id}/allocations': 1}
+    assert agent.tracker.claims.show(held.id).resources == {
+        ROOT: {'VCPU': 1}}
+
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+
+
+def test_an_inventory_edit_is_still_read(start, placement_adapter):
+    agent = start()
+    inv = placement_adapter.get(f'/resource_providers/{ROOT}/inventories',
+                                microversion='1.26').json()
+    inv['inventories']['VCPU']['reserved'] = 1
+    resp = placement_adapter.put(f'/resource_providers/{ROOT}/inventories',
+                                 microversion='1.26', json=inv)
+    assert resp.status_code == 200, resp.text
+    agent.adapter.reset()
+    agent.tracker.audit()
+    summary = agent.adapter.summary()
+    assert summary['GET /resource_providers/{id}/inventories'] == 1, summary
+    # ...and the agent's own correction is not re-read at the next audit.
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+
+
+def test_force_deleted_allocation_releases_the_claim_within_one_period(
+        start, placement_adapter, clock):
+    agent = start()
+    consumer = h.new_consumer()
+    h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
+    held = claim(agent, consumer, {'VCPU': 1})
+    agent.tracker.audit()
+    # Someone else deletes the allocation: no generation moves.
+    resp = placement_adapter.delete(f'/allocations/{consumer}',
+                                    microversion='1.28')
+    assert resp.status_code == 204, resp.text
+
+    clock.now += PERIOD * 0.85      # before the earliest jittered period
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert [c.id for c in agent.tracker.claims.list()] == [held.id]
+
+    clock.now += PERIOD * 0.3       # past the latest one
+    agent.adapter.reset()
+    agent.tracker.audit()
+    providers = len(agent.tracker.last_good)
+    assert len(allocation_reads(agent)) == providers
+    assert agent.tracker.claims.list() == []
+
+    # The next period starts now.
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+
+
+def test_requested_full_read_releases_at_the_next_audit(start,
+                                                        placement_adapter):
+    agent = start()
+    consumer = h.new_consumer()
+    h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
+    claim(agent, consumer, {'VCPU': 1})
+    agent.tracker.audit()
+    placement_adapter.delete(f'/allocations/{consumer}', microversion='1.28')
+
+    agent.tracker.request_full_read()
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(allocation_reads(agent)) == len(agent.tracker.last_good)
+    assert agent.tracker.claims.list() == []
+
+
+def test_new_claim_database_is_rebuilt_from_a_full_read(
+        start, placement_adapter, host1):
+    first = start()
+    consumer = h.new_consumer()
+    h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
+    first.tracker.audit()
+    first.close()
+    for suffix in ('', '-wal', '-shm'):
+        if os.path.exists(manager_mod.db_path(host1) + suffix):
+            os.unlink(manager_mod.db_path(host1) + suffix)
+
+    restarted = start()
+    assert len(allocation_reads(restarted)) == len(
+        restarted.tracker.last_good)
+    assert [c.consumer_uuid for c in restarted.tracker.claims.list()] == [
+        consumer]

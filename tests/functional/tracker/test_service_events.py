@@ -1,0 +1,99 @@
+"""The daemon's startup splay and its libvirt domain events, in-process.
+
+The service runs its real worker thread over the real tracker, in-process
+Placement and recorded host 1.
+"""
+
+import time
+
+import pytest
+
+from node_agent.tracker import service
+from node_agent.tracker import systemd
+
+
+class Notifier(systemd.Notifier):
+    """The real notifier (no socket), remembering the status lines."""
+
+    def __init__(self):
+        super().__init__(environ={})
+        self.statuses = []
+
+    def set_status(self, text):
+        self.statuses.append(text)
+        super().set_status(text)
+
+
+class Watcher:
+    """Stands in for libvirt's event connection: the test fires events."""
+
+    def __init__(self, callback):
+        self.callback = callback
+        self.started = self.stopped = False
+
+    def start(self):
+        self.started = True
+
+    def stop(self):
+        self.stopped = True
+
+
+@pytest.fixture
+def make_service(agents, host1):
+    service.register_opts(host1)
+    host1.set_override('interval', 3600, 'audit')
+    made = []
+
+    def make(splay, **kwargs):
+        host1.set_override('startup_splay', splay, 'audit')
+        agent = agents()
+        notifier = Notifier()
+        svc = service.AgentService(host1, agent.tracker, notifier, **kwargs)
+        made.append(svc)
+        svc.start()
+        return agent, notifier, svc
+
+    yield make
+    for svc in made:
+        svc.stop()
+
+
+def wait_until(predicate, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, 'timed out'
+        time.sleep(0.05)
+
+
+def test_stop_during_the_splay_reads_nothing(make_service):
+    agent, notifier, svc = make_service(splay=3600)
+    wait_until(lambda: any('startup_splay' in s for s in notifier.statuses))
+    svc.stop()
+    assert svc._done.wait(10)
+    assert svc.exit_code == service.EXIT_OK
+    assert agent.adapter.calls == []
+    assert agent.tracker.last_good is None
+
+
+def test_no_splay_syncs_at_once(make_service):
+    agent, notifier, svc = make_service(splay=0)
+    wait_until(lambda: agent.tracker.last_good is not None)
+    assert not any('startup_splay' in s for s in notifier.statuses)
+
+
+def test_a_domain_gone_requests_a_full_read(make_service):
+    watchers = []
+
+    def make(callback):
+        watchers.append(Watcher(callback))
+        return watchers[-1]
+
+    agent, notifier, svc = make_service(splay=0, domain_events=make)
+    wait_until(lambda: agent.tracker.last_good is not None)
+    assert watchers[0].started
+    assert not agent.tracker._full_read_requested
+    watchers[0].callback('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001')
+    assert agent.tracker._full_read_requested
+    svc.stop()
+    assert svc._done.wait(10)
+    assert watchers[0].stopped
