@@ -332,7 +332,7 @@ def test_inventory_in_use_changes_nothing(rc, counted, placement_adapter):
     desired.add_traits(NUMA1, 'CUSTOM_SHOULD_NOT_APPEAR')
     desired.set_inventory(GPU01, 'VGPU', {'total': 2})
     counted.reset()
-    with pytest.raises(exception.InventoryInUse) as err:
+    with pytest.raises(exception.UnsafePlan) as err:
         rc.update_from_provider_tree(desired)
     assert err.value.resource_class == 'VGPU'
     assert GPU00 in str(err.value) and 'VGPU' in str(err.value)
