@@ -102,9 +102,12 @@ class ReportClient:
     """Syncs provider trees through an injected keystoneauth1 Adapter."""
 
     def __init__(self, adapter, state=None, *, max_workers=8,
-                 conflict_retries=4):
+                 conflict_retries=4, read_only=False):
+        """``read_only``: ``state`` is read (ownership, generations), never
+        written: a dry run's client."""
         self._adapter = adapter
         self._state = state
+        self._read_only = read_only
         self._max_workers = max(1, max_workers)
         self._conflict_retries = conflict_retries
         self._wait = tenacity.wait_random_exponential(multiplier=0.05, max=2)
@@ -116,9 +119,10 @@ class ReportClient:
         self._reshaper_forbidden = False
 
     @classmethod
-    def from_conf(cls, conf, adapter, state=None):
+    def from_conf(cls, conf, adapter, state=None, read_only=False):
         return cls(adapter, state, max_workers=conf.placement.max_workers,
-                   conflict_retries=conf.placement.conflict_retries)
+                   conflict_retries=conf.placement.conflict_retries,
+                   read_only=read_only)
 
     # -- HTTP ------------------------------------------------------------
 
@@ -247,7 +251,7 @@ class ReportClient:
         return tree
 
     def _save(self, tree):
-        if self._state is not None:
+        if self._state is not None and not self._read_only:
             self._state.save(tree, {p.uuid: self._owner(p)
                                     for p in tree.providers()})
 

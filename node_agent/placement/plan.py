@@ -600,6 +600,7 @@ def _check_hardware(current, after, limits):
                 f'total {total} would be above the {limit} {what} this '
                 'host has')
 
+
 def _writes(current, desired, ownership):
     """The writes of :func:`make_plan`, as a :class:`Plan`."""
 
