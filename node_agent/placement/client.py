@@ -419,12 +419,12 @@ class ReportClient:
                                uuid=create.uuid, generation=generation)
             self._ownership[create.uuid] = plan_mod.Ownership(owned=True)
             LOG.debug('created provider %s (%s)', create.name, create.uuid)
-        # Providers nobody has written to yet (generation 0: created in
-        # this sync, or the root ensure_root just made) can take their
-        # inventories together.
         if not reshaping:
             # Gone before anything grows elsewhere.
             self._moves_and_deletes(tree, plan)
+        # Providers nobody has written to yet (generation 0: created in
+        # this sync, or the root ensure_root just made) can take their
+        # inventories together.
         bulk = [u for u, c in changes.items()
                 if c.inventory and not c.removed_classes
                 and tree.get(u).generation == 0]
