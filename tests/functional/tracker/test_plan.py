@@ -59,6 +59,7 @@ def test_dry_run_prints_exactly_what_the_write_does(
     assert OPERATOR_TRAIT not in printed
 
     caplog.set_level(logging.INFO, logger=tracker_mod.__name__)
+    caplog.clear()
     real = agents()
     applied = real.tracker.startup()
     assert _logged_plans(caplog) == [printed]
@@ -129,6 +130,7 @@ def test_audit_keeps_the_last_good_tree_when_the_plan_is_unsafe(
     svc = service.AgentService(host1, agent.tracker,
                                systemd.Notifier(environ={}))
     caplog.set_level(logging.ERROR)
+    caplog.clear()
     svc._audit()
     assert agent.writes() == []
     # The tree, the GPU whose allocation moved its generation, and one
