@@ -23,6 +23,9 @@
      |    +-- ReshapeFailed               POST /reshaper failed for good; fatal
      |                                    at startup
      +-- ReshapeNeeded                    signal from drivers: run a reshape
+     +-- UnsafePlan                       a plan failed its check before the
+     |                                    first write (names provider, class);
+     |                                    nothing written; fatal at startup
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
@@ -189,6 +192,22 @@ class ReshapeNeeded(NodeAgentError):
     def __init__(self, reason=''):
         self.reason = reason
         super().__init__(reason or 'reshape needed')
+
+
+class UnsafePlan(NodeAgentError):
+    """A plan would delete a provider in use, drop inventory below its
+    usage or advertise more than the hardware has: nothing was written.
+
+    At startup this stops the service; during an audit the last good tree
+    stays in Placement and the error is logged.
+    """
+
+    def __init__(self, provider, resource_class, reason):
+        self.provider = provider
+        self.resource_class = resource_class
+        self.reason = reason
+        super().__init__(f'unsafe plan, nothing written: {resource_class} on '
+                         f'{provider}: {reason}')
 
 
 class ClaimError(NodeAgentError):

@@ -25,6 +25,7 @@ from stevedore import named
 
 from node_agent import exception
 from node_agent.drivers import compose
+from node_agent.drivers import limits
 from node_agent.drivers import overrides as overrides_mod
 
 NAMESPACE = 'node_agent.drivers'
@@ -66,3 +67,7 @@ class DriverSet:
                              allocations=None):
         compose.compose(self.drivers, self.snapshot, provider_tree,
                         nodename, allocations, overrides=self.overrides)
+
+    def hardware_limits(self):
+        """What the host has: the ceiling a plan is checked against."""
+        return limits.hardware_limits(self.snapshot)

@@ -1,8 +1,9 @@
 """The report client: the only code that speaks HTTP to Placement.
 
-It reads the tree in Placement into a ``ProviderTree``, diffs it with the
-desired tree (:mod:`node_agent.placement.plan`, pure) and writes the plan.
-It makes no modelling decisions.
+It reads the tree in Placement into a ``ProviderTree`` and writes the plan
+the tracker built and checked (:mod:`node_agent.placement.plan`, pure),
+or, called without one, builds and checks it itself.  It makes no
+modelling decisions.
 
 Cost rules (measured through the shipped ``node-agent``, claims
 included: ``tests/integration/test_placement_calls.py``)::
@@ -38,19 +39,24 @@ included: ``tests/integration/test_placement_calls.py``)::
                                consumer that moves (complete_allocations),
                                reads concurrent, then one POST /reshaper
 
-Order of a flush (a reshape at startup included)::
+Order of a flush, so that Placement never advertises more than exists::
 
     resource classes, traits    what the plan needs, created once
-    shrinking inventory         (not when reshaping) see below
+    lowered inventory           every class that shrinks or goes, one PUT
+                                per provider (plan.lowered_inventory);
+                                classes that grow keep their old record
     create                      parents first
-    traits, aggregates,         inventory deferred when reshaping: it goes
-      inventory                 with the allocations in one POST /reshaper
     move                        re-parent (1.37), after the new parent
-                                exists, after the reshape took allocations
-                                off the providers about to go
+                                exists
     delete                      children first; an old parent is empty by
-                                now, and a provider that had allocations
-                                has none left
+                                now
+    traits, aggregates,         what grows comes last: the host's totals
+      inventory                 have been taken off elsewhere by now
+
+A reshape (allocations move) writes all inventory with the allocations in
+one ``POST /reshaper``, atomic: create, traits and aggregates, the
+reshape, then move and delete (the reshape took the allocations off the
+providers about to go).
 
 Writes are compare-and-swap on the provider generation.  A 409
 ``placement.concurrent_update`` re-reads only that provider, recomputes its
@@ -59,12 +65,13 @@ with jittered exponential backoff, ``conflict_retries`` times; then
 ``GenerationConflict`` names the provider.
 
 "Nothing half-applied" for inventory that has allocations: before any
-write, the usages of every provider whose inventory loses a resource class
-are read, and a class still in use raises ``InventoryInUse`` with Placement
-untouched.  Those inventory writes also go first, so if an allocation lands
-between the check and the write, Placement's refusal (one provider's
-inventory is replaced atomically) still comes before anything else of the
-plan is written.
+write the plan is checked (:func:`node_agent.placement.plan.check`; the
+usages of deleted and shrinking providers read, one ``GET .../usages``
+each), and an unsafe plan raises ``UnsafePlan`` with Placement untouched.
+The shrinking writes also go first, so if an allocation lands between the
+check and the write, Placement's refusal (one provider's inventory is
+replaced atomically) still comes before anything else of the plan is
+written.
 
 Every request pins a microversion from :data:`DECLARED_MICROVERSIONS`.
 """
@@ -110,9 +117,12 @@ class ReportClient:
     """Syncs provider trees through an injected keystoneauth1 Adapter."""
 
     def __init__(self, adapter, state=None, *, max_workers=8,
-                 conflict_retries=4):
+                 conflict_retries=4, read_only=False):
+        """``read_only``: ``state`` is read (ownership, generations), never
+        written: a dry run's client."""
         self._adapter = adapter
         self._state = state
+        self._read_only = read_only
         self._max_workers = max(1, max_workers)
         self._conflict_retries = conflict_retries
         self._wait = tenacity.wait_random_exponential(multiplier=0.05, max=2)
@@ -136,9 +146,10 @@ class ReportClient:
         self._unsure = set()
 
     @classmethod
-    def from_conf(cls, conf, adapter, state=None):
+    def from_conf(cls, conf, adapter, state=None, read_only=False):
         return cls(adapter, state, max_workers=conf.placement.max_workers,
-                   conflict_retries=conf.placement.conflict_retries)
+                   conflict_retries=conf.placement.conflict_retries,
+                   read_only=read_only)
 
     # -- HTTP ------------------------------------------------------------
 
@@ -297,7 +308,7 @@ class ReportClient:
         return explained
 
     def _save(self, tree):
-        if self._state is not None:
+        if self._state is not None and not self._read_only:
             self._state.save(tree, {p.uuid: self._owner(p)
                                     for p in tree.providers()})
 
@@ -385,29 +396,53 @@ class ReportClient:
 
     # -- writing -----------------------------------------------------------
 
-    def update_from_provider_tree(self, desired, allocations=None):
+    def update_from_provider_tree(self, desired, allocations=None,
+                                  plan=None):
         """Make Placement match ``desired`` for the providers the agent owns.
 
         ``allocations`` not None: the inventory changes and those
         allocations go in one ``POST /reshaper`` (``ReshapeConflict`` on
         409, ``ReshapeFailed`` otherwise).  An unchanged tree costs no call.
+
+        ``plan``: the checked plan the tracker made (:func:`~node_agent.
+        placement.plan.make_plan` over the tree this client last returned
+        and :meth:`ownership`), written as it is; ``desired`` has one root
+        then.  Without it the plan is made and checked here (usages, no
+        hardware limits): ``UnsafePlan``, nothing written.
         """
         for root in desired.roots:
-            self._update_root(desired, root, allocations)
+            self._update_root(desired, root, allocations, plan)
 
-    def _update_root(self, desired, root, allocations):
+    def ownership(self, tree):
+        """``{uuid: Ownership}`` for ``tree``'s providers, as recorded;
+        each root (the node the agent was told to manage) owned."""
+        result = {p.uuid: self._owner(p) for p in tree.providers()}
+        for root in tree.roots:
+            result[root.uuid] = dataclasses.replace(result[root.uuid],
+                                                    owned=True)
+        return result
+
+    def get_usages(self, uuids):
+        """``{uuid: {rc: used}}``: one ``GET /resource_providers/{uuid}/
+        usages`` per provider, concurrently."""
+        def read(uuid):
+            return uuid, self._get(f'/resource_providers/{uuid}/usages',
+                                   MV_PROVIDERS, uuid)['usages']
+        return dict(self._map(read, sorted(uuids)))
+
+    def _update_root(self, desired, root, allocations, plan):
         tree = self._trees.get(root.uuid) or self._cached(root.uuid)
         if tree is None:
             listing = self._list_tree(root.uuid)
             tree = (self._refresh(root.uuid, listing) if listing
                     else ptree.ProviderTree())
             self._trees[root.uuid] = tree
-        ownership = {p.uuid: self._owner(p) for p in tree.providers()}
-        if root.uuid in tree:
-            # The root is the node the agent was told to manage.
-            ownership[root.uuid] = dataclasses.replace(
-                ownership[root.uuid], owned=True)
-        plan = plan_mod.make_plan(tree, desired, ownership)
+        if plan is None:
+            ownership = self.ownership(tree)
+            plan = plan_mod.make_plan(tree, desired, ownership)
+            if allocations is None:
+                plan_mod.check(plan, tree, self.get_usages(
+                    plan_mod.usages_needed(plan, tree)))
         for uuid, reason in plan.skipped:
             LOG.info('provider %s: %s', uuid, reason)
         if plan.empty and allocations is None:
@@ -443,16 +478,17 @@ class ReportClient:
 
     def _apply(self, tree, desired, plan, allocations):
         reshaping = allocations is not None
-        if not reshaping:
-            self._check_removals(tree, plan)
         self._ensure_resource_classes(plan.custom_resource_classes)
         self._ensure_traits(plan.custom_traits)
         changes = {c.uuid: c for c in plan.changes}
         if not reshaping:
-            # Shrinking writes first: see "nothing half-applied" above.
+            # What shrinks first: see "nothing half-applied" above.
             for change in plan.changes:
-                if change.removed_classes:
-                    self._sync_provider(tree, desired.get(change.uuid))
+                have = tree.find(change.uuid)
+                if have is not None and plan_mod.lowered_inventory(
+                        have.inventory, change.inventory) is not None:
+                    self._sync_provider(tree, desired.get(change.uuid),
+                                        lower_only=True)
         for create in plan.create:
             generation = self._create(create.uuid, create.name,
                                       create.parent_uuid)
@@ -470,6 +506,9 @@ class ReportClient:
                     create.uuid] = allocs_mod.ProviderAllocations(
                         generation, {})
             LOG.debug('created provider %s (%s)', create.name, create.uuid)
+        if not reshaping:
+            # Gone before anything grows elsewhere.
+            self._moves_and_deletes(tree, plan)
         # Providers nobody has written to yet (generation 0: created in
         # this sync, or the root ensure_root just made) can take their
         # inventories together.
@@ -483,14 +522,15 @@ class ReportClient:
               and not self._reshaper_forbidden):
             deferred = set(bulk)
         for change in plan.changes:
-            if change.removed_classes and not reshaping:
-                continue
             self._sync_provider(tree, desired.get(change.uuid),
                                 inventory=change.uuid not in deferred)
         if reshaping:
             self._reshape_tree(tree, desired, deferred, allocations)
+            self._moves_and_deletes(tree, plan)
         elif deferred:
             self._bulk_inventories(tree, desired, deferred)
+
+    def _moves_and_deletes(self, tree, plan):
         for move in plan.move:
             self._move(tree, move)
         for uuid in plan.delete:
@@ -517,18 +557,6 @@ class ReportClient:
                                            MV_PROVIDERS))
         self._known_traits.update(missing)
 
-    def _check_removals(self, tree, plan):
-        for change in plan.changes:
-            if not change.removed_classes:
-                continue
-            usages = self._get(f'/resource_providers/{change.uuid}/usages',
-                               MV_PROVIDERS, change.uuid)['usages']
-            for rc in sorted(change.removed_classes):
-                if usages.get(rc, 0) > 0:
-                    raise exception.InventoryInUse(
-                        f'{change.name} ({change.uuid})', rc,
-                        f'{usages[rc]} in use')
-
     def _retrying(self):
         """The policy for a write that may hit a generation conflict."""
         return tenacity.Retrying(
@@ -537,8 +565,12 @@ class ReportClient:
             stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
             wait=self._wait, reraise=True)
 
-    def _sync_provider(self, tree, want, inventory=True):
-        """Write one provider's change; on conflict re-read and recompute."""
+    def _sync_provider(self, tree, want, inventory=True, lower_only=False):
+        """Write one provider's change; on conflict re-read and recompute.
+
+        ``lower_only``: only its inventory, and of that only what shrinks
+        (:func:`~node_agent.placement.plan.lowered_inventory`).
+        """
         for attempt in self._retrying():
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
@@ -546,7 +578,7 @@ class ReportClient:
                              '(attempt %d)', want.name,
                              attempt.retry_state.attempt_number)
                     self._reread(tree, want.uuid)
-                self._write(tree, want, inventory)
+                self._write(tree, want, inventory, lower_only)
 
     def _reread(self, tree, uuid):
         self._unsure.add(uuid)
@@ -554,21 +586,19 @@ class ReportClient:
         (provider.inventory, provider.traits, provider.aggregates,
          provider.generation) = self._read_provider(uuid)
 
-    def _write(self, tree, want, inventory):
+    def _write(self, tree, want, inventory, lower_only=False):
         have = tree.get(want.uuid)
         own = self._owner(have)
         change = plan_mod.provider_change(have, want, own)
         label = f'{have.name} ({have.uuid})'
+        if lower_only:
+            lowered = plan_mod.lowered_inventory(have.inventory,
+                                                 change.inventory)
+            if lowered is not None:
+                self._put_inventory(have, label, lowered)
+            return
         if change.inventory is not None and inventory:
-            resp = self._request(
-                'PUT', f'/resource_providers/{have.uuid}/inventories',
-                MV_PROVIDERS,
-                {'resource_provider_generation': have.generation,
-                 'inventories': change.inventory})
-            errors.check(resp, provider=label, resource_class=', '.join(
-                sorted(change.removed_classes)) or None)
-            have.inventory = copy.deepcopy(change.inventory)
-            have.generation = resp.json()['resource_provider_generation']
+            self._put_inventory(have, label, change.inventory)
         if inventory:
             own = self._own(have.uuid, resource_classes=set(want.inventory))
         if change.traits is not None:
@@ -578,6 +608,17 @@ class ReportClient:
             have.aggregates = self._put_set(have, label, 'aggregates',
                                             change.aggregates)
         self._own(have.uuid, aggregates=set(want.aggregates))
+
+    def _put_inventory(self, have, label, inventory):
+        resp = self._request(
+            'PUT', f'/resource_providers/{have.uuid}/inventories',
+            MV_PROVIDERS,
+            {'resource_provider_generation': have.generation,
+             'inventories': inventory})
+        errors.check(resp, provider=label, resource_class=', '.join(
+            sorted(set(have.inventory) - set(inventory))) or None)
+        have.inventory = copy.deepcopy(inventory)
+        have.generation = resp.json()['resource_provider_generation']
 
     def _put_set(self, have, label, kind, values):
         """Replace a provider's ``traits`` or ``aggregates`` (compare-and-

@@ -1,9 +1,14 @@
-"""The pure diff: tree in Placement + desired tree -> an ordered plan.
+"""The one plan engine: tree in Placement + desired tree -> a checked plan.
 
-No I/O.  The report client reads Placement into a ``ProviderTree``, asks
-:func:`make_plan` what to do, and carries the plan out; when a write hits a
-generation conflict it re-reads that one provider and calls
-:func:`provider_change` again.
+No I/O.  The tracker reads Placement into a ``ProviderTree``, builds the
+plan once with :func:`make_plan`, checks it with :func:`check` and hands it
+to the report client, which carries it out; when a write hits a generation
+conflict the client re-reads that one provider and calls
+:func:`provider_change` again.  The dry runs (``node-agent-manage reshape
+plan``, ``placement migrate-inventory --dry-run``) print the same plan,
+rendered by :meth:`Plan.render`, and stop there: what they print is what
+the write does, because the text is derived from the writes (:func:`apply`
+of the plan to the tree in Placement), never from a second diff.
 
 Ownership rules (the agent never touches what it does not own)::
 
@@ -21,6 +26,17 @@ So a trait an operator or another service put on an agent provider survives
 every sync, and with no record of what the agent set (state directory
 rebuilt) nothing is removed at all.
 
+Checked before the first write (:func:`check`, raising
+:class:`~node_agent.exception.UnsafePlan`, nothing written)::
+
+    delete     no provider with usage is deleted
+    inventory  no class drops below its usage (capacity: (total -
+               reserved) * allocation_ratio); in a reshape the usage is
+               the one the moved allocations leave
+    hardware   no class grows above what the host has, totals summed
+               over the tree before allocation ratios (VCPU + PCPU vs
+               online CPUs, MEMORY_MB vs memory, devices vs devices)
+
 Order of a plan::
 
     create    parents first            (a child needs its parent)
@@ -30,6 +46,11 @@ Order of a plan::
     delete    children first           (Placement refuses to delete a parent,
                                         so the children that stay have moved
                                         away first)
+
+The client writes that order so that Placement never advertises more than
+exists: inventory that shrinks (:func:`lowered_inventory`) and providers
+that go are written before inventory grows anywhere (see
+:mod:`node_agent.placement.client`).
 
 A move re-parents an existing provider (``PUT /resource_providers/{uuid}``,
 microversion 1.37): the same uuid, inventory, traits and allocations, its
@@ -47,11 +68,24 @@ An owned provider that is no longer desired but keeps a descendant after the
 moves (one the agent does not own, or one it may not move) is kept:
 deleting it is impossible without deleting that descendant.  It is reported
 in ``Plan.skipped``, and so is every move ownership refuses.
+
+Rendered (sorted, so that two runs over the same data print the same
+text; providers by name, sharing providers outside the tree by uuid)::
+
+    cn1: reshape (1 consumer moves)
+    provider created: cn1_numa_0
+    provider moved: cn1_gpu_3b from cn1 to cn1_numa_0
+    inventory moved: VCPU cn1 32 -> cn1_numa_0 16, cn1_numa_1 16
+    consumer 6f1e...: VCPU 2 cn1 -> cn1_numa_0
 """
 
+import collections
+import copy
 import dataclasses
 
+from node_agent import exception
 from node_agent import provider_tree as ptree
+from node_agent import text
 
 CUSTOM_PREFIX = 'CUSTOM_'
 
@@ -104,7 +138,46 @@ class Move:
 
 
 @dataclasses.dataclass(frozen=True)
+class InventoryMove:
+    """One class's inventory, from some providers to others."""
+    resource_class: str
+    before: tuple          # ((provider, total), ...) sorted
+    after: tuple
+
+    def render(self):
+        def side(pairs):
+            return ', '.join(f'{name} {total}' for name, total in pairs) or '-'
+        return (f'{self.resource_class} {side(self.before)} -> '
+                f'{side(self.after)}')
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumerMove:
+    """One consumer's allocation of one class, from and to providers."""
+    consumer: str
+    resource_class: str
+    before: tuple          # ((provider, amount), ...) sorted
+    after: tuple
+
+    def render(self):
+        def side(pairs):
+            return ', '.join(f'{name} {amount}' if len(pairs) > 1 else name
+                             for name, amount in pairs) or '-'
+        total = sum(a for _, a in self.before) or sum(a for _, a in
+                                                      self.after)
+        return (f'{self.resource_class} {total} {side(self.before)} -> '
+                f'{side(self.after)}')
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
+    """One sync, decided and not yet written.
+
+    The first fields are the writes; the rest say what they do, by name,
+    for an operator (:meth:`render`, :meth:`to_dict`), derived from the
+    writes by :func:`make_plan`.
+    """
+
     create: tuple = ()
     changes: tuple = ()
     move: tuple = ()
@@ -114,10 +187,94 @@ class Plan:
     custom_traits: frozenset = frozenset()
     custom_resource_classes: frozenset = frozenset()
 
+    nodename: str = ''
+    reshape: bool = False
+    providers_created: tuple = ()    # names, parents first
+    providers_deleted: tuple = ()    # names, children first
+    # (provider, old parent, new parent): the same provider, re-parented.
+    providers_moved: tuple = ()
+    providers_kept: tuple = ()       # (provider, reason): ``skipped``
+    inventory_moved: tuple = ()      # InventoryMove
+    inventory_changed: tuple = ()    # (provider, rc, change text)
+    traits_changed: tuple = ()       # (provider, added tuple, removed tuple)
+    aggregates_changed: tuple = ()   # (provider, added tuple, removed tuple)
+    consumer_moves: tuple = ()       # ConsumerMove
+
     @property
     def empty(self):
+        """Nothing to write: no provider change and no consumer moves."""
         return not (self.create or self.changes or self.move
-                    or self.delete)
+                    or self.delete or self.consumer_moves)
+
+    @property
+    def consumers(self):
+        """Uuids of the consumers whose allocations move."""
+        return tuple(sorted({m.consumer for m in self.consumer_moves}))
+
+    def lines(self):
+        kept = [f'provider kept: {name}: {reason}'
+                for name, reason in self.providers_kept]
+        if self.empty:
+            return [f'{self.nodename}: nothing to change'] + kept
+        out = [f'{self.nodename}: '
+               + ('reshape' if self.reshape else 'sync')
+               + f' ({text.plural(len(self.consumers), "consumer")} '
+               + ('moves)' if len(self.consumers) == 1 else 'move)')]
+        for name in self.providers_created:
+            out.append(f'provider created: {name}')
+        for name, old_parent, new_parent in self.providers_moved:
+            out.append(f'provider moved: {name} from {old_parent} to '
+                       f'{new_parent}')
+        for name in self.providers_deleted:
+            out.append(f'provider deleted: {name}')
+        out.extend(kept)
+        for move in self.inventory_moved:
+            out.append(f'inventory moved: {move.render()}')
+        for name, rc, change in self.inventory_changed:
+            out.append(f'inventory changed: {name} {rc} {change}')
+        for kind, changed in (('traits', self.traits_changed),
+                              ('aggregates', self.aggregates_changed)):
+            for name, added, removed in changed:
+                change = ([f'+{t}' for t in added]
+                          + [f'-{t}' for t in removed])
+                out.append(f'{kind} changed: {name} {" ".join(change)}')
+        for move in self.consumer_moves:
+            out.append(f'consumer {move.consumer}: {move.render()}')
+        return out
+
+    def render(self):
+        return '\n'.join(self.lines())
+
+    def to_dict(self):
+        def sets(changed):
+            return [{'provider': n, 'added': list(a), 'removed': list(r)}
+                    for n, a, r in changed]
+        return {
+            'nodename': self.nodename,
+            'reshape': self.reshape,
+            'providers_created': list(self.providers_created),
+            'providers_deleted': list(self.providers_deleted),
+            'providers_moved': [
+                {'provider': n, 'from': old, 'to': new}
+                for n, old, new in self.providers_moved],
+            'providers_kept': [
+                {'provider': n, 'reason': r}
+                for n, r in self.providers_kept],
+            'inventory_moved': [
+                {'resource_class': m.resource_class,
+                 'before': dict(m.before), 'after': dict(m.after)}
+                for m in self.inventory_moved],
+            'inventory_changed': [
+                {'provider': n, 'resource_class': rc, 'change': c}
+                for n, rc, c in self.inventory_changed],
+            'traits_changed': sets(self.traits_changed),
+            'aggregates_changed': sets(self.aggregates_changed),
+            'consumers': {
+                c: [{'resource_class': m.resource_class,
+                     'before': dict(m.before), 'after': dict(m.after)}
+                    for m in self.consumer_moves if m.consumer == c]
+                for c in self.consumers},
+        }
 
 
 def merge_owned(current, set_by_agent, desired):
@@ -175,14 +332,277 @@ def _customs(names):
     return frozenset(n for n in names if n.startswith(CUSTOM_PREFIX))
 
 
-def make_plan(current, desired, ownership=None):
+def make_plan(current, desired, ownership=None, *, allocations_before=None,
+              allocations_after=None, nodename=None):
     """Diff ``current`` (Placement, may be None or empty) with ``desired``.
 
     ``ownership`` maps provider uuid to :class:`Ownership`; providers it
-    does not name get :func:`default_ownership`.
+    does not name get :func:`default_ownership`.  ``allocations_after``
+    (the shape of ``get_allocations_for_provider_tree``, after the drivers
+    moved them) makes the plan a reshape, and ``allocations_before`` says
+    where they were.  ``nodename`` heads the text (default: the root's
+    name).
     """
     ownership = ownership or {}
     current = current if current is not None else ptree.ProviderTree()
+    writes = _writes(current, desired, ownership)
+    after = apply(current, writes)
+    names = {}
+    for tree in (current, desired):
+        for provider in tree.providers():
+            names[provider.uuid] = provider.name
+
+    def name(uuid):
+        return names.get(uuid, uuid) if uuid else '-'
+
+    if nodename is None:
+        nodename = desired.roots[0].name if desired.roots else ''
+    inventory_moved, inventory_changed = _inventory_described(
+        current, after, name)
+    consumer_moves = ()
+    if allocations_after is not None:
+        consumer_moves = _consumer_moves(allocations_before or {},
+                                         allocations_after, name)
+    return dataclasses.replace(
+        writes,
+        nodename=nodename,
+        reshape=allocations_after is not None,
+        providers_created=tuple(c.name for c in writes.create),
+        providers_deleted=tuple(name(u) for u in writes.delete),
+        providers_moved=tuple(
+            (m.name, name(m.old_parent_uuid), name(m.parent_uuid))
+            for m in writes.move),
+        providers_kept=tuple((name(u), why) for u, why in writes.skipped),
+        inventory_moved=inventory_moved,
+        inventory_changed=inventory_changed,
+        traits_changed=_sets_described(current, after, 'traits'),
+        aggregates_changed=_sets_described(current, after, 'aggregates'),
+        consumer_moves=consumer_moves)
+
+
+def apply(current, plan):
+    """The tree Placement holds once ``plan`` is written over ``current``.
+
+    Pure: ``current`` is not changed.  The rendering and the hardware
+    check read this tree, so both see what the writes do.
+    """
+    tree = current.copy() if current is not None else ptree.ProviderTree()
+    for create in plan.create:
+        if create.parent_uuid is None:
+            tree.new_root(create.name, uuid=create.uuid)
+        else:
+            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
+    for change in plan.changes:
+        provider = tree.get(change.uuid)
+        if change.inventory is not None:
+            provider.inventory = copy.deepcopy(change.inventory)
+        if change.traits is not None:
+            provider.traits = set(change.traits)
+        if change.aggregates is not None:
+            provider.aggregates = set(change.aggregates)
+    for move in plan.move:
+        tree.move(move.uuid, move.parent_uuid)
+    for uuid in plan.delete:
+        if uuid in tree:
+            tree.remove(uuid)
+    return tree
+
+
+def _inventory_by_class(tree):
+    """{rc: {provider uuid: inventory record}} over the whole tree."""
+    result = collections.defaultdict(dict)
+    for provider in tree.providers():
+        for rc, record in provider.inventory.items():
+            result[rc][provider.uuid] = dict(record)
+    return result
+
+
+def _record_change(before, after):
+    """'total 16 -> 32, reserved 0 -> 2' for the fields that differ."""
+    if before is None:
+        return f'added (total {after["total"]})'
+    if after is None:
+        return f'removed (total {before["total"]})'
+    return ', '.join(f'{field} {before.get(field)} -> {after.get(field)}'
+                     for field in sorted(set(before) | set(after))
+                     if before.get(field) != after.get(field))
+
+
+def _inventory_described(current, after, name):
+    """``(inventory moved, inventory changed)`` between two trees."""
+    moved, changed = [], []
+    inv_before, inv_after = _inventory_by_class(current), \
+        _inventory_by_class(after)
+    for rc in sorted(set(inv_before) | set(inv_after)):
+        before, now = inv_before.get(rc, {}), inv_after.get(rc, {})
+        if set(before) != set(now) and before and now:
+            moved.append(InventoryMove(
+                rc,
+                tuple(sorted((name(u), r['total']) for u, r in
+                             before.items())),
+                tuple(sorted((name(u), r['total']) for u, r in
+                             now.items()))))
+            continue
+        for uuid in sorted(set(before) | set(now), key=name):
+            if before.get(uuid) != now.get(uuid):
+                changed.append((name(uuid), rc, _record_change(
+                    before.get(uuid), now.get(uuid))))
+    return tuple(moved), tuple(changed)
+
+
+def _sets_described(current, after, kind):
+    """(provider, added, removed) of ``traits`` or ``aggregates``."""
+    result = []
+    for provider in after.providers():
+        old = current.find(provider.uuid)
+        old_values = getattr(old, kind) if old is not None else set()
+        values = getattr(provider, kind)
+        added = tuple(sorted(values - old_values))
+        removed = tuple(sorted(old_values - values))
+        if added or removed:
+            result.append((provider.name, added, removed))
+    return tuple(result)
+
+
+def _amounts(record):
+    """{(provider uuid, rc): amount} of one consumer's allocation record."""
+    result = {}
+    for rp_uuid, alloc in (record or {}).get('allocations', {}).items():
+        for rc, amount in alloc.get('resources', {}).items():
+            if amount:
+                result[(rp_uuid, rc)] = amount
+    return result
+
+
+def _consumer_moves(before_all, after_all, name):
+    moves = []
+    for consumer in sorted(set(before_all) | set(after_all)):
+        before = _amounts(before_all.get(consumer))
+        after = _amounts(after_all.get(consumer))
+        if before == after:
+            continue
+        classes = {rc for _, rc in before} | {rc for _, rc in after}
+        for rc in sorted(classes):
+            b = {u: a for (u, c), a in before.items() if c == rc}
+            a = {u: v for (u, c), v in after.items() if c == rc}
+            if b != a:
+                moves.append(ConsumerMove(
+                    consumer, rc,
+                    tuple(sorted((name(u), v) for u, v in b.items())),
+                    tuple(sorted((name(u), v) for u, v in a.items()))))
+    return tuple(moves)
+
+
+# -- the check before the first write ------------------------------------
+
+def _lower(before, after):
+    """Whether ``after`` (a record, or None: removed) offers less."""
+    return (after is None or after['total'] < before['total']
+            or ptree.capacity(after) < ptree.capacity(before))
+
+
+def lowered_inventory(current, new):
+    """What to write first so that nothing grows: ``new``'s records where
+    they offer less than ``current``'s, ``current``'s elsewhere, classes
+    ``new`` adds left out.  None when nothing shrinks."""
+    if new is None:
+        return None
+    result, shrinks = {}, False
+    for rc, record in current.items():
+        if _lower(record, new.get(rc)):
+            shrinks = True
+            if rc in new:
+                result[rc] = copy.deepcopy(new[rc])
+        else:
+            result[rc] = copy.deepcopy(record)
+    return result if shrinks else None
+
+
+def usages_needed(plan, current):
+    """Uuids whose usages :func:`check` needs: deleted providers with
+    inventory, and providers whose inventory shrinks."""
+    needed = {u for u in plan.delete if current.get(u).inventory}
+    for change in plan.changes:
+        have = current.find(change.uuid)
+        if have is not None and lowered_inventory(
+                have.inventory, change.inventory) is not None:
+            needed.add(change.uuid)
+    return needed
+
+
+def usages_after(allocations):
+    """``{uuid: {rc: used}}`` that ``allocations`` (the reshape's
+    allocations after the move) leave on each provider."""
+    usages = collections.defaultdict(collections.Counter)
+    for record in allocations.values():
+        for (uuid, rc), amount in _amounts(record).items():
+            usages[uuid][rc] += amount
+    return {uuid: dict(used) for uuid, used in usages.items()}
+
+
+def check(plan, current, usages, limits=None):
+    """Raise :class:`~node_agent.exception.UnsafePlan` unless ``plan`` is
+    safe to write over ``current``.
+
+    ``usages``: ``{uuid: {rc: used}}`` for at least the providers
+    :func:`usages_needed` names (after the move, in a reshape: see
+    :func:`usages_after`).  ``limits``: ``{(rc, ...): (total, what)}``,
+    what the host has of those classes together, before allocation ratios
+    (:func:`node_agent.drivers.limits.hardware_limits`); None checks no
+    hardware.
+    """
+    current = current if current is not None else ptree.ProviderTree()
+
+    def label(uuid):
+        return f'{current.get(uuid).name} ({uuid})'
+
+    for uuid in plan.delete:
+        for rc, used in sorted(usages.get(uuid, {}).items()):
+            if used > 0:
+                raise exception.UnsafePlan(
+                    label(uuid), rc, f'the provider would be deleted with '
+                    f'{used} in use')
+    for change in plan.changes:
+        if change.inventory is None or change.uuid not in current:
+            continue
+        for rc, used in sorted(usages.get(change.uuid, {}).items()):
+            record = change.inventory.get(rc)
+            if used <= 0:
+                continue
+            if record is None:
+                raise exception.UnsafePlan(
+                    label(change.uuid), rc,
+                    f'the inventory would be removed with {used} in use')
+            if ptree.capacity(record) < used:
+                raise exception.UnsafePlan(
+                    label(change.uuid), rc,
+                    f'total {record["total"]} (capacity '
+                    f'{ptree.capacity(record)}) would be below its usage '
+                    f'{used}')
+    if limits:
+        _check_hardware(current, apply(current, plan), limits)
+
+
+def _check_hardware(current, after, limits):
+    def carriers(tree, classes):
+        return [(p.name, rc, p.inventory[rc]['total'])
+                for p in tree.providers() for rc in classes
+                if rc in p.inventory]
+
+    for classes, (limit, what) in sorted(limits.items()):
+        had = sum(t for _, _, t in carriers(current, classes))
+        held = carriers(after, classes)
+        total = sum(t for _, _, t in held)
+        if total > limit and total > had:
+            where = ', '.join(f'{n} {rc} {t}' for n, rc, t in sorted(held))
+            raise exception.UnsafePlan(
+                where, '+'.join(classes),
+                f'total {total} would be above the {limit} {what} this '
+                'host has')
+
+
+def _writes(current, desired, ownership):
+    """The writes of :func:`make_plan`, as a :class:`Plan`."""
 
     def owner(provider):
         return ownership.get(provider.uuid) or default_ownership(provider)

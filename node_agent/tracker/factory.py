@@ -9,6 +9,7 @@ local: a command pays only for the layers it uses.
 import contextlib
 import functools
 import logging
+import os
 
 LOG = logging.getLogger(__name__)
 
@@ -25,11 +26,17 @@ def placement_adapter(conf):
         yield adapter_mod.get_adapter(conf)
 
 
-def report_client(conf, adapter, stateful=True):
+def report_client(conf, adapter, stateful=True, read_state=False):
+    """``read_state`` (with ``stateful`` False): a dry run, which plans
+    with what the agent recorded (what it owns and set) and writes none of
+    it back."""
     from node_agent.placement import client
     from node_agent.placement import state
-    sync_state = state.SyncState.from_conf(conf) if stateful else None
-    return client.ReportClient.from_conf(conf, adapter, state=sync_state)
+    sync_state = None
+    if stateful or (read_state and os.path.exists(state.path_for(conf))):
+        sync_state = state.SyncState.from_conf(conf)
+    return client.ReportClient.from_conf(conf, adapter, state=sync_state,
+                                         read_only=not stateful)
 
 
 def claim_manager(conf):
@@ -39,14 +46,16 @@ def claim_manager(conf):
 
 
 @contextlib.contextmanager
-def tracker(conf, adapter, notifier=None, stateful=True, claims=True):
+def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
+            read_state=False):
     """A ResourceTracker over ``adapter``; closes discovery on exit."""
     from node_agent.hardware import discovery as discovery_mod
     from node_agent.tracker import tracker as tracker_mod
     discovery = discovery_mod.Discovery(conf)
     try:
         yield tracker_mod.ResourceTracker(
-            conf, report_client(conf, adapter, stateful), discovery,
+            conf, report_client(conf, adapter, stateful, read_state),
+            discovery,
             claims=claim_manager(conf) if claims else None,
             notifier=notifier)
     finally:

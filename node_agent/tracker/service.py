@@ -64,7 +64,7 @@ EXIT_FATAL = 78
 
 # Errors a restart would not cure: systemd is told not to restart.
 FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
-                exception.ScanIncomplete)
+                exception.ScanIncomplete, exception.UnsafePlan)
 # Errors of a dependency that is not there yet: wait, never crash-loop.
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError)

@@ -9,9 +9,13 @@ the report client)::
                  ReshapeNeeded, at startup only:
                  allocations = rc.get_tree_allocations(current)
                  desired     = drivers(snapshot, current, allocations)
-    plan       plan = make_plan(current, desired, allocations before/after)
+    plan       plan = make_plan(current, desired, rc.ownership(current),
+                                allocations before/after)
+    check      check(plan, current, usages, drivers.hardware_limits())
+                 usages: rc.get_usages() of deleted and shrinking
+                 providers, or what the moved allocations leave
                  moving consumers read in full: rc.complete_allocations()
-    apply      rc.update_from_provider_tree(desired, allocations)
+    apply      rc.update_from_provider_tree(desired, allocations, plan)
                  (allocations not None: one POST /reshaper)
     record     last good tree, generations, status line
 
@@ -38,9 +42,15 @@ Rules:
   :func:`node_agent.hardware.removal.hold`); at startup there is nothing to
   hold it from, so a scan with garbled items is refused (``ScanIncomplete``
   naming the files) rather than deleting their providers.
+- The plan is made once (:mod:`node_agent.placement.plan`, the one plan
+  engine) and the report client writes that plan.  An unsafe plan
+  (``UnsafePlan``: a provider in use deleted, inventory below its usage,
+  more than the hardware has) writes nothing: fatal at startup; in an
+  audit the last good tree stays and the error is logged.
 - The dry runs (``reshape plan``, ``migrate-inventory --dry-run``) are
-  :meth:`ResourceTracker.plan`: the same steps up to "plan", nothing written
-  (the tree is read without ensuring the root).
+  :meth:`ResourceTracker.plan`: the same steps up to "check", nothing
+  written (the tree is read without ensuring the root), the same text the
+  real run logs.
 - Claim checks run after the sync when a claim manager is given: orphan
   collection every audit; reconciling claims with Placement's allocations at
   startup and whenever they changed.  Allocations are read only for
@@ -63,7 +73,7 @@ from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
-from node_agent.tracker import plan as plan_mod
+from node_agent.placement import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -144,7 +154,8 @@ class ResourceTracker:
             drivers.update_provider_tree(desired, self.nodename)  # build
         except exception.ReshapeNeeded as exc:
             if not startup:
-                return self._keep_last_good(exc, snapshot, current)
+                return self._keep_last_good(exc, snapshot, drivers,
+                                            current)
             LOG.info('%s: reshape needed (%s): gathering allocations',
                      self.nodename, exc.reason or 'layout changed')
             # What consumers hold on this tree (one read per provider)
@@ -154,8 +165,8 @@ class ResourceTracker:
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations)
-        plan = plan_mod.make_plan(self.nodename, current, desired,   # plan
-                                  before, allocations)
+        plan = self._plan(drivers, current, desired, before,      # plan
+                          allocations)
         if allocations is not None and not dry_run:
             # POST /reshaper replaces each listed consumer entirely: list
             # only those that move, so untouched consumers keep their
@@ -176,7 +187,8 @@ class ResourceTracker:
         if not pending.plan.empty:
             LOG.info('%s', pending.plan.render())
         self.rc.update_from_provider_tree(pending.desired,      # apply
-                                          pending.allocations)
+                                          pending.allocations,
+                                          pending.plan)
         self._record(pending)                                    # record
         return pending
 
@@ -216,17 +228,13 @@ class ResourceTracker:
         status line says why.
         """
         try:
-            pending = self._prepare(startup=False)
+            pending = self._sync(startup=False)
         except exception.HardwareError as exc:
             self.scan_problem = str(exc)
             LOG.warning('%s: audit skipped, the last good tree stays in '
                         'Placement: %s', self.nodename, exc)
             self._status(self.status_line())
             return None
-        if not pending.plan.empty:
-            LOG.info('%s', pending.plan.render())
-        self.rc.update_from_provider_tree(pending.desired)
-        self._record(pending)
         self._check_claims(pending, startup=False)
         return pending.plan
 
@@ -260,7 +268,28 @@ class ResourceTracker:
     def _read_tree(self, ensure):
         return read_tree(self.rc, self.nodename, ensure)
 
-    def _keep_last_good(self, exc, snapshot, current):
+    def _plan(self, drivers, current, desired, before=None, after=None):
+        """The plan of this sync, checked: ``UnsafePlan`` if it is not
+        safe.  Usages come from the moved allocations in a reshape, from
+        Placement otherwise (only for providers that shrink or go)."""
+        plan = plan_mod.make_plan(
+            current, desired, self.rc.ownership(current),
+            allocations_before=before, allocations_after=after,
+            nodename=self.nodename)
+        if after is not None:
+            usages = plan_mod.usages_after(after)
+        else:
+            usages = self.rc.get_usages(plan_mod.usages_needed(plan,
+                                                               current))
+        try:
+            plan_mod.check(plan, current, usages, drivers.hardware_limits())
+        except exception.UnsafePlan:
+            LOG.error('%s: plan refused, nothing written:\n%s',
+                      self.nodename, plan.render())
+            raise
+        return plan
+
+    def _keep_last_good(self, exc, snapshot, drivers, current):
         reason = exc.reason or 'layout changed'
         if self.reshape_pending != reason:
             LOG.warning('%s: a reshape is needed (%s) but reshapes only run '
@@ -269,7 +298,7 @@ class ResourceTracker:
                         self.nodename, reason)
         self.reshape_pending = reason
         desired = self.last_good.copy() if self.last_good else current.copy()
-        plan = plan_mod.make_plan(self.nodename, current, desired)
+        plan = self._plan(drivers, current, desired)
         pending = _Pending(snapshot, current, desired, None, plan)
         pending.keeps_last_good = True
         return pending

@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -300,11 +301,22 @@ def test_reshape_that_cannot_succeed_exits_nonzero(agent, server):
     assert generations(adapter) == gens
 
 
+def _state_rows(state_dir):
+    with sqlite3.connect(os.path.join(state_dir, 'agent_state.sqlite')) as db:
+        return db.execute('SELECT * FROM providers ORDER BY uuid').fetchall()
+
+
 def test_dry_runs_print_the_moves_the_real_run_makes(agent, server):
     before = flat_with_consumers(agent, server)
     agent.configure(server.url, nested=True, direct_db=server.db_path)
+    # The dry runs plan with what the agent recorded it set (so the root's
+    # CPUs and memory are shown leaving it) and write none of it back.
+    recorded = _state_rows(agent.state)
     online = agent.run_manage('reshape', 'plan')
     assert online.returncode == 0, online.stderr
+    assert _state_rows(agent.state) == recorded
+    assert 'inventory moved: VCPU compute1 32 -> compute1_numa_0 16, ' \
+        'compute1_numa_1 16' in online.stdout.splitlines()
     assert 'reshape (3 consumers move)' in online.stdout
     for consumer in before:
         assert f'consumer {consumer}: VGPU' in online.stdout

@@ -37,7 +37,7 @@ def migrate_inventory(conf):
     pconf = embedded.placement_config(connection)
     with embedded.placement_direct(pconf) as adapter, \
             factory.tracker(conf, adapter, stateful=not dry_run,
-                            claims=False) as rt:
+                            read_state=dry_run, claims=False) as rt:
         the_plan = rt.plan() if dry_run else rt.startup()
     reshape.print_plan(conf, the_plan)
     return 0

@@ -2,10 +2,14 @@
 
 ``reshape plan [--format text|json]`` runs the agent's startup algorithm
 (discover, read the tree, drivers, gather allocations when a reshape is
-needed) against Placement and prints the plan: providers created and
-deleted, inventory moved, each consumer's allocation moves.  It is the code
-path of the real startup stopped before its write: nothing is written, to
-Placement or to the agent's state.
+needed, plan, check) against Placement and prints the plan: providers
+created, moved, deleted and kept, inventory moved and changed, traits and
+aggregates changed, each consumer's allocation moves.  It is the code path
+of the real startup stopped before its write, so it prints the plan the
+real startup writes (:mod:`node_agent.placement.plan`, ownership merge
+included) and refuses, naming the cause, what the startup would refuse
+(``UnsafePlan``).  Nothing is written, to Placement or to the agent's
+state.
 """
 
 import json
@@ -31,7 +35,7 @@ def print_plan(conf, the_plan):
 
 def plan(conf):
     with factory.placement_adapter(conf) as adapter, \
-            factory.tracker(conf, adapter, stateful=False,
+            factory.tracker(conf, adapter, stateful=False, read_state=True,
                             claims=False) as rt:
         print_plan(conf, rt.plan())
     return 0

@@ -6,6 +6,7 @@ the client module did not declare.  Other writers (an operator, another
 service) use the raw ``placement_adapter``.
 """
 
+import collections
 import copy
 import uuid as uuidlib
 from unittest import mock
@@ -18,6 +19,7 @@ from node_agent.placement import client
 from tests.fixtures import allocations as allocs
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import counting
+from tests.fixtures import placement_state
 from tests.functional.placement.conftest import AGGREGATE
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
@@ -337,7 +339,7 @@ def test_inventory_in_use_changes_nothing(rc, counted, placement_adapter):
     desired.add_traits(NUMA1, 'CUSTOM_SHOULD_NOT_APPEAR')
     desired.set_inventory(GPU01, 'VGPU', {'total': 2})
     counted.reset()
-    with pytest.raises(exception.InventoryInUse) as err:
+    with pytest.raises(exception.UnsafePlan) as err:
         rc.update_from_provider_tree(desired)
     assert err.value.resource_class == 'VGPU'
     assert GPU00 in str(err.value) and 'VGPU' in str(err.value)
@@ -348,6 +350,65 @@ def test_inventory_in_use_changes_nothing(rc, counted, placement_adapter):
     assert after.get(GPU00).inventory['VGPU']['total'] == 8
     assert after.get(GPU01).inventory['VGPU']['total'] == 8
     assert 'CUSTOM_SHOULD_NOT_APPEAR' not in after.get(NUMA1).traits
+
+
+def _totals(adapter):
+    """{rc: total summed over every provider in Placement}."""
+    totals = collections.Counter()
+    for rp in placement_state.read(adapter)['providers'].values():
+        for rc, record in rp['inventories'].items():
+            totals[rc] += record['total']
+    return dict(totals)
+
+
+def test_writes_never_advertise_more_than_exists(rc, counted,
+                                                 placement_adapter):
+    """NUMA modelling switched off with no allocations: CPUs and memory
+    leave the NUMA nodes for the root, devices move up, two GPUs trade
+    VGPU and the root's disk shrinks.  After every write the sum per
+    class stays within what the host has."""
+    synced(rc)
+    hardware = _totals(placement_adapter)
+    assert hardware == {'DISK_GB': 1000, 'VCPU': 64, 'MEMORY_MB': 131072,
+                        'VGPU': 32, 'SRIOV_NET_VF': 64}
+    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    for numa in (NUMA0, NUMA1):
+        for child in desired.children(numa):
+            desired.move(child.uuid, HOST)
+        desired.remove(numa)
+    desired.update_inventory(HOST, {
+        'DISK_GB': {'total': 900},
+        'VCPU': {'total': 64, 'allocation_ratio': 4.0},
+        'MEMORY_MB': {'total': 131072, 'reserved': 1024}})
+    desired.set_inventory(GPU00, 'VGPU', {'total': 4})
+    desired.set_inventory(GPU01, 'VGPU', {'total': 12})
+    seen = []
+
+    def after_each_write(method, path, kwargs):
+        if method != 'GET':
+            seen.append(_totals(placement_adapter))
+
+    counted.reset()
+    counted.before_request = after_each_write
+    rc.update_from_provider_tree(desired)
+    counted.before_request = None
+    seen.append(_totals(placement_adapter))
+    for totals in seen:
+        assert all(totals.get(rc_) <= hardware[rc_] for rc_ in totals), \
+            totals
+    assert seen[-1] == dict(hardware, DISK_GB=900)
+    assert counted.summary() == {
+        # Deleted and shrinking providers: root, GPU00, both NUMA nodes.
+        'GET /resource_providers/{id}/usages': 4,
+        # Root lowered (DISK_GB alone) and GPU00; then root and GPU01 grow.
+        'PUT /resource_providers/{id}/inventories': 4,
+        'PUT /resource_providers/{id}': 6,        # 4 GPUs, 2 NICs moved
+        'DELETE /resource_providers/{id}': 2}
+    writes = [(c.method, c.path) for c in counted.calls if c.method != 'GET']
+    growth = writes.index(('PUT', f'/resource_providers/{uuid_of(HOST)}'
+                                  '/inventories'), 1)
+    assert {m for m, _ in writes[growth:]} == {'PUT'}
+    assert writes[growth - 1][0] == 'DELETE'
 
 
 # -- allocations and reshape -------------------------------------------------

@@ -1,5 +1,8 @@
-"""The pure diff: ordering, per-provider changes, ownership."""
+"""The one plan engine: order, changes, ownership, its text, its check."""
 
+import pytest
+
+from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.placement import plan
 
@@ -278,3 +281,324 @@ def test_no_move_to_another_tree_and_the_old_parent_stays():
     assert 'another tree' in reasons[nic]
     assert 'cannot move away' in reasons[numa0]
     assert names(current, p.delete) == [f'{HOST}_numa_1']
+
+
+# -- what a plan says it does -------------------------------------------------
+
+C1 = '11111111-1111-1111-1111-111111111111'
+C2 = '22222222-2222-2222-2222-222222222222'
+SHARED = '99999999-9999-9999-9999-999999999999'
+
+
+def _flat():
+    tree = ptree.ProviderTree()
+    tree.new_root('compute1')
+    tree.update_inventory('compute1', {'VCPU': {'total': 32},
+                                       'VGPU': {'total': 32}})
+    tree.update_traits('compute1', {'COMPUTE_NODE'})
+    return tree
+
+
+def _nested():
+    tree = _flat()
+    tree.remove_inventory('compute1', 'VGPU')
+    for gpu in ('0000:3b:00.0', '0000:af:00.0'):
+        name = f'compute1_gpu_{gpu}'
+        tree.new_child(name, 'compute1')
+        tree.set_inventory(name, 'VGPU', {'total': 16})
+    return tree
+
+
+def _set_by_agent(tree):
+    """Ownership as the agent records it after writing all it owns of
+    ``tree`` (the providers named its way)."""
+    return {p.uuid: plan.Ownership(
+        owned=p.uuid == ptree.provider_uuid(p.name),
+        traits=frozenset(p.traits),
+        resource_classes=frozenset(p.inventory),
+        aggregates=frozenset(p.aggregates)) for p in tree.providers()}
+
+
+def _make(current, desired, before=None, after=None):
+    return plan.make_plan(current, desired, _set_by_agent(current),
+                          allocations_before=before, allocations_after=after,
+                          nodename='compute1')
+
+
+def _alloc(*pairs):
+    allocations = {}
+    for rp, rc, amount in pairs:
+        allocations.setdefault(rp, {'resources': {}})['resources'][rc] = \
+            amount
+    return {'allocations': allocations, 'project_id': 'p', 'user_id': 'u',
+            'consumer_generation': 1}
+
+
+def test_identical_trees_plan_nothing():
+    p = _make(_flat(), _flat())
+    assert p.empty
+    assert p.render() == 'compute1: nothing to change'
+
+
+def test_flat_to_nested_reshape():
+    root = ptree.provider_uuid('compute1')
+    gpu0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    before = {C1: _alloc((root, 'VCPU', 2), (root, 'VGPU', 1),
+                         (SHARED, 'DISK_GB', 10)),
+              C2: _alloc((root, 'VCPU', 4))}
+    after = {C1: _alloc((root, 'VCPU', 2), (gpu0, 'VGPU', 1),
+                        (SHARED, 'DISK_GB', 10)),
+             C2: _alloc((root, 'VCPU', 4))}
+    p = _make(_flat(), _nested(), before, after)
+    assert p.reshape
+    assert p.providers_created == ('compute1_gpu_0000:3b:00.0',
+                                   'compute1_gpu_0000:af:00.0')
+    assert p.consumers == (C1,)
+    assert p.render().splitlines() == [
+        'compute1: reshape (1 consumer moves)',
+        'provider created: compute1_gpu_0000:3b:00.0',
+        'provider created: compute1_gpu_0000:af:00.0',
+        'inventory moved: VGPU compute1 32 -> '
+        'compute1_gpu_0000:3b:00.0 16, compute1_gpu_0000:af:00.0 16',
+        f'consumer {C1}: VGPU 1 compute1 -> compute1_gpu_0000:3b:00.0',
+    ]
+    as_dict = p.to_dict()
+    assert as_dict['consumers'][C1] == [
+        {'resource_class': 'VGPU', 'before': {'compute1': 1},
+         'after': {'compute1_gpu_0000:3b:00.0': 1}}]
+
+
+def test_nested_to_flat_deletes_children_first():
+    current = _nested()
+    current.new_child('compute1_gpu_child', 'compute1_gpu_0000:3b:00.0')
+    p = _make(current, _flat())
+    assert p.providers_deleted == (
+        'compute1_gpu_0000:af:00.0', 'compute1_gpu_child',
+        'compute1_gpu_0000:3b:00.0')
+    assert not p.reshape
+
+
+def test_inventory_and_trait_changes_name_the_fields():
+    desired = _flat()
+    desired.set_inventory('compute1', 'VCPU', {'total': 32, 'reserved': 2,
+                                               'allocation_ratio': 4.0})
+    desired.add_traits('compute1', 'HW_CPU_X86_AVX2')
+    desired.remove_traits('compute1', 'COMPUTE_NODE')
+    desired.update_aggregates('compute1', {'agg1'})
+    p = _make(_flat(), desired)
+    assert p.inventory_changed == (
+        ('compute1', 'VCPU',
+         'allocation_ratio 1.0 -> 4.0, reserved 0 -> 2'),)
+    assert p.traits_changed == (
+        ('compute1', ('HW_CPU_X86_AVX2',), ('COMPUTE_NODE',)),)
+    assert 'traits changed: compute1 +HW_CPU_X86_AVX2 -COMPUTE_NODE' in \
+        p.render().splitlines()
+    assert 'aggregates changed: compute1 +agg1' in p.render().splitlines()
+
+
+def test_text_shows_what_the_ownership_merge_writes():
+    """An operator's trait and another service's class stay: the text
+    says exactly what the writes do, not what the desired tree says."""
+    current = _flat()
+    current.add_traits('compute1', 'CUSTOM_OPERATOR')
+    current.set_inventory('compute1', 'CUSTOM_CYBORG', {'total': 1})
+    current.new_child('cyborg_fpga', 'compute1', uuid=SHARED)
+    current.set_inventory('cyborg_fpga', 'FPGA', {'total': 1})
+    own = _set_by_agent(_flat())
+    desired = _flat()
+    desired.remove_inventory('compute1', 'VGPU')
+    desired.add_traits('compute1', 'HW_CPU_X86_AVX2')
+    p = plan.make_plan(current, desired, own, nodename='compute1')
+    assert p.render().splitlines() == [
+        'compute1: sync (0 consumers move)',
+        'inventory changed: compute1 VGPU removed (total 32)',
+        'traits changed: compute1 +HW_CPU_X86_AVX2',
+    ]
+    (change,) = p.changes
+    assert set(change.inventory) == {'VCPU', 'CUSTOM_CYBORG'}
+    assert change.traits == {'COMPUTE_NODE', 'HW_CPU_X86_AVX2',
+                             'CUSTOM_OPERATOR'}
+    assert p.delete == ()
+    written = plan.apply(current, p)
+    assert 'cyborg_fpga' in written and 'CUSTOM_OPERATOR' in \
+        written.get('compute1').traits
+
+
+def test_refused_edit_of_a_foreign_provider_is_shown_kept():
+    current = _flat()
+    current.new_child('cyborg_fpga', 'compute1', uuid=SHARED)
+    desired = current.copy()
+    desired.set_inventory('cyborg_fpga', 'FPGA', {'total': 1})
+    p = _make(current, desired)
+    assert p.empty and p.inventory_changed == ()
+    assert p.render().splitlines() == [
+        'compute1: nothing to change',
+        'provider kept: cyborg_fpga: not owned by this agent: left as it '
+        'is']
+
+
+def test_new_resource_class_is_a_change_not_a_move():
+    desired = _flat()
+    desired.set_inventory('compute1', 'DISK_GB', {'total': 100})
+    p = _make(_flat(), desired)
+    assert p.inventory_moved == ()
+    assert p.inventory_changed == (
+        ('compute1', 'DISK_GB', 'added (total 100)'),)
+
+
+def test_split_consumer_shows_amounts_per_provider():
+    root = ptree.provider_uuid('compute1')
+    gpu0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    gpu1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+    before = {C1: _alloc((root, 'VGPU', 3))}
+    after = {C1: _alloc((gpu0, 'VGPU', 2), (gpu1, 'VGPU', 1))}
+    p = _make(_flat(), _nested(), before, after)
+    assert p.consumer_moves[0].render() == (
+        'VGPU 3 compute1 -> compute1_gpu_0000:3b:00.0 2, '
+        'compute1_gpu_0000:af:00.0 1')
+
+
+def test_same_inputs_same_text():
+    root = ptree.provider_uuid('compute1')
+    gpu1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+    before = {C2: _alloc((root, 'VGPU', 1)), C1: _alloc((root, 'VGPU', 1))}
+    after = {C1: _alloc((gpu1, 'VGPU', 1)), C2: _alloc((gpu1, 'VGPU', 1))}
+    first = _make(_flat(), _nested(), before, after)
+    second = _make(_flat(), _nested(),
+                   dict(reversed(list(before.items()))), after)
+    assert first.render() == second.render()
+    assert first.consumers == (C1, C2)
+
+
+def _numa_gpus():
+    """compute1 -> compute1_numa_0 -> both GPUs (NUMA modelling on)."""
+    tree = _flat()
+    tree.remove_inventory('compute1', 'VGPU')
+    tree.new_child('compute1_numa_0', 'compute1')
+    for gpu in ('0000:3b:00.0', '0000:af:00.0'):
+        name = f'compute1_gpu_{gpu}'
+        tree.new_child(name, 'compute1_numa_0')
+        tree.set_inventory(name, 'VGPU', {'total': 16})
+    return tree
+
+
+def test_moved_providers_render_with_both_parents():
+    p = _make(_numa_gpus(), _nested())
+    assert p.providers_moved == (
+        ('compute1_gpu_0000:3b:00.0', 'compute1_numa_0', 'compute1'),
+        ('compute1_gpu_0000:af:00.0', 'compute1_numa_0', 'compute1'))
+    # Same uuids: neither created, deleted, nor an inventory move.
+    assert p.providers_created == ()
+    assert p.inventory_moved == () and p.inventory_changed == ()
+    assert p.render().splitlines() == [
+        'compute1: sync (0 consumers move)',
+        'provider moved: compute1_gpu_0000:3b:00.0 from compute1_numa_0 '
+        'to compute1',
+        'provider moved: compute1_gpu_0000:af:00.0 from compute1_numa_0 '
+        'to compute1',
+        'provider deleted: compute1_numa_0',
+    ]
+    assert p.to_dict()['providers_moved'][0] == {
+        'provider': 'compute1_gpu_0000:3b:00.0', 'from': 'compute1_numa_0',
+        'to': 'compute1'}
+
+
+# -- the check before the first write -----------------------------------------
+
+ROOT = ptree.provider_uuid('compute1')
+GPU0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+CPU_AND_GPU = {('PCPU', 'VCPU'): (32, 'online CPUs'),
+               ('VGPU',): (32, 'vGPUs')}
+
+
+def test_lowered_inventory_takes_only_what_shrinks():
+    def inv(**totals):
+        return {rc: ptree.normalize_inventory({'total': t})
+                for rc, t in totals.items()}
+    current = inv(VCPU=32, MEMORY_MB=1024, DISK_GB=100)
+    new = inv(VCPU=16, DISK_GB=200, VGPU=4)
+    assert plan.lowered_inventory(current, new) == inv(VCPU=16, DISK_GB=100)
+    assert plan.lowered_inventory(current, inv(VCPU=32, MEMORY_MB=2048,
+                                               DISK_GB=100)) is None
+    assert plan.lowered_inventory(current, None) is None
+
+
+def test_usages_are_needed_only_where_inventory_shrinks_or_goes():
+    current = _nested()
+    desired = _nested()
+    desired.set_inventory('compute1', 'VCPU', {'total': 64})
+    desired.remove('compute1_gpu_0000:af:00.0')
+    desired.set_inventory('compute1_gpu_0000:3b:00.0', 'VGPU', {'total': 8})
+    p = _make(current, desired)
+    assert plan.usages_needed(p, current) == {
+        GPU0, ptree.provider_uuid('compute1_gpu_0000:af:00.0')}
+    assert plan.usages_needed(_make(current, current.copy()), current) == \
+        set()
+
+
+def test_check_refuses_deleting_a_provider_in_use():
+    current = _nested()
+    desired = _flat()
+    desired.remove_inventory('compute1', 'VGPU')
+    p = _make(current, desired)
+    with pytest.raises(exception.UnsafePlan) as err:
+        plan.check(p, current, {GPU0: {'VGPU': 1}}, CPU_AND_GPU)
+    assert err.value.resource_class == 'VGPU'
+    assert err.value.provider == f'compute1_gpu_0000:3b:00.0 ({GPU0})'
+    assert 'deleted with 1 in use' in str(err.value)
+    plan.check(p, current, {GPU0: {'VGPU': 0}}, CPU_AND_GPU)
+
+
+def test_check_refuses_inventory_below_usage_by_capacity():
+    current = _flat()
+    desired = _flat()
+    desired.set_inventory('compute1', 'VCPU', {'total': 8,
+                                               'allocation_ratio': 4.0})
+    p = _make(current, desired)
+    # 8 CPUs at 4.0 hold 32: what 30 in use need.
+    plan.check(p, current, {ROOT: {'VCPU': 30}}, CPU_AND_GPU)
+    with pytest.raises(exception.UnsafePlan) as err:
+        plan.check(p, current, {ROOT: {'VCPU': 33}}, CPU_AND_GPU)
+    assert str(err.value) == (
+        f'unsafe plan, nothing written: VCPU on compute1 ({ROOT}): total 8 '
+        '(capacity 32) would be below its usage 33')
+    desired.remove_inventory('compute1', 'VCPU')
+    with pytest.raises(exception.UnsafePlan, match='removed with 1 in use'):
+        plan.check(_make(current, desired), current, {ROOT: {'VCPU': 1}})
+
+
+def test_check_allows_a_reshape_that_moves_the_usage_away():
+    current = _flat()
+    before = {C1: _alloc((ROOT, 'VGPU', 2))}
+    after = {C1: _alloc((GPU0, 'VGPU', 2))}
+    p = _make(current, _nested(), before, after)
+    usages = plan.usages_after(after)
+    assert usages == {GPU0: {'VGPU': 2}}
+    plan.check(p, current, usages, CPU_AND_GPU)
+    with pytest.raises(exception.UnsafePlan, match='VGPU on compute1 '):
+        plan.check(p, current, plan.usages_after(before), CPU_AND_GPU)
+
+
+def test_check_refuses_more_than_the_hardware_has():
+    current = _flat()
+    desired = _nested()
+    desired.set_inventory('compute1', 'PCPU', {'total': 4})
+    p = _make(current, desired)
+    with pytest.raises(exception.UnsafePlan) as err:
+        plan.check(p, current, {}, CPU_AND_GPU)
+    assert err.value.resource_class == 'PCPU+VCPU'
+    assert err.value.provider == 'compute1 PCPU 4, compute1 VCPU 32'
+    assert 'total 36 would be above the 32 online CPUs' in str(err.value)
+    # Totals are compared before ratios: overcommit is fine.
+    desired.remove_inventory('compute1', 'PCPU')
+    desired.set_inventory('compute1', 'VCPU', {'total': 32,
+                                               'allocation_ratio': 16.0})
+    plan.check(_make(current, desired), current, {}, CPU_AND_GPU)
+
+
+def test_check_lets_a_plan_lower_what_was_already_too_much():
+    current = _flat()
+    current.set_inventory('compute1', 'VCPU', {'total': 64})
+    desired = _flat()
+    desired.set_inventory('compute1', 'VCPU', {'total': 48})
+    plan.check(_make(current, desired), current, {}, CPU_AND_GPU)

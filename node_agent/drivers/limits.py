@@ -1,0 +1,41 @@
+"""What the host has, per group of resource classes: a plan's ceiling.
+
+Pure: a :class:`~node_agent.hardware.snapshot.HostSnapshot` in, a mapping
+out, which :func:`node_agent.placement.plan.check` compares with the totals
+a plan would leave in the tree (summed over every provider, before
+allocation ratios: overcommit is a ratio, never a total)::
+
+    ('PCPU', 'VCPU')     online CPUs
+    ('MEMORY_MB',)       the host's memory (MemTotal)
+    ('FPGA', 'PGPU')     display and accelerator PCI functions
+    ('SRIOV_NET_VF',)    VFs enabled on the PFs (sriov_numvfs)
+
+CPUs or memory the snapshot does not know (0: no data) set no limit; no
+devices of a kind is a limit of 0.
+"""
+
+from node_agent.drivers import compute
+
+DEVICE_CLASS_IDS = ('03', '12')       # display, processing accelerator
+
+
+def hardware_limits(snapshot):
+    """``{(rc, ...): (total, what)}`` for ``snapshot``."""
+    vfs = {d.address: d.sriov_numvfs for d in snapshot.pci_devices}
+    vfs.update({pf.address: pf.sriov_numvfs for pf in snapshot.pfs})
+    figures = {
+        ('PCPU', 'VCPU'): (len(compute.online_cpus(snapshot)),
+                           'online CPUs'),
+        ('MEMORY_MB',): (compute.host_memory_mb(snapshot), 'MB of memory'),
+        ('FPGA', 'PGPU'): (
+            len({d.address for d in snapshot.pci_devices
+                 if d.class_id in DEVICE_CLASS_IDS}
+                | {g.address for g in snapshot.gpus}),
+            'GPU and accelerator PCI functions'),
+        ('SRIOV_NET_VF',): (sum(vfs.values()), 'SR-IOV VFs enabled'),
+    }
+    unknown = [c for c in (('PCPU', 'VCPU'), ('MEMORY_MB',))
+               if not figures[c][0]]
+    for classes in unknown:
+        del figures[classes]
+    return figures

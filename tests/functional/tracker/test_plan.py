@@ -1,0 +1,161 @@
+"""One plan, checked before its first write, printed as it is written.
+
+Real Placement in-process, recorded host 1 (see ``conftest``).  The dry run
+and the real run make the plan the same way, so the text the dry run prints
+is the text the real run logs; a plan that would delete a provider in use
+writes nothing: fatal at startup, kept out by an audit.
+"""
+
+import logging
+
+import pytest
+
+from node_agent import exception
+from node_agent.drivers import compute
+from node_agent.tracker import service
+from node_agent.tracker import systemd
+from node_agent.tracker import tracker as tracker_mod
+from tests.fixtures import placement_state
+from tests.functional.tracker import conftest as h
+
+OPERATOR_TRAIT = 'HW_CPU_X86_SVM'
+
+
+def _add_root_trait(adapter, root, trait):
+    body = adapter.get(f'/resource_providers/{root}/traits',
+                       microversion='1.6').json()
+    resp = adapter.put(f'/resource_providers/{root}/traits',
+                       microversion='1.6',
+                       json={'traits': body['traits'] + [trait],
+                             'resource_provider_generation':
+                                 body['resource_provider_generation']})
+    assert resp.status_code == 200, resp.text
+
+
+def _logged_plans(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.name == tracker_mod.__name__ and r.levelno == logging.INFO
+            and r.getMessage().startswith('compute1: ')]
+
+
+def test_dry_run_prints_exactly_what_the_write_does(
+        agents, host1, placement_adapter, caplog):
+    first = agents()
+    first.tracker.startup()
+    root = first.tracker.last_good.get('compute1')
+    assert OPERATOR_TRAIT not in first.tracker.snapshot.host.cpu_traits
+    # An operator's trait in a family the compute driver manages: the
+    # drivers' desired tree drops it, the write keeps it (the agent never
+    # set it), so the plan must not print its removal.
+    _add_root_trait(placement_adapter, root.uuid, OPERATOR_TRAIT)
+    host1.set_override('reserved_host_cpus', 2, 'compute')
+
+    dry = agents()
+    printed = dry.tracker.plan().render()
+    assert dry.writes() == []
+    assert printed.splitlines()[0] == 'compute1: sync (0 consumers move)'
+    assert 'inventory changed: compute1 VCPU reserved 0 -> 2' in \
+        printed.splitlines()
+    assert OPERATOR_TRAIT not in printed
+
+    caplog.set_level(logging.INFO, logger=tracker_mod.__name__)
+    caplog.clear()
+    real = agents()
+    applied = real.tracker.startup()
+    assert _logged_plans(caplog) == [printed]
+    assert applied.render() == printed
+    traits = placement_adapter.get(
+        f'/resource_providers/{root.uuid}/traits',
+        microversion='1.6').json()['traits']
+    assert OPERATOR_TRAIT in traits
+    inventory = placement_adapter.get(
+        f'/resource_providers/{root.uuid}/inventories',
+        microversion='1.14').json()['inventories']
+    assert inventory['VCPU']['reserved'] == 2
+
+
+def _gpu_in_use(agent, adapter):
+    """Allocate one VGPU of the first GPU provider; returns it."""
+    gpu = next(p for p in agent.tracker.last_good.providers()
+               if 'VGPU' in p.inventory)
+    h.put_allocations(adapter, h.new_consumer(), {gpu.uuid: {'VGPU': 1}})
+    return gpu
+
+
+def _without_gpu_driver(conf):
+    conf.set_override('enabled_drivers', [
+        d for d in conf.enabled_drivers if d != 'gpu'])
+
+
+def test_startup_refuses_deleting_a_provider_in_use(
+        agents, host1, placement_adapter):
+    h.set_layout(host1, nested=True)
+    first = agents()
+    first.tracker.startup()
+    gpu = _gpu_in_use(first, placement_adapter)
+    before = placement_state.read(placement_adapter)
+    _without_gpu_driver(host1)
+
+    service.register_opts(host1)
+    agent = agents()
+    svc = service.AgentService(host1, agent.tracker,
+                               systemd.Notifier(environ={}))
+    svc.start()
+    assert svc._done.wait(30)
+    assert svc.exit_code == service.EXIT_FATAL == 78
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before, \
+        placement_state.changes(before, placement_state.read(
+            placement_adapter))
+
+    with pytest.raises(exception.UnsafePlan) as err:
+        agents().tracker.plan()
+    assert err.value.provider == f'{gpu.name} ({gpu.uuid})'
+    assert err.value.resource_class == 'VGPU'
+    assert 'deleted with 1 in use' in str(err.value)
+
+
+def test_audit_keeps_the_last_good_tree_when_the_plan_is_unsafe(
+        agents, host1, placement_adapter, caplog):
+    h.set_layout(host1, nested=True)
+    agent = agents()
+    agent.tracker.startup()
+    last_good = agent.tracker.last_good.copy()
+    gpu = _gpu_in_use(agent, placement_adapter)
+    before = placement_state.read(placement_adapter)
+    _without_gpu_driver(host1)
+    agent.adapter.reset()
+
+    service.register_opts(host1)
+    svc = service.AgentService(host1, agent.tracker,
+                               systemd.Notifier(environ={}))
+    caplog.set_level(logging.ERROR)
+    caplog.clear()
+    svc._audit()
+    assert agent.writes() == []
+    # The tree, the GPU whose allocation moved its generation, and one
+    # usage read per provider that would go (both GPUs), nothing else.
+    assert agent.adapter.summary() == {
+        'GET /resource_providers': 1,
+        'GET /resource_providers/{id}/inventories': 1,
+        'GET /resource_providers/{id}/traits': 1,
+        'GET /resource_providers/{id}/aggregates': 1,
+        'GET /resource_providers/{id}/usages': 2}
+    assert placement_state.read(placement_adapter) == before
+    assert agent.tracker.last_good.providers() == last_good.providers()
+    errors = [r.getMessage() for r in caplog.records
+              if r.name == service.__name__]
+    assert errors == [
+        f'audit failed: unsafe plan, nothing written: VGPU on '
+        f'{gpu.name} ({gpu.uuid}): the provider would be deleted with 1 in '
+        'use']
+
+
+def test_hardware_limits_of_host1(agents):
+    agent = agents()
+    snapshot = agent.discovery.scan()
+    from node_agent.drivers import limits
+    got = limits.hardware_limits(snapshot)
+    assert got[('PCPU', 'VCPU')] == (len(compute.online_cpus(snapshot)),
+                                     'online CPUs')
+    assert got[('MEMORY_MB',)] == (131072, 'MB of memory')
