@@ -133,13 +133,12 @@ def test_audit_keeps_the_last_good_tree_when_the_plan_is_unsafe(
     caplog.clear()
     svc._audit()
     assert agent.writes() == []
-    # The tree, the GPU whose allocation moved its generation, and one
-    # usage read per provider that would go (both GPUs), nothing else.
+    # The tree, the allocations of the GPU whose generation the allocation
+    # moved (which account for the move: its content is not re-read), and
+    # one usage read per provider that would go (both GPUs), nothing else.
     assert agent.adapter.summary() == {
         'GET /resource_providers': 1,
-        'GET /resource_providers/{id}/inventories': 1,
-        'GET /resource_providers/{id}/traits': 1,
-        'GET /resource_providers/{id}/aggregates': 1,
+        'GET /resource_providers/{id}/allocations': 1,
         'GET /resource_providers/{id}/usages': 2}
     assert placement_state.read(placement_adapter) == before
     assert agent.tracker.last_good.providers() == last_good.providers()
