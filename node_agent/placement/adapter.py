@@ -32,6 +32,12 @@ def get_adapter(conf):
     except Exception as e:
         # The message names the missing option, never its value.
         raise exception.ConfigError(f'[placement] auth options: {e}')
+    if auth is None:
+        # Without a plugin nothing sends a token: every call would be
+        # refused (keystoneauth's MissingAuthPlugin, or a 401).
+        raise exception.PlacementCredentialsError(
+            '[placement] auth_type is not set: no credentials for '
+            'Placement')
     session = ks_loading.load_session_from_conf_options(conf, GROUP,
                                                         auth=auth)
     headers = {}
