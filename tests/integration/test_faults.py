@@ -24,6 +24,8 @@ import pytest
 from tests.fixtures import fault_proxy
 from tests.fixtures import placement_state
 from tests.integration import test_agent_service as service_tests
+from tests.integration import test_agent_rpc as rpc_tests
+from tests.integration import test_claims_rpc as claims_tests
 from tests.integration.test_agent_rpc import wait_for_log
 
 pytestmark = pytest.mark.integration
@@ -262,3 +264,46 @@ def test_sighup_with_a_bad_config_keeps_the_old_one(agent, server):
         time.sleep(0.2)
     assert agent.stop() == 0
     assert read(server) == before
+
+
+# -- the broker ---------------------------------------------------------------
+
+def statuses(agent):
+    """Every STATUS the agent sent so far, in order."""
+    agent.sock.settimeout(1.0)
+    while True:
+        try:
+            agent.messages.append(agent.sock.recv(4096).decode())
+        except TimeoutError:
+            break
+    return [line[len('STATUS='):] for m in agent.messages
+            for line in m.split('\n') if line.startswith('STATUS=')]
+
+
+def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
+                                                    tmp_path):
+    # A user the broker does not know yet: every login is refused.
+    rpc_tests.configure(agent, server.url,
+                        f'rabbit://agent:secret@127.0.0.1:{broker.port}/')
+    agent.start()
+    agent.wait_for('READY=1')
+    agent.wait_for('; claims RPC down: AccessRefused: ')
+    wait_for_log(agent, 'the claims RPC server did not start')
+    wait_for_log(agent, 'ACCESS_REFUSED')
+    assert agent.proc.poll() is None
+    down = [s for s in statuses(agent) if 'claims RPC down' in s]
+    assert down[0].startswith('in sync: ')
+
+    broker.ctl('add_user', 'agent', 'secret')
+    broker.ctl('set_permissions', '-p', '/', 'agent', '.*', '.*', '.*')
+    wait_for_log(agent, rpc_tests.LISTENING)
+    wait_for_log(agent, 'claims RPC server started after')
+    assert 'claims RPC' not in statuses(agent)[-1]
+    assert statuses(agent)[-1].startswith('in sync: ')
+    client = rpc_tests.rpc.ClaimClient(
+        claims_tests.make_conf(tmp_path / 'client', broker.url), timeout=30)
+    try:
+        assert client.list(rpc_tests.HOST) == []
+    finally:
+        client.transport.cleanup()
+    assert agent.stop() == 0
