@@ -266,6 +266,34 @@ def test_sighup_with_a_bad_config_keeps_the_old_one(agent, server):
     assert read(server) == before
 
 
+# -- the watchdog -------------------------------------------------------------
+
+def test_watchdog_is_fed_while_auditing_and_starves_on_a_hung_call(
+        agent, server, proxy, monkeypatch):
+    # systemd's WatchdogSec=1: a ping every half second while healthy.
+    monkeypatch.setenv('WATCHDOG_USEC', '1000000')
+    agent.configure(proxy.url, nested=True)
+    with open(agent.conf, 'a') as f:
+        f.write('[audit]\ninterval = 1\n')
+    agent.start()
+    agent.wait_for('READY=1')
+    agent.wait_for('WATCHDOG=1')
+    # The next audit's first read never gets an answer.
+    proxy.hang('GET', '/resource_providers')
+    deadline = time.monotonic() + 30
+    while not any(fault == 'hang' for _, _, fault in proxy.requests):
+        assert time.monotonic() < deadline, 'no audit reached Placement'
+        time.sleep(0.1)
+    statuses(agent)         # what was sent before the call hung
+    agent.messages = []
+    time.sleep(3)           # six ping periods
+    statuses(agent)
+    assert not any('WATCHDOG=1' in m for m in agent.messages)
+    assert agent.proc.poll() is None
+    # systemd would now kill it; so does the test.
+    agent.close()
+
+
 # -- the broker ---------------------------------------------------------------
 
 def statuses(agent):
