@@ -226,13 +226,14 @@ def test_config_typos_exit_78_before_anything_happens(agent, server,
             f.write(text + extra)
         if override:
             _override(overrides, **override)
-        done = subprocess.run(
-            [os.path.join(service_tests.BIN, 'node-agent'), '--config-file',
-             agent.conf], capture_output=True, text=True, timeout=60,
-            cwd=agent.workdir)
-        assert done.returncode == 78, (extra, done.stderr)
-        assert message in done.stderr, (extra, done.stderr)
-        assert 'Traceback' not in done.stderr
+        for once in ([], ['--once']):
+            done = subprocess.run(
+                [os.path.join(service_tests.BIN, 'node-agent'),
+                 '--config-file', agent.conf, *once], capture_output=True,
+                text=True, timeout=60, cwd=agent.workdir)
+            assert done.returncode == 78, (extra, once, done.stderr)
+            assert message in done.stderr, (extra, once, done.stderr)
+            assert 'Traceback' not in done.stderr
         # Nothing created on disk, nothing logged to the log file, nothing
         # asked of Placement.
         assert not os.path.exists(state), extra
