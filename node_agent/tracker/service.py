@@ -84,6 +84,7 @@ WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError)
 # The status line's note on the claims RPC server: "claims RPC down: ...".
 RPC_NOTE = 'claims RPC'
+RPC_SLOW_START = 5.0    # seconds
 
 
 def register_opts(conf):
@@ -209,14 +210,21 @@ class AgentService(service.Service):
 
     def _serve_claims(self):
         failures = 0
-        self.notifier.note(RPC_NOTE, 'connecting')
         while True:
+            # oslo.messaging retries an unreachable broker inside start(),
+            # which then blocks: say so if it takes longer than a login.
+            slow = threading.Timer(RPC_SLOW_START, self.notifier.note,
+                                   (RPC_NOTE, 'down: no answer from the '
+                                    'broker'))
+            slow.daemon = True
+            slow.start()
             try:
                 server = self.start_claims_rpc()
                 break
             except Exception as exc:
                 failures += 1
                 delay = self._backoff(failures)
+                slow.cancel()
                 reason = f'{type(exc).__name__}: {exc}'
                 self.notifier.note(RPC_NOTE, f'down: {reason[:160]}')
                 LOG.warning('the claims RPC server did not start (%s); '
@@ -224,6 +232,7 @@ class AgentService(service.Service):
                             'made with node-agent-manage)', reason, delay)
                 if self._stop.wait(delay):
                     return
+        slow.cancel()
         self.notifier.note(RPC_NOTE, None)
         if server is None:
             return

@@ -23,6 +23,7 @@ import pytest
 
 from tests.fixtures import fault_proxy
 from tests.fixtures import placement_state
+from tests.functional.placement.test_adapter import free_port
 from tests.integration import test_agent_service as service_tests
 from tests.integration import test_agent_rpc as rpc_tests
 from tests.integration import test_claims_rpc as claims_tests
@@ -335,4 +336,14 @@ def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
         assert client.list(rpc_tests.HOST) == []
     finally:
         client.transport.cleanup()
+    assert agent.stop() == 0
+
+
+def test_unreachable_broker_is_shown_down(agent, server):
+    rpc_tests.configure(agent, server.url,
+                        f'rabbit://guest:guest@127.0.0.1:{free_port()}/')
+    agent.start()
+    agent.wait_for('READY=1')
+    agent.wait_for('; claims RPC down: no answer from the broker')
+    assert agent.proc.poll() is None
     assert agent.stop() == 0
