@@ -62,6 +62,19 @@ def held(state):
         for consumer, record in state['consumers'].items()}
 
 
+def assert_not_reshaped(before, after):
+    """The reshape is one atomic call: no consumer changed (its provider
+    generations aside), no inventory moved.  What the plan writes before
+    it (new providers, empty, and their traits) is all that changed."""
+    assert held(after) == held(before)
+    for uuid, provider in after['providers'].items():
+        was = before['providers'].get(uuid)
+        if was is None:
+            assert provider['inventories'] == {}, provider['name']
+        else:
+            assert provider['inventories'] == was['inventories']
+
+
 def first_sync(agent, server, nested=True):
     """The tree in Placement from a clean run; what Placement holds."""
     agent.configure(server.url, nested=nested)
@@ -150,17 +163,36 @@ def test_reshaper_403_names_the_service_role(agent, server, proxy):
     log = agent.log_text()
     assert 'POST /reshaper returned 403' in log
     assert "lets only the 'service' role reshape" in log
-    after = read(server)
-    # The reshape is one atomic call: no consumer changed (its provider
-    # generations aside), no inventory moved.  What the plan writes before
-    # it (new providers, empty, and their traits) is all that changed.
-    assert held(after) == held(before)
-    for uuid, provider in after['providers'].items():
-        was = before['providers'].get(uuid)
-        if was is None:
-            assert provider['inventories'] == {}, provider['name']
-        else:
-            assert provider['inventories'] == was['inventories']
+    assert_not_reshaped(before, read(server))
+
+
+def test_reshaper_409_once_is_reread_and_retried(agent, server, proxy):
+    before = service_tests.flat_with_consumers(agent, server)
+    proxy.fail('POST', '/reshaper', 409, times=1)
+    agent.configure(proxy.url, nested=True)
+    agent.start()
+    agent.wait_for('READY=1')
+    assert agent.stop() == 0
+    assert proxy.faults == 1
+    assert 'POST /reshaper returned 409' in agent.log_text()
+    adapter = service_tests.api(server)
+    for consumer, record in before.items():
+        after = service_tests.allocations(adapter, consumer)
+        assert service_tests.totals(after) == service_tests.totals(record)
+        assert ROOT not in after['allocations'], consumer
+
+
+def test_reshaper_400_that_stays_exits_78(agent, server, proxy):
+    service_tests.flat_with_consumers(agent, server)
+    before = read(server)
+    proxy.fail('POST', '/reshaper', 400)
+    agent.configure(proxy.url, nested=True)
+    agent.start()
+    assert exits(agent) == 78
+    assert 'reshape failed: POST /reshaper returned 400' in agent.log_text()
+    # Re-read and tried again [audit] reshape_retries (3) times.
+    assert proxy.faults == 4
+    assert_not_reshaped(before, read(server))
 
 
 def test_missing_credentials_exit_78(agent, server):
