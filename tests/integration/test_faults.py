@@ -62,6 +62,15 @@ def held(state):
         for consumer, record in state['consumers'].items()}
 
 
+def assert_reshaped(before, server):
+    """Every consumer of ``before`` holds the same amounts, off the root."""
+    adapter = service_tests.api(server)
+    for consumer, record in before.items():
+        after = service_tests.allocations(adapter, consumer)
+        assert service_tests.totals(after) == service_tests.totals(record)
+        assert ROOT not in after['allocations'], consumer
+
+
 def assert_not_reshaped(before, after):
     """The reshape is one atomic call: no consumer changed (its provider
     generations aside), no inventory moved.  What the plan writes before
@@ -106,11 +115,7 @@ def test_reshaper_503_is_waited_out_then_the_reshape_runs(agent, server,
     assert proxy.faults == 2 * KS_ATTEMPTS
     assert agent.stop() == 0
     assert 'reshape failed' not in agent.log_text()
-    adapter = service_tests.api(server)
-    for consumer, record in before.items():
-        after = service_tests.allocations(adapter, consumer)
-        assert service_tests.totals(after) == service_tests.totals(record)
-        assert ROOT not in after['allocations'], consumer
+    assert_reshaped(before, server)
 
 
 @pytest.mark.parametrize('fault', ['503', 'close'])
@@ -175,11 +180,7 @@ def test_reshaper_409_once_is_reread_and_retried(agent, server, proxy):
     assert agent.stop() == 0
     assert proxy.faults == 1
     assert 'POST /reshaper returned 409' in agent.log_text()
-    adapter = service_tests.api(server)
-    for consumer, record in before.items():
-        after = service_tests.allocations(adapter, consumer)
-        assert service_tests.totals(after) == service_tests.totals(record)
-        assert ROOT not in after['allocations'], consumer
+    assert_reshaped(before, server)
 
 
 def test_reshaper_400_that_stays_exits_78(agent, server, proxy):
