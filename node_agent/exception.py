@@ -14,7 +14,10 @@
      |                                    scan is not used: fatal at startup,
      |                                    an audit keeps the last good tree
      +-- PlacementError                   anything Placement said (or not)
-     |    +-- PlacementUnavailable        unreachable / 5xx after retries
+     |    +-- PlacementUnavailable        unreachable / 5xx / timeout after
+     |    |                               retries: transient, waited out
+     |    +-- PlacementCredentialsError   no credentials, or refused (401,
+     |    |                               403): fatal at startup
      |    +-- PlacementAPIError           unexpected 4xx (status, code, detail)
      |    +-- ResourceProviderNotFound
      |    +-- GenerationConflict          409 concurrent_update, retriable
@@ -105,7 +108,23 @@ class PlacementError(NodeAgentError):
 
 
 class PlacementUnavailable(PlacementError):
-    """Placement did not answer, or answered 5xx, after bounded retries."""
+    """Placement did not answer, or answered 5xx, after bounded retries.
+
+    Transient: the daemon waits and tries again.  ``reason`` is the short
+    form for the status line (the request and what came back).
+    """
+
+    def __init__(self, message, reason=None):
+        self.reason = reason or message
+        super().__init__(message)
+
+
+class PlacementCredentialsError(PlacementError):
+    """No credentials for Placement, or Placement refused them.
+
+    Permanent until the operator changes ``[placement]``: at startup the
+    agent exits 78 naming the cause instead of waiting forever.
+    """
 
 
 class PlacementAPIError(PlacementError):
@@ -170,8 +189,11 @@ class ReshapeFailed(PlacementError):
     tree would schedule against inventory that is not where Placement thinks.
     """
 
-    def __init__(self, reason, providers=(), consumers=()):
+    def __init__(self, reason, providers=(), consumers=(), status=None):
         self.reason = reason
+        # Placement's answer (400, 409) when it refused the reshape; None
+        # when the agent itself found it impossible.
+        self.status = status
         self.providers = sorted(providers)
         self.consumers = sorted(consumers)
         msg = f'reshape failed: {reason}'

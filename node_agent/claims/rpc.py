@@ -126,7 +126,12 @@ def start_server(conf, manager, context_fn):
     """Start the claims RPC server when a transport is configured."""
     server = get_server(conf, manager, context_fn)
     if server is not None:
-        server.start()
+        try:
+            server.start()
+        except Exception:
+            # A refused login: the caller tries again with a new one.
+            server.transport.cleanup()
+            raise
         LOG.info('Claims RPC server listening on topic %s as server %s',
                  conf.claims.rpc_topic, conf.host)
     return server

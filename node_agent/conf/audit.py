@@ -26,7 +26,10 @@ opts = [
                  help='Seconds to wait before the second attempt to reach '
                       'Placement at startup. The wait doubles after each '
                       'failed attempt, with jitter, up to '
-                      'startup_backoff_max.'),
+                      'startup_backoff_max. The same backoff spaces the '
+                      'audits while Placement is unreachable (never more '
+                      'than interval) and the attempts to start the claims '
+                      'RPC server while the broker refuses.'),
     cfg.FloatOpt('startup_backoff_max',
                  default=60.0,
                  min=0.1,
@@ -58,10 +61,13 @@ opts = [
                     'agent exits non-zero.'),
     cfg.BoolOpt('watchdog',
                 default=True,
-                help='Send WATCHDOG=1 to systemd from the audit loop when '
-                     'the unit sets WatchdogSec=, so that a hung audit gets '
-                     'the service restarted. The ping is sent at half the '
-                     'watchdog period while the loop is healthy.'),
+                help='Send WATCHDOG=1 to systemd when the unit sets '
+                     'WatchdogSec=, so that a hung audit gets the service '
+                     'restarted. The ping is sent at most every half '
+                     'watchdog period, only on progress: while the loop '
+                     'waits between audits, and on each answer from '
+                     'Placement during a sync (a long sync stays fed, a '
+                     'call that never returns does not).'),
 ]
 
 

@@ -23,6 +23,11 @@ Rules:
   problem is a :class:`~node_agent.exception.ProviderOverrideError` naming
   the file, the path in it (``providers[0].inventories.additional[0]``) and
   the reason, and nothing is synced while a file is bad.
+- Inventory fields are checked against each other (reserved <= total,
+  min_unit <= max_unit <= total) and against Placement's own limits
+  (integers up to 2**31 - 1), so a bad value is named here, not returned
+  by Placement as an opaque 400.  A file that is not UTF-8 text is named
+  as such.
 - Only custom resource classes may be added (standard classes belong to the
   drivers); traits are custom or standard os-traits names.
 - A provider may be identified once across all files.
@@ -49,6 +54,15 @@ COMPUTE_NODE = '$COMPUTE_NODE'
 _UUID = ('^([0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
          '[0-9a-fA-F]{12}|\\$COMPUTE_NODE)$')
 _CUSTOM = '^CUSTOM_[A-Z0-9_]+$'
+# Placement's limits on inventory fields (placement/db/constants.py: the
+# columns are 32-bit integers and a single-precision float).
+MAX_INT = 2 ** 31 - 1
+MAX_RATIO = 3.40282e+38
+
+
+def _integer(minimum):
+    return {'type': 'integer', 'minimum': minimum, 'maximum': MAX_INT}
+
 
 SCHEMA = {
     'type': 'object',
@@ -117,13 +131,14 @@ SCHEMA = {
             'required': ['total'],
             'additionalProperties': False,
             'properties': {
-                'total': {'type': 'integer', 'minimum': 1},
-                'reserved': {'type': 'integer', 'minimum': 0},
-                'min_unit': {'type': 'integer', 'minimum': 1},
-                'max_unit': {'type': 'integer', 'minimum': 1},
-                'step_size': {'type': 'integer', 'minimum': 1},
+                'total': _integer(1),
+                'reserved': _integer(0),
+                'min_unit': _integer(1),
+                'max_unit': _integer(1),
+                'step_size': _integer(1),
                 'allocation_ratio': {'type': 'number',
-                                     'exclusiveMinimum': 0},
+                                     'exclusiveMinimum': 0,
+                                     'maximum': MAX_RATIO},
             },
         },
     },
@@ -163,8 +178,12 @@ class Override:
 def load_file(filename):
     """The overrides of one file; raises ProviderOverrideError."""
     try:
-        with open(filename) as f:
-            data = yaml.safe_load(f)
+        with open(filename, 'rb') as f:
+            data = yaml.safe_load(f.read().decode('utf-8'))
+    except UnicodeDecodeError as e:
+        raise exception.ProviderOverrideError(
+            filename, f'byte {e.start}', 'not UTF-8 text (a binary file?)'
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, 'problem_mark', None)
         where = (f'line {mark.line + 1}, column {mark.column + 1}'
@@ -190,11 +209,8 @@ def load_file(filename):
                 if rc in inventory:
                     raise exception.ProviderOverrideError(
                         filename, where, f'{rc} is given twice')
-                if record.get('reserved', 0) > record['total']:
-                    raise exception.ProviderOverrideError(
-                        filename, where + '.reserved',
-                        'reserved is larger than total')
                 inventory[rc] = pt.normalize_inventory(record)
+                _check_inventory(filename, where, inventory[rc])
         traits = entry.get('traits', {}).get('additional', [])
         for n, trait in enumerate(traits):
             if not (os_traits.is_custom(trait)
@@ -205,6 +221,17 @@ def load_file(filename):
         result.append(Override(filename, index, entry['identification'],
                                inventory, set(traits)))
     return result
+
+
+def _check_inventory(filename, where, record):
+    """The fields of one inventory record against each other."""
+    for field, limit in (('reserved', 'total'), ('min_unit', 'max_unit'),
+                         ('max_unit', 'total')):
+        if record[field] > record[limit]:
+            raise exception.ProviderOverrideError(
+                filename, f'{where}.{field}',
+                f'{field} ({record[field]}) is larger than {limit} '
+                f'({record[limit]})')
 
 
 class ProviderOverrides:

@@ -32,6 +32,12 @@ def get_adapter(conf):
     except Exception as e:
         # The message names the missing option, never its value.
         raise exception.ConfigError(f'[placement] auth options: {e}')
+    if auth is None:
+        # Without a plugin nothing sends a token: every call would be
+        # refused (keystoneauth's MissingAuthPlugin, or a 401).
+        raise exception.PlacementCredentialsError(
+            '[placement] auth_type is not set: no credentials for '
+            'Placement')
     session = ks_loading.load_session_from_conf_options(conf, GROUP,
                                                         auth=auth)
     headers = {}
@@ -40,3 +46,24 @@ def get_adapter(conf):
     return ks_loading.load_adapter_from_conf_options(
         conf, GROUP, session=session, auth=auth, raise_exc=False,
         additional_headers=headers)
+
+
+class ProgressAdapter:
+    """An Adapter that calls ``progress()`` after every answer it gets.
+
+    The daemon hands it the notifier's watchdog feed: a long sync whose
+    requests are answered keeps the service alive, one that hangs in a
+    call does not.  Everything else is the wrapped Adapter's.
+    """
+
+    def __init__(self, adapter, progress):
+        self._adapter = adapter
+        self._progress = progress
+
+    def request(self, *args, **kwargs):
+        response = self._adapter.request(*args, **kwargs)
+        self._progress()
+        return response
+
+    def __getattr__(self, name):
+        return getattr(self._adapter, name)

@@ -163,7 +163,7 @@ class ReportClient:
         try:
             return self._adapter.request(path, method, **kwargs)
         except ks_exc.ClientException as e:
-            raise errors.unavailable(method, path, e) from e
+            raise errors.transport_error(method, path, e) from e
 
     def _get(self, path, microversion, provider=None):
         resp = self._request('GET', path, microversion)

@@ -3,10 +3,23 @@
 Placement reports an error as a status code plus, in its JSON body,
 ``errors[0].code`` (``placement.concurrent_update``, ``placement.inventory.
 inuse``...) and ``errors[0].detail``.  :func:`check` turns a response into the
-matching class of :mod:`node_agent.exception`; :func:`unavailable` does the
-same for keystoneauth1 transport failures.  Nothing here logs: the request's
+matching class of :mod:`node_agent.exception`; :func:`transport_error` does
+the same for keystoneauth1 exceptions.  Nothing here logs: the request's
 headers (tokens) never reach a message.
+
+Transient or permanent is decided here, once::
+
+    5xx, timeout, connection error  PlacementUnavailable       wait, retry
+      (POST /reshaper included)
+    no auth plugin configured       PlacementCredentialsError  exit 78
+    401, 403                        PlacementCredentialsError  exit 78
+    409 concurrent_update           GenerationConflict /       re-read,
+                                    ReshapeConflict            retry
+    other 400/409 on /reshaper      ReshapeFailed (status)     re-read; exit
+                                                               78 if it stays
 """
+
+from keystoneauth1 import exceptions as ks_exc
 
 from node_agent import exception
 
@@ -19,6 +32,9 @@ CANNOT_DELETE_PARENT = 'placement.resource_provider.cannot_delete_parent'
 
 # The role Placement's default policy (placement:reshaper:reshape) requires.
 RESHAPER_ROLE = 'service'
+# Statuses that say the credentials are wrong, not the request.
+REFUSED = (401, 403)
+CREDENTIALS_HINT = 'check the credentials in [placement]'
 
 
 def error_info(response):
@@ -50,9 +66,15 @@ def check(response, *, provider=None, resource_class=None):
     code, detail = error_info(response)
     method = getattr(getattr(response, 'request', None), 'method', '?')
     if status >= 500:
+        reason = f'{method} {_path(response)} returned {status}'
         raise exception.PlacementUnavailable(
-            f'{method} {_path(response)} returned {status} after retries'
-            + (f': {detail}' if detail else ''))
+            f'{reason} after retries' + (f': {detail}' if detail else ''),
+            reason=reason)
+    if status in REFUSED:
+        raise exception.PlacementCredentialsError(
+            f'Placement refused the credentials: {method} {_path(response)} '
+            f'returned {status}' + (f': {detail}' if detail else '')
+            + f' ({CREDENTIALS_HINT})')
     if status == 409 and code == CONCURRENT_UPDATE:
         raise exception.GenerationConflict(provider, detail)
     if status == 409 and code == INVENTORY_INUSE:
@@ -65,17 +87,22 @@ def check(response, *, provider=None, resource_class=None):
 
 
 def check_reshape(response, providers=(), consumers=()):
-    """Map a ``POST /reshaper`` answer: a conflict is retriable, else fatal.
+    """Map a ``POST /reshaper`` answer.
 
-    A 409 ``placement.concurrent_update`` (a provider or consumer generation
-    moved) becomes ``ReshapeConflict``: re-read and retry.  Any other error,
-    409s included (allocations that do not fit the new inventory), becomes
-    ``ReshapeFailed``: retrying the same reshape cannot succeed.
+    5xx: ``PlacementUnavailable``, waited out like any other.  401/403:
+    ``PlacementCredentialsError``, naming the ``service`` role the default
+    policy requires.  A 409 ``placement.concurrent_update`` (a provider or
+    consumer generation moved) becomes ``ReshapeConflict``: re-read and
+    retry.  Any other 400/409 (allocations that do not fit the new
+    inventory) becomes ``ReshapeFailed`` carrying the status: the tracker
+    re-reads and tries again, and gives up if Placement still refuses.
     """
     status = response.status_code
     if status < 400:
         return response
     code, detail = error_info(response)
+    if status >= 500:
+        check(response)
     if status == 409 and code == CONCURRENT_UPDATE:
         raise exception.ReshapeConflict(None, detail or code)
     reason = f'POST /reshaper returned {status}'
@@ -83,20 +110,38 @@ def check_reshape(response, providers=(), consumers=()):
         reason += f' ({code})'
     if detail:
         reason += f': {detail}'
-    if status == 403:
-        reason += (" (Placement's default policy lets only the "
-                   f'{RESHAPER_ROLE!r} role reshape: give it to the '
-                   'user in [placement])')
+    if status in REFUSED:
+        raise exception.PlacementCredentialsError(
+            f"Placement refused the reshape: {reason} (Placement's default "
+            f'policy lets only the {RESHAPER_ROLE!r} role reshape: give it '
+            'to the user in [placement])')
     raise exception.ReshapeFailed(reason, providers=providers,
-                                  consumers=consumers)
+                                  consumers=consumers, status=status)
 
 
-def unavailable(method, path, error):
-    """A transport failure (keystoneauth1 exception) as PlacementUnavailable.
+def transport_error(method, path, error):
+    """A keystoneauth1 exception as the agent exception it stands for.
 
-    Only the exception's class and message are kept; keystoneauth1 messages
-    name the endpoint, never the token or password.
+    No auth plugin (``[placement] auth_type`` unset) and credentials the
+    identity service refused are permanent; anything else (connection
+    refused or reset, timeout, endpoint discovery) is transient.  Only the
+    exception's class and message are kept; keystoneauth1 messages name
+    the endpoint, never the token or password.
     """
+    name = type(error).__name__
+    if isinstance(error, ks_exc.MissingAuthPlugin):
+        return exception.PlacementCredentialsError(
+            f'no credentials for Placement: [placement] auth_type is not '
+            f'set ({name}: {error})')
+    if isinstance(error, (ks_exc.NoMatchingPlugin, ks_exc.OptionError,
+                          ks_exc.UnsupportedParameters)):
+        return exception.PlacementCredentialsError(
+            f'the [placement] auth plugin cannot authenticate: {name}: '
+            f'{error}')
+    if isinstance(error, (ks_exc.Unauthorized, ks_exc.Forbidden)):
+        return exception.PlacementCredentialsError(
+            f'the identity service refused the [placement] credentials: '
+            f'{name}: {error}')
     return exception.PlacementUnavailable(
         f'{method} {path}: Placement unreachable after retries: '
-        f'{type(error).__name__}: {error}')
+        f'{name}: {error}', reason=f'{method} {path}: {name}')

@@ -19,24 +19,43 @@ Threads and signals::
                    restarted together spreads its first reads; SIGTERM
                    ends it), startup (waiting for Placement with capped
                    exponential backoff), READY=1, claims RPC server
-                   started, then every
-                   [audit] interval: audit, WATCHDOG=1.  SIGHUP: re-read the
-                   config files, drop the report client's cached Placement
-                   state, audit now.  A udev event (debounced by the
-                   monitor): audit now.  A libvirt domain stopped or
-                   undefined: read every allocation at the next audit.
+                   started, then every [audit] interval: audit,
+                   WATCHDOG=1 (an audit that finds Placement away is tried
+                   again sooner, with the same capped backoff).  SIGHUP:
+                   check the config files (a fresh ConfigOpts, every
+                   option; on error the config in effect stays and the
+                   error is logged), re-read them, drop the report
+                   client's cached Placement state, audit now.  A udev
+                   event (debounced by the monitor): audit now.  A libvirt
+                   domain stopped or undefined: read every allocation at
+                   the next audit.
     claims-rpc     starts the claims RPC server (oslo.messaging, only with
                    [DEFAULT] transport_url), which then serves claims from
                    its own threads against the tracker's last synced tree
-                   and snapshot.  A daemon thread: connecting to an
-                   unreachable broker blocks, and must hold up neither the
-                   tracker nor the exit.
+                   and snapshot.  A broker that refuses (wrong password or
+                   vhost) is tried again with capped backoff, and the status
+                   line says ``claims RPC down: <reason>`` meanwhile.  A
+                   daemon thread: connecting to an unreachable broker
+                   blocks, and must hold up neither the tracker nor the
+                   exit.
+
+Transient or permanent (the mapping is :mod:`node_agent.placement.errors`):
+Placement unreachable, 5xx or timing out, ``POST /reshaper`` included, is
+waited out and the status line says on what.  Missing or refused
+credentials stop the startup with exit 78; during audits they are logged
+and shown, and the last good tree stays in Placement.
+
+The watchdog is fed while the loop waits and on every answer from Placement
+during a sync (:meth:`~node_agent.tracker.systemd.Notifier.progress`): a
+long sync keeps it fed, a hung call starves it and systemd restarts the
+service.
 
 Every write happens in the worker, between two checks of the stop flag, so
 a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
 :data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
-restarted as is: a reshape that failed for good or a bad configuration
-(the unit's ``RestartPreventExitStatus=``).
+restarted as is: a reshape that failed for good, credentials Placement
+does not take, or a bad configuration (the unit's
+``RestartPreventExitStatus=``).
 """
 
 import contextlib
@@ -55,6 +74,7 @@ from oslo_service import opts as service_opts  # noqa: E402
 from oslo_service import service  # noqa: E402
 
 from node_agent import exception  # noqa: E402
+from node_agent import text  # noqa: E402
 
 LOG = logging.getLogger(__name__)
 
@@ -64,10 +84,14 @@ EXIT_FATAL = 78
 
 # Errors a restart would not cure: systemd is told not to restart.
 FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
-                exception.ScanIncomplete, exception.UnsafePlan)
+                exception.ScanIncomplete, exception.UnsafePlan,
+                exception.PlacementCredentialsError)
 # Errors of a dependency that is not there yet: wait, never crash-loop.
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError)
+# The status line's note on the claims RPC server: "claims RPC down: ...".
+RPC_NOTE = 'claims RPC'
+RPC_SLOW_START = 5.0    # seconds
 
 
 def register_opts(conf):
@@ -84,11 +108,14 @@ class AgentService(service.Service):
     """Runs a :class:`~node_agent.tracker.tracker.ResourceTracker`."""
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
-                 claims_rpc=None, domain_events=None):
+                 claims_rpc=None, domain_events=None, load_conf=None):
         """``udev_monitor`` and ``domain_events``: ``make(callback) ->
         watcher`` (with start() and stop()), or None.  ``claims_rpc``:
         ``start() -> server or None``
-        (:func:`node_agent.tracker.factory.claims_rpc`), or None."""
+        (:func:`node_agent.tracker.factory.claims_rpc`), or None.
+        ``load_conf``: ``() -> ConfigOpts``, a fresh and checked copy of the
+        configuration from the same files (raises ConfigError), which
+        SIGHUP runs before it touches ``conf``; None: not checked."""
         super().__init__(threads=1)
         self.conf = conf
         self.tracker = tracker
@@ -98,6 +125,7 @@ class AgentService(service.Service):
         self.make_domain_events = domain_events
         self.domain_events = None
         self.start_claims_rpc = claims_rpc
+        self.load_conf = load_conf
         self.rpc_server = None
         self._rpc_lock = threading.Lock()
         self.exit_code = EXIT_OK
@@ -225,14 +253,36 @@ class AgentService(service.Service):
                          daemon=True).start()
 
     def _serve_claims(self):
-        try:
-            server = self.start_claims_rpc()
-        except Exception:
-            LOG.exception('the claims RPC server did not start: claims can '
-                          'still be made with node-agent-manage')
-            return
+        failures = 0
+        while True:
+            # oslo.messaging retries an unreachable broker inside start(),
+            # which then blocks: say so if it takes longer than a login.
+            slow = threading.Timer(RPC_SLOW_START, self.notifier.note,
+                                   (RPC_NOTE, 'down: no answer from the '
+                                    'broker'))
+            slow.daemon = True
+            slow.start()
+            try:
+                server = self.start_claims_rpc()
+                break
+            except Exception as exc:
+                failures += 1
+                delay = self._backoff(failures)
+                slow.cancel()
+                reason = f'{type(exc).__name__}: {exc}'
+                self.notifier.note(RPC_NOTE, f'down: {reason[:160]}')
+                LOG.warning('the claims RPC server did not start (%s); '
+                            'trying again in %.1f s (claims can still be '
+                            'made with node-agent-manage)', reason, delay)
+                if self._stop.wait(delay):
+                    return
+        slow.cancel()
+        self.notifier.note(RPC_NOTE, None)
         if server is None:
             return
+        if failures:
+            LOG.info('claims RPC server started after %s',
+                     text.plural(failures, 'failed attempt'))
         with self._rpc_lock:
             if not self._stop.is_set():
                 self.rpc_server = server
@@ -283,11 +333,20 @@ class AgentService(service.Service):
         finally:
             self._syncing.clear()
 
+    def _backoff(self, failures):
+        """Seconds to wait after ``failures`` failed attempts in a row."""
+        audit = self.conf.audit
+        return min(audit.startup_backoff_max,
+                   audit.startup_backoff_initial * 2 ** (failures - 1))
+
     def _waiting(self, retry_state):
         exc = retry_state.outcome.exception()
-        what = ('Placement' if isinstance(exc, exception.PlacementError)
-                else 'libvirt')
-        self.notifier.set_status(f'waiting for {what}')
+        if isinstance(exc, exception.PlacementUnavailable):
+            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
+            what = 'Placement'
+        else:
+            self.notifier.set_status('waiting for libvirt')
+            what = 'libvirt'
         LOG.warning('%s is not reachable (%s); next attempt in %.1f s',
                     what, exc, retry_state.next_action.sleep)
 
@@ -303,6 +362,7 @@ class AgentService(service.Service):
 
     def _loop(self):
         next_audit = time.monotonic() + self.conf.audit.interval
+        failures = 0
         while not self._stop.is_set():
             self.notifier.watchdog()
             timeout = max(0.0, next_audit - time.monotonic())
@@ -319,13 +379,25 @@ class AgentService(service.Service):
                 self._early.clear()
                 next_audit = time.monotonic()
             if time.monotonic() >= next_audit:
-                self._audit()
-                next_audit = time.monotonic() + self.conf.audit.interval
+                failures = 0 if self._audit() else failures + 1
+                wait = self.conf.audit.interval
+                if failures:
+                    wait = min(wait, self._backoff(failures))
+                next_audit = time.monotonic() + wait
 
     def _handle_reload(self):
         if not self._reload.is_set():
             return False
         self._reload.clear()
+        if self.load_conf is not None:
+            # reload_config_files() changes conf in place: check a fresh
+            # copy first, so a bad file leaves the config in effect alone.
+            try:
+                self.load_conf()
+            except exception.ConfigError as exc:
+                LOG.error('SIGHUP: the config files are not valid, the '
+                          'configuration in effect stays: %s', exc)
+                return False
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
                  'Placement state')
         self.conf.reload_config_files()
@@ -333,17 +405,25 @@ class AgentService(service.Service):
         return True
 
     def _audit(self):
+        """One audit; False when Placement was away (try again soon)."""
         try:
             with self._sync_under_way():
                 self.tracker.audit()
         except exception.PlacementUnavailable as exc:
-            self.notifier.set_status('waiting for Placement')
+            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
             LOG.warning('audit: Placement is not reachable (%s); trying '
-                        'again at the next audit', exc)
+                        'again with backoff', exc)
+            return False
+        except exception.PlacementCredentialsError as exc:
+            # Not fatal here: the last good tree stays in Placement and a
+            # SIGHUP with corrected credentials resumes.
+            self.notifier.set_status('Placement refused the credentials')
+            LOG.error('audit failed: %s', exc)
         except exception.NodeAgentError as exc:
             LOG.error('audit failed: %s', exc)
         except Exception:
             LOG.exception('audit failed on an unexpected error')
+        return True
 
 
 class _OneProcessIsTheDesign(logging.Filter):

@@ -7,12 +7,17 @@ whole (tiny) protocol: one AF_UNIX datagram per message to
 ``$NOTIFY_SOCKET`` (not under systemd, or ``--once``) every call is a no-op,
 and a failed send is logged at debug level and never raised: liveness
 reporting must not take the agent down.
+
+The watchdog is fed only by progress: the daemon's loop while it waits
+between audits, and :meth:`Notifier.progress` on every answer from
+Placement during a sync.  A call that hangs feeds nothing.
 """
 
 import logging
 import os
 import socket
 import threading
+import time
 
 LOG = logging.getLogger(__name__)
 
@@ -20,7 +25,8 @@ LOG = logging.getLogger(__name__)
 class Notifier:
     """Sends sd_notify messages to the socket systemd gave this process."""
 
-    def __init__(self, environ=None):
+    def __init__(self, environ=None, watchdog=True):
+        """``watchdog``: ``[audit] watchdog``; False never pings."""
         environ = os.environ if environ is None else environ
         self.address = environ.get('NOTIFY_SOCKET') or None
         if self.address and self.address.startswith('@'):
@@ -33,7 +39,11 @@ class Notifier:
             self.watchdog_usec = int(usec)
         else:
             self.watchdog_usec = None
-        self.status = None
+        self.watchdog_enabled = watchdog
+        self.status = None          # the tracker's line
+        self._notes = {}            # what else is wrong: {what: state}
+        self._line = None           # the line last shown
+        self._last_ping = None
         self._lock = threading.Lock()
 
     @property
@@ -63,25 +73,59 @@ class Notifier:
                 return False
         return True
 
+    def _status_line(self, text):
+        """``text`` and the notes, the line logged on change; the line."""
+        self.status = text
+        line = '; '.join([text] + [f'{what} {state}' for what, state
+                                   in sorted(self._notes.items())])
+        if line != self._line:
+            LOG.info('status: %s', line)
+        self._line = line
+        return line
+
     def set_status(self, text):
         """Show ``text`` as the unit's status line and log it on change."""
-        if text != self.status:
-            LOG.info('status: %s', text)
-        self.status = text
-        return self.notify(STATUS=text)
+        return self.notify(STATUS=self._status_line(text))
+
+    def note(self, what, state=None):
+        """Add ``what state`` to the status line (``claims RPC``, ``down:
+        ...``); ``state`` None removes it.  Shown after the tracker's
+        text: ``in sync: 12 providers; claims RPC down: ...``."""
+        if state is None:
+            changed = self._notes.pop(what, None) is not None
+        else:
+            changed = self._notes.get(what) != state
+            self._notes[what] = state
+        if changed and self.status is not None:
+            return self.set_status(self.status)
+        return False
 
     def ready(self, status=None):
         if status is not None:
-            if status != self.status:
-                LOG.info('status: %s', status)
-            self.status = status
-            return self.notify(READY=1, STATUS=status)
+            return self.notify(READY=1, STATUS=self._status_line(status))
         return self.notify(READY=1)
 
     def watchdog(self):
-        if self.watchdog_usec is None:
+        if self.watchdog_usec is None or not self.watchdog_enabled:
             return False
+        self._last_ping = time.monotonic()
         return self.notify(WATCHDOG=1)
+
+    def progress(self):
+        """The agent got something done (Placement answered): ping the
+        watchdog if half its period has passed since the last ping.
+
+        A sync that keeps getting answers keeps the watchdog fed however
+        long it runs; a call that hangs sends nothing, and systemd
+        restarts the service once the period has passed.
+        """
+        interval = self.watchdog_interval
+        if interval is None:
+            return False
+        last = self._last_ping
+        if last is not None and time.monotonic() - last < interval:
+            return False
+        return self.watchdog()
 
     def stopping(self):
         return self.notify(STOPPING=1, STATUS='stopping')

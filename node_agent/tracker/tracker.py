@@ -22,8 +22,9 @@ the report client)::
 Rules:
 
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
-  wrote in between) is retried from fresh data ``[audit] reshape_retries``
-  times; ``ReshapeFailed`` (drivers cannot place a consumer, or Placement
+  wrote in between), and Placement refusing the reshape (400/409), are
+  retried from fresh data ``[audit] reshape_retries`` times;
+  ``ReshapeFailed`` (drivers cannot place a consumer, or Placement
   refused the reshape for good) is logged with its providers and consumers
   and raised: the daemon exits non-zero rather than run on a tree that does
   not match Placement.
@@ -103,6 +104,13 @@ def read_tree(report_client, nodename, ensure=True):
         tree = ptree.ProviderTree()
         tree.new_root(nodename, uuid=root_uuid)
         return tree
+
+
+def _reread_may_cure(exc):
+    """A reshape conflict, or Placement refusing a reshape (400/409) that
+    data read again may fix; not a reshape the drivers found impossible."""
+    return isinstance(exc, exception.ReshapeConflict) or (
+        isinstance(exc, exception.ReshapeFailed) and exc.status is not None)
 
 
 class _Pending:
@@ -201,8 +209,7 @@ class ResourceTracker:
         retries = self.conf.audit.reshape_retries
         try:
             for attempt in tenacity.Retrying(
-                    retry=tenacity.retry_if_exception_type(
-                        exception.ReshapeConflict),
+                    retry=tenacity.retry_if_exception(_reread_may_cure),
                     stop=tenacity.stop_after_attempt(retries + 1),
                     before_sleep=self._before_reshape_retry,
                     wait=tenacity.wait_random(0, 1),

@@ -20,6 +20,7 @@ from node_agent import exception
 from node_agent.placement import adapter as adapter_mod
 from node_agent.placement import client
 from tests.fixtures import counting
+from tests.fixtures import fault_proxy
 from tests.fixtures import placement_server
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
@@ -68,6 +69,31 @@ def test_noauth2_http_placement_with_service_role(tmp_path):
         tree = client.ReportClient(counted).get_provider_tree(
             sample_tree().get(HOST).uuid)
         assert len(tree) == 13
+
+
+def test_progress_is_reported_once_per_answer_never_without_one(tmp_path):
+    with placement_server.PlacementServer(tmp_path / 'placement') as server, \
+            fault_proxy.FaultProxy(server.url) as proxy:
+        conf = make_conf(tmp_path, auth_type='admin_token',
+                         endpoint=proxy.url, token='admin',
+                         noauth_roles='admin,service', **FAST_RETRIES)
+        answers = []
+        counted = counting.CountingAdapter(adapter_mod.ProgressAdapter(
+            adapter_mod.get_adapter(conf), lambda: answers.append(1)))
+        rc = client.ReportClient.from_conf(conf, counted)
+        rc.get_provider_tree_and_ensure_root(HOST)
+        rc.update_from_provider_tree(sample_tree())
+        assert len(answers) == len(counted.calls) > 10
+
+        # Connections closed unanswered: no progress to report.
+        proxy.close('GET', '/')
+        answers.clear()
+        rc.invalidate()
+        with pytest.raises(exception.PlacementUnavailable):
+            client.ReportClient(counted).get_provider_tree(
+                sample_tree().get(HOST).uuid)
+        assert answers == []
+        assert proxy.faults == 3            # 1 try + connect_retries
 
 
 def test_unreachable_placement_is_a_typed_error_without_secrets(

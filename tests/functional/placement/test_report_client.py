@@ -713,7 +713,7 @@ def test_raw_reshape_needs_the_service_role(placement_adapter):
     placement_adapter.additional_headers['X-Roles'] = 'admin'
     rc = client.ReportClient(placement_adapter)
     synced(rc)
-    with pytest.raises(exception.ReshapeFailed) as err:
+    with pytest.raises(exception.PlacementCredentialsError) as err:
         rc.reshape({}, {})
     assert '403' in str(err.value)
     assert "'service' role" in str(err.value)

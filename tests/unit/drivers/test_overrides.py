@@ -1,5 +1,6 @@
 """Provider override files: shape, validation errors, application."""
 
+import os
 import textwrap
 
 import pytest
@@ -113,6 +114,36 @@ def test_missing_directory_means_no_overrides(dconf, tmp_path):
      'larger than total'),
     ("meta: {schema_version: '1.0'}\nproviders:\n"
      "  - identification: {name: compute1}\n"
+     "    inventories:\n      additional:\n"
+     "        - CUSTOM_X: {total: 2147483648}\n",
+     'providers[0].inventories.additional[0].CUSTOM_X.total',
+     'greater than the maximum of 2147483647'),
+    ("meta: {schema_version: '1.0'}\nproviders:\n"
+     "  - identification: {name: compute1}\n"
+     "    inventories:\n      additional:\n"
+     "        - CUSTOM_X: {total: 8, min_unit: 4, max_unit: 2}\n",
+     'providers[0].inventories.additional[0].CUSTOM_X.min_unit',
+     'min_unit (4) is larger than max_unit (2)'),
+    ("meta: {schema_version: '1.0'}\nproviders:\n"
+     "  - identification: {name: compute1}\n"
+     "    inventories:\n      additional:\n"
+     "        - CUSTOM_X: {total: 8, max_unit: 9}\n",
+     'providers[0].inventories.additional[0].CUSTOM_X.max_unit',
+     'max_unit (9) is larger than total (8)'),
+    ("meta: {schema_version: '1.0'}\nproviders:\n"
+     "  - identification: {name: compute1}\n"
+     "    inventories:\n      additional:\n"
+     "        - CUSTOM_X: {total: 8, step_size: 0}\n",
+     'providers[0].inventories.additional[0].CUSTOM_X.step_size',
+     'less than the minimum'),
+    ("meta: {schema_version: '1.0'}\nproviders:\n"
+     "  - identification: {name: compute1}\n"
+     "    inventories:\n      additional:\n"
+     "        - CUSTOM_X: {total: 8, allocation_ratio: 0}\n",
+     'providers[0].inventories.additional[0].CUSTOM_X.allocation_ratio',
+     'less than or equal to the minimum'),
+    ("meta: {schema_version: '1.0'}\nproviders:\n"
+     "  - identification: {name: compute1}\n"
      "    traits: {additional: [HW_NOT_A_TRAIT]}\n",
      'providers[0].traits.additional[0]', 'neither CUSTOM_'),
     ("meta: {schema_version: '1.0'}\nproviders:\n"
@@ -138,3 +169,14 @@ def test_same_provider_in_two_files(dconf, snapshot, odir):
     with pytest.raises(exception.ProviderOverrideError, match='a.yaml') as e:
         drivers.DriverSet(dconf, snapshot)
     assert e.value.filename == second
+
+
+def test_binary_file_is_named_not_a_decode_error(dconf, snapshot, odir):
+    filename = os.path.join(odir, 'blob.yaml')
+    with open(filename, 'wb') as f:
+        f.write(b'meta: \xff\xfe\x00\x81 binary')
+    with pytest.raises(exception.ProviderOverrideError) as e:
+        drivers.DriverSet(dconf, snapshot)
+    assert e.value.filename == filename
+    assert e.value.path == 'byte 6'
+    assert 'not UTF-8 text' in str(e.value)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import requests
+from keystoneauth1 import exceptions as ks_exc
 
 from node_agent import exception
 from node_agent.placement import errors
@@ -43,8 +44,19 @@ def test_inventory_in_use_names_class_and_provider():
 
 
 def test_server_errors_mean_unavailable():
-    with pytest.raises(exception.PlacementUnavailable):
+    with pytest.raises(exception.PlacementUnavailable) as err:
         errors.check(response(503))
+    assert err.value.reason == 'PUT /placement/resource_providers/x ' \
+                               'returned 503'
+
+
+@pytest.mark.parametrize('status', [401, 403])
+def test_refused_credentials_are_named(status):
+    with pytest.raises(exception.PlacementCredentialsError) as err:
+        errors.check(response(status, method='GET'))
+    assert f'GET /placement/resource_providers/x returned {status}' in \
+        str(err.value)
+    assert '[placement]' in str(err.value)
 
 
 def test_not_found_names_provider():
@@ -69,10 +81,40 @@ def test_reshape_conflict_and_failure():
         errors.check_reshape(response(409, 'placement.undefined_code'),
                              providers=['rp1'], consumers=['c1'])
     assert err.value.providers == ['rp1'] and err.value.consumers == ['c1']
-    with pytest.raises(exception.ReshapeFailed) as err:
-        errors.check_reshape(response(403))
-    assert '403' in str(err.value)
+    assert err.value.status == 409
+
+
+def test_reshape_refused_for_the_role_is_a_credentials_error():
+    with pytest.raises(exception.PlacementCredentialsError) as err:
+        errors.check_reshape(response(403, method='POST'))
+    assert 'POST /reshaper returned 403' in str(err.value)
     assert "'service' role" in str(err.value)
+
+
+@pytest.mark.parametrize('status', [500, 502, 503, 504])
+def test_reshape_server_error_is_transient(status):
+    with pytest.raises(exception.PlacementUnavailable) as err:
+        errors.check_reshape(response(status, method='POST',
+                                      url='http://h/reshaper'))
+    assert err.value.reason == f'POST /reshaper returned {status}'
+
+
+@pytest.mark.parametrize('error, kind, words', [
+    (ks_exc.MissingAuthPlugin('An auth plugin is required'),
+     exception.PlacementCredentialsError, 'auth_type is not set'),
+    (ks_exc.NoMatchingPlugin('passwd'),
+     exception.PlacementCredentialsError, 'cannot authenticate'),
+    (ks_exc.Unauthorized('The request you have made requires auth'),
+     exception.PlacementCredentialsError, 'refused the [placement]'),
+    (ks_exc.ConnectFailure('Unable to establish connection'),
+     exception.PlacementUnavailable, 'unreachable after retries'),
+    (ks_exc.ConnectTimeout('timed out'),
+     exception.PlacementUnavailable, 'unreachable after retries'),
+])
+def test_transport_errors(error, kind, words):
+    err = errors.transport_error('GET', '/resource_providers', error)
+    assert type(err) is kind
+    assert words in str(err)
 
 
 def test_non_json_error_body():

@@ -82,3 +82,38 @@ def test_without_systemd_nothing_is_sent():
 def test_vanished_socket_is_not_an_error(tmp_path):
     notifier = systemd.Notifier({'NOTIFY_SOCKET': str(tmp_path / 'gone')})
     assert notifier.set_status('in sync: 1 providers') is False
+
+
+def test_notes_follow_the_tracker_status(notify_socket):
+    path, sock = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
+    notifier.ready(status='in sync: 12 providers')
+    assert _recv(sock) == ['READY=1', 'STATUS=in sync: 12 providers']
+    notifier.note('claims RPC', 'down: AccessRefused')
+    assert _recv(sock) == [
+        'STATUS=in sync: 12 providers; claims RPC down: AccessRefused']
+    notifier.set_status('in sync: 13 providers')
+    assert _recv(sock) == [
+        'STATUS=in sync: 13 providers; claims RPC down: AccessRefused']
+    assert notifier.status == 'in sync: 13 providers'
+    notifier.note('claims RPC', None)
+    assert _recv(sock) == ['STATUS=in sync: 13 providers']
+
+
+def test_progress_pings_once_per_half_period(notify_socket):
+    path, sock = notify_socket
+    # A 10-minute period: the second call comes well within its half.
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path,
+                                 'WATCHDOG_USEC': '600000000'})
+    assert notifier.progress()
+    assert _recv(sock) == ['WATCHDOG=1']
+    assert not notifier.progress()
+
+
+def test_watchdog_off_in_config_never_pings(notify_socket):
+    path, _ = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path,
+                                 'WATCHDOG_USEC': '4000000'},
+                                watchdog=False)
+    assert not notifier.watchdog()
+    assert not notifier.progress()

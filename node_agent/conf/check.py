@@ -1,0 +1,119 @@
+"""The whole configuration checked up front, before the agent acts on it.
+
+oslo.config converts a value only when it is first read, so a typo in a
+rarely read option (``[audit] interval = abc``) would otherwise pass a
+start and stop the daemon later, mid-run.  :func:`validate` reads every
+registered option of every group once, then runs the agent's own
+cross-checks, and raises :class:`~node_agent.exception.ConfigError` naming
+the first problem::
+
+    [audit] interval = abc: not an integer
+    [DEFAULT] state_path = /etc/passwd/x: /etc/passwd is not a directory
+    provider override file /etc/.../gpu.yaml: at providers[0]...: ...
+
+It writes nothing and creates nothing: a directory that does not exist
+yet is judged by the directory that would hold it.  The daemon runs it at
+start (exit 78 on error) and on SIGHUP against a fresh ConfigOpts built
+from the same files (the configuration in effect stays on error).
+"""
+
+import os
+
+from oslo_config import cfg
+from oslo_config import types
+
+from node_agent import exception
+
+# What a value that does not convert at all is not, per option type.
+_KINDS = (
+    (types.Boolean, 'not a boolean (true or false)'),
+    (types.Integer, 'not an integer'),
+    (types.Float, 'not a number'),
+)
+
+
+def _raw(conf, group, name):
+    """The value as written in the config file, or None."""
+    try:
+        # oslo.config has no public way to the unconverted value.
+        value, _ = conf._namespace._get_file_value([(group or 'DEFAULT',
+                                                     name)])
+    except Exception:
+        return None
+    return value[-1] if isinstance(value, list) and value else value
+
+
+def _reason(opt, raw, error):
+    for kind, text in _KINDS:
+        if isinstance(opt.type, kind):
+            try:
+                kind()(raw)
+            except (TypeError, ValueError):
+                return text
+            break
+    return str(error).rsplit(' is not valid: ', 1)[-1]
+
+
+def option_error(conf, group, name, error):
+    """``ConfigError('[group] name = value: reason')`` for ``error``."""
+    section = group or 'DEFAULT'
+    raw = _raw(conf, group, name)
+    opt = conf._get_opt_info(name, group)['opt']
+    reason = _reason(opt, raw, error) if raw is not None else str(error)
+    shown = f' = {raw}' if raw is not None else ''
+    return exception.ConfigError(f'[{section}] {name}{shown}: {reason}')
+
+
+def _options(conf):
+    """``(group or None, name)`` of every registered option."""
+    for name in conf:
+        value = conf[name]
+        if isinstance(value, cfg.ConfigOpts.GroupAttr):
+            for opt in value:
+                yield name, opt
+        else:
+            yield None, name
+
+
+def read_all(conf):
+    """Read every option once; the first bad value as a ConfigError."""
+    for group, name in _options(conf):
+        try:
+            if group is None:
+                getattr(conf, name)
+            else:
+                getattr(conf[group], name)
+        except (cfg.Error, ValueError) as e:
+            raise option_error(conf, group, name, e) from None
+
+
+def check_state_path(path):
+    """``path`` is, or could be created as, a directory the agent writes."""
+    where = f'[DEFAULT] state_path = {path}'
+    if not os.path.isabs(path):
+        raise exception.ConfigError(f'{where}: not an absolute path')
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise exception.ConfigError(f'{where}: not a directory')
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise exception.ConfigError(f'{where}: not writable by this '
+                                        'user')
+        return
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise exception.ConfigError(f'{where}: {parent} is not a directory')
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise exception.ConfigError(f'{where}: does not exist and {parent} '
+                                    'is not writable by this user')
+
+
+def validate(conf):
+    """Every option, then the cross-checks of options; raises ConfigError.
+
+    Files the options name are checked by their readers (the provider
+    override files: :func:`node_agent.drivers.overrides.load`).
+    """
+    read_all(conf)
+    check_state_path(conf.state_path)

@@ -1,0 +1,73 @@
+"""Every option and the agent's cross-checks, read before anything runs."""
+
+import os
+
+import pytest
+
+from node_agent import cmd
+from node_agent import exception
+from node_agent.conf import check
+
+
+def conf_from(tmp_path, text):
+    path = tmp_path / 'agent.conf'
+    path.write_text(text)
+    conf = cmd.make_conf(['--config-file', str(path)])
+    return conf
+
+
+@pytest.mark.parametrize('text, message', [
+    ('[audit]\ninterval = abc\n', '[audit] interval = abc: not an integer'),
+    ('[numa]\nenabled = maybe\n',
+     '[numa] enabled = maybe: not a boolean (true or false)'),
+    ('[audit]\nstartup_backoff_max = soon\n',
+     '[audit] startup_backoff_max = soon: not a number'),
+    ('[audit]\ninterval = 0\n',
+     '[audit] interval = 0: Should be greater than or equal to 1'),
+    ('[placement]\ntimeout = x\n', '[placement] timeout = x: not a number'),
+])
+def test_a_bad_value_names_group_option_and_value(tmp_path, text, message):
+    conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {tmp_path}\n'
+                               + text)
+    with pytest.raises(exception.ConfigError) as err:
+        check.validate(conf)
+    assert str(err.value) == message
+
+
+def test_a_good_config_passes_and_creates_nothing(tmp_path):
+    state = tmp_path / 'not-yet' / 'state'
+    conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {state}\n'
+                               '[audit]\ninterval = 30\n')
+    assert check.validate(conf) is None
+    assert not os.path.exists(tmp_path / 'not-yet')
+
+
+def test_state_path_under_a_file(tmp_path):
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(exception.ConfigError) as err:
+        check.check_state_path(str(tmp_path / 'file' / 'state'))
+    assert str(err.value) == (
+        f'[DEFAULT] state_path = {tmp_path}/file/state: {tmp_path}/file '
+        'is not a directory')
+
+
+def test_state_path_that_is_a_file(tmp_path):
+    (tmp_path / 'file').write_text('x')
+    with pytest.raises(exception.ConfigError) as err:
+        check.check_state_path(str(tmp_path / 'file'))
+    assert str(err.value).endswith('file: not a directory')
+
+
+def test_state_path_relative():
+    with pytest.raises(exception.ConfigError) as err:
+        check.check_state_path('var/lib/node-agent')
+    assert 'not an absolute path' in str(err.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root writes anywhere')
+def test_state_path_not_writable(tmp_path):
+    locked = tmp_path / 'locked'
+    locked.mkdir(mode=0o500)
+    with pytest.raises(exception.ConfigError) as err:
+        check.check_state_path(str(locked / 'state'))
+    assert 'is not writable by this user' in str(err.value)
