@@ -88,10 +88,13 @@ def read_all(conf):
 
 
 def check_state_path(path):
-    """``path`` is, or could be created as, a directory the agent writes."""
+    """``path`` is, or could be created as, a directory the agent writes.
+
+    A relative path is relative to the directory the agent runs in (the
+    quick start's ``.state``).
+    """
     where = f'[DEFAULT] state_path = {path}'
-    if not os.path.isabs(path):
-        raise exception.ConfigError(f'{where}: not an absolute path')
+    path = os.path.abspath(path)
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise exception.ConfigError(f'{where}: not a directory')

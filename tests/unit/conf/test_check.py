@@ -58,10 +58,15 @@ def test_state_path_that_is_a_file(tmp_path):
     assert str(err.value).endswith('file: not a directory')
 
 
-def test_state_path_relative():
+def test_state_path_relative_is_taken_from_the_working_directory(
+        tmp_path, monkeypatch):
+    (tmp_path / 'file').write_text('x')
+    monkeypatch.chdir(tmp_path)
+    check.check_state_path('.state')
     with pytest.raises(exception.ConfigError) as err:
-        check.check_state_path('var/lib/node-agent')
-    assert 'not an absolute path' in str(err.value)
+        check.check_state_path('file/state')
+    assert str(err.value) == ('[DEFAULT] state_path = file/state: '
+                              f'{tmp_path}/file is not a directory')
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason='root writes anywhere')
