@@ -5,6 +5,7 @@ stopped (systemd unit ``systemd/node-agent.service``); ``--once`` runs the
 startup pass and one audit, then exits 0, or non-zero with the reason.
 """
 
+import contextlib
 import sys
 
 from oslo_config import cfg
@@ -32,6 +33,7 @@ def run_once(rt):
 
 
 def main(argv=None):
+    from node_agent import metrics
     from node_agent.tracker import factory
     from node_agent.tracker import service
     from node_agent.tracker import systemd
@@ -41,14 +43,21 @@ def main(argv=None):
     logging.setup(conf, 'node-agent')
     cmd.log_start(conf, LOG, 'node-agent')
     notifier = systemd.Notifier()
+    # The endpoint belongs to the daemon: a --once run beside it must not
+    # take its port.
+    serve_metrics = (contextlib.nullcontext(None) if conf.once
+                     else metrics.serve(conf))
     try:
-        with factory.placement_adapter(conf) as adapter, \
-                factory.tracker(conf, adapter, notifier) as rt:
+        with serve_metrics as agent_metrics, \
+                factory.placement_adapter(conf) as adapter, \
+                factory.tracker(conf, adapter, notifier,
+                                metrics=agent_metrics) as rt:
             if conf.once:
                 return run_once(rt)
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(conf),
-                claims_rpc=factory.claims_rpc(conf, rt)))
+                claims_rpc=factory.claims_rpc(conf, rt),
+                metrics=agent_metrics))
     except service.FATAL_ERRORS as exc:
         LOG.critical('node-agent cannot continue: %s', exc)
         print(f'node-agent: {exc}', file=sys.stderr)

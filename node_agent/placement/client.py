@@ -59,11 +59,13 @@ import concurrent.futures
 import copy
 import dataclasses
 import logging
+import time
 
 import tenacity
 from keystoneauth1 import exceptions as ks_exc
 
 from node_agent import exception
+from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent.placement import errors
 from node_agent.placement import plan as plan_mod
@@ -95,8 +97,9 @@ class ReportClient:
     """Syncs provider trees through an injected keystoneauth1 Adapter."""
 
     def __init__(self, adapter, state=None, *, max_workers=8,
-                 conflict_retries=4):
+                 conflict_retries=4, metrics=None):
         self._adapter = adapter
+        self._metrics = metrics or metrics_mod.NOOP
         self._state = state
         self._max_workers = max(1, max_workers)
         self._conflict_retries = conflict_retries
@@ -109,9 +112,10 @@ class ReportClient:
         self._reshaper_forbidden = False
 
     @classmethod
-    def from_conf(cls, conf, adapter, state=None):
+    def from_conf(cls, conf, adapter, state=None, metrics=None):
         return cls(adapter, state, max_workers=conf.placement.max_workers,
-                   conflict_retries=conf.placement.conflict_retries)
+                   conflict_retries=conf.placement.conflict_retries,
+                   metrics=metrics)
 
     # -- HTTP ------------------------------------------------------------
 
@@ -122,10 +126,18 @@ class ReportClient:
                   'headers': {'Accept': 'application/json'}}
         if body is not None:
             kwargs['json'] = body
+        start = time.monotonic()
         try:
-            return self._adapter.request(path, method, **kwargs)
+            resp = self._adapter.request(path, method, **kwargs)
         except ks_exc.ClientException as e:
+            self._metrics.placement_request(
+                method, metrics_mod.STATUS_ERROR, time.monotonic() - start)
             raise errors.unavailable(method, path, e) from e
+        self._metrics.placement_request(method, resp.status_code,
+                                        time.monotonic() - start)
+        if errors.is_generation_conflict(resp):
+            self._metrics.placement_conflict()
+        return resp
 
     def _get(self, path, microversion, provider=None):
         resp = self._request('GET', path, microversion)
@@ -448,7 +460,11 @@ class ReportClient:
             retry=tenacity.retry_if_exception_type(
                 exception.GenerationConflict),
             stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
+            before_sleep=self._count_retry,
             wait=self._wait, reraise=True)
+
+    def _count_retry(self, retry_state):
+        self._metrics.conflict_retry()
 
     def _sync_provider(self, tree, want, inventory=True):
         """Write one provider's change; on conflict re-read and recompute."""
@@ -751,6 +767,7 @@ class ReportClient:
             retry=tenacity.retry_if_exception_type(
                 exception.GenerationConflict),
             stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
+            before_sleep=self._count_retry,
             wait=self._wait, reraise=True)
         for attempt in retrying:
             with attempt:

@@ -25,11 +25,12 @@ def placement_adapter(conf):
         yield adapter_mod.get_adapter(conf)
 
 
-def report_client(conf, adapter, stateful=True):
+def report_client(conf, adapter, stateful=True, metrics=None):
     from node_agent.placement import client
     from node_agent.placement import state
     sync_state = state.SyncState.from_conf(conf) if stateful else None
-    return client.ReportClient.from_conf(conf, adapter, state=sync_state)
+    return client.ReportClient.from_conf(conf, adapter, state=sync_state,
+                                         metrics=metrics)
 
 
 def claim_manager(conf):
@@ -39,16 +40,21 @@ def claim_manager(conf):
 
 
 @contextlib.contextmanager
-def tracker(conf, adapter, notifier=None, stateful=True, claims=True):
-    """A ResourceTracker over ``adapter``; closes discovery on exit."""
+def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
+            metrics=None):
+    """A ResourceTracker over ``adapter``; closes discovery on exit.
+
+    ``metrics``: a :class:`node_agent.metrics.Metrics` the report client
+    and the tracker count into (None: nothing is counted).
+    """
     from node_agent.hardware import discovery as discovery_mod
     from node_agent.tracker import tracker as tracker_mod
     discovery = discovery_mod.Discovery(conf)
     try:
         yield tracker_mod.ResourceTracker(
-            conf, report_client(conf, adapter, stateful), discovery,
+            conf, report_client(conf, adapter, stateful, metrics), discovery,
             claims=claim_manager(conf) if claims else None,
-            notifier=notifier)
+            notifier=notifier, metrics=metrics)
     finally:
         discovery.close()
 

@@ -50,6 +50,7 @@ from oslo_service import opts as service_opts  # noqa: E402
 from oslo_service import service  # noqa: E402
 
 from node_agent import exception  # noqa: E402
+from node_agent import metrics as metrics_mod  # noqa: E402
 
 LOG = logging.getLogger(__name__)
 
@@ -78,14 +79,16 @@ class AgentService(service.Service):
     """Runs a :class:`~node_agent.tracker.tracker.ResourceTracker`."""
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
-                 claims_rpc=None):
+                 claims_rpc=None, metrics=None):
         """``udev_monitor``: ``make(callback) -> monitor`` (with start()
         and stop()), or None.  ``claims_rpc``: ``start() -> server or None``
-        (:func:`node_agent.tracker.factory.claims_rpc`), or None."""
+        (:func:`node_agent.tracker.factory.claims_rpc`), or None.
+        ``metrics``: :class:`node_agent.metrics.Metrics`, or None."""
         super().__init__(threads=1)
         self.conf = conf
         self.tracker = tracker
         self.notifier = notifier
+        self.metrics = metrics or metrics_mod.NOOP
         self.make_udev_monitor = udev_monitor
         self.udev_monitor = None
         self.start_claims_rpc = claims_rpc
@@ -193,6 +196,7 @@ class AgentService(service.Service):
         with self._rpc_lock:
             if not self._stop.is_set():
                 self.rpc_server = server
+                self.metrics.rpc_server(up=True)
                 return
         # Stopped while connecting: nobody else will stop it.
         self._stop_server(server)
@@ -201,6 +205,7 @@ class AgentService(service.Service):
         with self._rpc_lock:
             server, self.rpc_server = self.rpc_server, None
         if server is not None:
+            self.metrics.rpc_server(up=False)
             self._stop_server(server)
 
     @staticmethod
@@ -290,10 +295,14 @@ class AgentService(service.Service):
         return True
 
     def _audit(self):
+        result = metrics_mod.AUDIT_FAILED
+        start = time.monotonic()
         try:
             with self._sync_under_way():
                 self.tracker.audit()
+            result = metrics_mod.AUDIT_OK
         except exception.PlacementUnavailable as exc:
+            result = metrics_mod.AUDIT_UNAVAILABLE
             self.notifier.set_status('waiting for Placement')
             LOG.warning('audit: Placement is not reachable (%s); trying '
                         'again at the next audit', exc)
@@ -301,6 +310,8 @@ class AgentService(service.Service):
             LOG.error('audit failed: %s', exc)
         except Exception:
             LOG.exception('audit failed on an unexpected error')
+        finally:
+            self.metrics.audit(result, time.monotonic() - start)
 
 
 class _OneProcessIsTheDesign(logging.Filter):
