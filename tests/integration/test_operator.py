@@ -138,6 +138,18 @@ def test_metrics_match_what_happened(agent, server):  # noqa: F811
         startup.value('node_agent_providers')
     assert second.total('node_agent_audits_total') == 2
 
+    # Placement gone: audits count as such, one request without answer
+    # each, and the last sync stays where it was.
+    server.stop()
+    down = scrape_when(url, lambda s: s.value(
+        'node_agent_audits_total', result='placement_unavailable') >= 1)
+    unavailable = down.value('node_agent_audits_total',
+                             result='placement_unavailable')
+    assert unavailable >= 1
+    assert down.value(REQUESTS, method='GET', status='error') == unavailable
+    assert down.value('node_agent_last_sync_timestamp_seconds') == \
+        second.value('node_agent_last_sync_timestamp_seconds')
+
     assert agent.stop() == 0
     with pytest.raises(OSError):
         prometheus.get(url, timeout=5)
