@@ -11,8 +11,11 @@ from importlib import metadata
 
 import pytest
 
+from node_agent.claims import rpc
 from tests.fixtures import placement_state
 from tests.fixtures import prometheus
+from tests.integration import test_agent_rpc as agent_rpc
+from tests.integration import test_claims_rpc as claims_rpc
 from tests.integration.test_agent_service import agent  # noqa: F401
 from tests.integration.test_agent_service import api
 from tests.integration.test_agent_service import flat_with_consumers
@@ -49,12 +52,12 @@ REQ_RE = re.compile(r'REQ: curl -g -i -X ([A-Z]+) ')
 AUDIT_INTERVAL = 5
 
 
-def with_metrics(daemon, port):
+def with_metrics(daemon, port, interval=AUDIT_INTERVAL):
     """``daemon``'s config with the endpoint on 127.0.0.1:``port`` and
-    audits every AUDIT_INTERVAL seconds; the endpoint's URL."""
+    audits every ``interval`` seconds; the endpoint's URL."""
     with open(daemon.conf) as f:
         text = f.read()
-    text = text.replace('interval = 3600', f'interval = {AUDIT_INTERVAL}')
+    text = text.replace('interval = 3600', f'interval = {interval}')
     text += ('[metrics]\nenabled = true\nlisten_address = 127.0.0.1\n'
              f'port = {port}\n')
     with open(daemon.conf, 'w') as f:
@@ -153,6 +156,30 @@ def test_metrics_match_what_happened(agent, server):  # noqa: F811
     assert agent.stop() == 0
     with pytest.raises(OSError):
         prometheus.get(url, timeout=5)
+
+
+def test_metrics_show_remote_claims_and_the_rpc_server(
+        agent, server, broker, tmp_path):  # noqa: F811
+    agent_rpc.configure(agent, server.url, broker.url)
+    url = with_metrics(agent, prometheus.free_port(), interval=3600)
+    agent.start()
+    agent.wait_for('READY=1')
+    up = scrape_when(url, lambda s: s.value('node_agent_rpc_server_up'))
+    assert up.value('node_agent_rpc_server_up') == 1
+    assert up.value('node_agent_claims', state='pending') == 0
+    client = rpc.ClaimClient(
+        claims_rpc.make_conf(tmp_path / 'client', broker.url), timeout=30)
+    try:
+        client.claim(agent_rpc.HOST, agent_rpc.C1, {agent_rpc.PF_RP: {
+            'resources': {'SRIOV_NET_VF': 1}}})
+    finally:
+        client.transport.cleanup()
+    # Read from the claim database at scrape: no audit in between.
+    claimed = prometheus.get(url)
+    assert claimed.value('node_agent_claims', state='pending') == 1
+    assert claimed.value('node_agent_claims', state='active') == 0
+    assert claimed.total('node_agent_audits_total') == 0
+    assert agent.stop() == 0
 
 
 def test_metrics_off_nothing_listens(agent, server):  # noqa: F811
