@@ -11,6 +11,7 @@ set up, a file created, Placement called): a bad value exits 78 naming
 the group, option and value, or the file and the place in it.
 """
 
+import contextlib
 import functools
 import sys
 
@@ -64,6 +65,7 @@ def load_conf(argv):
 
 
 def main(argv=None):
+    from node_agent import metrics
     from node_agent.placement import adapter as adapter_mod
     from node_agent.tracker import factory
     from node_agent.tracker import service
@@ -78,10 +80,16 @@ def main(argv=None):
     logging.setup(conf, 'node-agent')
     cmd.log_start(conf, LOG, 'node-agent')
     notifier = systemd.Notifier(watchdog=conf.audit.watchdog)
+    # The endpoint belongs to the daemon: a --once run beside it must not
+    # take its port.
+    serve_metrics = (contextlib.nullcontext(None) if conf.once
+                     else metrics.serve(conf))
     try:
-        with factory.placement_adapter(conf) as adapter, \
+        with serve_metrics as agent_metrics, \
+                factory.placement_adapter(conf) as adapter, \
                 factory.tracker(conf, adapter_mod.ProgressAdapter(
-                    adapter, notifier.progress), notifier) as rt:
+                    adapter, notifier.progress), notifier,
+                    metrics=agent_metrics) as rt:
             if conf.once:
                 return run_once(rt)
             return service.run(conf, service.AgentService(
@@ -89,7 +97,8 @@ def main(argv=None):
                     conf, on_remove=rt.discovery.note_removed),
                 claims_rpc=factory.claims_rpc(conf, rt),
                 domain_events=factory.domain_events(conf, rt),
-                load_conf=functools.partial(load_conf, argv)))
+                load_conf=functools.partial(load_conf, argv),
+                metrics=agent_metrics))
     except service.FATAL_ERRORS as exc:
         LOG.critical('node-agent cannot continue: %s', exc)
         print(f'node-agent: {exc}', file=sys.stderr)

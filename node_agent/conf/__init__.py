@@ -27,6 +27,7 @@ _MODULES = (
     'provider_overrides',
     'audit',
     'claims',
+    'metrics',
 )
 
 

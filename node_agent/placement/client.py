@@ -80,11 +80,13 @@ import concurrent.futures
 import copy
 import dataclasses
 import logging
+import time
 
 import tenacity
 from keystoneauth1 import exceptions as ks_exc
 
 from node_agent import exception
+from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import errors
@@ -117,10 +119,12 @@ class ReportClient:
     """Syncs provider trees through an injected keystoneauth1 Adapter."""
 
     def __init__(self, adapter, state=None, *, max_workers=8,
-                 conflict_retries=4, read_only=False):
+                 conflict_retries=4, read_only=False, metrics=None):
         """``read_only``: ``state`` is read (ownership, generations), never
-        written: a dry run's client."""
+        written: a dry run's client.  ``metrics``: a
+        :class:`node_agent.metrics.Metrics` to count into, or None."""
         self._adapter = adapter
+        self._metrics = metrics or metrics_mod.NOOP
         self._state = state
         self._read_only = read_only
         self._max_workers = max(1, max_workers)
@@ -146,10 +150,11 @@ class ReportClient:
         self._unsure = set()
 
     @classmethod
-    def from_conf(cls, conf, adapter, state=None, read_only=False):
+    def from_conf(cls, conf, adapter, state=None, read_only=False,
+                  metrics=None):
         return cls(adapter, state, max_workers=conf.placement.max_workers,
                    conflict_retries=conf.placement.conflict_retries,
-                   read_only=read_only)
+                   read_only=read_only, metrics=metrics)
 
     # -- HTTP ------------------------------------------------------------
 
@@ -160,10 +165,18 @@ class ReportClient:
                   'headers': {'Accept': 'application/json'}}
         if body is not None:
             kwargs['json'] = body
+        start = time.monotonic()
         try:
-            return self._adapter.request(path, method, **kwargs)
+            resp = self._adapter.request(path, method, **kwargs)
         except ks_exc.ClientException as e:
+            self._metrics.placement_request(
+                method, metrics_mod.STATUS_ERROR, time.monotonic() - start)
             raise errors.transport_error(method, path, e) from e
+        self._metrics.placement_request(method, resp.status_code,
+                                        time.monotonic() - start)
+        if errors.is_generation_conflict(resp):
+            self._metrics.placement_conflict()
+        return resp
 
     def _get(self, path, microversion, provider=None):
         resp = self._request('GET', path, microversion)
@@ -563,7 +576,11 @@ class ReportClient:
             retry=tenacity.retry_if_exception_type(
                 exception.GenerationConflict),
             stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
+            before_sleep=self._count_retry,
             wait=self._wait, reraise=True)
+
+    def _count_retry(self, retry_state):
+        self._metrics.conflict_retry()
 
     def _sync_provider(self, tree, want, inventory=True, lower_only=False):
         """Write one provider's change; on conflict re-read and recompute.
@@ -953,6 +970,7 @@ class ReportClient:
             retry=tenacity.retry_if_exception_type(
                 exception.GenerationConflict),
             stop=tenacity.stop_after_attempt(self._conflict_retries + 1),
+            before_sleep=self._count_retry,
             wait=self._wait, reraise=True)
         for attempt in retrying:
             with attempt:

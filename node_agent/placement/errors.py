@@ -54,6 +54,13 @@ def _path(response):
     return '/' + url.split('://', 1)[-1].split('/', 1)[-1] if url else ''
 
 
+def is_generation_conflict(response):
+    """True for a 409 ``placement.concurrent_update``: another writer
+    changed the provider or consumer since it was read."""
+    return (response.status_code == 409
+            and error_info(response)[0] == CONCURRENT_UPDATE)
+
+
 def check(response, *, provider=None, resource_class=None):
     """Return ``response`` if it succeeded, else raise the mapped error.
 

@@ -26,7 +26,8 @@ def placement_adapter(conf):
         yield adapter_mod.get_adapter(conf)
 
 
-def report_client(conf, adapter, stateful=True, read_state=False):
+def report_client(conf, adapter, stateful=True, read_state=False,
+                  metrics=None):
     """``read_state`` (with ``stateful`` False): a dry run, which plans
     with what the agent recorded (what it owns and set) and writes none of
     it back."""
@@ -36,7 +37,8 @@ def report_client(conf, adapter, stateful=True, read_state=False):
     if stateful or (read_state and os.path.exists(state.path_for(conf))):
         sync_state = state.SyncState.from_conf(conf)
     return client.ReportClient.from_conf(conf, adapter, state=sync_state,
-                                         read_only=not stateful)
+                                         read_only=not stateful,
+                                         metrics=metrics)
 
 
 def claim_manager(conf):
@@ -47,17 +49,22 @@ def claim_manager(conf):
 
 @contextlib.contextmanager
 def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
-            read_state=False):
-    """A ResourceTracker over ``adapter``; closes discovery on exit."""
+            read_state=False, metrics=None):
+    """A ResourceTracker over ``adapter``; closes discovery on exit.
+
+    ``metrics``: a :class:`node_agent.metrics.Metrics` the report client
+    and the tracker count into (None: nothing is counted).
+    """
     from node_agent.hardware import discovery as discovery_mod
     from node_agent.tracker import tracker as tracker_mod
     discovery = discovery_mod.Discovery(conf)
     try:
         yield tracker_mod.ResourceTracker(
-            conf, report_client(conf, adapter, stateful, read_state),
+            conf, report_client(conf, adapter, stateful, read_state,
+                                metrics),
             discovery,
             claims=claim_manager(conf) if claims else None,
-            notifier=notifier)
+            notifier=notifier, metrics=metrics)
     finally:
         discovery.close()
 

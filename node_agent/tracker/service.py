@@ -74,6 +74,7 @@ from oslo_service import opts as service_opts  # noqa: E402
 from oslo_service import service  # noqa: E402
 
 from node_agent import exception  # noqa: E402
+from node_agent import metrics as metrics_mod  # noqa: E402
 from node_agent import text  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -108,18 +109,21 @@ class AgentService(service.Service):
     """Runs a :class:`~node_agent.tracker.tracker.ResourceTracker`."""
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
-                 claims_rpc=None, domain_events=None, load_conf=None):
+                 claims_rpc=None, domain_events=None, load_conf=None,
+                 metrics=None):
         """``udev_monitor`` and ``domain_events``: ``make(callback) ->
         watcher`` (with start() and stop()), or None.  ``claims_rpc``:
         ``start() -> server or None``
         (:func:`node_agent.tracker.factory.claims_rpc`), or None.
         ``load_conf``: ``() -> ConfigOpts``, a fresh and checked copy of the
         configuration from the same files (raises ConfigError), which
-        SIGHUP runs before it touches ``conf``; None: not checked."""
+        SIGHUP runs before it touches ``conf``; None: not checked.
+        ``metrics``: :class:`node_agent.metrics.Metrics`, or None."""
         super().__init__(threads=1)
         self.conf = conf
         self.tracker = tracker
         self.notifier = notifier
+        self.metrics = metrics or metrics_mod.NOOP
         self.make_udev_monitor = udev_monitor
         self.udev_monitor = None
         self.make_domain_events = domain_events
@@ -286,6 +290,7 @@ class AgentService(service.Service):
         with self._rpc_lock:
             if not self._stop.is_set():
                 self.rpc_server = server
+                self.metrics.rpc_server(up=True)
                 return
         # Stopped while connecting: nobody else will stop it.
         self._stop_server(server)
@@ -294,6 +299,7 @@ class AgentService(service.Service):
         with self._rpc_lock:
             server, self.rpc_server = self.rpc_server, None
         if server is not None:
+            self.metrics.rpc_server(up=False)
             self._stop_server(server)
 
     @staticmethod
@@ -406,10 +412,16 @@ class AgentService(service.Service):
 
     def _audit(self):
         """One audit; False when Placement was away (try again soon)."""
+        result = metrics_mod.AUDIT_FAILED
+        start = time.monotonic()
         try:
             with self._sync_under_way():
-                self.tracker.audit()
+                applied = self.tracker.audit()
+            # None: the scan was not trusted and nothing was synced.
+            if applied is not None:
+                result = metrics_mod.AUDIT_OK
         except exception.PlacementUnavailable as exc:
+            result = metrics_mod.AUDIT_UNAVAILABLE
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
             LOG.warning('audit: Placement is not reachable (%s); trying '
                         'again with backoff', exc)
@@ -423,6 +435,8 @@ class AgentService(service.Service):
             LOG.error('audit failed: %s', exc)
         except Exception:
             LOG.exception('audit failed on an unexpected error')
+        finally:
+            self.metrics.audit(result, time.monotonic() - start)
         return True
 
 

@@ -71,6 +71,7 @@ import time
 import tenacity
 
 from node_agent import exception
+from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
@@ -129,14 +130,18 @@ class ResourceTracker:
     """Startup, audit and dry run over one report client and discovery."""
 
     def __init__(self, conf, report_client, discovery, claims=None,
-                 notifier=None, clock=time.time):
+                 notifier=None, clock=time.time, metrics=None):
         """``clock``: seconds since the epoch (the full allocation read
-        is due by it, across restarts)."""
+        is due by it, across restarts).  ``metrics``: a
+        :class:`node_agent.metrics.Metrics`, or None."""
         self.conf = conf
         self.rc = report_client
         self.discovery = discovery
         self.claims = claims
         self.notifier = notifier
+        self.metrics = metrics or metrics_mod.NOOP
+        if claims is not None:
+            self.metrics.watch_claims(claims.list)
         self.nodename = conf.host
         self.last_good = None           # desired tree of the last sync
         self.snapshot = None
@@ -197,6 +202,8 @@ class ResourceTracker:
         self.rc.update_from_provider_tree(pending.desired,      # apply
                                           pending.allocations,
                                           pending.plan)
+        if pending.plan.reshape:
+            self.metrics.reshape(metrics_mod.RESHAPE_OK)
         self._record(pending)                                    # record
         return pending
 
@@ -221,9 +228,11 @@ class ResourceTracker:
                 f'Placement kept answering 409 after {retries} retries '
                 f'({exc})')
             LOG.error('%s: %s', self.nodename, exc)
+            self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
             raise exc
         except exception.ReshapeFailed as exc:
             LOG.error('%s: %s', self.nodename, exc)
+            self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
             raise
         self._check_claims(pending, startup=True)
         return pending.plan
@@ -319,6 +328,7 @@ class ResourceTracker:
                          self.nodename)
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
+        self.metrics.synced(self.last_good, bool(self.reshape_pending))
         self._status(self.status_line())
 
     def status_line(self):
@@ -340,6 +350,8 @@ class ResourceTracker:
                     '(attempt %d)', self.nodename,
                     retry_state.outcome.exception(),
                     retry_state.attempt_number + 1)
+        self.metrics.reshape(metrics_mod.RESHAPE_CONFLICT)
+        self.metrics.conflict_retry()
         self.rc.invalidate()
 
     def request_full_read(self):

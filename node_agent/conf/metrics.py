@@ -1,0 +1,36 @@
+"""``[metrics]`` options: the daemon's Prometheus endpoint."""
+
+from oslo_config import cfg
+
+from node_agent.conf import base
+
+GROUP = cfg.OptGroup(
+    'metrics',
+    title='Prometheus metrics',
+    help='An HTTP endpoint, /metrics, in the Prometheus text format: '
+         'Placement calls, audits, conflicts, reshapes, the provider tree, '
+         'claims and the service state. Served by the daemon only, never '
+         'by "node-agent --once" or node-agent-manage.')
+
+opts = [
+    cfg.BoolOpt('enabled',
+                default=False,
+                help='Serve the metrics endpoint. Off by default: the agent '
+                     'then listens on no port at all.'),
+    cfg.HostAddressOpt('listen_address',
+                       default='127.0.0.1',
+                       help='Address the metrics endpoint binds to. The '
+                            'endpoint has no authentication: keep it on '
+                            'loopback or a management network.'),
+    cfg.PortOpt('port',
+                default=9469,
+                help='TCP port of the metrics endpoint.'),
+]
+
+
+def register_opts(conf):
+    base.register_group_opts(conf, GROUP, opts)
+
+
+def list_opts():
+    return [(GROUP, opts)]

@@ -1,0 +1,284 @@
+"""Prometheus metrics of the daemon: one registry per agent, injected.
+
+:class:`Metrics` owns a private ``CollectorRegistry`` (nothing goes to
+``prometheus_client``'s global one) and every metric object.  The report
+client, the tracker and the service receive it and call one method where
+what it counts happens; :data:`NOOP` has the same methods doing nothing,
+which is what they get when ``[metrics] enabled`` is false, so a hook costs
+one call and no branch.  :func:`serve` starts and stops the endpoint.
+
+::
+
+    with metrics.serve(conf) as m:          # NOOP when [metrics] is off
+        client = ReportClient(adapter, metrics=m)
+        tracker = ResourceTracker(conf, client, discovery, metrics=m)
+
+What is exported, all prefixed ``node_agent_``::
+
+    placement_requests_total{method,status}     counter, status is the
+                                                HTTP code, or "error" when
+                                                no answer came
+    placement_request_duration_seconds{method}  histogram
+    placement_conflicts_total                   409 concurrent_update answers
+    placement_conflict_retries_total            writes retried after one
+    audits_total{result}                        ok, failed,
+                                                placement_unavailable
+    audit_duration_seconds                      histogram
+    reshapes_total{result}                      ok, conflict (retried),
+                                                failed
+    providers                                   gauge: the tree last synced
+    inventory{provider,resource_class}          gauge: inventory totals
+    claims{state}                               gauge: local claims, read
+                                                at scrape time
+    last_sync_timestamp_seconds                 gauge: unix time of the last
+                                                successful sync
+    rpc_server_up                               gauge: 1 while the claims
+                                                RPC server serves
+    restart_required                            gauge: 1 while a reshape
+                                                waits for a restart
+
+The tree gauges are set from one frozen view replaced after each sync, so
+a scrape never sees half of one tree and half of the next.
+"""
+
+import contextlib
+import threading
+import time
+
+from oslo_log import log as logging
+
+from node_agent import exception
+
+LOG = logging.getLogger(__name__)
+
+PREFIX = 'node_agent_'
+
+AUDIT_OK = 'ok'
+AUDIT_FAILED = 'failed'
+AUDIT_UNAVAILABLE = 'placement_unavailable'
+RESHAPE_OK = 'ok'
+RESHAPE_CONFLICT = 'conflict'
+RESHAPE_FAILED = 'failed'
+# A request that got no answer (connection refused, timeout).
+STATUS_ERROR = 'error'
+
+# An audit with nothing changed takes well under a second; a first sync or
+# a reshape of many consumers takes minutes.
+AUDIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class NoMetrics:
+    """Metrics off: every hook does nothing."""
+
+    def placement_request(self, method, status, seconds):
+        pass
+
+    def placement_conflict(self):
+        pass
+
+    def conflict_retry(self):
+        pass
+
+    def audit(self, result, seconds):
+        pass
+
+    def reshape(self, result):
+        pass
+
+    def synced(self, tree, restart_required=False):
+        pass
+
+    def watch_claims(self, list_claims):
+        pass
+
+    def rpc_server(self, up):
+        pass
+
+
+NOOP = NoMetrics()
+
+
+class Metrics:
+    """The metric objects of one agent, in their own registry."""
+
+    def __init__(self):
+        # Imported here: the operator commands never load the library.
+        import prometheus_client as prom
+        from prometheus_client import core
+
+        self.registry = prom.CollectorRegistry(auto_describe=True)
+        self.address = None         # (host, port) while served
+
+        def make(kind, name, doc, *args, **kwargs):
+            return kind(PREFIX + name, doc, *args, registry=self.registry,
+                        **kwargs)
+
+        self._requests = make(
+            prom.Counter, 'placement_requests',
+            'Requests sent to Placement, by HTTP method and status code '
+            '("error": no answer).', ['method', 'status'])
+        self._latency = make(
+            prom.Histogram, 'placement_request_duration_seconds',
+            'Time from sending a Placement request to its answer.',
+            ['method'])
+        self._conflicts = make(
+            prom.Counter, 'placement_conflicts',
+            'Generation conflicts: Placement answered 409 '
+            'placement.concurrent_update (another writer changed a '
+            'provider or consumer first).')
+        self._retries = make(
+            prom.Counter, 'placement_conflict_retries',
+            'Writes re-read and retried after a generation conflict, '
+            'startup reshapes included.')
+        self._audits = make(
+            prom.Counter, 'audits',
+            'Periodic audits, by result: ok, failed, '
+            'placement_unavailable.', ['result'])
+        self._audit_time = make(
+            prom.Histogram, 'audit_duration_seconds',
+            'Duration of one periodic audit (discover, read, sync, '
+            'claim checks).', buckets=AUDIT_BUCKETS)
+        self._reshapes = make(
+            prom.Counter, 'reshapes',
+            'Startup reshapes, by result: ok, conflict (retried from '
+            'fresh data), failed.', ['result'])
+        self._last_sync = make(
+            prom.Gauge, 'last_sync_timestamp_seconds',
+            'Unix time of the last successful sync with Placement '
+            '(startup or audit).')
+        self._rpc_up = make(
+            prom.Gauge, 'rpc_server_up',
+            '1 while the claims RPC server is serving, else 0 (also when '
+            '[DEFAULT] transport_url is unset).')
+        self._restart = make(
+            prom.Gauge, 'restart_required',
+            '1 while a layout change waits for a restart to be reshaped.')
+        for result in (AUDIT_OK, AUDIT_FAILED, AUDIT_UNAVAILABLE):
+            self._audits.labels(result)
+        for result in (RESHAPE_OK, RESHAPE_CONFLICT, RESHAPE_FAILED):
+            self._reshapes.labels(result)
+        self._tree = _TreeCollector(core.GaugeMetricFamily)
+        self.registry.register(self._tree)
+        self._claims = _ClaimsCollector(core.GaugeMetricFamily)
+        self.registry.register(self._claims)
+
+    def placement_request(self, method, status, seconds):
+        self._requests.labels(method, str(status)).inc()
+        self._latency.labels(method).observe(seconds)
+
+    def placement_conflict(self):
+        self._conflicts.inc()
+
+    def conflict_retry(self):
+        self._retries.inc()
+
+    def audit(self, result, seconds):
+        self._audits.labels(result).inc()
+        self._audit_time.observe(seconds)
+
+    def reshape(self, result):
+        self._reshapes.labels(result).inc()
+
+    def synced(self, tree, restart_required=False):
+        """After a successful sync: ``tree`` is what Placement now holds."""
+        self._tree.view = (len(tree), {
+            (p.name, rc): rec['total']
+            for p in tree.providers() for rc, rec in p.inventory.items()})
+        self._last_sync.set(time.time())
+        self._restart.set(1 if restart_required else 0)
+
+    def watch_claims(self, list_claims):
+        """``list_claims() -> [Claim]`` is read at every scrape."""
+        self._claims.list_claims = list_claims
+
+    def rpc_server(self, up):
+        self._rpc_up.set(1 if up else 0)
+
+    def exposition(self):
+        """The text a scrape gets."""
+        import prometheus_client as prom
+        return prom.generate_latest(self.registry).decode()
+
+
+class _TreeCollector:
+    """Providers and inventory from the view of the last sync."""
+
+    def __init__(self, family):
+        self._family = family
+        self.view = None    # (provider count, {(name, rc): total})
+
+    def collect(self):
+        view = self.view
+        providers = self._family(
+            PREFIX + 'providers',
+            'Providers in the tree under this host\'s root, as last '
+            'synced.')
+        inventory = self._family(
+            PREFIX + 'inventory',
+            'Inventory total per provider and resource class, as last '
+            'synced.', labels=['provider', 'resource_class'])
+        if view is not None:
+            providers.add_metric([], view[0])
+            for (name, rc), total in sorted(view[1].items()):
+                inventory.add_metric([name, rc], total)
+        return [providers, inventory]
+
+
+class _ClaimsCollector:
+    """Local claims by state, read from the claim database at scrape."""
+
+    def __init__(self, family):
+        self._family = family
+        self.list_claims = None
+        self._failing = threading.Event()
+
+    def collect(self):
+        from node_agent.claims import model
+        family = self._family(PREFIX + 'claims',
+                              'Local claims, by state.', labels=['state'])
+        if self.list_claims is None:
+            return [family]
+        try:
+            claims = self.list_claims()
+        except Exception as exc:
+            if not self._failing.is_set():
+                LOG.warning('metrics: the claim database cannot be read '
+                            '(%s): node_agent_claims is left out', exc)
+            self._failing.set()
+            return [family]
+        self._failing.clear()
+        for state in model.STATES:
+            family.add_metric(
+                [state], sum(1 for c in claims if c.state == state))
+        return [family]
+
+
+@contextlib.contextmanager
+def serve(conf):
+    """:class:`Metrics` served on ``[metrics] listen_address`` and
+    ``port`` for the duration of the block; :data:`NOOP` when off.
+
+    A port that cannot be bound is a ``ConfigError`` naming both options.
+    """
+    if not conf.metrics.enabled:
+        yield NOOP
+        return
+    import prometheus_client as prom
+    metrics = Metrics()
+    host, port = conf.metrics.listen_address, conf.metrics.port
+    try:
+        httpd, thread = prom.start_http_server(port, host,
+                                               registry=metrics.registry)
+    except OSError as exc:
+        raise exception.ConfigError(
+            f'[metrics] listen_address = {host}, port = {port}: cannot '
+            f'listen there: {exc.strerror or exc}') from exc
+    metrics.address = httpd.server_address[:2]
+    LOG.info('metrics at http://%s:%d/metrics', host, metrics.address[1])
+    try:
+        yield metrics
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+        metrics.address = None

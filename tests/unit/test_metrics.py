@@ -1,0 +1,234 @@
+"""node_agent.metrics: the registry, the hooks and the endpoint."""
+
+import inspect
+import logging
+import socket
+import urllib.error
+import urllib.request
+
+import prometheus_client
+import pytest
+
+from node_agent import exception
+from node_agent import metrics
+from node_agent import provider_tree as ptree
+from node_agent.claims import model
+from tests.fixtures import prometheus
+
+REQUESTS = 'node_agent_placement_requests_total'
+INVENTORY = 'node_agent_inventory'
+
+
+def scrape(m):
+    return prometheus.parse(m.exposition())
+
+
+def tree_of(*children):
+    """compute1 with DISK_GB, and a child per ``(name, {rc: total})``."""
+    tree = ptree.ProviderTree()
+    root = tree.new_root('compute1')
+    tree.update_inventory(root, {'DISK_GB': {'total': 100}})
+    for name, inventory in children:
+        child = tree.new_child(name, root)
+        tree.update_inventory(child, {rc: {'total': n}
+                                      for rc, n in inventory.items()})
+    return tree
+
+
+def claim(state):
+    return model.Claim(id=None, host='compute1', node='compute1',
+                       consumer_uuid='c', kind='instance', resources={},
+                       state=state)
+
+
+def hooks(cls):
+    return {name for name, _ in inspect.getmembers(cls, inspect.isfunction)
+            if not name.startswith('_')}
+
+
+def test_noop_has_every_hook_and_nothing_else():
+    assert hooks(metrics.NoMetrics) == hooks(metrics.Metrics) - {
+        'exposition'}
+    assert isinstance(metrics.NOOP, metrics.NoMetrics)
+
+
+def test_every_metric_is_prefixed_and_documented():
+    families = {name: about for name, about
+                in scrape(metrics.Metrics()).families.items()
+                if not name.endswith('_created')}
+    assert set(families) == {
+        'node_agent_placement_requests',
+        'node_agent_placement_request_duration_seconds',
+        'node_agent_placement_conflicts',
+        'node_agent_placement_conflict_retries',
+        'node_agent_audits', 'node_agent_audit_duration_seconds',
+        'node_agent_reshapes', 'node_agent_last_sync_timestamp_seconds',
+        'node_agent_rpc_server_up', 'node_agent_restart_required',
+        'node_agent_providers', 'node_agent_inventory', 'node_agent_claims'}
+    for name, (kind, doc) in families.items():
+        assert doc, name
+
+
+def test_placement_requests_by_method_and_status():
+    m = metrics.Metrics()
+    m.placement_request('GET', 200, 0.01)
+    m.placement_request('GET', 200, 0.02)
+    m.placement_request('PUT', 409, 0.01)
+    m.placement_request('GET', metrics.STATUS_ERROR, 0.5)
+    m.placement_conflict()
+    m.conflict_retry()
+    s = scrape(m)
+    assert s.value(REQUESTS, method='GET', status='200') == 2
+    assert s.value(REQUESTS, method='PUT', status='409') == 1
+    assert s.value(REQUESTS, method='GET', status='error') == 1
+    assert s.total(REQUESTS) == 4
+    assert s.value('node_agent_placement_request_duration_seconds_count',
+                   method='GET') == 3
+    assert s.value('node_agent_placement_request_duration_seconds_sum',
+                   method='PUT') == pytest.approx(0.01)
+    assert s.value('node_agent_placement_conflicts_total') == 1
+    assert s.value('node_agent_placement_conflict_retries_total') == 1
+
+
+def test_audits_and_reshapes_by_result_start_at_zero():
+    m = metrics.Metrics()
+    s = scrape(m)
+    for result in ('ok', 'failed', 'placement_unavailable'):
+        assert s.value('node_agent_audits_total', result=result) == 0
+    for result in ('ok', 'conflict', 'failed'):
+        assert s.value('node_agent_reshapes_total', result=result) == 0
+    m.audit(metrics.AUDIT_OK, 0.2)
+    m.audit(metrics.AUDIT_UNAVAILABLE, 3)
+    m.reshape(metrics.RESHAPE_CONFLICT)
+    m.reshape(metrics.RESHAPE_OK)
+    s = scrape(m)
+    assert s.value('node_agent_audits_total', result='ok') == 1
+    assert s.value('node_agent_audits_total',
+                   result='placement_unavailable') == 1
+    assert s.value('node_agent_audits_total', result='failed') == 0
+    assert s.value('node_agent_audit_duration_seconds_count') == 2
+    assert s.value('node_agent_audit_duration_seconds_bucket',
+                   le='0.25') == 1
+    assert s.value('node_agent_reshapes_total', result='conflict') == 1
+    assert s.value('node_agent_reshapes_total', result='ok') == 1
+
+
+def test_tree_gauges_follow_the_last_sync():
+    m = metrics.Metrics()
+    s = scrape(m)
+    assert s.value('node_agent_providers') is None
+    assert s.value('node_agent_last_sync_timestamp_seconds') == 0
+    m.synced(tree_of(('compute1_gpu_a', {'VGPU': 8}),
+                     ('compute1_gpu_b', {'VGPU': 4, 'PGPU': 1})))
+    s = scrape(m)
+    assert s.value('node_agent_providers') == 3
+    assert s.labels(INVENTORY) == [
+        {'provider': 'compute1', 'resource_class': 'DISK_GB'},
+        {'provider': 'compute1_gpu_a', 'resource_class': 'VGPU'},
+        {'provider': 'compute1_gpu_b', 'resource_class': 'PGPU'},
+        {'provider': 'compute1_gpu_b', 'resource_class': 'VGPU'}]
+    assert s.total(INVENTORY, resource_class='VGPU') == 12
+    assert s.value('node_agent_restart_required') == 0
+    assert s.value('node_agent_last_sync_timestamp_seconds') > 0
+
+    # A provider gone is gone from the gauges too.
+    m.synced(tree_of(('compute1_gpu_a', {'VGPU': 8})),
+             restart_required=True)
+    s = scrape(m)
+    assert s.value('node_agent_providers') == 2
+    assert s.value(INVENTORY, provider='compute1_gpu_b',
+                   resource_class='VGPU') is None
+    assert s.total(INVENTORY, resource_class='VGPU') == 8
+    assert s.value('node_agent_restart_required') == 1
+
+
+def test_claims_are_read_at_scrape_by_state():
+    m = metrics.Metrics()
+    assert scrape(m).labels('node_agent_claims') == []
+    held = [claim('pending'), claim('active'), claim('active')]
+    m.watch_claims(lambda: held)
+    s = scrape(m)
+    assert s.value('node_agent_claims', state='pending') == 1
+    assert s.value('node_agent_claims', state='active') == 2
+    held.clear()
+    s = scrape(m)
+    assert s.value('node_agent_claims', state='pending') == 0
+    assert s.value('node_agent_claims', state='active') == 0
+
+
+def test_unreadable_claims_leave_the_rest_of_the_scrape(caplog):
+    m = metrics.Metrics()
+
+    def broken():
+        raise OSError('database disk image is malformed')
+
+    m.watch_claims(broken)
+    m.audit(metrics.AUDIT_OK, 1)
+    with caplog.at_level(logging.WARNING, logger='node_agent.metrics'):
+        first, second = scrape(m), scrape(m)
+    for s in (first, second):
+        assert s.labels('node_agent_claims') == []
+        assert s.value('node_agent_audits_total', result='ok') == 1
+    warnings = [r for r in caplog.records if 'malformed' in r.getMessage()]
+    assert len(warnings) == 1
+
+
+def test_rpc_server_state():
+    m = metrics.Metrics()
+    assert scrape(m).value('node_agent_rpc_server_up') == 0
+    m.rpc_server(up=True)
+    assert scrape(m).value('node_agent_rpc_server_up') == 1
+    m.rpc_server(up=False)
+    assert scrape(m).value('node_agent_rpc_server_up') == 0
+
+
+def test_each_agent_has_its_own_registry():
+    first, second = metrics.Metrics(), metrics.Metrics()
+    first.placement_request('GET', 200, 0.1)
+    assert scrape(first).total(REQUESTS) == 1
+    assert scrape(second).total(REQUESTS) == 0
+    shared = prometheus.parse(
+        prometheus_client.generate_latest().decode())
+    assert not [f for f in shared.families if f.startswith('node_agent')]
+
+
+# -- the endpoint -------------------------------------------------------------
+
+def test_off_by_default_and_then_nothing_listens(conf):
+    assert conf.metrics.enabled is False
+    assert (conf.metrics.listen_address, conf.metrics.port) == (
+        '127.0.0.1', 9469)
+    before = prometheus.listening(prometheus.psutil.Process().pid)
+    with metrics.serve(conf) as m:
+        assert m is metrics.NOOP
+        assert prometheus.listening(
+            prometheus.psutil.Process().pid) == before
+
+
+def test_serves_where_configured_until_the_block_ends(conf):
+    conf.set_override('enabled', True, group='metrics')
+    conf.set_override('port', 0, group='metrics')
+    with metrics.serve(conf) as m:
+        host, port = m.address
+        assert host == '127.0.0.1'
+        m.placement_request('GET', 200, 0.01)
+        s = prometheus.get(f'http://127.0.0.1:{port}/metrics')
+        assert s.value(REQUESTS, method='GET', status='200') == 1
+    assert m.address is None
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics',
+                               timeout=5)
+
+
+def test_a_port_taken_names_the_options(conf):
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        conf.set_override('enabled', True, group='metrics')
+        conf.set_override('port', port, group='metrics')
+        with pytest.raises(exception.ConfigError) as err:
+            with metrics.serve(conf):
+                pass
+    assert f'[metrics] listen_address = 127.0.0.1, port = {port}' in str(
+        err.value)
