@@ -19,6 +19,8 @@
      |    +-- ReshapeFailed               POST /reshaper failed for good; fatal
      |                                    at startup
      +-- ReshapeNeeded                    signal from drivers: run a reshape
+     +-- StateTooNew                      a file under state_path written by a
+     |                                    newer agent (names file, versions)
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
@@ -170,6 +172,22 @@ class ReshapeNeeded(NodeAgentError):
     def __init__(self, reason=''):
         self.reason = reason
         super().__init__(reason or 'reshape needed')
+
+
+class StateTooNew(NodeAgentError):
+    """A local state file has a schema newer than this agent knows.
+
+    Fatal: the file is left as it is (a downgrade must not lose data).
+    """
+
+    def __init__(self, path, version, known):
+        self.path = path
+        self.version = version
+        self.known = known
+        super().__init__(
+            f'{path} is at schema version {version}, newer than this agent '
+            f'knows ({known}); refusing to downgrade: run the newer agent '
+            'or move the file away')
 
 
 class ClaimError(NodeAgentError):

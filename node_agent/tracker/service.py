@@ -31,8 +31,8 @@ Threads and signals::
 Every write happens in the worker, between two checks of the stop flag, so
 a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
 :data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
-restarted as is: a reshape that failed for good or a bad configuration
-(the unit's ``RestartPreventExitStatus=``).
+restarted as is: a reshape that failed for good, a bad configuration or
+a state file written by a newer agent (the unit's ``RestartPreventExitStatus=``).
 """
 
 import contextlib
@@ -58,7 +58,8 @@ EXIT_ERROR = 1
 EXIT_FATAL = 78
 
 # Errors a restart would not cure: systemd is told not to restart.
-FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError)
+FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
+                exception.StateTooNew)
 # Errors of a dependency that is not there yet: wait, never crash-loop.
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError)

@@ -282,7 +282,6 @@ class ResourceTracker:
         if getattr(self.claims, 'needs_rebuild', False):
             self.claims.rebuild(domains, allocations, tree=tree,
                                 snapshot=pending.snapshot)
-            self.claims.needs_rebuild = False
         self.claims.reconcile(allocations, tree)
         self.unclaimed = self.claims.unclaimed_allocations(
             allocations, domains, tree=tree)
