@@ -31,8 +31,9 @@ Threads and signals::
 Every write happens in the worker, between two checks of the stop flag, so
 a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
 :data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
-restarted as is: a reshape that failed for good, a bad configuration or
-a state file written by a newer agent (the unit's ``RestartPreventExitStatus=``).
+restarted as is: a reshape that failed for good, a bad configuration, or
+a state file written by a newer agent (the unit's
+``RestartPreventExitStatus=``).
 """
 
 import contextlib

@@ -45,26 +45,26 @@ def bad_json(table, column):
     return corrupt
 
 
-def moved_aside(agent, name):
-    return sorted(n for n in os.listdir(agent.state)
+def moved_aside(runner, name):
+    return sorted(n for n in os.listdir(runner.state)
                   if n.startswith(name + '.corrupt-')
                   and not n.endswith(('-wal', '-shm')))
 
 
-def critical_lines(agent):
-    return [line for line in agent.log_text().splitlines()
+def critical_lines(runner):
+    return [line for line in runner.log_text().splitlines()
             if ' CRITICAL node_agent.' in line]
 
 
-def run_once(agent):
-    done = agent.run_once()
+def run_once(runner):
+    done = runner.run_once()
     return done.returncode, done.stderr
 
 
-def first_sync(agent, server, nested=False):
+def first_sync(runner, server, nested=False):
     """A synced host with guests' allocations and an operator's trait."""
-    agent.configure(server.url, nested=nested)
-    assert run_once(agent)[0] == 0, agent.log_text()[-3000:]
+    runner.configure(server.url, nested=nested)
+    assert run_once(runner)[0] == 0, runner.log_text()[-3000:]
     adapter = api(server)
     for consumer in DOMAINS:
         put_allocations(adapter, consumer, {ROOT: {'VCPU': 4,
@@ -83,8 +83,23 @@ def first_sync(agent, server, nested=False):
     return adapter
 
 
-def claims(agent):
-    listed = agent.run_manage('claims', 'list', '--format', 'json')
+def rerun_moving_aside(runner, server, name, message, embed=False):
+    """Run once more: exit 0, ``name`` moved aside, one CRITICAL line
+    saying ``message`` about the file and naming where it went."""
+    runner.configure(server.url, nested=False)
+    if embed:
+        embedded(runner)
+    assert run_once(runner) == (0, '')
+    [aside] = moved_aside(runner, name)
+    [line] = critical_lines(runner)
+    assert f'{message} {os.path.join(runner.state, name)} is corrupt (' \
+        in line
+    assert f'moved aside to {os.path.join(runner.state, aside)};' in line
+    return line
+
+
+def claims(runner):
+    listed = runner.run_manage('claims', 'list', '--format', 'json')
     assert listed.returncode == 0, listed.stderr
     return {c['consumer_uuid']: c for c in json.loads(listed.stdout)}
 
@@ -99,12 +114,7 @@ def test_corrupt_sync_state_is_moved_aside_and_rebuilt(
     path = os.path.join(agent.state, STATE_DB)
     corrupt(path)
 
-    agent.configure(server.url, nested=False)
-    assert run_once(agent) == (0, '')
-    [aside] = moved_aside(agent, STATE_DB)
-    [line] = critical_lines(agent)
-    assert f'Sync state {path} is corrupt (' in line
-    assert os.path.join(agent.state, aside) in line
+    rerun_moving_aside(agent, server, STATE_DB, 'Sync state')
     # Rebuilt from Placement, which is unchanged: the agent removed nothing
     # it could not prove it set (the operator's trait stays) and wrote
     # nothing it did not need to.
@@ -154,12 +164,8 @@ def test_claim_with_bad_json_is_moved_aside_and_claims_rebuilt(
     bad_json('claims', 'resources')(path)
     before = placement_state.read(adapter)
 
-    agent.configure(server.url, nested=False)
-    assert run_once(agent) == (0, '')
-    [aside] = moved_aside(agent, CLAIM_DB)
-    [line] = critical_lines(agent)
-    assert f'Claim database {path} is corrupt (claim 1: ' in line
-    assert os.path.join(agent.state, aside) in line
+    line = rerun_moving_aside(agent, server, CLAIM_DB, 'Claim database')
+    assert f'{path} is corrupt (claim 1: JSONDecodeError: ' in line
     # Rebuilt from libvirt's running guests and their allocations.
     rebuilt = claims(agent)
     assert sorted(rebuilt) == sorted(DOMAINS)
@@ -202,8 +208,8 @@ def test_newer_claim_database_exits_78(agent, server):  # noqa: F811
     assert moved_aside(agent, CLAIM_DB) == []
 
 
-def embedded(agent):
-    with open(agent.conf, 'a') as f:
+def embedded(runner):
+    with open(runner.conf, 'a') as f:
         f.write('[placement]\nembedded = true\n')
 
 
@@ -215,14 +221,9 @@ def test_corrupt_embedded_placement_is_moved_aside_and_resynced(
     path = os.path.join(agent.state, 'placement.sqlite')
     random_bytes(path)
 
-    agent.configure(server.url, nested=False)
-    embedded(agent)
-    assert run_once(agent) == (0, '')
-    [aside] = moved_aside(agent, 'placement.sqlite')
-    [line] = critical_lines(agent)
-    assert f'Embedded Placement database {path} is corrupt (file is not a ' \
-           'database)' in line
-    assert os.path.join(agent.state, aside) in line
+    line = rerun_moving_aside(agent, server, 'placement.sqlite',
+                              'Embedded Placement database', embed=True)
+    assert f'{path} is corrupt (file is not a database)' in line
     shown = agent.run_manage('tree', 'show', '--format', 'json')
     assert shown.returncode == 0, shown.stderr
     [root] = json.loads(shown.stdout)['providers']
@@ -232,11 +233,11 @@ def test_corrupt_embedded_placement_is_moved_aside_and_resynced(
     assert placement_state.read(api(server))['providers'] == {}
 
 
-def replace_in_conf(agent, old, new):
-    with open(agent.conf) as f:
+def replace_in_conf(runner, old, new):
+    with open(runner.conf) as f:
         text = f.read()
     assert old in text
-    with open(agent.conf, 'w') as f:
+    with open(runner.conf, 'w') as f:
         f.write(text.replace(old, new))
 
 
