@@ -216,7 +216,6 @@ class ClaimStore:
     # -- connections ------------------------------------------------------
 
     def _connect(self):
-        local_state.prepare_file(self.path)
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout,
                                isolation_level=None)
         conn.row_factory = sqlite3.Row
@@ -257,6 +256,7 @@ class ClaimStore:
         reason = local_state.check_sqlite(self.path)
         if reason:
             raise CorruptDatabase(reason)
+        local_state.prepare_file(self.path)
         conn = self._connect()
         try:
             if conn.execute('PRAGMA journal_mode').fetchone()[0] != 'wal':
