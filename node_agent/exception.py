@@ -29,6 +29,8 @@
      +-- UnsafePlan                       a plan failed its check before the
      |                                    first write (names provider, class);
      |                                    nothing written; fatal at startup
+     +-- StateTooNew                      a file under state_path written by a
+     |                                    newer agent (names file, versions)
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
@@ -230,6 +232,22 @@ class UnsafePlan(NodeAgentError):
         self.reason = reason
         super().__init__(f'unsafe plan, nothing written: {resource_class} on '
                          f'{provider}: {reason}')
+
+
+class StateTooNew(NodeAgentError):
+    """A local state file has a schema newer than this agent knows.
+
+    Fatal: the file is left as it is (a downgrade must not lose data).
+    """
+
+    def __init__(self, path, version, known):
+        self.path = path
+        self.version = version
+        self.known = known
+        super().__init__(
+            f'{path} is at schema version {version}, newer than this agent '
+            f'knows ({known}); refusing to downgrade: run the newer agent '
+            'or move the file away')
 
 
 class ClaimError(NodeAgentError):

@@ -2,8 +2,9 @@
 
 ::
 
-    mgr = ClaimManager(conf)     # opens/creates/upgrades [claims] claim_db
-    if mgr.needs_rebuild:        # new file, or a corrupt one moved aside
+    mgr = ClaimManager(conf)     # [claims] claim_db, opened on first use
+    if mgr.needs_rebuild:        # new file (whoever made it), or a corrupt
+                                 # one moved aside, not rebuilt since
         mgr.rebuild(domains, allocations, tree=tree, snapshot=snapshot)
     mgr.reconcile(allocations, tree)     # at startup, after sync/reshape
     c = mgr.claim(consumer, {rp: {"resources": {...}}}, tree=tree,
@@ -64,10 +65,14 @@ class ClaimManager:
         self.store = store_mod.ClaimStore(
             path or db_path(conf),
             busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade)
-        # A new file or a corrupt one moved aside: the caller rebuilds from
-        # libvirt and Placement before trusting the claims.
-        self.needs_rebuild = self.store.created
         self._reported_unclaimed = set()   # warned about, still unclaimed
+
+    @property
+    def needs_rebuild(self):
+        """A new file or a corrupt one moved aside, not rebuilt since: the
+        caller rebuilds from libvirt and Placement before trusting the
+        claims.  Kept in the file, so it holds whichever process made it."""
+        return self.store.needs_rebuild
 
     # -- claims ---------------------------------------------------------
 
@@ -117,7 +122,7 @@ class ClaimManager:
         return tree.get(provider.root_uuid or provider.uuid).name
 
     def show(self, claim_id):
-        claim = self.store.get(int(claim_id))
+        claim = self.store.get(schema.claim_id(claim_id))
         if claim is None:
             raise exception.ClaimNotFound(claim_id)
         return claim
@@ -132,7 +137,7 @@ class ClaimManager:
     def confirm(self, claim_id):
         """pending -> active: the consumer's guest was seen on this host."""
         with self.store.transaction() as txn:
-            claim = txn.get(int(claim_id))
+            claim = txn.get(schema.claim_id(claim_id))
             if claim is None:
                 raise exception.ClaimNotFound(claim_id)
             if claim.state == 'active':
@@ -146,10 +151,13 @@ class ClaimManager:
         consumer without claims releases nothing (releasing is idempotent
         for callers that retry).
         """
+        by_id = isinstance(claim_or_consumer, int) or str(
+            claim_or_consumer).isdigit()
+        if by_id:
+            claim_or_consumer = schema.claim_id(claim_or_consumer)
         with self.store.transaction() as txn:
-            if isinstance(claim_or_consumer, int) or str(
-                    claim_or_consumer).isdigit():
-                claim = txn.get(int(claim_or_consumer))
+            if by_id:
+                claim = txn.get(claim_or_consumer)
                 if claim is None:
                     raise exception.ClaimNotFound(claim_or_consumer)
                 doomed = [claim]
@@ -248,7 +256,7 @@ class ClaimManager:
                     resources=resources, devices=devices,
                     state='active' if consumer in seen else 'pending',
                     created_at=stamp, updated_at=stamp)))
-        self.needs_rebuild = False
+            self.store.rebuilt(txn)
         LOG.info('Rebuilt %s from %s and Placement allocations of %s',
                  text.plural(len(created), 'claim'),
                  text.plural(len(seen), 'libvirt domain'),

@@ -7,7 +7,9 @@ InvalidClaimRequest` naming the field (``allocation.<rp>.resources.VCPU``)
 before anything is decided or written.
 
 Amounts must be JSON integers: ``1.0`` and ``true`` are refused, although
-JSON Schema would call the first an integer.
+JSON Schema would call the first an integer.  Every integer has a
+``minimum`` and a ``maximum``: amounts Placement's, claim ids SQLite's, so
+a huge number is a named error, never an OverflowError from below.
 """
 
 import json
@@ -24,6 +26,8 @@ RESOURCE_CLASS_PATTERN = '^[A-Z0-9_]{1,255}$'
 
 # Placement's own ceiling on an amount (a signed 32-bit column).
 MAX_AMOUNT = 2 ** 31 - 1
+# SQLite's ceiling on an INTEGER PRIMARY KEY (a signed 64-bit integer).
+MAX_ID = 2 ** 63 - 1
 
 # "x-reason" is the message given for a failure at that node of the
 # schema; jsonschema ignores unknown keywords.
@@ -35,6 +39,8 @@ _STATE = {'type': 'string', 'enum': list(model.STATES),
           'x-reason': 'must be one of ' + ', '.join(model.STATES)}
 _AMOUNT = {'type': 'integer', 'minimum': 1, 'maximum': MAX_AMOUNT,
            'x-reason': f'must be an integer from 1 to {MAX_AMOUNT}'}
+_CLAIM_ID = {'type': 'integer', 'minimum': 1, 'maximum': MAX_ID,
+             'x-reason': f'must be an integer from 1 to {MAX_ID}'}
 
 ALLOCATION = {
     'type': 'object',
@@ -76,8 +82,7 @@ CLAIM = {
 RELEASE = {
     'type': 'object',
     'properties': {
-        'claim_id': {'type': 'integer', 'minimum': 1,
-                     'x-reason': 'must be a positive integer'},
+        'claim_id': _CLAIM_ID,
         'consumer_uuid': _UUID,
         'kind': _KIND,
     },
@@ -145,6 +150,18 @@ def validate(document, schema, max_bytes=None, root=None):
     field, reason = _field(error, root)
     raise exception.InvalidClaimRequest(
         field, reason or error.schema.get('x-reason') or error.message)
+
+
+def claim_id(value):
+    """``value`` (an int, or its decimal digits) as a claim id, checked.
+
+    InvalidClaimRequest naming ``claim_id`` unless it is from 1 to
+    :data:`MAX_ID`.
+    """
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    validate(value, _CLAIM_ID, root='claim_id')
+    return value
 
 
 def normalize_allocation(allocation):

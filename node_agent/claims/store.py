@@ -12,10 +12,19 @@ Rules:
   version and how to step from one to the next (:data:`UPGRADES`); nothing
   about the schema is read back from the file.  An upgrade and its version
   bump commit together.
-- A file that is not a claim database is never emptied in place: it is
-  renamed to ``<name>.corrupt-<UTC timestamp>`` with a CRITICAL log, and a
-  new database is created, flagged for rebuild.  A file newer than the code
-  is refused (no downgrade).
+- The file is opened, checked (and created, or upgraded) on first use,
+  never when the store is built: see :mod:`node_agent.local_state`, which
+  also sets its mode.
+- A file that is not a claim database (SQLite cannot read it, its tables
+  are not ours, or a claim's JSON does not parse) is never emptied in
+  place: it is renamed to ``<name>.corrupt-<UTC timestamp>`` with a
+  CRITICAL log, and a new database is created.  A file newer than the code
+  is refused (:class:`~node_agent.exception.StateTooNew`; no downgrade).
+- A new database carries ``needs_rebuild = 1`` in ``claim_meta`` from its
+  creation until :meth:`ClaimStore.rebuilt`: whichever process opens it
+  first (an operator command, the agent), the agent rebuilds its claims
+  from libvirt and Placement at its next startup.  ``claim_meta`` is not
+  part of the versioned schema: a database without it needs no rebuild.
 
 Versions::
 
@@ -30,16 +39,19 @@ import datetime
 import json
 import os
 import sqlite3
+import threading
 
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent import local_state
 from node_agent.claims import model
 
 LOG = logging.getLogger(__name__)
 
 VERSION_TABLE = 'claim_versions'
 CLAIMS_TABLE = 'claims'
+META_TABLE = 'claim_meta'
 
 SCHEMA = {
     1: [
@@ -169,9 +181,11 @@ class Transaction:
 class ClaimStore:
     """The claim database at ``path``.
 
-    Opening checks, creates or upgrades it; ``created`` tells whether this
-    open made a new database (first start, or the old file was corrupt),
-    in which case the claims must be rebuilt from libvirt and Placement.
+    The first use opens it: checks, creates or upgrades it.  ``created``
+    tells whether that open made a new database (first start, or the old
+    file was corrupt and ``moved_aside`` says where it went);
+    :attr:`needs_rebuild` whether the claims must still be rebuilt from
+    libvirt and Placement, whoever created it.
     """
 
     def __init__(self, path, busy_timeout=30, upgrade=True):
@@ -179,12 +193,25 @@ class ClaimStore:
         self.busy_timeout = busy_timeout
         self.created = False
         self.moved_aside = None
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        try:
-            self._open(upgrade)
-        except CorruptDatabase as exc:
-            self.moved_aside = self._move_aside(str(exc))
-            self._open(upgrade)
+        self._upgrade = upgrade
+        self._opened = False
+        self._open_lock = threading.Lock()
+
+    def _ensure_open(self):
+        if self._opened:
+            return
+        with self._open_lock:
+            if self._opened:
+                return
+            try:
+                self._open(self._upgrade)
+            except CorruptDatabase as exc:
+                self.moved_aside = local_state.move_aside(
+                    self.path, 'claim database', exc,
+                    'libvirt domains and Placement allocations at the '
+                    "agent's next startup")
+                self._open(self._upgrade)
+            self._opened = True
 
     # -- connections ------------------------------------------------------
 
@@ -195,9 +222,13 @@ class ClaimStore:
         conn.execute(f'PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}')
         return conn
 
-    @contextlib.contextmanager
     def transaction(self):
         """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back on any error."""
+        self._ensure_open()
+        return self._transaction()
+
+    @contextlib.contextmanager
+    def _transaction(self):
         conn = self._connect()
         try:
             conn.execute('BEGIN IMMEDIATE')
@@ -212,6 +243,7 @@ class ClaimStore:
 
     @contextlib.contextmanager
     def reader(self):
+        self._ensure_open()
         conn = self._connect()
         try:
             yield Transaction(conn)
@@ -221,33 +253,41 @@ class ClaimStore:
     # -- opening, versions, upgrades -------------------------------------
 
     def _open(self, upgrade):
+        reason = local_state.check_sqlite(self.path)
+        if reason:
+            raise CorruptDatabase(reason)
+        local_state.prepare_file(self.path)
+        conn = self._connect()
         try:
-            conn = self._connect()
+            if conn.execute('PRAGMA journal_mode').fetchone()[0] != 'wal':
+                conn.execute('PRAGMA journal_mode = WAL')
         except sqlite3.DatabaseError as exc:
             raise CorruptDatabase(str(exc))
-        try:
-            try:
-                check = conn.execute('PRAGMA quick_check').fetchone()[0]
-                if check != 'ok':
-                    raise CorruptDatabase(f'quick_check: {check}')
-                if conn.execute('PRAGMA journal_mode').fetchone()[0] != 'wal':
-                    conn.execute('PRAGMA journal_mode = WAL')
-            except sqlite3.DatabaseError as exc:
-                raise CorruptDatabase(str(exc))
         finally:
             conn.close()
-        with self.transaction() as txn:
+        with self._transaction() as txn:
             version = self._read_version(txn.conn)
             if version is None:
                 self._create(txn.conn)
                 self.created = True
                 return
         if version > LATEST:
-            raise exception.ClaimError(
-                f'claim database {self.path} is at version {version}, newer '
-                f'than this agent knows ({LATEST}); refusing to downgrade')
+            raise exception.StateTooNew(self.path, version, LATEST)
         if version < LATEST and upgrade:
-            self.upgrade()
+            version = self._upgrade_open()[1]
+        if version == LATEST:
+            self._check_rows()
+
+    def _check_rows(self):
+        """Every claim must read back: one that does not is corruption."""
+        with self._transaction() as txn:
+            for row in txn.conn.execute(f'SELECT * FROM {CLAIMS_TABLE}'):
+                try:
+                    _row_to_claim(row)
+                except (TypeError, ValueError, KeyError,
+                        AttributeError) as exc:
+                    raise CorruptDatabase(
+                        f'claim {row["id"]}: {type(exc).__name__}: {exc}')
 
     def _read_version(self, conn):
         """The claims version; None for an empty file; corrupt otherwise."""
@@ -278,6 +318,10 @@ class ClaimStore:
             conn.execute(ddl)
         conn.execute(f'INSERT INTO {VERSION_TABLE} VALUES (?, ?)',
                      (CLAIMS_TABLE, version))
+        conn.execute(f'CREATE TABLE {META_TABLE} ('
+                     'key TEXT PRIMARY KEY, value TEXT NOT NULL)')
+        conn.execute(f"INSERT INTO {META_TABLE} VALUES ('needs_rebuild', "
+                     "'1')")
         LOG.info('Created claim database %s at version %d', self.path,
                  version)
 
@@ -287,7 +331,11 @@ class ClaimStore:
 
     def upgrade(self):
         """Step the schema to :data:`LATEST`; returns (from, to)."""
-        with self.transaction() as txn:
+        self._ensure_open()
+        return self._upgrade_open()
+
+    def _upgrade_open(self):
+        with self._transaction() as txn:
             start = version = self._read_version(txn.conn)
             while version < LATEST:
                 UPGRADES[version + 1](txn.conn)
@@ -300,18 +348,27 @@ class ClaimStore:
                      self.path, start, version)
         return start, version
 
-    def _move_aside(self, reason):
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime(
-            '%Y%m%dT%H%M%S.%fZ')
-        target = f'{self.path}.corrupt-{stamp}'
-        for suffix in ('', '-wal', '-shm'):
-            if os.path.exists(self.path + suffix):
-                os.replace(self.path + suffix, target + suffix)
-        LOG.critical('Claim database %s is corrupt (%s): moved aside to %s; '
-                     'a new one is created and claims are rebuilt from '
-                     'libvirt domains and Placement allocations',
-                     self.path, reason, target)
-        return target
+    # -- the rebuild marker ----------------------------------------------
+
+    @property
+    def needs_rebuild(self):
+        """True from the database's creation until :meth:`rebuilt`."""
+        with self.reader() as txn:
+            try:
+                row = txn.conn.execute(
+                    f"SELECT value FROM {META_TABLE} "
+                    "WHERE key = 'needs_rebuild'").fetchone()
+            except sqlite3.OperationalError:
+                return False    # made before the marker existed
+        return row is not None and row[0] == '1'
+
+    def rebuilt(self, txn):
+        """Clear the marker, inside the transaction that rebuilt claims."""
+        try:
+            txn.conn.execute(f"DELETE FROM {META_TABLE} "
+                             "WHERE key = 'needs_rebuild'")
+        except sqlite3.OperationalError:
+            pass                # made before the marker existed
 
     # -- reads ------------------------------------------------------------
 

@@ -142,7 +142,11 @@ class Discovery:
         return dataclasses.replace(host, **changes)
 
     def _state_disk_gb(self):
-        path = self.conf.state_path
+        path = os.path.abspath(self.conf.state_path)
+        # Not made yet at a first start (nothing is before the first sync):
+        # size the filesystem it will be made on.
+        while not os.path.exists(path) and os.path.dirname(path) != path:
+            path = os.path.dirname(path)
         try:
             st = os.statvfs(path)
         except OSError as exc:

@@ -1,9 +1,11 @@
 """The real Placement service, in-process, for ``[placement] embedded``.
 
-``EmbeddedPlacement(conf)`` opens Placement's database at
-``[placement] embedded_connection`` (creating the SQLite file's directory and
-syncing the schema) and yields a keystoneauth1 Adapter whose requests go to
-``placement.direct.PlacementDirect`` through wsgi-intercept, not a socket.
+``EmbeddedPlacement(conf)`` yields a keystoneauth1 Adapter whose requests go
+to ``placement.direct.PlacementDirect`` through wsgi-intercept, not a socket.
+Placement's database at ``[placement] embedded_connection`` is opened at the
+first request (creating the SQLite file and its directory as
+:mod:`node_agent.local_state` does, and syncing the schema), so nothing is
+created on disk by a run that stops before it talks to Placement.
 
 Rules:
 
@@ -16,6 +18,10 @@ Rules:
 - The WSGI app is loaded once, before the first request: wsgi-intercept
   would otherwise load it again for each new connection, i.e. for each
   thread of the report client's read pool.
+- A SQLite file SQLite cannot read is moved aside with a CRITICAL log
+  naming it; Placement starts over with an empty database and the agent
+  syncs its tree into it again (what other services wrote is lost with the
+  file: the embedded Placement is for a single host and offline work).
 - PlacementDirect authenticates as ``admin`` only; reshaping needs the
   ``service`` role, so the adapter also sends ``X-Roles: admin,service``
   (Placement runs with noauth2 here, which reads roles from that header).
@@ -23,9 +29,12 @@ Rules:
 
 import contextlib
 import os
+import threading
 
 from oslo_config import cfg
 from oslo_db.sqlalchemy import enginefacade
+
+from node_agent import local_state
 
 ROLES = ('admin', 'service')
 
@@ -41,11 +50,27 @@ def placement_config(connection):
     return pconf
 
 
-def _sqlite_dir(connection):
+def _sqlite_file(connection):
+    """The file of a ``sqlite:///`` URL; None for memory or another DB."""
     prefix = 'sqlite:///'
-    if connection.startswith(prefix) and len(connection) > len(prefix):
-        return os.path.dirname(connection[len(prefix):]) or None
+    path = connection[len(prefix):].split('?', 1)[0]
+    if connection.startswith(prefix) and path and path != ':memory:':
+        return os.path.abspath(path)
     return None
+
+
+def prepare_database(connection):
+    """Before Placement opens a SQLite file: recover and protect it."""
+    path = _sqlite_file(connection)
+    if path is None:
+        return
+    reason = local_state.check_sqlite(path)
+    if reason:
+        local_state.move_aside(
+            path, 'embedded Placement database', reason,
+            "this host's hardware (the agent syncs its tree into a new "
+            'Placement database)')
+    local_state.prepare_file(path)
 
 
 @contextlib.contextmanager
@@ -94,19 +119,45 @@ class EmbeddedPlacement:
 
         with EmbeddedPlacement(conf) as adapter:
             rc = ReportClient(adapter, state)
+
+    The adapter it yields opens Placement at its first use.
     """
 
     def __init__(self, conf):
         self.connection = conf.placement.embedded_connection
         self._cm = None
+        self._adapter = None
+        self._lock = threading.Lock()
 
     def __enter__(self):
-        directory = _sqlite_dir(self.connection)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        self._cm = placement_direct(placement_config(self.connection))
-        return self._cm.__enter__()
+        return _LazyAdapter(self._open)
+
+    def _open(self):
+        with self._lock:
+            if self._adapter is None:
+                prepare_database(self.connection)
+                cm = placement_direct(placement_config(self.connection))
+                self._adapter = cm.__enter__()
+                self._cm = cm
+            return self._adapter
 
     def __exit__(self, *exc):
-        cm, self._cm = self._cm, None
-        return cm.__exit__(*exc)
+        with self._lock:
+            cm, self._cm, self._adapter = self._cm, None, None
+        if cm is not None:
+            return cm.__exit__(*exc)
+        return False
+
+
+class _LazyAdapter:
+    """Stands for the Adapter ``open_fn()`` returns, calling it at first use.
+
+    Every attribute (``request``, ``get``, ``additional_headers``...) is
+    the real adapter's.
+    """
+
+    def __init__(self, open_fn):
+        self._open_fn = open_fn
+
+    def __getattr__(self, name):
+        return getattr(self._open_fn(), name)

@@ -17,7 +17,13 @@ operator command) never blocks the agent.  It holds:
   read: a restart whose tree is at those generations reads no allocation.
 
 Losing the file is safe: the agent re-reads the tree and removes nothing it
-cannot prove it set.
+cannot prove it set.  So a corrupt file (SQLite cannot read it, or a row's
+JSON does not parse) is moved aside with a CRITICAL log
+(:func:`node_agent.local_state.move_aside`) and a new one started; a file
+whose ``schema_version`` is newer than :data:`SCHEMA_VERSION` is refused
+(:class:`~node_agent.exception.StateTooNew`).  The file is opened on first
+use, checked then, and created only by the first write: reading a missing
+file reads an empty record.
 """
 
 import json
@@ -25,6 +31,8 @@ import os
 import sqlite3
 import threading
 
+from node_agent import exception
+from node_agent import local_state
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import plan
@@ -68,22 +76,18 @@ def path_for(conf):
     return os.path.join(conf.state_path, FILENAME)
 
 
+class _Corrupt(Exception):
+    """Internal: the file is not a sync state we can read."""
+
+
 class SyncState:
     """The agent's record of its Placement trees; safe to share by threads."""
 
     def __init__(self, path):
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        self.path = path
+        self.path = os.path.abspath(path)
+        self.moved_aside = None
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False,
-                                   isolation_level=None)
-        self._db.execute('PRAGMA journal_mode=WAL')
-        self._db.execute('PRAGMA synchronous=NORMAL')
-        self._db.executescript(_SCHEMA)
-        self._db.execute(
-            'INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)',
-            ('schema_version', str(SCHEMA_VERSION)))
+        self._db = None
 
     @classmethod
     def from_conf(cls, conf):
@@ -91,14 +95,94 @@ class SyncState:
 
     def close(self):
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def _conn(self, create):
+        """The open connection; None for a missing file unless ``create``.
+
+        Called with ``self._lock`` held.
+        """
+        if self._db is None:
+            if not create and not os.path.exists(self.path):
+                return None
+            try:
+                self._db = self._open()
+            except _Corrupt as exc:
+                self.moved_aside = local_state.move_aside(
+                    self.path, 'sync state', exc,
+                    'Placement (the agent re-reads its tree and removes '
+                    'nothing it cannot prove it set)')
+                self._db = self._open()
+        return self._db
+
+    def _open(self):
+        reason = local_state.check_sqlite(self.path)
+        if reason:
+            raise _Corrupt(reason)
+        local_state.prepare_file(self.path)
+        db = sqlite3.connect(self.path, check_same_thread=False,
+                             isolation_level=None)
+        try:
+            db.execute('PRAGMA journal_mode=WAL')
+            db.execute('PRAGMA synchronous=NORMAL')
+            db.executescript(_SCHEMA)
+            db.execute(
+                'INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)',
+                ('schema_version', str(SCHEMA_VERSION)))
+            self._check(db)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise _Corrupt(str(exc))
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _check(self, db):
+        """Refuse a newer schema; every stored value must parse."""
+        row = db.execute("SELECT value FROM meta WHERE key = "
+                         "'schema_version'").fetchone()
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise _Corrupt(f'schema_version {row!r} is not a number')
+        if version > SCHEMA_VERSION:
+            raise exception.StateTooNew(self.path, version, SCHEMA_VERSION)
+        for row in db.execute(
+                'SELECT uuid, inventory, traits, aggregates, agent_traits, '
+                'agent_classes, agent_aggregates FROM providers'):
+            try:
+                values = [json.loads(v) for v in row[1:]]
+            except (TypeError, ValueError) as exc:
+                raise _Corrupt(f'provider {row[0]}: {exc}')
+            if not isinstance(values[0], dict) or not all(
+                    isinstance(v, list) for v in values[1:]):
+                raise _Corrupt(f'provider {row[0]}: a value of the wrong '
+                               'type')
+        for uuid, consumers in db.execute(
+                'SELECT uuid, consumers FROM allocations'):
+            try:
+                if not isinstance(json.loads(consumers), dict):
+                    raise ValueError('not an object')
+            except (TypeError, ValueError) as exc:
+                raise _Corrupt(f'allocations of provider {uuid}: {exc}')
+        for key, value in db.execute(
+                "SELECT key, value FROM meta WHERE key LIKE "
+                "'allocations_full_read:%'"):
+            try:
+                float(value)
+            except ValueError:
+                raise _Corrupt(f'{key} = {value!r} is not a time')
 
     # -- trees --------------------------------------------------------------
 
     def root_uuid(self, name):
         """The uuid of the root provider called ``name``, if synced before."""
         with self._lock:
-            row = self._db.execute(
+            db = self._conn(create=False)
+            row = db and db.execute(
                 'SELECT uuid FROM providers WHERE name = ? AND '
                 'parent_uuid IS NULL', (name,)).fetchone()
         return row[0] if row else None
@@ -106,7 +190,8 @@ class SyncState:
     def load(self, root_uuid):
         """``(tree, {uuid: Ownership})`` of that root; ``(None, {})``."""
         with self._lock:
-            rows = self._db.execute(
+            db = self._conn(create=False)
+            rows = db and db.execute(
                 'SELECT uuid, name, parent_uuid, generation, inventory, '
                 'traits, aggregates, owned, agent_traits, agent_classes, '
                 'agent_aggregates FROM providers WHERE root_uuid = ?',
@@ -159,25 +244,28 @@ class SyncState:
                 json.dumps(sorted(own.resource_classes)),
                 json.dumps(sorted(own.aggregates))))
         with self._lock:
-            self._db.execute('BEGIN IMMEDIATE')
+            db = self._conn(create=True)
+            db.execute('BEGIN IMMEDIATE')
             try:
                 for root in tree.roots:
-                    self._db.execute(
+                    db.execute(
                         'DELETE FROM providers WHERE root_uuid = ?',
                         (root.uuid,))
-                self._db.executemany(
+                db.executemany(
                     'INSERT OR REPLACE INTO providers VALUES '
                     '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', records)
-                self._db.execute('COMMIT')
+                db.execute('COMMIT')
             except BaseException:
-                self._db.execute('ROLLBACK')
+                db.execute('ROLLBACK')
                 raise
 
     def forget_generations(self):
         """Make the next read re-read every provider; keep ownership."""
         with self._lock:
-            self._db.execute('UPDATE providers SET generation = NULL')
-            self._db.execute('UPDATE allocations SET generation = NULL')
+            db = self._conn(create=False)
+            if db is not None:
+                db.execute('UPDATE providers SET generation = NULL')
+                db.execute('UPDATE allocations SET generation = NULL')
 
     # -- allocations the claims were reconciled against ---------------------
 
@@ -186,10 +274,13 @@ class SyncState:
         the time (seconds since the epoch) of its last full read, or
         ``({}, None)``."""
         with self._lock:
-            rows = self._db.execute(
+            db = self._conn(create=False)
+            if db is None:
+                return {}, None
+            rows = db.execute(
                 'SELECT uuid, generation, consumers FROM allocations '
                 'WHERE root_uuid = ?', (root_uuid,)).fetchall()
-            at = self._db.execute(
+            at = db.execute(
                 'SELECT value FROM meta WHERE key = ?',
                 (_full_read_key(root_uuid),)).fetchone()
         view = {uuid: allocs_mod.ProviderAllocations(gen, json.loads(cons))
@@ -203,33 +294,35 @@ class SyncState:
                     json.dumps(p.consumers, sort_keys=True))
                    for uuid, p in view.items()]
         with self._lock:
-            self._db.execute('BEGIN IMMEDIATE')
+            db = self._conn(create=True)
+            db.execute('BEGIN IMMEDIATE')
             try:
-                self._db.execute('DELETE FROM allocations WHERE '
-                                 'root_uuid = ?', (root_uuid,))
-                self._db.executemany(
+                db.execute('DELETE FROM allocations WHERE root_uuid = ?',
+                           (root_uuid,))
+                db.executemany(
                     'INSERT OR REPLACE INTO allocations VALUES '
                     '(?, ?, ?, ?)', records)
                 if full_read_at is not None:
-                    self._db.execute(
+                    db.execute(
                         'INSERT OR REPLACE INTO meta (key, value) '
                         'VALUES (?, ?)',
                         (_full_read_key(root_uuid), repr(full_read_at)))
-                self._db.execute('COMMIT')
+                db.execute('COMMIT')
             except BaseException:
-                self._db.execute('ROLLBACK')
+                db.execute('ROLLBACK')
                 raise
 
     # -- resource classes ----------------------------------------------------
 
     def resource_classes(self):
         with self._lock:
-            return {row[0] for row in self._db.execute(
-                'SELECT name FROM resource_classes')}
+            db = self._conn(create=False)
+            return {row[0] for row in db.execute(
+                'SELECT name FROM resource_classes')} if db else set()
 
     def add_resource_classes(self, names):
         with self._lock:
-            self._db.executemany(
+            self._conn(create=True).executemany(
                 'INSERT OR IGNORE INTO resource_classes (name) VALUES (?)',
                 [(n,) for n in names])
 

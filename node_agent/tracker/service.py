@@ -54,7 +54,8 @@ Every write happens in the worker, between two checks of the stop flag, so
 a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
 :data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
 restarted as is: a reshape that failed for good, credentials Placement
-does not take, or a bad configuration (the unit's
+does not take, a bad configuration, or a state file written by a newer
+agent (the unit's
 ``RestartPreventExitStatus=``).
 """
 
@@ -86,7 +87,7 @@ EXIT_FATAL = 78
 # Errors a restart would not cure: systemd is told not to restart.
 FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
                 exception.ScanIncomplete, exception.UnsafePlan,
-                exception.PlacementCredentialsError)
+                exception.PlacementCredentialsError, exception.StateTooNew)
 # Errors of a dependency that is not there yet: wait, never crash-loop.
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError)

@@ -402,7 +402,6 @@ class ResourceTracker:
         if rebuild:
             self.claims.rebuild(domains, allocations, tree=tree,
                                 snapshot=pending.snapshot)
-            self.claims.needs_rebuild = False
         self.claims.reconcile(allocations, tree)
         self.rc.record_allocations(read, self.clock())
         if full:

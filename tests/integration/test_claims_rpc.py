@@ -87,6 +87,9 @@ def test_rejected_claim_is_a_typed_error(served):
     ({'consumer_uuid': C1, 'allocation': host.alloc(
         (host.ROOT, 'VCPU', -3))},
      f'allocation.{host.ROOT}.resources.VCPU'),
+    ({'consumer_uuid': C1, 'allocation': host.alloc(
+        (host.ROOT, 'VCPU', 2 ** 70))},
+     f'allocation.{host.ROOT}.resources.VCPU'),
     ({'consumer_uuid': C1, 'allocation': 'all of it'}, 'allocation'),
     ({'consumer_uuid': C1, 'allocation': host.alloc((host.ROOT, 'VCPU', 1)),
       'priority': 'high'}, 'priority'),
@@ -99,6 +102,16 @@ def test_malformed_payload_is_invalid_claim_request(served, payload, field):
         client.call_raw(host.HOST, 'claim', **payload)
     assert err.value.field == field
     assert mgr.list() == []
+
+
+def test_claim_id_beyond_sqlite_is_invalid_claim_request(served):
+    mgr, client = served
+    client.claim(host.HOST, C1, host.alloc((host.ROOT, 'VCPU', 1)))
+    with pytest.raises(exception.InvalidClaimRequest) as err:
+        client.release(host.HOST, claim_id=2 ** 70)
+    assert err.value.field == 'claim_id'
+    assert str(2 ** 63 - 1) in err.value.reason
+    assert [c.consumer_uuid for c in mgr.list()] == [C1]
 
 
 def test_oversize_payload_is_refused(served):

@@ -17,11 +17,26 @@ the scan and claims amounts only.  ``gc`` reads libvirt's domains to find
 orphans.
 """
 
+import argparse
 import json
 
 from node_agent import exception
 from node_agent import text
 from node_agent.claims import manager as manager_mod
+from node_agent.claims import schema
+
+
+def claim_id(value):
+    """argparse type: a claim id within :data:`schema.MAX_ID`."""
+    try:
+        return schema.claim_id(value)
+    except exception.InvalidClaimRequest as exc:
+        raise argparse.ArgumentTypeError(exc.reason)
+
+
+def claim_id_or_consumer(value):
+    """argparse type: digits are a claim id, anything else a consumer."""
+    return claim_id(value) if value.isdigit() else value
 
 
 def add_parsers(subparsers):
@@ -36,7 +51,7 @@ def add_parsers(subparsers):
     parser.set_defaults(action_fn=list_claims)
 
     parser = subparsers.add_parser('show', help='show one claim as JSON')
-    parser.add_argument('claim_id', type=int, metavar='ID',
+    parser.add_argument('claim_id', type=claim_id, metavar='ID',
                         help='the claim id (see claims list)')
     parser.set_defaults(action_fn=show)
 
@@ -58,6 +73,7 @@ def add_parsers(subparsers):
     parser = subparsers.add_parser(
         'release', help='release a claim by id or all claims of a consumer')
     parser.add_argument('target', metavar='ID_OR_CONSUMER',
+                        type=claim_id_or_consumer,
                         help='a claim id, or a consumer uuid to release '
                              'all its claims')
     parser.set_defaults(action_fn=release)
@@ -82,6 +98,7 @@ def parse_resources(items):
             raise exception.InvalidClaimRequest(
                 'resources', f'{item!r} is not RP_UUID:RESOURCE_CLASS=AMOUNT')
         allocation.setdefault(rp, {'resources': {}})['resources'][rc] = amount
+    schema.validate(allocation, schema.ALLOCATION, root='allocation')
     return allocation
 
 
@@ -146,8 +163,7 @@ def create(conf):
 
 def release(conf):
     target = conf.category.target
-    released = manager_mod.ClaimManager(conf).release(
-        int(target) if target.isdigit() else target)
+    released = manager_mod.ClaimManager(conf).release(target)
     for claim in released:
         print(f'released claim {claim.id} of consumer {claim.consumer_uuid}')
     if not released:

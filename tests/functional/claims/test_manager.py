@@ -4,6 +4,7 @@ import datetime
 import logging
 import os
 import sqlite3
+import stat
 
 import pytest
 
@@ -34,13 +35,19 @@ def dump(path):
 def test_new_database_is_wal_versioned_and_flagged_for_rebuild(conf, mgr):
     path = os.path.join(conf.state_path, 'claim.sqlite')
     assert mgr.store.path == path
+    # Built, not opened: nothing on disk before the first use.
+    assert not os.path.exists(path)
     assert mgr.needs_rebuild
     conn = sqlite3.connect(path)
     assert conn.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'
     assert conn.execute('SELECT table_name, version FROM claim_versions'
                         ).fetchall() == [('claims', 2)]
     conn.close()
-    # A second open of the same file is not a rebuild.
+    # The flag is in the file: another process that opens it next (the
+    # agent after an operator command made the file) still rebuilds.
+    assert manager_mod.ClaimManager(conf).needs_rebuild
+    mgr.rebuild([], {}, tree=host.tree())
+    assert not mgr.needs_rebuild
     assert not manager_mod.ClaimManager(conf).needs_rebuild
 
 
@@ -253,13 +260,74 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(conf, caplog):
     assert [c.consumer_uuid for c in mgr.list()] == [C1]
 
 
+def test_claim_with_bad_json_moves_the_file_aside(conf, caplog):
+    first = manager_mod.ClaimManager(conf)
+    claim = first.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
+    first.rebuild([], {}, tree=host.tree())
+    conn = sqlite3.connect(first.store.path)
+    conn.execute("UPDATE claims SET devices = '[{\"resource_' WHERE id = ?",
+                 (claim.id,))
+    conn.commit()
+    conn.close()
+
+    mgr = manager_mod.ClaimManager(conf)
+    with caplog.at_level(logging.CRITICAL):
+        assert mgr.list() == []
+    assert mgr.needs_rebuild
+    moved = os.path.basename(mgr.store.moved_aside)
+    assert moved.startswith('claim.sqlite.corrupt-')
+    [record] = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert record.getMessage().startswith(
+        f'Claim database {mgr.store.path} is corrupt (claim {claim.id}: '
+        'JSONDecodeError: ')
+    assert moved in record.getMessage()
+    # The bad row is still there, in the file moved aside.
+    conn = sqlite3.connect(mgr.store.moved_aside)
+    assert conn.execute('SELECT consumer_uuid FROM claims').fetchall() == [
+        (C1,)]
+    conn.close()
+
+
+def test_files_are_0640_in_a_0750_directory_whatever_the_umask(conf):
+    conf.set_override('state_path', os.path.join(conf.state_path, 'new'))
+    old = os.umask(0)
+    try:
+        mgr = manager_mod.ClaimManager(conf)
+        mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
+        with mgr.store.reader() as txn:     # its -wal and -shm are there
+            assert len(txn.claims()) == 1
+            modes = {n: stat.S_IMODE(os.stat(os.path.join(
+                conf.state_path, n)).st_mode)
+                for n in os.listdir(conf.state_path)}
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(conf.state_path).st_mode) == 0o750
+    assert modes == {'claim.sqlite': 0o640, 'claim.sqlite-shm': 0o640,
+                     'claim.sqlite-wal': 0o640}
+
+
+@pytest.mark.parametrize('claim_id', [2 ** 63, 2 ** 70, 0, -1, True])
+def test_claim_ids_are_bounded(mgr, claim_id):
+    mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
+    for call in (mgr.show, mgr.confirm, mgr.release):
+        with pytest.raises(exception.InvalidClaimRequest) as err:
+            call(claim_id)
+        assert err.value.field == 'claim_id'
+        assert err.value.reason == (
+            'must be an integer from 1 to 9223372036854775807')
+    assert [c.consumer_uuid for c in mgr.list()] == [C1]
+
+
 def test_database_newer_than_the_code_is_refused(conf, mgr):
+    assert mgr.list() == []
     conn = sqlite3.connect(mgr.store.path)
     conn.execute('UPDATE claim_versions SET version = 99')
     conn.commit()
     conn.close()
-    with pytest.raises(exception.ClaimError, match='version 99'):
-        manager_mod.ClaimManager(conf)
+    with pytest.raises(exception.StateTooNew,
+                       match=f'{mgr.store.path} is at schema version 99, '
+                             r'newer than this agent knows \(2\)'):
+        manager_mod.ClaimManager(conf).list()
     # Refused, not moved aside.
     assert os.path.exists(mgr.store.path)
     assert not [n for n in os.listdir(conf.state_path) if 'corrupt' in n]

@@ -5,6 +5,8 @@ import multiprocessing
 import os
 import sqlite3
 
+import pytest
+
 from node_agent import exception
 from node_agent.claims import manager as manager_mod
 from node_agent.claims import store
@@ -106,6 +108,33 @@ def test_manage_claims_list_show_release(conf, tmp_path, capsys):
     assert f'released claim {claim.id}' in capsys.readouterr().out
     assert manage.main(args + ['claims', 'show', str(claim.id)]) == 1
     assert 'not found' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('args, message', [
+    (['claims', 'show', '99999999999999999999999'],
+     'argument ID: must be an integer from 1 to 9223372036854775807'),
+    (['claims', 'release', str(2 ** 63)],
+     'argument ID_OR_CONSUMER: must be an integer from 1 to '
+     '9223372036854775807'),
+])
+def test_manage_claim_ids_are_bounded(conf, tmp_path, capsys, args,
+                                      message):
+    with pytest.raises(SystemExit) as exit_:
+        manage.main(write_config(tmp_path, conf) + args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and 'Traceback' not in err
+
+
+def test_manage_claim_amounts_are_bounded(conf, tmp_path, capsys):
+    args = write_config(tmp_path, conf) + [
+        'claims', 'create', C2, f'{host.ROOT}:VCPU={2 ** 70}',
+        '--no-devices']
+    assert manage.main(args) == 1
+    assert capsys.readouterr().err == (
+        f'error: invalid claim request: allocation.{host.ROOT}.resources.'
+        'VCPU: must be an integer from 1 to 2147483647\n')
+    assert not os.path.exists(os.path.join(conf.state_path, 'claim.sqlite'))
 
 
 VFS = 16

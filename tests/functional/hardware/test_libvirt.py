@@ -61,3 +61,16 @@ def test_storage_pool_sizes_the_disk():
     # Unknown pool: a warning, and the size of the state_path filesystem.
     assert snap.host.disk_total_gb >= 0
     assert hosts.discover('host3').host.disk_total_gb == 100
+
+
+def test_state_path_not_made_yet_is_sized_by_its_filesystem(tmp_path):
+    conf = hosts.make_conf()
+    conf.set_override('storage_pool', 'no-such-pool', group='libvirt')
+    conf.set_override('state_path', str(tmp_path), group=None)
+    existing = hosts.discover('host3', conf=conf).host.disk_total_gb
+    assert existing > 0
+    missing = tmp_path / 'var' / 'lib' / 'node-agent'
+    conf.set_override('state_path', str(missing), group=None)
+    # The filesystem it will be made on; discovery creates nothing.
+    assert hosts.discover('host3', conf=conf).host.disk_total_gb == existing
+    assert not (tmp_path / 'var').exists()
