@@ -76,16 +76,16 @@ def one_audit(agent, server, before_audit=None):
 
 
 @pytest.mark.parametrize('consumers', [0, 40, 400])
-def test_restart_with_nothing_changed_is_at_most_two_calls(
+def test_restart_with_nothing_changed_is_one_call(
         agent, server, consumers):
     run_to_ready(agent, server)                 # first sync
     add_consumers(svc.api(server), consumers)
     run_to_ready(agent, server)                 # claims follow them
 
     calls = run_to_ready(agent, server)
-    assert len(calls) <= 2, calls
+    # The issue's budget is two; the tree listing alone is what it takes.
+    assert calls == [f'GET /resource_providers?in_tree={ROOT}'], calls
     assert len(svc.generations(svc.api(server))) == 5
-    assert calls[0].startswith('GET /resource_providers?in_tree=')
 
 
 def test_after_the_first_sync_the_next_audit_is_one_call(agent, server):
@@ -93,15 +93,16 @@ def test_after_the_first_sync_the_next_audit_is_one_call(agent, server):
     assert calls == [f'GET /resource_providers?in_tree={ROOT}'], calls
 
 
-def test_audit_after_one_new_allocation_is_at_most_three_calls(
+def test_audit_after_one_new_allocation_is_two_calls(
         agent, server):
     run_to_ready(agent, server)
     adapter = svc.api(server)
     calls = one_audit(agent, server,
                       before_audit=lambda: add_consumers(adapter, 1))
-    assert len(calls) <= 3, calls
-    assert calls[0] == f'GET /resource_providers?in_tree={ROOT}'
-    assert f'GET /resource_providers/{NUMA0}/allocations' in calls
+    # At most 1 + k + (consumers that changed) = 3; the claims need only
+    # the amounts on this host's providers, so the consumer is not read.
+    assert calls == [f'GET /resource_providers?in_tree={ROOT}',
+                     f'GET /resource_providers/{NUMA0}/allocations'], calls
 
 
 def test_force_deleted_allocation_releases_its_claim_within_one_period(
