@@ -24,15 +24,13 @@ refuses a scan with unknown items instead of using it.
 
 import dataclasses
 
-# Collections that are held, with the field that keys their items.
-HELD_FIELDS = (
-    ('numa_nodes', 'id'),
-    ('cpus', 'id'),
-    ('pci_devices', 'address'),
-    ('gpus', 'address'),
-    ('nics', 'ifname'),
-    ('pfs', 'address'),
-)
+from node_agent.hardware import snapshot as snapshot_mod
+
+# Collections that are held, with the field that keys their items: every
+# keyed collection of the snapshot but the guests, which come and go with
+# no provider of their own.
+HELD_FIELDS = tuple(item for item in snapshot_mod.KEYED_FIELDS
+                    if item[0] != 'domains')
 
 
 def hold(last, scan, absent, removal_scans, removed=frozenset()):
