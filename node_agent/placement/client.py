@@ -540,7 +540,10 @@ class ReportClient:
                 and tree.get(u).generation == 0]
         deferred = set()
         if reshaping:
-            deferred = {u for u, c in changes.items() if c.inventory}
+            # An emptied inventory ({}) goes in the reshape too: its
+            # allocations leave with it.
+            deferred = {u for u, c in changes.items()
+                        if c.inventory is not None}
         elif (len(bulk) >= BULK_INVENTORY_MIN
               and not self._reshaper_forbidden):
             deferred = set(bulk)

@@ -94,7 +94,7 @@ class RootFinder:
         self.source = None      # the compute_id file it came from
         made_safe = deployment.numa_made_safe(conf)
         if made_safe:
-            LOG.warning('%s', made_safe)
+            LOG.info('%s', made_safe)
 
     def read(self, ensure=True):
         """The tree under this host's root.
