@@ -437,6 +437,11 @@ class AgentService(service.Service):
             LOG.warning('audit: Placement is not reachable (%s); trying '
                         'again with backoff', exc)
             return False
+        except exception.ComputeNodeMissing as exc:
+            # nova's compute node went (its service deleted): nothing to
+            # hang the devices under until nova-compute makes it again.
+            self.notifier.set_status(exc.status)
+            LOG.error('audit failed: %s', exc)
         except exception.PlacementCredentialsError as exc:
             # Not fatal here: the last good tree stays in Placement and a
             # SIGHUP with corrected credentials resumes.
