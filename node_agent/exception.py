@@ -5,6 +5,11 @@
     NodeAgentError
      +-- ConfigError                      bad option value or config file
      |    +-- ProviderOverrideError       bad provider override YAML
+     |    +-- ReportedElsewhere           beside nova-compute: a device or
+     |                                    class another service reports
+     |                                    (names both providers)
+     +-- ComputeNodeMissing               beside nova-compute: its root is
+     |                                    not in Placement yet; waited out
      +-- HardwareError
      |    +-- LibvirtConnectionError      libvirt unreachable (names the URI)
      |    +-- SysfsReadError              one sysfs file unreadable or garbled
@@ -59,6 +64,39 @@ class ProviderOverrideError(ConfigError):
         self.reason = reason
         super().__init__(
             f'provider override file {filename}: at {path}: {reason}')
+
+
+class ReportedElsewhere(ConfigError):
+    """Devices the agent is configured to report are reported by another
+    service already (nova-compute's pGPU or PCI providers, Cyborg's).
+
+    ``conflicts``: ``[(ours, theirs, why)]``, provider names.  Fatal at
+    startup; in an audit those devices are left as Placement has them.
+    """
+
+    def __init__(self, conflicts):
+        self.conflicts = list(conflicts)
+        super().__init__('; '.join(
+            f'{ours} would report what {theirs} already reports ({why})'
+            for ours, theirs, why in self.conflicts)
+            + ': not reported twice; stop the other service reporting it '
+            'or stop node-agent reporting it')
+
+
+class ComputeNodeMissing(NodeAgentError):
+    """Beside nova-compute, the compute node root is not in Placement yet.
+
+    The daemon waits for it (nova-compute creates it at its first start);
+    ``what`` is the uuid or name it looks for.
+    """
+
+    def __init__(self, what, how):
+        self.what = what
+        self.status = ('waiting for nova-compute to create the compute '
+                       f'node {what}')
+        super().__init__(f'the compute node {what} is not in Placement '
+                         f'({how}): nova-compute creates it when it first '
+                         'starts')
 
 
 class HardwareError(NodeAgentError):

@@ -70,6 +70,20 @@ def prepare_file(path):
             os.chmod(name, mode & FILE_MODE)
 
 
+def create_file(path, content):
+    """Write ``content`` to ``path``, which must not exist yet, ``0640``.
+
+    Its directory is created as :func:`ensure_directory` does.  Raises
+    ``FileExistsError`` rather than replace what another writer made.
+    """
+    ensure_directory(os.path.dirname(os.path.abspath(path)))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        os.write(fd, content.encode())
+    finally:
+        os.close(fd)
+
+
 def check_sqlite(path):
     """None when ``path`` is a readable SQLite database (or missing), else
     the reason.

@@ -27,6 +27,8 @@ def conf(tmp_path):
     c([], project='node-agent', default_config_files=[])
     c.set_override('state_path', str(tmp_path / 'state'))
     c.set_override('host', 'compute1')
+    # Today's nested tree; the Nova deployments have their own tests.
+    c.set_override('deployment', 'standalone')
     os.makedirs(c.state_path, exist_ok=True)
     return c
 

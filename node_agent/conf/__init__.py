@@ -15,6 +15,7 @@ import importlib
 # Order is the order of sections in the sample config.
 _MODULES = (
     'default',
+    'nova',
     'placement',
     'placement_direct',
     'hardware',

@@ -67,7 +67,13 @@ def option_error(conf, group, name, error):
 def _options(conf):
     """``(group or None, name)`` of every registered option."""
     for name in conf:
-        value = conf[name]
+        try:
+            value = conf[name]
+        except (cfg.Error, ValueError):
+            # A [DEFAULT] option whose value does not convert: a group
+            # would have given its GroupAttr.
+            yield None, name
+            continue
         if isinstance(value, cfg.ConfigOpts.GroupAttr):
             for opt in value:
                 yield name, opt

@@ -24,6 +24,7 @@ not place.  What the agent does not own is never edited
 from stevedore import named
 
 from node_agent import exception
+from node_agent import provider_tree as ptree
 from node_agent.drivers import compose
 from node_agent.drivers import limits
 from node_agent.drivers import overrides as overrides_mod
@@ -67,6 +68,17 @@ class DriverSet:
                              allocations=None):
         compose.compose(self.drivers, self.snapshot, provider_tree,
                         nodename, allocations, overrides=self.overrides)
+
+    def reported(self, root):
+        """What the drivers report under ``root`` alone: a new tree with a
+        copy of the root and the providers they make, whatever else
+        Placement holds (:mod:`node_agent.drivers.coexist`)."""
+        tree = ptree.ProviderTree()
+        copy = tree.new_root(root.name, uuid=root.uuid)
+        copy.inventory = {rc: dict(r) for rc, r in root.inventory.items()}
+        copy.traits = set(root.traits)
+        compose.compose(self.drivers, self.snapshot, tree, root.name)
+        return tree
 
     def hardware_limits(self):
         """What the host has: the ceiling a plan is checked against."""

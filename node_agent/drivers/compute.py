@@ -1,27 +1,36 @@
-"""The compute driver: the root provider, named after the host.
+"""The compute driver: the root provider's own inventory and traits.
 
-::
+What goes on the root depends on ``[DEFAULT] deployment``
+(:mod:`node_agent.deployment`)::
 
-    <host>            COMPUTE_NODE, CUSTOM_NODE_AGENT_MANAGED, COMPUTE_ARCH_*
-                      DISK_GB
-                      VCPU, PCPU, MEMORY_MB and HW_CPU_* traits  (flat only)
+    standalone   <host>   COMPUTE_NODE, CUSTOM_OWNER_NODE_AGENT,
+                          COMPUTE_ARCH_*, DISK_GB; VCPU, PCPU, MEMORY_MB
+                          and HW_CPU_* traits only while NUMA modelling is
+                          off (else they are the NUMA driver's)
+    whole_host   <host>   COMPUTE_NODE, OWNER_NOVA, COMPUTE_ARCH_*, HW_CPU_*,
+                          VCPU, PCPU, MEMORY_MB, DISK_GB, always: nova's
+                          scheduler needs every candidate to take from the
+                          root
+    beside_nova_compute   nothing: the root is nova-compute's
 
 VCPU comes from ``[compute] cpu_shared_set`` (default: every online CPU
 not in ``cpu_dedicated_set``), PCPU from ``cpu_dedicated_set`` with ratio
 1.0, MEMORY_MB from the host's memory, DISK_GB from
 ``HostInfo.disk_total_gb``.  Ratios follow Nova's precedence
-(:func:`node_agent.drivers.layout.allocation_ratio`).  While NUMA modelling
-is active the NUMA driver reports CPU and memory per node, so the root
-keeps only DISK_GB; the CPU feature traits follow VCPU/PCPU there.
+(:func:`node_agent.drivers.layout.allocation_ratio`).  The CPU feature
+traits follow VCPU/PCPU wherever that inventory lives.
 
-Managed on the root: the classes above, the two provider traits,
-``COMPUTE_ARCH_*`` and ``HW_CPU_*``.
+Managed on the root: the classes above, the provider and owner traits of
+every mode (so a mode switched, or the previous release's
+``CUSTOM_NODE_AGENT_MANAGED``, leaves nothing behind), ``COMPUTE_ARCH_*``
+and ``HW_CPU_*``.
 """
 
 import math
 
 import os_traits
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent.drivers import base
 from node_agent.drivers import layout
@@ -29,8 +38,8 @@ from node_agent.hardware import cpulist
 
 CPU_CLASSES = ('VCPU', 'PCPU', 'MEMORY_MB')
 ROOT_CLASSES = CPU_CLASSES + ('DISK_GB',)
-ROOT_TRAITS = (layout.ROOT_TRAIT, layout.MANAGED_TRAIT, 'COMPUTE_ARCH_*',
-               'HW_CPU_*')
+ROOT_TRAITS = (layout.ROOT_TRAIT, layout.MANAGED_TRAIT, deployment.OWNER_NOVA,
+               deployment.OWNER_NODE_AGENT, 'COMPUTE_ARCH_*', 'HW_CPU_*')
 CPU_TRAITS = ('HW_CPU_*',)
 
 
@@ -115,6 +124,9 @@ class ComputeDriver(base.Driver):
         self.shared, self.dedicated = cpu_sets(conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
+        if not deployment.owns_root(self.conf):
+            # nova-compute's root: what it carries is nova's to write.
+            return {nodename}
         root = provider_tree.get(nodename)
         c = self.conf.compute
         ratio = ratios(self.conf, current, nodename)
@@ -124,13 +136,14 @@ class ComputeDriver(base.Driver):
             inventory['DISK_GB'] = layout.record(
                 disk_gb, math.ceil(c.reserved_host_disk_mb / 1024),
                 ratio['DISK_GB'])
-        traits = {layout.ROOT_TRAIT, layout.MANAGED_TRAIT}
+        traits = deployment.root_traits(self.conf)
         arch = self.snapshot.host.cpu_arch
         if arch:
             arch_trait = 'COMPUTE_ARCH_' + arch.upper()
             if arch_trait in os_traits.get_traits():
                 traits.add(arch_trait)
-        if not layout.numa_active(self.conf, self.snapshot):
+        if deployment.cpu_on_root(self.conf,
+                                  layout.numa_active(self.conf, self.snapshot)):
             if self.shared:
                 inventory['VCPU'] = layout.record(
                     len(self.shared), c.reserved_host_cpus, ratio['VCPU'])

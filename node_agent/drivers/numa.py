@@ -7,8 +7,13 @@
      +-- <host>_numa_1     ...
 
 Active when ``numa`` is an enabled driver, ``[numa] enabled`` is true and
-the snapshot has NUMA nodes (:func:`node_agent.drivers.layout.numa_active`);
-the compute driver then leaves CPU and memory off the root.
+the snapshot has NUMA nodes (:func:`node_agent.drivers.layout.numa_active`).
+Only with ``[DEFAULT] deployment = standalone`` do the nodes carry CPU and
+memory (the compute driver then leaves them off the root).  In the Nova
+deployments (``whole_host``, ``beside_nova_compute``) they are
+resourceless, ``HW_NUMA_ROOT`` only: they give devices their affinity
+(``same_subtree``), while CPU and memory stay on the root where
+nova-scheduler needs them (:mod:`node_agent.deployment`).
 
 Each node offers the CPUs of ``[compute] cpu_shared_set`` it holds as VCPU
 and those of ``cpu_dedicated_set`` as PCPU, and its own memory as
@@ -27,6 +32,7 @@ node that has VCPU or PCPU (resource traits follow their resources).
 
 import logging
 
+from node_agent import deployment
 from node_agent.drivers import base
 from node_agent.drivers import compute
 from node_agent.drivers import layout
@@ -71,6 +77,27 @@ class NumaDriver(base.Driver):
         return layout.numa_active(self.conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
+        resources = deployment.numa_has_resources(self.conf)
+        wanted = set()
+        inventories = self._inventories(current, nodename) if resources \
+            else {}
+        for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
+            name = layout.numa_name(nodename, node.id)
+            provider = layout.ensure_child(provider_tree, name, nodename,
+                                           nodename)
+            if provider is None:
+                continue
+            wanted.add(name)
+            inventory = inventories.get(node.id, {})
+            traits = {layout.NUMA_ROOT_TRAIT}
+            if 'VCPU' in inventory or 'PCPU' in inventory:
+                traits |= self.snapshot.host.cpu_traits
+            layout.set_inventory(provider, inventory, NUMA_CLASSES)
+            layout.set_traits(provider, traits, NUMA_TRAITS)
+        return wanted
+
+    def _inventories(self, current, nodename):
+        """``{node id: {rc: record}}``: each node's CPU and memory."""
         c = self.conf.compute
         ratio = compute.ratios(self.conf, current, nodename)
         node_of = self.snapshot.numa_node_of_cpu
@@ -85,15 +112,8 @@ class NumaDriver(base.Driver):
         reserved_memory = split_reserved_memory(
             {n.id: n.memory_mb for n in self.snapshot.numa_nodes},
             c.reserved_host_memory_mb)
-
-        wanted = set()
-        for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
-            name = layout.numa_name(nodename, node.id)
-            provider = layout.ensure_child(provider_tree, name, nodename,
-                                           nodename)
-            if provider is None:
-                continue
-            wanted.add(name)
+        result = {}
+        for node in self.snapshot.numa_nodes:
             shared = self.shared & node.cpus
             dedicated = self.dedicated & node.cpus
             inventory = {}
@@ -107,9 +127,5 @@ class NumaDriver(base.Driver):
                 inventory['MEMORY_MB'] = layout.record(
                     node.memory_mb, reserved_memory.get(node.id, 0),
                     ratio['MEMORY_MB'])
-            traits = {layout.NUMA_ROOT_TRAIT}
-            if shared or dedicated:
-                traits |= self.snapshot.host.cpu_traits
-            layout.set_inventory(provider, inventory, NUMA_CLASSES)
-            layout.set_traits(provider, traits, NUMA_TRAITS)
-        return wanted
+            result[node.id] = inventory
+        return result

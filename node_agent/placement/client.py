@@ -81,6 +81,7 @@ import copy
 import dataclasses
 import logging
 import time
+import urllib.parse
 
 import tenacity
 from keystoneauth1 import exceptions as ks_exc
@@ -336,6 +337,16 @@ class ReportClient:
             raise exception.ResourceProviderNotFound(root_uuid)
         return self._refresh(root_uuid, listing).copy()
 
+    def find_provider(self, name):
+        """``(uuid, root uuid)`` of the provider called ``name``, or None:
+        one ``GET /resource_providers?name=``."""
+        found = self._get(
+            f'/resource_providers?name={urllib.parse.quote(name)}',
+            MV_PROVIDERS)['resource_providers']
+        if not found:
+            return None
+        return found[0]['uuid'], found[0]['root_provider_uuid']
+
     def _create(self, uuid, name, parent_uuid):
         """POST a provider; its generation, or None if it exists (409)."""
         body = {'uuid': uuid, 'name': name}
@@ -387,11 +398,10 @@ class ReportClient:
         if not listing:
             # A provider with our name but another uuid, e.g. created by
             # another service before the agent ran: that is our root.
-            found = self._get(f'/resource_providers?name={nodename}',
-                              MV_PROVIDERS)['resource_providers']
-            if not found:
+            found = self.find_provider(nodename)
+            if found is None:
                 raise exception.ResourceProviderNotFound(nodename)
-            root_uuid = found[0]['root_provider_uuid']
+            root_uuid = found[1]
             listing = self._list_tree(root_uuid)
         self._roots[nodename] = root_uuid
         tree = self._refresh(root_uuid, listing)
@@ -530,7 +540,10 @@ class ReportClient:
                 and tree.get(u).generation == 0]
         deferred = set()
         if reshaping:
-            deferred = {u for u, c in changes.items() if c.inventory}
+            # An emptied inventory ({}) goes in the reshape too: its
+            # allocations leave with it.
+            deferred = {u for u, c in changes.items()
+                        if c.inventory is not None}
         elif (len(bulk) >= BULK_INVENTORY_MIN
               and not self._reshaper_forbidden):
             deferred = set(bulk)

@@ -39,6 +39,10 @@ Threads and signals::
                    blocks, and must hold up neither the tracker nor the
                    exit.
 
+Beside nova-compute, a compute node root nova-compute has not created yet
+is waited for in the same way, the status line saying ``waiting for
+nova-compute to create the compute node <uuid or name>``.
+
 Transient or permanent (the mapping is :mod:`node_agent.placement.errors`):
 Placement unreachable, 5xx or timing out, ``POST /reshaper`` included, is
 waited out and the status line says on what.  Missing or refused
@@ -90,7 +94,8 @@ FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
                 exception.PlacementCredentialsError, exception.StateTooNew)
 # Errors of a dependency that is not there yet: wait, never crash-loop.
 WAIT_ERRORS = (exception.PlacementUnavailable,
-               exception.LibvirtConnectionError)
+               exception.LibvirtConnectionError,
+               exception.ComputeNodeMissing)
 # The status line's note on the claims RPC server: "claims RPC down: ...".
 RPC_NOTE = 'claims RPC'
 RPC_SLOW_START = 5.0    # seconds
@@ -351,6 +356,11 @@ class AgentService(service.Service):
         if isinstance(exc, exception.PlacementUnavailable):
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
             what = 'Placement'
+        elif isinstance(exc, exception.ComputeNodeMissing):
+            self.notifier.set_status(exc.status)
+            LOG.warning('%s; next look in %.1f s', exc,
+                        retry_state.next_action.sleep)
+            return
         else:
             self.notifier.set_status('waiting for libvirt')
             what = 'libvirt'
@@ -427,6 +437,11 @@ class AgentService(service.Service):
             LOG.warning('audit: Placement is not reachable (%s); trying '
                         'again with backoff', exc)
             return False
+        except exception.ComputeNodeMissing as exc:
+            # nova's compute node went (its service deleted): nothing to
+            # hang the devices under until nova-compute makes it again.
+            self.notifier.set_status(exc.status)
+            LOG.error('audit failed: %s', exc)
         except exception.PlacementCredentialsError as exc:
             # Not fatal here: the last good tree stays in Placement and a
             # SIGHUP with corrected credentials resumes.

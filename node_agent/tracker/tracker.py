@@ -4,7 +4,10 @@ Seed ``000_74ed081f2e069e50`` lays the algorithm out; here it is (``rc``:
 the report client)::
 
     discover   snapshot = discovery.scan(), trusted and held (see below)
-    read       current  = rc.get_provider_tree_and_ensure_root()
+    read       current  = the tree under this host's root, found (or
+                          created) as [DEFAULT] deployment says
+                          (:mod:`node_agent.tracker.root`); its name is
+                          the nodename the drivers build under
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
                  allocations = rc.get_tree_allocations(current)
@@ -21,6 +24,11 @@ the report client)::
 
 Rules:
 
+- Beside nova-compute the root is nova's: the plan treats it as not owned
+  (nothing of it is written), the drivers report nothing another service
+  reports in the tree (``ReportedElsewhere``: fatal at startup, those
+  devices left as they are in an audit), and a root not created yet is
+  ``ComputeNodeMissing``, which the daemon waits out.
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
   retried from fresh data ``[audit] reshape_retries`` times;
@@ -76,6 +84,7 @@ from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
+from node_agent.tracker import root as root_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -90,21 +99,13 @@ def _drivers(conf, snapshot):
     return drivers.DriverSet(conf, snapshot)
 
 
-def read_tree(report_client, nodename, ensure=True):
-    """The tree rooted at ``nodename`` in Placement.
+def read_tree(conf, report_client, ensure=True):
+    """This host's tree in Placement (:mod:`node_agent.tracker.root`).
 
     ``ensure=False`` writes nothing: a missing root gives the tree that
     ensuring it would create.
     """
-    if ensure:
-        return report_client.get_provider_tree_and_ensure_root(nodename)
-    root_uuid = ptree.provider_uuid(nodename)
-    try:
-        return report_client.get_provider_tree(root_uuid)
-    except exception.ResourceProviderNotFound:
-        tree = ptree.ProviderTree()
-        tree.new_root(nodename, uuid=root_uuid)
-        return tree
+    return root_mod.RootFinder(conf, report_client).read(ensure)
 
 
 def _reread_may_cure(exc):
@@ -142,7 +143,8 @@ class ResourceTracker:
         self.metrics = metrics or metrics_mod.NOOP
         if claims is not None:
             self.metrics.watch_claims(claims.list)
-        self.nodename = conf.host
+        self.root = root_mod.RootFinder(conf, report_client)
+        self.nodename = root_mod.root_name(conf)   # the root's, once read
         self.last_good = None           # desired tree of the last sync
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
@@ -178,6 +180,9 @@ class ResourceTracker:
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations)
+        if not self.root.owns_root:
+            self._refuse_reported_elsewhere(drivers, current, desired,
+                                            startup)
         plan = self._plan(drivers, current, desired, before,      # plan
                           allocations)
         if allocations is not None and not dry_run:
@@ -282,14 +287,23 @@ class ResourceTracker:
         return snapshot
 
     def _read_tree(self, ensure):
-        return read_tree(self.rc, self.nodename, ensure)
+        tree = self.root.read(ensure)
+        self.nodename = tree.roots[0].name
+        return tree
+
+    def _ownership(self, current):
+        """What the plan may touch: beside nova-compute, not the root."""
+        ownership = self.rc.ownership(current)
+        if not self.root.owns_root:
+            ownership[current.roots[0].uuid] = plan_mod.Ownership()
+        return ownership
 
     def _plan(self, drivers, current, desired, before=None, after=None):
         """The plan of this sync, checked: ``UnsafePlan`` if it is not
         safe.  Usages come from the moved allocations in a reshape, from
         Placement otherwise (only for providers that shrink or go)."""
         plan = plan_mod.make_plan(
-            current, desired, self.rc.ownership(current),
+            current, desired, self._ownership(current),
             allocations_before=before, allocations_after=after,
             nodename=self.nodename)
         if after is not None:
@@ -304,6 +318,26 @@ class ResourceTracker:
                       self.nodename, plan.render())
             raise
         return plan
+
+    def _refuse_reported_elsewhere(self, drivers, current, desired,
+                                   startup):
+        """Beside nova-compute: no device reported twice.  At startup
+        ``ReportedElsewhere``; in an audit each such device is logged and
+        left as Placement has it."""
+        from node_agent.drivers import coexist    # late, as _drivers
+        owned = {u for u, own in self._ownership(current).items()
+                 if own.owned}
+        conflicts = coexist.reported_elsewhere(
+            drivers.reported(current.roots[0]), current, owned)
+        if not conflicts:
+            return
+        error = exception.ReportedElsewhere(conflicts)
+        if startup:
+            raise error
+        LOG.error('%s: %s; those providers are left as they are',
+                  self.nodename, error)
+        for ours, _, _ in conflicts:
+            coexist.leave_as_is(desired, current, ours)
 
     def _keep_last_good(self, exc, snapshot, drivers, current):
         reason = exc.reason or 'layout changed'
@@ -429,7 +463,7 @@ class ResourceTracker:
         self._unclaimed_since = since
         delay = self.conf.claims.heal_allocations_delay
         ours = {p.uuid for p in tree.providers()
-                if p.parent_uuid is None
+                if (p.parent_uuid is None and self.root.owns_root)
                 or p.uuid == ptree.provider_uuid(p.name)}
         for consumer in sorted(self.unclaimed):
             if now - since[consumer] < delay:

@@ -47,6 +47,7 @@ def write_conf(path, url, state_path, nested, direct_db=None, log=None,
     lines = [
         '[DEFAULT]',
         'host = compute1',
+        'deployment = standalone',
         f'state_path = {state_path}',
         'debug = true',
         'default_log_levels = keystoneauth=DEBUG,stevedore=WARN,'

@@ -27,6 +27,7 @@ def make_conf(state_path, url=None):
     na_conf.register_opts(c)
     c([], project='node-agent', default_config_files=[])
     c.set_override('host', host.HOST)
+    c.set_override('deployment', 'standalone')
     c.set_override('state_path', str(state_path))
     rpc.register_transport_opts(c)
     if url:

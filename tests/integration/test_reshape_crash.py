@@ -71,7 +71,8 @@ def _agent_conf(tmp_path, url):
     """
     path = tmp_path / 'node-agent.conf'
     path.write_text('\n'.join([
-        '[DEFAULT]', 'host = compute1', f'state_path = {tmp_path / "state"}',
+        '[DEFAULT]', 'host = compute1', 'deployment = standalone',
+        f'state_path = {tmp_path / "state"}',
         '[placement]', 'auth_type = admin_token', f'endpoint = {url}',
         'token = admin', 'noauth_roles = admin,service', '']))
     conf = cmd.make_conf(['--config-file', str(path)])

@@ -30,7 +30,8 @@ EXIT_FATAL = 78
 
 def write_conf(workdir, libvirt_uri=None):
     lines = [
-        '[DEFAULT]', 'host = compute1', f'state_path = {workdir}/state',
+        '[DEFAULT]', 'host = compute1', 'deployment = standalone',
+        f'state_path = {workdir}/state',
         '[placement]', 'embedded = true',
         '[hardware]', f'sysfs_root = {workdir}/sys', 'nvml_enabled = false',
         'udev_monitor = false',

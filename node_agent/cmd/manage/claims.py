@@ -137,7 +137,7 @@ def _read_tree(conf):
     from node_agent.tracker import tracker
     with factory.placement_adapter(conf) as adapter:
         rc = factory.report_client(conf, adapter, stateful=False)
-        return tracker.read_tree(rc, conf.host, ensure=False)
+        return tracker.read_tree(conf, rc, ensure=False)
 
 
 def _scan(conf):

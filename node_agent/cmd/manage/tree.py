@@ -1,7 +1,7 @@
 """tree commands: this host's provider tree as Placement holds it.
 
-``tree show [--format table|json] [--long]``: every provider of the tree
-rooted at ``[DEFAULT] host`` with its parent, inventory (total, reserved,
+``tree show [--format table|json] [--long]``: every provider of this
+host's tree (its root found as ``[DEFAULT] deployment`` says) with its parent, inventory (total, reserved,
 used) and traits (``--long``: uuid and generation too), read from
 Placement (writes nothing); then the allocations on those providers whose
 consumer has neither a claim (``[claims] claim_db``) nor a libvirt domain
@@ -31,15 +31,18 @@ def add_parsers(subparsers):
 
 
 def read_tree(conf, adapter):
-    """(tree, usages) of ``[DEFAULT] host``'s tree; writes nothing."""
+    """(tree, usages) of this host's tree; writes nothing."""
     tree, allocations = _read(conf, adapter)
     return tree, status.usages_from_allocations(allocations)
 
 
 def _read(conf, adapter):
     rc = factory.report_client(conf, adapter, stateful=False)
-    tree = tracker.read_tree(rc, conf.host, ensure=False)
-    return tree, rc.get_allocations_for_provider_tree(conf.host)
+    tree = tracker.read_tree(conf, rc, ensure=False)
+    root = tree.roots[0]
+    if root.generation is None:     # not in Placement yet
+        return tree, {}
+    return tree, rc.get_allocations_for_provider_tree(root.name, tree=tree)
 
 
 def unclaimed_allocations(conf, tree, allocations):

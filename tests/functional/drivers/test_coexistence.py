@@ -66,7 +66,7 @@ def test_cyborg_child_and_operator_traits_survive_syncs(
     root_traits = set(get(adapter, f'/resource_providers/{ROOT}/traits',
                           '1.6')['traits'])
     assert {'CUSTOM_OPERATOR_GOLD', 'COMPUTE_NODE',
-            'CUSTOM_NODE_AGENT_MANAGED'} <= root_traits
+            'CUSTOM_OWNER_NODE_AGENT'} <= root_traits
     pf_traits = set(get(adapter, f'/resource_providers/{PF}/traits',
                         '1.6')['traits'])
     assert pf_traits == {'CUSTOM_OPERATOR_FAST_LANE', 'HW_NIC_SRIOV',

@@ -130,13 +130,13 @@ def test_root_required(synced):
                 for rp in r['allocations']}
 
     assert roots() == {root, other['uuid']}
-    assert roots(root_required='CUSTOM_NODE_AGENT_MANAGED') == {root}
+    assert roots(root_required='CUSTOM_OWNER_NODE_AGENT') == {root}
     assert roots(root_required='COMPUTE_NODE') == {root}
-    assert roots(root_required='!CUSTOM_NODE_AGENT_MANAGED') == {
+    assert roots(root_required='!CUSTOM_OWNER_NODE_AGENT') == {
         other['uuid']}
     # A provider trait on the root, even though CPU and memory live on
     # NUMA children: root_required still finds the host for them.
     assert candidates(synced, '1.35', resources='VCPU:1',
-                      root_required='CUSTOM_NODE_AGENT_MANAGED')
+                      root_required='CUSTOM_OWNER_NODE_AGENT')
     assert not candidates(synced, '1.35', resources='VCPU:1',
-                          root_required='!CUSTOM_NODE_AGENT_MANAGED')
+                          root_required='!CUSTOM_OWNER_NODE_AGENT')

@@ -48,7 +48,7 @@ def test_flat_root_inventory_and_traits(flat, snapshot, tree):
     assert root.inventory['DISK_GB']['total'] == 500
     assert 'PCPU' not in root.inventory
     assert root.traits >= hostdata.CPU_TRAITS | {
-        'COMPUTE_NODE', 'CUSTOM_NODE_AGENT_MANAGED', 'COMPUTE_ARCH_X86_64'}
+        'COMPUTE_NODE', 'CUSTOM_OWNER_NODE_AGENT', 'COMPUTE_ARCH_X86_64'}
 
 
 def test_shared_and_dedicated_sets(flat, snapshot, tree):

@@ -53,7 +53,7 @@ def test_host1_tree(dconf, snapshot, tree):
         assert p.uuid == pt.provider_uuid(p.name)
     root = tree.get(H)
     assert set(root.inventory) == {'DISK_GB'}
-    assert {'COMPUTE_NODE', 'CUSTOM_NODE_AGENT_MANAGED'} <= root.traits
+    assert {'COMPUTE_NODE', 'CUSTOM_OWNER_NODE_AGENT'} <= root.traits
     assert not {t for t in root.traits if t.startswith('HW_CPU_')}
     numa0 = tree.get(f'{H}_numa_0')
     assert numa0.traits == {'HW_NUMA_ROOT'} | hostdata.CPU_TRAITS

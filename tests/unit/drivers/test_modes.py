@@ -1,0 +1,82 @@
+"""What the compute and NUMA drivers build in each deployment mode."""
+
+import pytest
+
+from node_agent import drivers
+from node_agent import exception
+from tests.unit.drivers import hostdata
+
+H = 'compute1'
+CPU = {'VCPU', 'PCPU', 'MEMORY_MB'}
+
+
+def run(conf, snapshot, tree, mode, allocations=None):
+    conf.set_override('deployment', mode)
+    conf.set_override('cpu_dedicated_set', '12-15,28-31', group='compute')
+    drivers.DriverSet(conf, snapshot).update_provider_tree(
+        tree, H, allocations=allocations)
+    return tree
+
+
+def cpu_traits(provider):
+    return {t for t in provider.traits if t.startswith('HW_CPU_')}
+
+
+def test_standalone_nests_cpu_and_memory_under_numa(dconf, snapshot, tree):
+    run(dconf, snapshot, tree, 'standalone')
+    root = tree.get(H)
+    assert set(root.inventory) == {'DISK_GB'}
+    assert root.traits == {'COMPUTE_NODE', 'CUSTOM_OWNER_NODE_AGENT',
+                           'COMPUTE_ARCH_X86_64'}
+    numa0 = tree.get(f'{H}_numa_0')
+    assert CPU <= set(numa0.inventory)
+    assert cpu_traits(numa0) == hostdata.CPU_TRAITS
+
+
+def test_whole_host_keeps_cpu_and_memory_on_the_root(dconf, snapshot, tree):
+    run(dconf, snapshot, tree, 'whole_host')
+    root = tree.get(H)
+    assert set(root.inventory) == CPU | {'DISK_GB'}
+    assert root.inventory['PCPU']['total'] == 8
+    assert root.traits == {'COMPUTE_NODE', 'OWNER_NOVA',
+                           'COMPUTE_ARCH_X86_64'} | hostdata.CPU_TRAITS
+    for node in (0, 1):
+        numa = tree.get(f'{H}_numa_{node}')
+        assert numa.inventory == {}
+        assert numa.traits == {'HW_NUMA_ROOT'}
+    # Devices keep their NUMA affinity.
+    assert tree.get(f'{H}_gpu_0000:3b:00.0').parent_uuid == \
+        tree.get(f'{H}_numa_0').uuid
+
+
+def test_beside_nova_compute_leaves_the_root_to_nova(dconf, snapshot, tree):
+    root = tree.get(H)
+    root.inventory = {'VCPU': {'total': 4}}
+    root.traits = {'COMPUTE_NODE', 'OWNER_NOVA', 'CUSTOM_NODE_AGENT_MANAGED'}
+    run(dconf, snapshot, tree, 'beside_nova_compute')
+    assert root.inventory == {'VCPU': {'total': 4}}
+    assert root.traits == {'COMPUTE_NODE', 'OWNER_NOVA',
+                           'CUSTOM_NODE_AGENT_MANAGED'}
+    assert tree.get(f'{H}_numa_1').inventory == {}
+
+
+@pytest.mark.parametrize('mode', ['standalone', 'whole_host'])
+def test_the_previous_release_root_trait_is_removed(dconf, snapshot, tree,
+                                                     mode):
+    tree.get(H).traits = {'CUSTOM_NODE_AGENT_MANAGED', 'CUSTOM_OPERATOR'}
+    run(dconf, snapshot, tree, mode)
+    traits = tree.get(H).traits
+    assert 'CUSTOM_NODE_AGENT_MANAGED' not in traits
+    assert 'CUSTOM_OPERATOR' in traits
+
+
+def test_switching_modes_removes_the_other_owner_trait(dconf, snapshot,
+                                                       tree):
+    run(dconf, snapshot, tree, 'whole_host')
+    # CPU and memory move to the NUMA nodes: a reshape (no consumers).
+    with pytest.raises(exception.ReshapeNeeded):
+        run(dconf, snapshot, tree.copy(), 'standalone')
+    run(dconf, snapshot, tree, 'standalone', allocations={})
+    assert set(tree.get(H).inventory) == {'DISK_GB'}
+    assert 'OWNER_NOVA' not in tree.get(H).traits
+    assert 'CUSTOM_OWNER_NODE_AGENT' in tree.get(H).traits
