@@ -71,6 +71,7 @@ import time
 import tenacity
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent import text
@@ -98,7 +99,7 @@ def read_tree(report_client, nodename, ensure=True):
     """
     if ensure:
         return report_client.get_provider_tree_and_ensure_root(nodename)
-    root_uuid = ptree.provider_uuid(nodename)
+    root_uuid = identity.legacy_root_uuid(nodename)
     try:
         return report_client.get_provider_tree(root_uuid)
     except exception.ResourceProviderNotFound:
@@ -420,17 +421,17 @@ class ResourceTracker:
         ``[claims] heal_allocations_delay`` seconds as seen by this process
         (the time between a scheduler's allocation and the claim that
         follows it; 0: at first sight).  Only providers the agent owns
-        (derived uuids, and the root) are touched: allocations the consumer
-        holds elsewhere, on another host or on a provider of another service
-        in this tree, stay.
+        (:func:`node_agent.identity.is_ours`) are touched: allocations the
+        consumer holds elsewhere, on another host or on a provider of
+        another service in this tree, stay.
         """
         now = time.monotonic()
         since = {c: self._unclaimed_since.get(c, now) for c in self.unclaimed}
         self._unclaimed_since = since
         delay = self.conf.claims.heal_allocations_delay
+        root = tree.roots[0]
         ours = {p.uuid for p in tree.providers()
-                if p.parent_uuid is None
-                or p.uuid == ptree.provider_uuid(p.name)}
+                if identity.is_ours(p, root)}
         for consumer in sorted(self.unclaimed):
             if now - since[consumer] < delay:
                 continue
