@@ -39,11 +39,6 @@ def provider_uuid(name):
     return str(uuidlib.uuid5(PROVIDER_NAMESPACE, name))
 
 
-def child_name(host, kind, stable_id):
-    """``<host>_<kind>_<stable id>``, the name of a child provider."""
-    return f'{host}_{kind}_{stable_id}'
-
-
 def normalize_inventory(record):
     """Fill Placement's defaults into one inventory record.
 
@@ -103,7 +98,7 @@ class ProviderTree:
     def new_child(self, name, parent, uuid=None, generation=None):
         """A child of ``parent``; without ``uuid``, the one
         :mod:`node_agent.identity` derives for a ``<root name>_<device
-        id>`` name, else a random one."""
+        id>`` name, else the previous release's :func:`provider_uuid`."""
         parent = self.get(parent)
         uuid = uuid or self._child_uuid(name, parent)
         return self._add(Provider(uuid=uuid, name=name,
@@ -117,7 +112,7 @@ class ProviderTree:
         root = self.get(parent.root_uuid)
         device_id = identity.device_id(name, root.name)
         if device_id is None:
-            return str(uuidlib.uuid4())
+            return provider_uuid(name)
         return identity.child_uuid(root.uuid, device_id)
 
     def _add(self, provider):

@@ -4,7 +4,7 @@ from node_agent import provider_tree as pt
 from tests.functional.drivers import conftest as c
 
 ROOT = pt.provider_uuid(c.HOST)
-PF = pt.provider_uuid(f'{c.HOST}_pf_0000:5e:00.0')
+PF = pt.provider_uuid(f'{c.HOST}_pci_0000_5e_00_0')
 
 
 def get(adapter, path, mv='1.14'):

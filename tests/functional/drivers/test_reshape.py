@@ -13,8 +13,8 @@ from tests.functional.drivers import conftest as c
 
 ROOT = pt.provider_uuid(c.HOST)
 NUMA = {n: pt.provider_uuid(f'{c.HOST}_numa_{n}') for n in (0, 1)}
-GPU = {0: pt.provider_uuid(f'{c.HOST}_gpu_0000:3b:00.0'),
-       1: pt.provider_uuid(f'{c.HOST}_gpu_0000:af:00.0')}
+GPU = {0: pt.provider_uuid(f'{c.HOST}_pci_0000_3b_00_0'),
+       1: pt.provider_uuid(f'{c.HOST}_pci_0000_af_00_0')}
 OTHERS = ('0c000000-0000-4000-8000-000000000003',
           '0c000000-0000-4000-8000-000000000004')
 

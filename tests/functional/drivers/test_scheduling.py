@@ -12,8 +12,8 @@ from node_agent import provider_tree as pt
 from tests.functional.drivers.conftest import HOST
 
 NUMA = {n: pt.provider_uuid(f'{HOST}_numa_{n}') for n in (0, 1)}
-GPU = {0: pt.provider_uuid(f'{HOST}_gpu_0000:3b:00.0'),
-       1: pt.provider_uuid(f'{HOST}_gpu_0000:af:00.0')}
+GPU = {0: pt.provider_uuid(f'{HOST}_pci_0000_3b_00_0'),
+       1: pt.provider_uuid(f'{HOST}_pci_0000_af_00_0')}
 PF = {a: pt.provider_uuid(f'{HOST}_pf_{a}')
       for a in ('0000:5e:00.0', '0000:5e:00.1',
                 '0000:d8:00.0', '0000:d8:00.1')}

@@ -128,8 +128,8 @@ def test_nested_tree_lifecycle(rc, counted, placement_adapter):
     assert len(deletes) == 6
     # Children first: the NUMA node goes last, after its NIC and PFs.
     assert deletes[-1] == f'/resource_providers/{uuid_of(NUMA1)}'
-    nic = f'/resource_providers/{uuid_of(f"{HOST}_nic_0000:51:00")}'
-    pf = f'/resource_providers/{uuid_of(f"{HOST}_pf_0000:51:00.0")}'
+    nic = f'/resource_providers/{uuid_of(f"{HOST}_nic_0000_51_00")}'
+    pf = f'/resource_providers/{uuid_of(f"{HOST}_pci_0000_51_00_0")}'
     assert deletes.index(pf) < deletes.index(nic)
 
     fresh = client.ReportClient(placement_adapter).get_provider_tree(

@@ -15,8 +15,8 @@ from tests.conftest import OVER_EACH_DATABASE
 from tests.functional.tracker import conftest as h
 
 ROOT = ptree.provider_uuid('compute1')
-GPU0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
-GPU1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+GPU0 = ptree.provider_uuid('compute1_pci_0000_3b_00_0')
+GPU1 = ptree.provider_uuid('compute1_pci_0000_af_00_0')
 NUMA0 = ptree.provider_uuid('compute1_numa_0')
 NUMA1 = ptree.provider_uuid('compute1_numa_1')
 
