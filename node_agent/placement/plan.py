@@ -373,6 +373,9 @@ def make_plan(current, desired, ownership=None, *, allocations_before=None,
     for tree in (current, desired):
         for provider in tree.providers():
             names[provider.uuid] = provider.name
+    # A provider renamed aside is spoken of by its new name, so that no two
+    # lines name different providers alike.
+    names.update({r.uuid: r.name for r in writes.rename})
 
     def name(uuid):
         return names.get(uuid, uuid) if uuid else '-'
