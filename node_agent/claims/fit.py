@@ -18,8 +18,8 @@ Rules, per provider and resource class of the request:
   (a PF or another PCI function: :func:`node_agent.identity.device_of`)
   they come from that device; on any other provider from the devices of
   the NUMA nodes the request names (its NUMA providers, or the provider's
-  own NUMA ancestor), else from the whole host.  A device held by another claim or
-  by another consumer's libvirt domain is never handed out.  Without a
+  own NUMA ancestor), else from the whole host.  A device held by another
+  claim or by another consumer's libvirt domain is never handed out.  Without a
   snapshot no devices are chosen (amounts only).
 """
 

@@ -21,6 +21,7 @@ allocations; the emptied NUMA nodes go last.
 
 from node_agent import provider_tree as pt
 from tests.fixtures import counting
+from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 from tests.functional.drivers import test_scheduling as sched
 from tests.functional.tracker import conftest as tc
@@ -28,11 +29,11 @@ from tests.functional.tracker import conftest as tc
 ROOT = pt.provider_uuid(c.HOST)
 NUMA = sched.NUMA
 GPU = sched.GPU
-CARD = {0: pt.provider_uuid(f'{c.HOST}_nic_0000_5e_00'),
-        1: pt.provider_uuid(f'{c.HOST}_nic_0000_d8_00')}
-FPGA = pt.provider_uuid(f'{c.HOST}_pci_0000_86_00_0')
-PF = {0: pt.provider_uuid(f'{c.HOST}_pci_0000_5e_00_0'),
-      1: pt.provider_uuid(f'{c.HOST}_pci_0000_d8_00_1')}
+CARD = {0: names.uuid_of(f'{c.HOST}_nic_0000_5e_00'),
+        1: names.uuid_of(f'{c.HOST}_nic_0000_d8_00')}
+FPGA = names.uuid_of(f'{c.HOST}_pci_0000_86_00_0')
+PF = {0: names.uuid_of(f'{c.HOST}_pci_0000_5e_00_0'),
+      1: names.uuid_of(f'{c.HOST}_pci_0000_d8_00_1')}
 # Device providers and the NUMA node each hangs under while nested.
 DEVICES = {GPU[0]: 0, CARD[0]: 0, GPU[1]: 1, CARD[1]: 1, FPGA: 1}
 OTHER = '0c000000-0000-4000-8000-000000000005'

@@ -157,8 +157,8 @@ def test_without_snapshot_only_amounts_are_decided():
 def test_device_and_numa_node_of_providers():
     tree = host.tree()
     assert fit.device_of_provider(tree, host.PF0_RP) == ('pf', host.PF0)
-    assert fit.device_of_provider(tree, host.VGPU0_RP) == ('pci',
-                                                          host.VGPU0)
+    assert fit.device_of_provider(tree, host.VGPU0_RP) == (
+        'pci', host.VGPU0)
     assert fit.device_of_provider(tree, host.NUMA0) is None
     assert fit.numa_of_provider(tree, host.NUMA1) == 1
     assert fit.numa_of_provider(tree, host.PF1_RP) is None

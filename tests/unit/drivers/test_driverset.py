@@ -69,8 +69,8 @@ def test_host1_tree(dconf, snapshot, tree):
     pf = tree.get(f'{H}_pci_0000_d8_00_1')
     assert pf.inventory['SRIOV_NET_VF']['total'] == 4
     assert pf.traits == {'HW_NIC_SRIOV', 'CUSTOM_PHYSNET_PHYSNET1', OWNER}
-    assert tree.get(f'{H}_nic_0000_d8_00').traits == {'CUSTOM_NIC_ROOT',
-                                                       OWNER}
+    card = tree.get(f'{H}_nic_0000_d8_00')
+    assert card.traits == {'CUSTOM_NIC_ROOT', OWNER}
     fpga = tree.get(f'{H}_pci_0000_86_00_0')
     assert fpga.inventory['FPGA']['total'] == 1
     assert fpga.traits == {'CUSTOM_FPGA_INTEL_ARRIA10', OWNER}
