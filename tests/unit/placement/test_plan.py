@@ -609,3 +609,45 @@ def test_check_lets_a_plan_lower_what_was_already_too_much():
     desired = _flat()
     desired.set_inventory('compute1', 'VCPU', {'total': 48})
     plan.check(_make(current, desired), current, {}, CPU_AND_GPU)
+
+
+def test_a_deleted_provider_goes_aside_for_a_created_one_of_its_name():
+    """The previous release's numa_0 (uuid of its name) makes way for the
+    one whose uuid derives from the root: renamed first, deleted last."""
+    current = ptree.ProviderTree()
+    root = current.new_root(HOST, generation=1)
+    old = current.new_child(f'{HOST}_numa_0', root,
+                            uuid=ptree.provider_uuid(f'{HOST}_numa_0'),
+                            generation=1)
+    desired = ptree.ProviderTree()
+    desired.new_root(HOST)
+    new = desired.new_child(f'{HOST}_numa_0', HOST)
+    assert new.uuid != old.uuid
+    p = plan.make_plan(current, desired)
+    assert p.rename == (plan.Rename(old.uuid, f'{HOST}_numa_0',
+                                    f'{HOST}_numa_0 (migrating)',
+                                    root.uuid),)
+    assert [c.uuid for c in p.create] == [new.uuid]
+    assert p.delete == (old.uuid,)
+    assert p.lines() == [
+        f'{HOST}: sync (0 consumers move)',
+        f'provider renamed: {HOST}_numa_0 -> {HOST}_numa_0 (migrating)',
+        f'provider created: {HOST}_numa_0',
+        f'provider deleted: {HOST}_numa_0 (migrating)']
+    after = plan.apply(current, p)
+    assert [(x.uuid, x.name) for x in after.providers()] == [
+        (root.uuid, HOST), (new.uuid, f'{HOST}_numa_0')]
+
+
+def test_an_owned_provider_named_otherwise_is_renamed_in_place():
+    current = tree_with()
+    desired = current.copy()
+    desired.rename(f'{HOST}_numa_0', 'cn1.example_numa_0')
+    p = plan.make_plan(current, desired)
+    uuid = current.get(f'{HOST}_numa_0').uuid
+    assert p.rename == (plan.Rename(uuid, f'{HOST}_numa_0',
+                                    'cn1.example_numa_0',
+                                    current.get(HOST).uuid),)
+    assert p.create == () and p.delete == () and not p.empty
+    assert p.to_dict()['providers_renamed'] == [
+        {'from': f'{HOST}_numa_0', 'to': 'cn1.example_numa_0'}]
