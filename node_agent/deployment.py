@@ -22,6 +22,8 @@ children (boot-from-volume: no DISK_GB) never lands on the host.
 Pure: nothing here reads a file or Placement.
 """
 
+from node_agent import identity
+
 STANDALONE = 'standalone'
 WHOLE_HOST = 'whole_host'
 BESIDE_NOVA = 'beside_nova_compute'
@@ -31,7 +33,7 @@ MODES = (STANDALONE, WHOLE_HOST, BESIDE_NOVA)
 #: first two; the last is the agent's own).
 OWNER_NOVA = 'OWNER_NOVA'
 OWNER_CYBORG = 'OWNER_CYBORG'
-OWNER_NODE_AGENT = 'CUSTOM_OWNER_NODE_AGENT'
+OWNER_NODE_AGENT = identity.OWNER_TRAIT
 COMPUTE_NODE = 'COMPUTE_NODE'
 
 #: Why whole_host keeps CPU and memory off the NUMA providers, logged once

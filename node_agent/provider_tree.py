@@ -9,14 +9,17 @@ Placement into one, and :mod:`node_agent.placement.plan` diffs two of them.
 
     compute1                       (root: provider traits, ownership)
      +-- compute1_numa_0           HW_NUMA_ROOT, VCPU, PCPU, MEMORY_MB
-     |    +-- compute1_gpu_0000:3b:00.0     VGPU or PGPU
-     |    +-- compute1_nic_0000:5e:00       NIC root
-     |         +-- compute1_pf_0000:5e:00.0 SRIOV_NET_VF, CUSTOM_PHYSNET_*
+     |    +-- compute1_pci_0000_3b_00_0     VGPU or PGPU
+     |    +-- compute1_nic_0000_5e_00       NIC root
+     |         +-- compute1_pci_0000_5e_00_0  SRIOV_NET_VF, CUSTOM_PHYSNET_*
      +-- compute1_numa_1
           +-- ...
 
-Child providers get uuids derived from their names (:func:`provider_uuid`),
-so a restart or a rebuilt state directory finds the same providers.
+Names and uuids of children are :mod:`node_agent.identity`'s: a child's
+uuid derives from its root's uuid and its device id, so a restart, a
+rebuilt state directory or a renamed host finds the same providers.
+:func:`provider_uuid` is the previous release's rule (uuid5 of the name),
+kept to recognise that release's providers and as the default root uuid.
 """
 
 import copy
@@ -32,13 +35,8 @@ INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
 
 
 def provider_uuid(name):
-    """The uuid node-agent gives the provider called ``name``."""
+    """The uuid the previous release gave the provider called ``name``."""
     return str(uuidlib.uuid5(PROVIDER_NAMESPACE, name))
-
-
-def child_name(host, kind, stable_id):
-    """``<host>_<kind>_<stable id>``, the name of a child provider."""
-    return f'{host}_{kind}_{stable_id}'
 
 
 def normalize_inventory(record):
@@ -98,12 +96,24 @@ class ProviderTree:
                                   generation=generation))
 
     def new_child(self, name, parent, uuid=None, generation=None):
+        """A child of ``parent``; without ``uuid``, the one
+        :mod:`node_agent.identity` derives for a ``<root name>_<device
+        id>`` name, else the previous release's :func:`provider_uuid`."""
         parent = self.get(parent)
-        uuid = uuid or provider_uuid(name)
+        uuid = uuid or self._child_uuid(name, parent)
         return self._add(Provider(uuid=uuid, name=name,
                                   parent_uuid=parent.uuid,
                                   root_uuid=parent.root_uuid,
                                   generation=generation))
+
+    def _child_uuid(self, name, parent):
+        # Imported here: identity reads this module's legacy uuids.
+        from node_agent import identity
+        root = self.get(parent.root_uuid)
+        device_id = identity.device_id(name, root.name)
+        if device_id is None:
+            return provider_uuid(name)
+        return identity.child_uuid(root.uuid, device_id)
 
     def _add(self, provider):
         if provider.uuid in self._by_uuid:
@@ -193,6 +203,16 @@ class ProviderTree:
         return result
 
     # -- editing ------------------------------------------------------------
+
+    def rename(self, name_or_uuid, name):
+        """Give a provider a new name, unique in the tree as in Placement."""
+        provider = self.get(name_or_uuid)
+        other = self.find(name)
+        if other is not None and other is not provider:
+            raise ValueError(f'a provider named {name!r} is already in the '
+                             'tree')
+        provider.name = name
+        return provider
 
     def update_inventory(self, name_or_uuid, inventory):
         """Replace the provider's whole inventory."""

@@ -15,28 +15,24 @@ Rules, per provider and resource class of the request:
   ``(total - reserved) * allocation_ratio`` less what other claims hold;
   otherwise ``ClaimRejected``;
 - SRIOV_NET_VF, VGPU and PGPU get concrete devices.  On a device provider
-  (``<host>_pf_<addr>``, ``<host>_gpu_<addr>``) they come from that device;
-  on any other provider from the devices of the NUMA nodes the request
-  names (its ``<host>_numa_<n>`` providers, or the provider's own NUMA
-  ancestor), else from the whole host.  A device held by another claim or
-  by another consumer's libvirt domain is never handed out.  Without a
+  (a PF or another PCI function: :func:`node_agent.identity.device_of`)
+  they come from that device; on any other provider from the devices of
+  the NUMA nodes the request names (its NUMA providers, or the provider's
+  own NUMA ancestor), else from the whole host.  A device held by another
+  claim or by another consumer's libvirt domain is never handed out.  Without a
   snapshot no devices are chosen (amounts only).
 """
 
 import dataclasses
-import re
 import uuid as uuidlib
 
 import os_resource_classes as orc
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree
 from node_agent import text
 from node_agent.claims import model
-
-_ADDR = r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]'
-_DEVICE_NAME = re.compile(rf'_(pf|gpu)_({_ADDR})(?:_.*)?$')
-_NUMA_NAME = re.compile(r'_numa_(\d+)$')
 
 # Namespace for the uuids of mdevs a claim asks to be created: derived from
 # consumer and parent, so deciding twice gives the same answer.
@@ -56,15 +52,13 @@ class Decision:
     devices: tuple
 
 
-def device_of_provider(name):
-    """``('pf'|'gpu', pci address)`` of a device provider's name, or None."""
-    match = _DEVICE_NAME.search(name or '')
-    return (match.group(1), match.group(2)) if match else None
+def device_of_provider(tree, rp):
+    """``('pf'|'pci', PCI address)`` of device provider ``rp``, or None."""
+    return identity.device_of(tree.get(rp), tree)
 
 
-def numa_of_provider(name):
-    match = _NUMA_NAME.search(name or '')
-    return int(match.group(1)) if match else None
+def numa_of_provider(tree, rp):
+    return identity.numa_node_of_provider(tree.get(rp), tree)
 
 
 def _label(tree, rp):
@@ -158,12 +152,12 @@ def _own(snapshot, consumer_uuid):
 
 def _numa_scope(request, tree, rp):
     """NUMA node ids devices may come from for ``rp``; None: anywhere."""
-    named = {numa_of_provider(tree.get(p).name) for p in request.resources}
+    named = {numa_of_provider(tree, p) for p in request.resources}
     named.discard(None)
     if named:
         return named
     for ancestor in [rp] + tree.ancestors(rp):
-        node = numa_of_provider(tree.get(ancestor).name)
+        node = numa_of_provider(tree, ancestor)
         if node is not None:
             return {node}
     return None
@@ -172,7 +166,7 @@ def _numa_scope(request, tree, rp):
 def _vf_candidates(snapshot, device, scope):
     if device is not None:
         kind, addr = device
-        if kind != 'pf':
+        if kind != identity.PF:
             return []
         pf = snapshot.pf(addr)
         if pf is not None:
@@ -186,7 +180,7 @@ def _vf_candidates(snapshot, device, scope):
 def _gpus(snapshot, device, scope):
     if device is not None:
         kind, addr = device
-        if kind != 'gpu':
+        if kind != identity.PCI:
             return []
         gpu = snapshot.gpu(addr) or snapshot.pci_device(addr)
         return [gpu] if gpu else []
@@ -203,7 +197,7 @@ def _mdev_types(snapshot, gpu):
 
 
 def _pick_vfs(request, tree, snapshot, rp, amount, held, own):
-    device = device_of_provider(tree.get(rp).name)
+    device = device_of_provider(tree, rp)
     free = [(pf, vf) for pf, vf in _vf_candidates(
         snapshot, device, _numa_scope(request, tree, rp)) if vf not in held]
     free.sort(key=lambda c: (c[1] not in own, c[1]))
@@ -217,7 +211,7 @@ def _pick_vfs(request, tree, snapshot, rp, amount, held, own):
 
 
 def _pick_pgpus(request, tree, snapshot, rp, amount, held, own):
-    device = device_of_provider(tree.get(rp).name)
+    device = device_of_provider(tree, rp)
     free = [g.address for g in _gpus(snapshot, device,
                                      _numa_scope(request, tree, rp))
             if g.address not in held]
@@ -232,7 +226,7 @@ def _pick_pgpus(request, tree, snapshot, rp, amount, held, own):
 
 def _pick_mdevs(request, tree, snapshot, rp, amount, held, own, claims,
                 taken):
-    device = device_of_provider(tree.get(rp).name)
+    device = device_of_provider(tree, rp)
     gpus = sorted(_gpus(snapshot, device, _numa_scope(request, tree, rp)),
                   key=lambda g: g.address)
     claimed = [d for c in claims for d in c.devices

@@ -412,10 +412,10 @@ def _move_devices(devices, resources, tree):
             target = device.provider
         else:
             named = [rp for rp in holders
-                     if (fit.device_of_provider(tree.get(rp).name) or
+                     if (fit.device_of_provider(tree, rp) or
                          (None, None))[1] == device.parent]
             generic = [rp for rp in holders
-                       if fit.device_of_provider(tree.get(rp).name) is None]
+                       if fit.device_of_provider(tree, rp) is None]
             if named:
                 target = named[0]
             elif len(generic) == 1:
@@ -437,7 +437,7 @@ def _devices_of_domain(domain, resources, tree, snapshot):
     def holder(rc, parent):
         holders = [rp for rp, rcs in resources.items() if rc in rcs]
         named = [rp for rp in holders
-                 if (fit.device_of_provider(tree.get(rp).name)
+                 if (fit.device_of_provider(tree, rp)
                      or (None, None))[1] == parent]
         return (named or holders or [None])[0]
 

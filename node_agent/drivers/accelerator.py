@@ -2,8 +2,9 @@
 
 ::
 
-    <host>_numa_1
-     +-- <host>_accel_0000:86:00.0     FPGA: 1, CUSTOM_FPGA_INTEL_ARRIA10
+    <root>_numa_1
+     +-- <root>_pci_0000_86_00_0     FPGA: 1, CUSTOM_FPGA_INTEL_ARRIA10,
+                                     CUSTOM_OWNER_NODE_AGENT
 
 A device is reported only when an entry of ``[pci] device_allow_list``
 names it (vendor_id, product_id, address glob; every given field must
@@ -31,6 +32,7 @@ import os_resource_classes as orc
 import os_traits
 
 from node_agent import exception
+from node_agent import identity
 from node_agent.drivers import base
 from node_agent.drivers import layout
 from node_agent.drivers import nic
@@ -163,7 +165,7 @@ def parse_allow_list(values):
 class AcceleratorDriver(base.Driver):
     name = 'accelerator'
     order = 40
-    kinds = ('accel',)
+    kinds = (identity.PCI,)
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
@@ -196,8 +198,8 @@ class AcceleratorDriver(base.Driver):
         wanted = set()
         for device, matcher in self.devices:
             provider = layout.ensure_device(
-                self.conf, self.snapshot, provider_tree, nodename, 'accel',
-                device.address, device.numa_node)
+                self.conf, self.snapshot, provider_tree, nodename,
+                identity.pci_id(device.address), device.numa_node)
             if provider is None:
                 continue
             wanted.add(provider.name)

@@ -17,11 +17,21 @@
 Pruning never removes the root, a provider the agent does not own, or an
 owned provider that still has a child someone else owns (that child would
 go with it).
+
+The previous release's providers (:func:`node_agent.identity.is_legacy`)
+are pruned like any provider nobody wants, and their successors, made by
+the drivers under the new names and uuids, appear: their inventory moves,
+so this is a reshape, and each consumer's amounts follow to the successor
+of the provider they were on (``successors`` of
+:func:`node_agent.drivers.reshape.move_allocations`).  The plan renames a
+legacy provider out of the way when its successor takes its name
+(:mod:`node_agent.placement.plan`).
 """
 
 import logging
 
 from node_agent import exception
+from node_agent import identity
 from node_agent.drivers import layout
 from node_agent.drivers import reshape
 
@@ -59,7 +69,23 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     if allocations is None:
         raise exception.ReshapeNeeded(reshape.describe(moves))
     reshape.move_allocations(moves, before, provider_tree, nodename,
-                             allocations, snapshot)
+                             allocations, snapshot,
+                             successors(before, provider_tree, nodename))
+
+
+def successors(before, after, nodename):
+    """``{legacy uuid: successor uuid}`` for the previous release's
+    providers of ``before`` whose successor is in ``after``."""
+    root = before.get(nodename)
+    result = {}
+    for provider in layout.owned_providers(before, nodename):
+        device_id = identity.successor_id(provider, root.name)
+        if device_id is None or not identity.is_legacy(provider, root.name):
+            continue
+        uuid = identity.child_uuid(root.uuid, device_id)
+        if uuid in after:
+            result[provider.uuid] = uuid
+    return result
 
 
 def _prune(tree, nodename, wanted, kinds):
@@ -67,11 +93,11 @@ def _prune(tree, nodename, wanted, kinds):
     for provider in reversed(layout.owned_providers(tree, nodename)):
         if provider.name in wanted or provider.is_root:
             continue
-        if kinds is not None and layout.kind_of(provider, nodename) \
+        if kinds is not None and layout.kind_of(provider, tree) \
                 not in kinds:
             continue
         foreign = [p for p in tree.subtree(provider.uuid)[1:]
-                   if not layout.is_owned(p, nodename)]
+                   if not layout.is_owned(p, nodename, tree)]
         if foreign:
             LOG.warning('Provider %s is no longer reported but keeps '
                         'children this agent does not own (%s); leaving it '

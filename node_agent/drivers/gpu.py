@@ -2,10 +2,11 @@
 
 ::
 
-    <host>                            VGPU (sum) if per_gpu_providers=false
-     +-- <host>_numa_0
-          +-- <host>_gpu_0000:3b:00.0   VGPU or PGPU,
-                                        CUSTOM_GPU_NVIDIA_TESLA_T4
+    <root>                            VGPU (sum) if per_gpu_providers=false
+     +-- <root>_numa_0
+          +-- <root>_pci_0000_3b_00_0   VGPU or PGPU,
+                                        CUSTOM_GPU_NVIDIA_TESLA_T4,
+                                        CUSTOM_OWNER_NODE_AGENT
 
 GPUs are the snapshot's ``gpus`` (NVML) plus display-class PCI devices
 (class 0x03) NVML did not list.  A GPU is reported only when it has
@@ -37,6 +38,7 @@ import re
 import os_resource_classes as orc
 
 from node_agent import exception
+from node_agent import identity
 from node_agent.drivers import base
 from node_agent.drivers import layout
 
@@ -108,7 +110,7 @@ def vgpu_total(gpu, enabled_types):
 class GpuDriver(base.Driver):
     name = 'gpu'
     order = 20
-    kinds = ('gpu',)
+    kinds = (identity.PCI,)
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
@@ -128,7 +130,7 @@ class GpuDriver(base.Driver):
         return bool(self.gpus)
 
     def renames(self):
-        return {('gpu', old): self.resource_class
+        return {(identity.PCI, old): self.resource_class
                 for old in PASSTHROUGH_CLASSES
                 if old != self.resource_class}
 
@@ -158,8 +160,8 @@ class GpuDriver(base.Driver):
             if not inventory:
                 continue
             provider = layout.ensure_device(
-                self.conf, self.snapshot, provider_tree, nodename, 'gpu',
-                gpu.address, gpu.numa_node)
+                self.conf, self.snapshot, provider_tree, nodename,
+                identity.pci_id(gpu.address), gpu.numa_node)
             if provider is None:
                 continue
             wanted.add(provider.name)

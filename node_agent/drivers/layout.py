@@ -2,11 +2,13 @@
 
 Rules kept here so that no driver can break them on its own:
 
-- A provider is *owned* by the agent when it is the root named after the
-  host, or when its name starts with ``<host>_`` and its uuid is
-  :func:`node_agent.provider_tree.provider_uuid` of that name.  Anything
-  else (a Cyborg child under our root, a provider another service made) is
-  never edited, moved or removed.
+- A provider is *owned* by the agent by :func:`node_agent.identity.is_ours`
+  (the root, children with derived uuids, and the previous release's
+  providers, which are only ever pruned: their successors take over).
+  Anything else (a Cyborg child under our root, a provider another service
+  made) is never edited, moved or removed.
+- Children are named and uuid'ed by :mod:`node_agent.identity`
+  (:func:`ensure_child`), and carry its owner trait.
 - On an owned provider a driver sets only the resource classes and traits
   it *manages* (:func:`set_inventory`, :func:`set_traits`): whatever else an
   operator or another writer put there stays.
@@ -16,6 +18,7 @@ Rules kept here so that no driver can break them on its own:
 
 import logging
 
+from node_agent import identity
 from node_agent import provider_tree as pt
 
 LOG = logging.getLogger(__name__)
@@ -31,11 +34,10 @@ NUMA_ROOT_TRAIT = 'HW_NUMA_ROOT'
 NIC_ROOT_TRAIT = 'CUSTOM_NIC_ROOT'
 
 
-def is_owned(provider, nodename):
-    if provider.is_root:
-        return provider.name == nodename
-    return (provider.name.startswith(nodename + '_')
-            and provider.uuid == pt.provider_uuid(provider.name))
+def is_owned(provider, nodename, tree):
+    """:func:`node_agent.identity.is_ours` under the root ``nodename``."""
+    root = tree.find(nodename)
+    return root is not None and identity.is_ours(provider, root)
 
 
 def owned_providers(tree, nodename):
@@ -43,14 +45,13 @@ def owned_providers(tree, nodename):
     root = tree.find(nodename)
     if root is None:
         return []
-    return [p for p in tree.subtree(root.uuid) if is_owned(p, nodename)]
+    return [p for p in tree.subtree(root.uuid)
+            if identity.is_ours(p, root)]
 
 
-def kind_of(provider, nodename):
-    """``"root"``, or the ``<kind>`` of ``<host>_<kind>_<stable id>``."""
-    if provider.name == nodename:
-        return 'root'
-    return provider.name[len(nodename) + 1:].split('_', 1)[0]
+def kind_of(provider, tree):
+    """:func:`node_agent.identity.kind_of`."""
+    return identity.kind_of(provider, tree)
 
 
 def numa_active(conf, snapshot):
@@ -59,49 +60,60 @@ def numa_active(conf, snapshot):
             and bool(snapshot.numa_nodes))
 
 
-def numa_name(nodename, node_id):
-    return pt.child_name(nodename, 'numa', node_id)
-
-
 def parent_for(conf, snapshot, tree, nodename, numa_node):
-    """Name of the provider a device affined to ``numa_node`` hangs under."""
+    """The provider a device affined to ``numa_node`` hangs under: its
+    NUMA node's while NUMA modelling is active and that node is in the
+    tree, else the root."""
+    root = tree.get(nodename)
     if numa_node is not None and numa_active(conf, snapshot):
-        name = numa_name(nodename, numa_node)
-        provider = tree.find(name)
-        if provider is not None and is_owned(provider, nodename):
-            return name
-    return nodename
+        provider = tree.find(identity.child_uuid(
+            root.uuid, identity.numa_id(numa_node)))
+        if provider is not None:
+            return provider
+    return root
 
 
-def ensure_device(conf, snapshot, tree, nodename, kind, stable_id,
-                  numa_node):
-    """The owned provider ``<nodename>_<kind>_<stable_id>`` of a device,
-    under the provider its ``numa_node`` affinity gives (see
-    :func:`parent_for`), or None as :func:`ensure_child` says."""
-    return ensure_child(tree, pt.child_name(nodename, kind, stable_id),
+def ensure_device(conf, snapshot, tree, nodename, device_id, numa_node):
+    """The owned provider of device ``device_id``, under the provider its
+    ``numa_node`` affinity gives (see :func:`parent_for`), or None as
+    :func:`ensure_child` says."""
+    return ensure_child(tree, device_id,
                         parent_for(conf, snapshot, tree, nodename, numa_node),
                         nodename)
 
 
-def ensure_child(tree, name, parent_name, nodename):
-    """The owned child ``name`` under ``parent_name``, made or moved there.
+def ensure_child(tree, device_id, parent, nodename):
+    """The owned child for ``device_id`` under ``parent``, made or moved
+    there, named and uuid'ed by :mod:`node_agent.identity` and carrying its
+    owner trait.
 
-    Returns None (and logs why) when a provider of that name exists but is
-    not ours: provider names are unique in Placement, so we cannot make one.
-    A provider of ours under another parent (NUMA modelling switched on or
-    off) is moved with its whole subtree, keeping uuid, generation,
-    inventory and traits, so its allocations stay where they are.
+    Found by its uuid: one named otherwise (the root was renamed) takes
+    its name again.  A provider of ours under another parent (NUMA
+    modelling switched on or off) is moved with its whole subtree, keeping
+    uuid, generation, inventory and traits, so its allocations stay where
+    they are.  Provider names are unique in Placement: a legacy provider
+    holding the name is renamed aside (it is pruned, its successor takes
+    over); one that is not ours makes this return None (logged).
     """
-    provider = tree.find(name)
-    parent = tree.get(parent_name)
+    root = tree.get(nodename)
+    parent = tree.get(parent)
+    name = identity.child_name(root.name, device_id)
+    uuid = identity.child_uuid(root.uuid, device_id)
+    holder = tree.find(name)
+    if holder is not None and holder.uuid != uuid:
+        if not identity.is_legacy(holder, root.name):
+            LOG.warning('Provider %s (%s) exists but was not created by '
+                        'this agent; not reporting it', name, holder.uuid)
+            return None
+        tree.rename(holder.uuid, identity.aside_name(name))
+    provider = tree.find(uuid)
     if provider is None:
-        return tree.new_child(name, parent.uuid)
-    if not is_owned(provider, nodename):
-        LOG.warning('Provider %s (%s) exists but was not created by this '
-                    'agent; not reporting it', name, provider.uuid)
-        return None
+        provider = tree.new_child(name, parent.uuid, uuid=uuid)
+    if provider.name != name:
+        tree.rename(uuid, name)
     if provider.parent_uuid != parent.uuid:
         tree.move(provider.uuid, parent.uuid)
+    provider.traits.add(identity.OWNER_TRAIT)
     return provider
 
 

@@ -2,11 +2,11 @@
 
 ::
 
-    <host>_numa_0
-     +-- <host>_nic_0000:5e:00            CUSTOM_NIC_ROOT       (one per card)
-          +-- <host>_pf_0000:5e:00.0      SRIOV_NET_VF: 4, HW_NIC_SRIOV,
+    <root>_numa_0
+     +-- <root>_nic_0000_5e_00            CUSTOM_NIC_ROOT       (one per card)
+          +-- <root>_pci_0000_5e_00_0     SRIOV_NET_VF: 4, HW_NIC_SRIOV,
           |                               CUSTOM_PHYSNET_PHYSNET0
-          +-- <host>_pf_0000:5e:00.1      ...
+          +-- <root>_pci_0000_5e_00_1     ...
 
 Only PFs named in ``[nic] physical_device_mappings`` are reported, as
 Neutron's SR-IOV agent spells it (``physnet:ifname,...``); an interface the
@@ -33,7 +33,7 @@ import logging
 import os_traits
 
 from node_agent import exception
-from node_agent import provider_tree as pt
+from node_agent import identity
 from node_agent.drivers import base
 from node_agent.drivers import layout
 
@@ -102,7 +102,7 @@ def find_pf(snapshot, ifname):
 class NicDriver(base.Driver):
     name = 'nic'
     order = 30
-    kinds = ('nic', 'pf')
+    kinds = (identity.NIC, identity.PF)
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
@@ -136,20 +136,20 @@ class NicDriver(base.Driver):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
             card_rp = layout.ensure_device(
-                self.conf, self.snapshot, provider_tree, nodename, 'nic',
-                card, node)
+                self.conf, self.snapshot, provider_tree, nodename,
+                identity.nic_id(card), node)
             if card_rp is None:
                 continue
             wanted.add(card_rp.name)
             layout.set_inventory(card_rp, {}, PF_CLASSES)
             layout.set_traits(card_rp, CARD_TRAITS, CARD_TRAITS)
             for pf, physnet in pfs:
-                name = pt.child_name(nodename, 'pf', pf.address)
-                provider = layout.ensure_child(provider_tree, name,
-                                               card_rp.name, nodename)
+                provider = layout.ensure_child(
+                    provider_tree, identity.pci_id(pf.address), card_rp,
+                    nodename)
                 if provider is None:
                     continue
-                wanted.add(name)
+                wanted.add(provider.name)
                 layout.set_inventory(provider, self._inventory(pf),
                                      PF_CLASSES)
                 traits = {physnet_trait(physnet)}

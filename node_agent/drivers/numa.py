@@ -2,9 +2,10 @@
 
 ::
 
-    <host>
-     +-- <host>_numa_0     HW_NUMA_ROOT, VCPU, PCPU, MEMORY_MB, HW_CPU_*
-     +-- <host>_numa_1     ...
+    <root>
+     +-- <root>_numa_0     HW_NUMA_ROOT, VCPU, PCPU, MEMORY_MB, HW_CPU_*,
+     |                     CUSTOM_OWNER_NODE_AGENT
+     +-- <root>_numa_1     ...
 
 Active when ``numa`` is an enabled driver, ``[numa] enabled`` is true and
 the snapshot has NUMA nodes (:func:`node_agent.drivers.layout.numa_active`).
@@ -33,6 +34,7 @@ node that has VCPU or PCPU (resource traits follow their resources).
 import logging
 
 from node_agent import deployment
+from node_agent import identity
 from node_agent.drivers import base
 from node_agent.drivers import compute
 from node_agent.drivers import layout
@@ -82,12 +84,11 @@ class NumaDriver(base.Driver):
         inventories = self._inventories(current, nodename) if resources \
             else {}
         for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
-            name = layout.numa_name(nodename, node.id)
-            provider = layout.ensure_child(provider_tree, name, nodename,
-                                           nodename)
+            provider = layout.ensure_child(
+                provider_tree, identity.numa_id(node.id), nodename, nodename)
             if provider is None:
                 continue
-            wanted.add(name)
+            wanted.add(provider.name)
             inventory = inventories.get(node.id, {})
             traits = {layout.NUMA_ROOT_TRAIT}
             if 'VCPU' in inventory or 'PCPU' in inventory:

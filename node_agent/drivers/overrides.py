@@ -7,7 +7,7 @@ name order) have the shape of Nova's provider config files::
       schema_version: '1.0'
     providers:
       - identification:
-          name: compute1_gpu_0000:3b:00.0   # or uuid: <uuid> | $COMPUTE_NODE
+          name: compute1_pci_0000_3b_00_0   # or uuid: <uuid> | $COMPUTE_NODE
         inventories:
           additional:
             - CUSTOM_LICENSE_SLOT:
@@ -267,7 +267,7 @@ class ProviderOverrides:
                             'which this host does not report; skipped',
                             o.filename, ident)
                 continue
-            if not layout.is_owned(provider, nodename):
+            if not layout.is_owned(provider, nodename, tree):
                 LOG.warning('Provider override in %s names provider %s, '
                             'which this agent does not manage; skipped',
                             o.filename, ident)

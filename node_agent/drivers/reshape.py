@@ -9,8 +9,9 @@ to, see :meth:`node_agent.drivers.base.Driver.renames`) appears on an owned
 provider that did not have it::
 
     flat -> nested NUMA      root VCPU          -> numa_0 VCPU, numa_1 VCPU
-    per_gpu_providers on     root VGPU          -> gpu_<addr> VGPU
-    class renamed            gpu_<addr> CUSTOM_PGPU -> gpu_<addr> PGPU
+    per_gpu_providers on     root VGPU          -> pci_<addr> VGPU
+    class renamed            pci_<addr> CUSTOM_PGPU -> pci_<addr> PGPU
+    previous release         <host>_gpu_<addr> VGPU -> <root>_pci_<addr> VGPU
 
 Inventory that simply disappears (a device removed) is no move: there is
 nowhere for its allocations to go.
@@ -21,6 +22,10 @@ place, consumer by consumer, and only the ``resources`` of moving
 other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
 ``consumer_type`` stay as they were.  Each consumer's amounts go:
 
+0. on a provider of the previous release, to that provider's successor
+   (:func:`node_agent.identity.successor_id`) when it has the class: the
+   same amounts, one provider for another, so a migration keeps every
+   allocation where it was, up to the uuid;
 1. where its resources really are, when the consumer is a libvirt domain of
    the snapshot (same uuid): VGPU to the GPU that owns its mdevs, CPU and
    memory to the NUMA node(s) its guest is pinned to, passthrough classes
@@ -43,6 +48,7 @@ import collections
 import dataclasses
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as pt
 from node_agent.drivers import layout
 
@@ -70,7 +76,7 @@ def find_moves(before, after, nodename, renames=None):
     moves = []
     for uuid, provider in before_owned.items():
         new = after_owned.get(uuid)
-        kind = layout.kind_of(provider, nodename)
+        kind = layout.kind_of(provider, before)
         for rc in provider.inventory:
             if new is not None and rc in new.inventory:
                 continue
@@ -91,12 +97,19 @@ def describe(moves):
     return 'inventory moves between providers: ' + '; '.join(parts)
 
 
-def move_allocations(moves, before, after, nodename, allocations, snapshot):
-    """Move the allocations of ``moves`` in ``allocations`` in place."""
+def move_allocations(moves, before, after, nodename, allocations, snapshot,
+                     successors=None):
+    """Move the allocations of ``moves`` in ``allocations`` in place.
+
+    ``successors``: ``{legacy provider uuid: its successor's uuid}`` (rule
+    0 of the module doc).
+    """
     moving = {(m.provider_uuid, m.resource_class): m.new_class
               for m in moves}
+    moving = _follow_successors(moving, successors or {}, after,
+                                allocations)
     dest = _Destinations(after, nodename, allocations, moving)
-    affinity = _Affinity(snapshot, nodename)
+    affinity = _Affinity(snapshot, after.get(nodename))
 
     work = []
     for consumer, record in allocations.items():
@@ -116,6 +129,31 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot):
     for _, consumer, needs, sources, prefs in work:
         placed = _place(consumer, needs, sources, prefs, dest)
         _rewrite(allocations[consumer], moving, placed, after)
+
+
+def _follow_successors(moving, successors, after, allocations):
+    """Move amounts on legacy providers to their successors as they are;
+    returns the ``moving`` pairs left for the other rules."""
+    followed = {}
+    for (uuid, rc), new_rc in moving.items():
+        successor = after.find(successors.get(uuid, ''))
+        if successor is not None and new_rc in successor.inventory:
+            followed[uuid, rc] = (successor, new_rc)
+    for record in allocations.values():
+        allocs = record.get('allocations', {})
+        for rp_uuid in sorted(set(allocs)):
+            resources = allocs[rp_uuid].get('resources', {})
+            for rc in sorted(resources):
+                if (rp_uuid, rc) not in followed:
+                    continue
+                successor, new_rc = followed[rp_uuid, rc]
+                entry = allocs.setdefault(successor.uuid, {
+                    'generation': successor.generation, 'resources': {}})
+                target = entry.setdefault('resources', {})
+                target[new_rc] = target.get(new_rc, 0) + resources.pop(rc)
+            if not resources:
+                del allocs[rp_uuid]
+    return {pair: rc for pair, rc in moving.items() if pair not in followed}
 
 
 def _place(consumer, needs, sources, prefs, dest):
@@ -266,8 +304,8 @@ class _Prefs:
 class _Affinity:
     """Where a consumer's resources really are, from the snapshot."""
 
-    def __init__(self, snapshot, nodename):
-        self._nodename = nodename
+    def __init__(self, snapshot, root):
+        self._root_uuid = root.uuid
         self._domains = {d.uuid: d for d in snapshot.domains}
         self._snapshot = snapshot
         self._mdev_owner = {}
@@ -285,7 +323,7 @@ class _Affinity:
         for mdev in domain.mdevs:
             address = self._mdev_owner.get(mdev)
             if address is not None:
-                gpus[self._uuid('gpu', address)] += 1
+                gpus[self._uuid(identity.pci_id(address))] += 1
         if gpus:
             prefs.exact['VGPU'] = dict(sorted(gpus.items()))
         nodes = set(domain.numa_nodes)
@@ -293,19 +331,15 @@ class _Affinity:
             node = self._snapshot.numa_node_of_cpu(cpu)
             if node is not None:
                 nodes.add(node)
-        names = [pt.child_name(self._nodename, 'gpu', a)
-                 for a in sorted(domain.hostdevs)]
-        names += [pt.child_name(self._nodename, 'accel', a)
-                  for a in sorted(domain.hostdevs)]
-        names += [layout.numa_name(self._nodename, n) for n in sorted(nodes)]
-        names += [pt.child_name(self._nodename, 'gpu', self._mdev_owner[m])
-                  for m in domain.mdevs if m in self._mdev_owner]
-        for name in names:
-            uuid = pt.provider_uuid(name)
+        device_ids = [identity.pci_id(a) for a in sorted(domain.hostdevs)]
+        device_ids += [identity.numa_id(n) for n in sorted(nodes)]
+        device_ids += [identity.pci_id(self._mdev_owner[m])
+                       for m in domain.mdevs if m in self._mdev_owner]
+        for device_id in device_ids:
+            uuid = self._uuid(device_id)
             if uuid not in prefs.providers:
                 prefs.providers.append(uuid)
         return prefs
 
-    def _uuid(self, kind, stable_id):
-        return pt.provider_uuid(pt.child_name(self._nodename, kind,
-                                              stable_id))
+    def _uuid(self, device_id):
+        return identity.child_uuid(self._root_uuid, device_id)

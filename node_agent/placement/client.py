@@ -45,6 +45,8 @@ Order of a flush, so that Placement never advertises more than exists::
     lowered inventory           every class that shrinks or goes, one PUT
                                 per provider (plan.lowered_inventory);
                                 classes that grow keep their old record
+    rename                      a name a created provider takes is freed
+                                first (PUT /resource_providers/{uuid})
     create                      parents first
     move                        re-parent (1.37), after the new parent
                                 exists
@@ -54,7 +56,7 @@ Order of a flush, so that Placement never advertises more than exists::
       inventory                 have been taken off elsewhere by now
 
 A reshape (allocations move) writes all inventory with the allocations in
-one ``POST /reshaper``, atomic: create, traits and aggregates, the
+one ``POST /reshaper``, atomic: rename, create, traits and aggregates, the
 reshape, then move and delete (the reshape took the allocations off the
 providers about to go).
 
@@ -512,6 +514,8 @@ class ReportClient:
                         have.inventory, change.inventory) is not None:
                     self._sync_provider(tree, desired.get(change.uuid),
                                         lower_only=True)
+        for rename in plan.rename:
+            self._rename(tree, rename)
         for create in plan.create:
             generation = self._create(create.uuid, create.name,
                                       create.parent_uuid)
@@ -780,6 +784,21 @@ class ReportClient:
         LOG.info('moved provider %s from %s to %s', label,
                  _name(tree, move.old_parent_uuid),
                  _name(tree, move.parent_uuid))
+
+    def _rename(self, tree, rename):
+        """Give one provider its new name; parent and generation stay.
+
+        Like a move, the PUT takes no generation and does not bump it; a
+        name another provider holds is a 409 naming both.
+        """
+        label = f'{rename.old_name} ({rename.uuid})'
+        resp = self._request(
+            'PUT', f'/resource_providers/{rename.uuid}', MV_PROVIDERS,
+            {'name': rename.name,
+             'parent_provider_uuid': rename.parent_uuid})
+        errors.check(resp, provider=f'{label}, to be renamed {rename.name}')
+        tree.rename(rename.uuid, rename.name)
+        LOG.info('renamed provider %s to %s', label, rename.name)
 
     def _delete(self, tree, uuid):
         provider = tree.get(uuid)

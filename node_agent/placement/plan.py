@@ -13,8 +13,9 @@ of the plan to the tree in Placement), never from a second diff.
 Ownership rules (the agent never touches what it does not own)::
 
     provider   owned  = the root it was told to manage, one it created
-                        (recorded in SyncState) or one whose uuid is
-                        provider_uuid(name)
+                        (recorded in SyncState) or one the identity rule
+                        gives it (node_agent.identity.owned_by_rule:
+                        derived uuids, the previous release's providers)
                not owned -> never edited, never deleted; left in Placement
                         even when absent from the desired tree
 
@@ -39,6 +40,9 @@ Checked before the first write (:func:`check`, raising
 
 Order of a plan::
 
+    rename    names taken by created   (Placement's names are unique: a
+              providers first           legacy provider the plan deletes
+                                        goes aside, see node_agent.identity)
     create    parents first            (a child needs its parent)
     changes   per provider: inventory, traits, aggregates
     move      parents first, in the    (a new parent exists by then; an old
@@ -59,10 +63,10 @@ parents of one tree (never into or out of the root's place)::
 
     before (nested)                 after (flat)
     cn1                             cn1
-     +-- cn1_numa_0   (deleted)      +-- cn1_gpu_3b     moved
-     |    +-- cn1_gpu_3b             +-- cn1_nic_5e     moved, PFs with it
-     |    +-- cn1_nic_5e                  +-- cn1_pf_5e.0
-     |         +-- cn1_pf_5e.0
+     +-- cn1_numa_0   (deleted)      +-- cn1_pci_3b     moved
+     |    +-- cn1_pci_3b             +-- cn1_nic_5e     moved, PFs with it
+     |    +-- cn1_nic_5e                  +-- cn1_pci_5e_0
+     |         +-- cn1_pci_5e_0
 
 An owned provider that is no longer desired but keeps a descendant after the
 moves (one the agent does not own, or one it may not move) is kept:
@@ -73,8 +77,9 @@ Rendered (sorted, so that two runs over the same data print the same
 text; providers by name, sharing providers outside the tree by uuid)::
 
     cn1: reshape (1 consumer moves)
+    provider renamed: cn1_numa_0 -> cn1_numa_0 (migrating)
     provider created: cn1_numa_0
-    provider moved: cn1_gpu_3b from cn1 to cn1_numa_0
+    provider moved: cn1_pci_3b from cn1 to cn1_numa_0
     inventory moved: VCPU cn1 32 -> cn1_numa_0 16, cn1_numa_1 16
     consumer 6f1e...: VCPU 2 cn1 -> cn1_numa_0
 """
@@ -84,6 +89,7 @@ import copy
 import dataclasses
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent import text
 
@@ -100,8 +106,8 @@ class Ownership:
 
 
 def default_ownership(provider):
-    """Ownership with no record: a provider named the agent's way is its."""
-    return Ownership(owned=provider.uuid == ptree.provider_uuid(provider.name))
+    """Ownership with no record: :func:`node_agent.identity.owned_by_rule`."""
+    return Ownership(owned=identity.owned_by_rule(provider))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +130,15 @@ class ProviderChange:
 @dataclasses.dataclass(frozen=True)
 class Create:
     uuid: str
+    name: str
+    parent_uuid: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Rename:
+    """Give an existing provider another name (same uuid, same parent)."""
+    uuid: str
+    old_name: str
     name: str
     parent_uuid: str | None
 
@@ -178,6 +193,7 @@ class Plan:
     writes by :func:`make_plan`.
     """
 
+    rename: tuple = ()
     create: tuple = ()
     changes: tuple = ()
     move: tuple = ()
@@ -189,6 +205,7 @@ class Plan:
 
     nodename: str = ''
     reshape: bool = False
+    providers_renamed: tuple = ()    # (old name, new name)
     providers_created: tuple = ()    # names, parents first
     providers_deleted: tuple = ()    # names, children first
     # (provider, old parent, new parent): the same provider, re-parented.
@@ -203,7 +220,7 @@ class Plan:
     @property
     def empty(self):
         """Nothing to write: no provider change and no consumer moves."""
-        return not (self.create or self.changes or self.move
+        return not (self.rename or self.create or self.changes or self.move
                     or self.delete or self.consumer_moves)
 
     @property
@@ -220,6 +237,8 @@ class Plan:
                + ('reshape' if self.reshape else 'sync')
                + f' ({text.plural(len(self.consumers), "consumer")} '
                + ('moves)' if len(self.consumers) == 1 else 'move)')]
+        for old, new in self.providers_renamed:
+            out.append(f'provider renamed: {old} -> {new}')
         for name in self.providers_created:
             out.append(f'provider created: {name}')
         for name, old_parent, new_parent in self.providers_moved:
@@ -252,6 +271,9 @@ class Plan:
         return {
             'nodename': self.nodename,
             'reshape': self.reshape,
+            'providers_renamed': [
+                {'from': old, 'to': new}
+                for old, new in self.providers_renamed],
             'providers_created': list(self.providers_created),
             'providers_deleted': list(self.providers_deleted),
             'providers_moved': [
@@ -351,6 +373,9 @@ def make_plan(current, desired, ownership=None, *, allocations_before=None,
     for tree in (current, desired):
         for provider in tree.providers():
             names[provider.uuid] = provider.name
+    # A provider renamed aside is spoken of by its new name, so that no two
+    # lines name different providers alike.
+    names.update({r.uuid: r.name for r in writes.rename})
 
     def name(uuid):
         return names.get(uuid, uuid) if uuid else '-'
@@ -367,6 +392,7 @@ def make_plan(current, desired, ownership=None, *, allocations_before=None,
         writes,
         nodename=nodename,
         reshape=allocations_after is not None,
+        providers_renamed=tuple((r.old_name, r.name) for r in writes.rename),
         providers_created=tuple(c.name for c in writes.create),
         providers_deleted=tuple(name(u) for u in writes.delete),
         providers_moved=tuple(
@@ -387,6 +413,8 @@ def apply(current, plan):
     check read this tree, so both see what the writes do.
     """
     tree = current.copy() if current is not None else ptree.ProviderTree()
+    for rename in plan.rename:
+        tree.rename(rename.uuid, rename.name)
     for create in plan.create:
         if create.parent_uuid is None:
             tree.new_root(create.name, uuid=create.uuid)
@@ -607,7 +635,7 @@ def _writes(current, desired, ownership):
     def owner(provider):
         return ownership.get(provider.uuid) or default_ownership(provider)
 
-    creates, changes, moves, skipped = [], [], [], []
+    creates, changes, moves, skipped, renames = [], [], [], [], []
     traits_needed, classes_needed = set(), set()
     for want in desired.providers():
         have = current.find(want.uuid)
@@ -626,6 +654,9 @@ def _writes(current, desired, ownership):
                     skipped.append((have.uuid, 'not owned by this agent: '
                                     'left as it is'))
                 continue
+            if have.name != want.name:
+                renames.append(Rename(have.uuid, have.name, want.name,
+                                      have.parent_uuid))
             if have.parent_uuid != want.parent_uuid:
                 move, reason = _move(have, want)
                 if move is not None:
@@ -671,11 +702,27 @@ def _writes(current, desired, ownership):
                    else 'a descendant that cannot move away')
             skipped.append((provider.uuid, f'not desired any more but has '
                             f'{why}: kept'))
-    return Plan(create=tuple(creates), changes=tuple(changes),
+    renames = _asides(current, deletes, creates, renames) + renames
+    return Plan(rename=tuple(renames), create=tuple(creates),
+                changes=tuple(changes),
                 move=tuple(moves), delete=tuple(deletes),
                 skipped=tuple(skipped),
                 custom_traits=frozenset(traits_needed),
                 custom_resource_classes=frozenset(classes_needed))
+
+
+def _asides(current, deletes, creates, renames):
+    """Renames that move providers the plan deletes out of the way of the
+    names created or renamed providers take (see module doc)."""
+    taken = {c.name for c in creates} | {r.name for r in renames}
+    result = []
+    for uuid in deletes:
+        provider = current.get(uuid)
+        if provider.name in taken:
+            result.append(Rename(uuid, provider.name,
+                                 identity.aside_name(provider.name),
+                                 provider.parent_uuid))
+    return sorted(result, key=lambda r: r.old_name)
 
 
 def _move(have, want):

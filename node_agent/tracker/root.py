@@ -37,6 +37,7 @@ import uuid as uuidlib
 
 from node_agent import deployment
 from node_agent import exception
+from node_agent import identity
 from node_agent import local_state
 from node_agent import provider_tree as ptree
 
@@ -118,7 +119,8 @@ class RootFinder:
         name = self.conf.host
         if ensure:
             return self.client.get_provider_tree_and_ensure_root(name)
-        return self._read_or_new(name, self.uuid or ptree.provider_uuid(name))
+        return self._read_or_new(
+            name, self.uuid or identity.legacy_root_uuid(name))
 
     def _whole_host(self, ensure):
         name = self.conf.host
@@ -171,7 +173,7 @@ class RootFinder:
             if found is not None:
                 self.source = path
                 return found, path
-        root_uuid = self._named_root(name) or ptree.provider_uuid(name)
+        root_uuid = self._named_root(name) or identity.legacy_root_uuid(name)
         if write:
             local_state.create_file(own_path, root_uuid + '\n')
             LOG.info('%s: compute node uuid %s recorded in %s (there is no '

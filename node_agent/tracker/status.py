@@ -12,7 +12,7 @@ when it could not be worked out; the table ends with a section
 
     compute1                         VCPU 0/32 (reserved 0)  MEMORY_MB ...
       compute1_numa_0   HW_NUMA_ROOT VCPU 2/16 (reserved 0)
-        compute1_gpu_0000:3b:00.0    VGPU 1/16 (reserved 0)
+        compute1_pci_0000_3b_00_0    VGPU 1/16 (reserved 0)
 """
 
 import json

@@ -79,8 +79,8 @@ import time
 import tenacity
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import metrics as metrics_mod
-from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
@@ -454,17 +454,18 @@ class ResourceTracker:
         ``[claims] heal_allocations_delay`` seconds as seen by this process
         (the time between a scheduler's allocation and the claim that
         follows it; 0: at first sight).  Only providers the agent owns
-        (derived uuids, and the root) are touched: allocations the consumer
-        holds elsewhere, on another host or on a provider of another service
-        in this tree, stay.
+        (:func:`node_agent.identity.is_ours`) are touched: allocations the
+        consumer holds elsewhere, on another host or on a provider of
+        another service in this tree, stay.
         """
         now = time.monotonic()
         since = {c: self._unclaimed_since.get(c, now) for c in self.unclaimed}
         self._unclaimed_since = since
         delay = self.conf.claims.heal_allocations_delay
+        root = tree.roots[0]
         ours = {p.uuid for p in tree.providers()
-                if (p.parent_uuid is None and self.root.owns_root)
-                or p.uuid == ptree.provider_uuid(p.name)}
+                if identity.is_ours(p, root)
+                and (p.uuid != root.uuid or self.root.owns_root)}
         for consumer in sorted(self.unclaimed):
             if now - since[consumer] < delay:
                 continue

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.claims import rpc
 from tests.integration import test_agent_service as service_tests
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 HOST = 'compute1'
 PF = '0000:5e:00.0'
-PF_RP = ptree.provider_uuid(ptree.child_name(HOST, 'pf', PF))
+PF_RP = identity.child_uuid(ptree.provider_uuid(HOST), identity.pci_id(PF))
 PF_VFS = ('0000:5e:00.2', '0000:5e:00.3', '0000:5e:00.4', '0000:5e:00.5')
 C1 = 'aaaaaaaa-0000-4000-8000-0000000000a1'
 C2 = 'bbbbbbbb-0000-4000-8000-0000000000b2'
@@ -111,7 +112,8 @@ def test_remote_claims_through_the_daemon(agent, server, broker,  # noqa: F811
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)['unclaimed_allocations'] == [
         {'consumer': orphan,
-         'providers': {f'{HOST}_pf_{PF}': {'SRIOV_NET_VF': 2}}}]
+         'providers': {identity.child_name(HOST, identity.pci_id(PF)): {
+             'SRIOV_NET_VF': 2}}}]
 
 
 def test_unreachable_broker_blocks_neither_startup_nor_stop(agent, server):

@@ -26,14 +26,15 @@ from node_agent import provider_tree as ptree
 from tests.conftest import FIXTURES
 from tests.fixtures import allocations as allocs
 from tests.fixtures import placement_server as ps
+from tests.fixtures import provider_names as names
 
 pytestmark = pytest.mark.integration
 
 HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
 BIN = os.path.dirname(sys.executable)
 ROOT = ptree.provider_uuid('compute1')
-GPU0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
-GPU1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
+GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
 DOMAINS = ('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001',   # guest-numa0
            '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002')   # guest-numa1
 OTHER = '0d6b1f3e-2c4a-4e8f-9b7d-1a2b3c4d5e6f'

@@ -12,14 +12,14 @@ import uuid
 
 import pytest
 
-from node_agent import provider_tree as ptree
+from tests.fixtures import provider_names as names
 from tests.integration import test_agent_service as svc
 
 pytestmark = pytest.mark.integration
 
 agent = svc.agent
 ROOT = svc.ROOT
-NUMA0 = ptree.provider_uuid('compute1_numa_0')
+NUMA0 = names.uuid_of('compute1_numa_0')
 # An audit every 3 s: what a test does right after READY comes before the
 # first one.
 FAST_AUDITS = ('[audit]', 'interval = 3')

@@ -2,6 +2,7 @@
 
 import pytest
 
+from node_agent import identity
 from node_agent import provider_tree as ptree
 
 
@@ -14,12 +15,27 @@ def sample():
     return tree
 
 
-def test_uuids_are_derived_from_names():
+def test_default_uuids():
     tree = sample()
+    root = tree.get('cn1')
+    # A device's child: derived from the root's uuid and the device id.
+    assert tree.get('cn1_numa_0').uuid == identity.child_uuid(root.uuid,
+                                                              'numa_0')
+    # Any other name: the previous release's uuid of the name.
     assert tree.get('cn1_gpu_a').uuid == ptree.provider_uuid('cn1_gpu_a')
-    assert tree.get('cn1_gpu_a').root_uuid == tree.get('cn1').uuid
+    assert tree.get('cn1_gpu_a').root_uuid == root.uuid
+    assert root.uuid == ptree.provider_uuid('cn1')
     assert ptree.provider_uuid('x') == ptree.provider_uuid('x')
-    assert ptree.child_name('h', 'pf', '0000:5e:00.0') == 'h_pf_0000:5e:00.0'
+
+
+def test_rename_keeps_the_provider_and_names_stay_unique():
+    tree = sample()
+    numa = tree.get('cn1_numa_0')
+    assert tree.rename('cn1_numa_0', 'cn1_numa_0 (migrating)') is numa
+    assert tree.get('cn1_numa_0 (migrating)').uuid == numa.uuid
+    assert 'cn1_numa_0' not in tree
+    with pytest.raises(ValueError, match="'cn1_numa_1' is already"):
+        tree.rename(numa.uuid, 'cn1_numa_1')
 
 
 def test_providers_are_parents_first_and_ancestors():

@@ -17,18 +17,18 @@ after                  new               new
 
 import pytest
 
+from node_agent import identity
 from node_agent.claims import manager as manager_mod
 from node_agent.claims import model
 from node_agent.placement import client as placement_client
-from node_agent.provider_tree import provider_uuid
 from tests.unit.claims import host
 
 C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
 C2 = 'bbbbbbbb-0000-4000-8000-000000000002'
 PROJECT = 'eeeeeeee-0000-4000-8000-00000000000e'
 MDEV = 'eeeeeeee-0000-4000-8000-000000000005'
-GPU_NAME = host.name('gpu', host.VGPU0)
-GPU_RP = provider_uuid(GPU_NAME)
+GPU_NAME = host.name(identity.pci_id(host.VGPU0))
+GPU_RP = host.VGPU0_RP
 ROOT = host.ROOT
 
 

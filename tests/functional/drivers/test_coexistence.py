@@ -1,10 +1,12 @@
 """Another writer on the same Placement: its provider and traits survive."""
 
+from node_agent import identity
 from node_agent import provider_tree as pt
+from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 
 ROOT = pt.provider_uuid(c.HOST)
-PF = pt.provider_uuid(f'{c.HOST}_pf_0000:5e:00.0')
+PF = names.uuid_of(f'{c.HOST}_pci_0000_5e_00_0')
 
 
 def get(adapter, path, mv='1.14'):
@@ -70,4 +72,4 @@ def test_cyborg_child_and_operator_traits_survive_syncs(
     pf_traits = set(get(adapter, f'/resource_providers/{PF}/traits',
                         '1.6')['traits'])
     assert pf_traits == {'CUSTOM_OPERATOR_FAST_LANE', 'HW_NIC_SRIOV',
-                         'CUSTOM_PHYSNET_PHYSNET0'}
+                         'CUSTOM_PHYSNET_PHYSNET0', identity.OWNER_TRAIT}

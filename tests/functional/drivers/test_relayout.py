@@ -5,14 +5,14 @@ the devices changes::
 
     nested                                flat
     compute1                              compute1        VCPU, MEMORY_MB
-     +-- compute1_numa_0  VCPU, MEMORY_MB  +-- compute1_gpu_0000:3b:00.0
-     |    +-- compute1_gpu_0000:3b:00.0    +-- compute1_nic_0000:5e:00
-     |    +-- compute1_nic_0000:5e:00      |    +-- 2 PFs
-     |         +-- 2 PFs                   +-- compute1_gpu_0000:af:00.0
-     +-- compute1_numa_1                   +-- compute1_nic_0000:d8:00 ...
-          +-- compute1_gpu_0000:af:00.0    +-- compute1_accel_0000:86:00.0
-          +-- compute1_nic_0000:d8:00 ...
-          +-- compute1_accel_0000:86:00.0
+     +-- compute1_numa_0  VCPU, MEMORY_MB  +-- compute1_pci_0000_3b_00_0
+     |    +-- compute1_pci_0000_3b_00_0    +-- compute1_nic_0000_5e_00
+     |    +-- compute1_nic_0000_5e_00      |    +-- 2 PFs
+     |         +-- 2 PFs                   +-- compute1_pci_0000_af_00_0
+     +-- compute1_numa_1                   +-- compute1_nic_0000_d8_00 ...
+          +-- compute1_pci_0000_af_00_0    +-- compute1_pci_0000_86_00_0
+          +-- compute1_nic_0000_d8_00 ...
+          +-- compute1_pci_0000_86_00_0
 
 CPU and memory allocations move between the NUMA nodes and the root in a
 reshape; the devices are re-parented, the same providers with the same
@@ -21,6 +21,7 @@ allocations; the emptied NUMA nodes go last.
 
 from node_agent import provider_tree as pt
 from tests.fixtures import counting
+from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 from tests.functional.drivers import test_scheduling as sched
 from tests.functional.tracker import conftest as tc
@@ -28,11 +29,11 @@ from tests.functional.tracker import conftest as tc
 ROOT = pt.provider_uuid(c.HOST)
 NUMA = sched.NUMA
 GPU = sched.GPU
-CARD = {0: pt.provider_uuid(f'{c.HOST}_nic_0000:5e:00'),
-        1: pt.provider_uuid(f'{c.HOST}_nic_0000:d8:00')}
-FPGA = pt.provider_uuid(f'{c.HOST}_accel_0000:86:00.0')
-PF = {0: pt.provider_uuid(f'{c.HOST}_pf_0000:5e:00.0'),
-      1: pt.provider_uuid(f'{c.HOST}_pf_0000:d8:00.1')}
+CARD = {0: names.uuid_of(f'{c.HOST}_nic_0000_5e_00'),
+        1: names.uuid_of(f'{c.HOST}_nic_0000_d8_00')}
+FPGA = names.uuid_of(f'{c.HOST}_pci_0000_86_00_0')
+PF = {0: names.uuid_of(f'{c.HOST}_pci_0000_5e_00_0'),
+      1: names.uuid_of(f'{c.HOST}_pci_0000_d8_00_1')}
 # Device providers and the NUMA node each hangs under while nested.
 DEVICES = {GPU[0]: 0, CARD[0]: 0, GPU[1]: 1, CARD[1]: 1, FPGA: 1}
 OTHER = '0c000000-0000-4000-8000-000000000005'
@@ -168,11 +169,11 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
     assert set(applied.providers_moved) == {
         (name, f'{c.HOST}_numa_{node}', c.HOST)
         for name, node in (
-            (f'{c.HOST}_gpu_0000:3b:00.0', 0), (f'{c.HOST}_nic_0000:5e:00', 0),
-            (f'{c.HOST}_gpu_0000:af:00.0', 1), (f'{c.HOST}_nic_0000:d8:00', 1),
-            (f'{c.HOST}_accel_0000:86:00.0', 1))}
+            (f'{c.HOST}_pci_0000_3b_00_0', 0), (f'{c.HOST}_nic_0000_5e_00', 0),
+            (f'{c.HOST}_pci_0000_af_00_0', 1), (f'{c.HOST}_nic_0000_d8_00', 1),
+            (f'{c.HOST}_pci_0000_86_00_0', 1))}
     text = applied.render()
-    assert (f'provider moved: {c.HOST}_nic_0000:5e:00 from '
+    assert (f'provider moved: {c.HOST}_nic_0000_5e_00 from '
             f'{c.HOST}_numa_0 to {c.HOST}' in text.splitlines())
     # Placement: the reshape, then the moves, then the NUMA nodes deleted.
     calls = [(call.method, call.path, call.microversion)

@@ -9,12 +9,13 @@ import collections
 
 from node_agent import provider_tree as pt
 from tests.fixtures import allocations as allocs
+from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 
 ROOT = pt.provider_uuid(c.HOST)
-NUMA = {n: pt.provider_uuid(f'{c.HOST}_numa_{n}') for n in (0, 1)}
-GPU = {0: pt.provider_uuid(f'{c.HOST}_gpu_0000:3b:00.0'),
-       1: pt.provider_uuid(f'{c.HOST}_gpu_0000:af:00.0')}
+NUMA = {n: names.uuid_of(f'{c.HOST}_numa_{n}') for n in (0, 1)}
+GPU = {0: names.uuid_of(f'{c.HOST}_pci_0000_3b_00_0'),
+       1: names.uuid_of(f'{c.HOST}_pci_0000_af_00_0')}
 OTHERS = ('0c000000-0000-4000-8000-000000000003',
           '0c000000-0000-4000-8000-000000000004')
 

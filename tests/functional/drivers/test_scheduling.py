@@ -8,16 +8,18 @@ import urllib.parse
 
 import pytest
 
+from node_agent import identity
 from node_agent import provider_tree as pt
+from tests.fixtures import provider_names as names
 from tests.functional.drivers.conftest import HOST
 
-NUMA = {n: pt.provider_uuid(f'{HOST}_numa_{n}') for n in (0, 1)}
-GPU = {0: pt.provider_uuid(f'{HOST}_gpu_0000:3b:00.0'),
-       1: pt.provider_uuid(f'{HOST}_gpu_0000:af:00.0')}
-PF = {a: pt.provider_uuid(f'{HOST}_pf_{a}')
+NUMA = {n: names.uuid_of(f'{HOST}_numa_{n}') for n in (0, 1)}
+GPU = {0: names.uuid_of(f'{HOST}_pci_0000_3b_00_0'),
+       1: names.uuid_of(f'{HOST}_pci_0000_af_00_0')}
+PF = {a: names.uuid_of(identity.child_name(HOST, identity.pci_id(a)))
       for a in ('0000:5e:00.0', '0000:5e:00.1',
                 '0000:d8:00.0', '0000:d8:00.1')}
-CARD = {pt.provider_uuid(f'{HOST}_pf_{a}'): a[:-2] for a in PF}
+CARD = {PF[a]: a[:-2] for a in PF}
 
 
 def candidates(adapter, microversion, **params):
@@ -85,8 +87,8 @@ def test_two_vfs_same_card_on_two_physnets(synced):
         (PF['0000:5e:00.0'], PF['0000:5e:00.1']),
         (PF['0000:d8:00.0'], PF['0000:d8:00.1'])}
     for r in same_card:
-        card = pt.provider_uuid(
-            f"{HOST}_nic_{CARD[mapped(r)['_VIF_NET1']]}")
+        card = names.uuid_of(identity.child_name(
+            HOST, identity.nic_id(CARD[mapped(r)['_VIF_NET1']])))
         assert mapped(r)['_NIC_AFFINITY'] == card
 
 

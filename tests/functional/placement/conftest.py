@@ -14,6 +14,7 @@
 
 import pytest
 
+from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.placement import client
 from node_agent.placement import state as state_mod
@@ -30,20 +31,24 @@ def sample_tree(host=HOST):
     tree.update_aggregates(root, {AGGREGATE})
     tree.update_inventory(root, {'DISK_GB': {'total': 1000}})
     for node in (0, 1):
-        numa = tree.new_child(ptree.child_name(host, 'numa', node), root)
+        numa = tree.new_child(
+            identity.child_name(host, identity.numa_id(node)), root)
         tree.update_traits(numa, {'HW_NUMA_ROOT', 'HW_CPU_X86_AVX2'})
         tree.update_inventory(numa, {
             'VCPU': {'total': 32, 'allocation_ratio': 4.0},
             'MEMORY_MB': {'total': 65536, 'reserved': 512}})
         for gpu in (0, 1):
-            name = ptree.child_name(host, 'gpu', f'0000:{node}{gpu}:00.0')
+            name = identity.child_name(
+                host, identity.pci_id(f'0000:{node}{gpu}:00.0'))
             g = tree.new_child(name, numa)
             tree.update_inventory(g, {'VGPU': {'total': 8}})
-        nic = tree.new_child(ptree.child_name(host, 'nic', f'0000:5{node}:00'),
-                             numa)
+        nic = tree.new_child(
+            identity.child_name(host, identity.nic_id(f'0000:5{node}:00')),
+            numa)
         for port, physnet in ((0, 'A'), (1, 'B')):
             pf = tree.new_child(
-                ptree.child_name(host, 'pf', f'0000:5{node}:00.{port}'), nic)
+                identity.child_name(
+                    host, identity.pci_id(f'0000:5{node}:00.{port}')), nic)
             tree.update_traits(pf, {f'CUSTOM_PHYSNET_{physnet}'})
             tree.update_inventory(pf, {'SRIOV_NET_VF': {'total': 16}})
     return tree

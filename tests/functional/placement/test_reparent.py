@@ -9,7 +9,7 @@ same provider (uuid, inventory, traits, allocations), written with one
 
 import uuid as uuidlib
 
-from node_agent import provider_tree as ptree
+from node_agent import identity
 from node_agent.placement import client
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
@@ -23,12 +23,14 @@ from tests.functional.placement.test_report_client import raw_get
 from tests.functional.placement.test_report_client import synced
 from tests.functional.placement.test_report_client import uuid_of
 
-NUMA0 = ptree.child_name(HOST, 'numa', 0)
-NUMA1 = ptree.child_name(HOST, 'numa', 1)
-GPU00 = ptree.child_name(HOST, 'gpu', '0000:00:00.0')
-GPU10 = ptree.child_name(HOST, 'gpu', '0000:10:00.0')
-NIC0 = ptree.child_name(HOST, 'nic', '0000:50:00')
-PF00 = ptree.child_name(HOST, 'pf', '0000:50:00.0')
+NUMA0 = identity.child_name(HOST, identity.numa_id(0))
+NUMA1 = identity.child_name(HOST, identity.numa_id(1))
+GPU00 = identity.child_name(HOST, identity.pci_id('0000:00:00.0'))
+GPU10 = identity.child_name(HOST, identity.pci_id('0000:10:00.0'))
+NIC0 = identity.child_name(HOST, identity.nic_id('0000:50:00'))
+PF00 = identity.child_name(HOST, identity.pci_id('0000:50:00.0'))
+PFS = {identity.child_name(HOST, identity.pci_id(f'0000:5{node}:00.{port}'))
+       for node in (0, 1) for port in (0, 1)}
 
 
 def flattened(tree, *numa_nodes):
@@ -124,7 +126,8 @@ def test_numa_node_goes_after_its_devices_moved_away(
     assert calls.index(deletes[0]) > max(calls.index(m) for m in moves)
     after = listing(placement_adapter)
     assert NUMA1 not in after and len(after) == 12
-    for child in (GPU10, ptree.child_name(HOST, 'nic', '0000:51:00')):
+    for child in (GPU10,
+                  identity.child_name(HOST, identity.nic_id('0000:51:00'))):
         assert after[child]['parent_provider_uuid'] == uuid_of(HOST)
     assert raw_get(placement_adapter, f'/allocations/{consumer}')[
         'allocations'] == {uuid_of(GPU10): {'resources': {'VGPU': 3},
@@ -209,7 +212,7 @@ def test_reshape_then_move_then_delete(rc, counted, placement_adapter):
     after = listing(placement_adapter)
     assert NUMA0 not in after and NUMA1 not in after
     assert {p['parent_provider_uuid'] for n, p in after.items()
-            if n != HOST and not n.startswith(f'{HOST}_pf_')} == {
+            if n != HOST and n not in PFS} == {
         uuid_of(HOST)}
     record = raw_get(placement_adapter, f'/allocations/{consumer}')
     assert {rp: a['resources'] for rp, a in record['allocations'].items()

@@ -14,27 +14,33 @@ from unittest import mock
 import pytest
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.placement import client
 from tests.fixtures import allocations as allocs
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import counting
 from tests.fixtures import placement_state
+from tests.fixtures import provider_names as names
 from tests.functional.placement.conftest import AGGREGATE
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
 
-NUMA0 = ptree.child_name(HOST, 'numa', 0)
-NUMA1 = ptree.child_name(HOST, 'numa', 1)
-GPU00 = ptree.child_name(HOST, 'gpu', '0000:00:00.0')
-GPU01 = ptree.child_name(HOST, 'gpu', '0000:01:00.0')
+NUMA0 = identity.child_name(HOST, identity.numa_id(0))
+NUMA1 = identity.child_name(HOST, identity.numa_id(1))
+GPU00 = identity.child_name(HOST, identity.pci_id('0000:00:00.0'))
+GPU01 = identity.child_name(HOST, identity.pci_id('0000:01:00.0'))
 PROJECT = '2a1b8c3d-0000-4000-8000-000000000001'
 USER = '2a1b8c3d-0000-4000-8000-000000000002'
 FOREIGN = 'cyborg_fpga_0'       # a provider another service made
 
 
 def uuid_of(name):
-    return ptree.provider_uuid(name)
+    """The uuid of the sample tree's provider ``name`` (the root's, a
+    child derived from it, or a foreign provider's)."""
+    if name == HOST or identity.device_id(name, HOST) is None:
+        return ptree.provider_uuid(name)
+    return names.uuid_of(name, HOST)
 
 
 # -- talking to Placement as someone else ------------------------------------
@@ -128,8 +134,8 @@ def test_nested_tree_lifecycle(rc, counted, placement_adapter):
     assert len(deletes) == 6
     # Children first: the NUMA node goes last, after its NIC and PFs.
     assert deletes[-1] == f'/resource_providers/{uuid_of(NUMA1)}'
-    nic = f'/resource_providers/{uuid_of(f"{HOST}_nic_0000:51:00")}'
-    pf = f'/resource_providers/{uuid_of(f"{HOST}_pf_0000:51:00.0")}'
+    nic = f'/resource_providers/{uuid_of(f"{HOST}_nic_0000_51_00")}'
+    pf = f'/resource_providers/{uuid_of(f"{HOST}_pci_0000_51_00_0")}'
     assert deletes.index(pf) < deletes.index(nic)
 
     fresh = client.ReportClient(placement_adapter).get_provider_tree(
@@ -577,8 +583,9 @@ def test_complete_allocations_conflicts_when_a_mover_changed(
 def _vgpu_on_root_tree():
     tree = sample_tree()
     tree.set_inventory(HOST, 'VGPU', {'total': 32})
-    for name in (GPU00, GPU01, ptree.child_name(HOST, 'gpu', '0000:10:00.0'),
-                 ptree.child_name(HOST, 'gpu', '0000:11:00.0')):
+    for name in (GPU00, GPU01,
+                 identity.child_name(HOST, identity.pci_id('0000:10:00.0')),
+                 identity.child_name(HOST, identity.pci_id('0000:11:00.0'))):
         tree.remove_inventory(name, 'VGPU')
     return tree
 

@@ -12,13 +12,14 @@ import pytest
 from node_agent import exception
 from node_agent import provider_tree as ptree
 from tests.conftest import OVER_EACH_DATABASE
+from tests.fixtures import provider_names as names
 from tests.functional.tracker import conftest as h
 
 ROOT = ptree.provider_uuid('compute1')
-GPU0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
-GPU1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
-NUMA0 = ptree.provider_uuid('compute1_numa_0')
-NUMA1 = ptree.provider_uuid('compute1_numa_1')
+GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
+GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
+NUMA0 = names.uuid_of('compute1_numa_0')
+NUMA1 = names.uuid_of('compute1_numa_1')
 
 
 @pytest.fixture

@@ -16,12 +16,13 @@ import time
 
 import pytest
 
-from node_agent import provider_tree as ptree
+from node_agent import identity
 from node_agent.hardware import libvirt_host
 from node_agent.hardware import udev
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 from tests.fixtures import placement_state
+from tests.fixtures import provider_names as names
 from tests.functional.tracker.conftest import HOST1
 from tests.functional.tracker.conftest import set_layout
 
@@ -162,7 +163,8 @@ def test_device_goes_only_after_removal_scans(synced, placement_adapter,
                                               host1):
     agent, root = synced
     assert host1.hardware.removal_scans == 3
-    gpu = ptree.provider_uuid('compute1_gpu_' + GPU1)
+    gpu = names.uuid_of(identity.child_name('compute1',
+                                            identity.pci_id(GPU1)))
     before = placement_state.read(placement_adapter)
     assert gpu in before['providers']
     os.unlink(root / PCI / GPU1)                  # unplugged
@@ -178,7 +180,8 @@ def test_device_goes_only_after_removal_scans(synced, placement_adapter,
 def test_udev_remove_event_removes_at_the_next_audit(synced,
                                                      placement_adapter):
     agent, root = synced
-    gpu = ptree.provider_uuid('compute1_gpu_' + GPU1)
+    gpu = names.uuid_of(identity.child_name('compute1',
+                                            identity.pci_id(GPU1)))
     monitor = udev.UdevMonitor(lambda: None,
                                on_remove=agent.discovery.note_removed)
     before = placement_state.read(placement_adapter)

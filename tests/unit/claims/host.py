@@ -5,13 +5,16 @@
     compute1                        VCPU 16, MEMORY_MB 32768, DISK_GB 100,
      |                              CUSTOM_LICENSE 2
      +-- compute1_numa_0            VCPU 8 (step 2 for PCPU)
-     |    +-- compute1_pf_0000:5e:00.0    SRIOV_NET_VF 4   (VFs 5e:02.0-3)
-     |    +-- compute1_gpu_0000:3b:00.0   VGPU 4           (nvidia-35)
+     |    +-- compute1_nic_0000_5e_00
+     |    |    +-- compute1_pci_0000_5e_00_0    SRIOV_NET_VF 4 (VFs 5e:02.0-3)
+     |    +-- compute1_pci_0000_3b_00_0   VGPU 4           (nvidia-35)
      +-- compute1_numa_1            VCPU 8
-          +-- compute1_pf_0000:d8:00.0    SRIOV_NET_VF 4   (VFs d8:02.0-3)
-          +-- compute1_gpu_0000:af:00.0   PGPU 1
+          +-- compute1_nic_0000_d8_00
+          |    +-- compute1_pci_0000_d8_00_0    SRIOV_NET_VF 4 (VFs d8:02.0-3)
+          +-- compute1_pci_0000_af_00_0   PGPU 1
 """
 
+from node_agent import identity
 from node_agent import provider_tree
 from node_agent.hardware import snapshot as snap
 
@@ -22,21 +25,23 @@ VGPU0 = '0000:3b:00.0'
 PGPU1 = '0000:af:00.0'
 
 
-def name(kind, ident):
-    return provider_tree.child_name(HOST, kind, ident)
+ROOT = provider_tree.provider_uuid(HOST)
 
 
-def uuid(kind=None, ident=None):
-    return provider_tree.provider_uuid(name(kind, ident) if kind else HOST)
+def name(device_id):
+    return identity.child_name(HOST, device_id)
 
 
-ROOT = uuid()
-NUMA0 = uuid('numa', 0)
-NUMA1 = uuid('numa', 1)
-PF0_RP = uuid('pf', PF0)
-PF1_RP = uuid('pf', PF1)
-VGPU0_RP = uuid('gpu', VGPU0)
-PGPU1_RP = uuid('gpu', PGPU1)
+def uuid(device_id):
+    return identity.child_uuid(ROOT, device_id)
+
+
+NUMA0 = uuid('numa_0')
+NUMA1 = uuid('numa_1')
+PF0_RP = uuid(identity.pci_id(PF0))
+PF1_RP = uuid(identity.pci_id(PF1))
+VGPU0_RP = uuid(identity.pci_id(VGPU0))
+PGPU1_RP = uuid(identity.pci_id(PGPU1))
 
 
 def vfs(pf, count=4):
@@ -55,16 +60,17 @@ def tree(vf_total=4):
         'CUSTOM_LICENSE': {'total': 2},
     })
     for node in (0, 1):
-        t.new_child(name('numa', node), HOST)
-        t.update_inventory(name('numa', node), {
+        numa = t.new_child(name(identity.numa_id(node)), HOST)
+        t.update_inventory(numa, {
             'VCPU': {'total': 8}, 'PCPU': {'total': 8, 'step_size': 2}})
     for pf, node in ((PF0, 0), (PF1, 1)):
-        t.new_child(name('pf', pf), name('numa', node))
-        t.set_inventory(name('pf', pf), 'SRIOV_NET_VF', {'total': vf_total})
-    t.new_child(name('gpu', VGPU0), name('numa', 0))
-    t.set_inventory(name('gpu', VGPU0), 'VGPU', {'total': 4})
-    t.new_child(name('gpu', PGPU1), name('numa', 1))
-    t.set_inventory(name('gpu', PGPU1), 'PGPU', {'total': 1})
+        card = t.new_child(name(identity.nic_id(pf.rsplit('.', 1)[0])),
+                           NUMA0 if node == 0 else NUMA1)
+        pf_rp = t.new_child(name(identity.pci_id(pf)), card)
+        t.set_inventory(pf_rp, 'SRIOV_NET_VF', {'total': vf_total})
+    for gpu, numa, rc in ((VGPU0, NUMA0, 'VGPU'), (PGPU1, NUMA1, 'PGPU')):
+        gpu_rp = t.new_child(name(identity.pci_id(gpu)), numa)
+        t.set_inventory(gpu_rp, rc, {'total': 4 if rc == 'VGPU' else 1})
     return t
 
 

@@ -154,10 +154,11 @@ def test_without_snapshot_only_amounts_are_decided():
     assert decision.devices == ()
 
 
-def test_provider_name_parsing():
-    assert fit.device_of_provider('h_pf_0000:5e:00.0') == ('pf',
-                                                           '0000:5e:00.0')
-    assert fit.device_of_provider('my_host_gpu_0000:3b:00.0') == (
-        'gpu', '0000:3b:00.0')
-    assert fit.device_of_provider('h_numa_0') is None
-    assert fit.numa_of_provider('h_numa_1') == 1
+def test_device_and_numa_node_of_providers():
+    tree = host.tree()
+    assert fit.device_of_provider(tree, host.PF0_RP) == ('pf', host.PF0)
+    assert fit.device_of_provider(tree, host.VGPU0_RP) == (
+        'pci', host.VGPU0)
+    assert fit.device_of_provider(tree, host.NUMA0) is None
+    assert fit.numa_of_provider(tree, host.NUMA1) == 1
+    assert fit.numa_of_provider(tree, host.PF1_RP) is None

@@ -6,11 +6,12 @@ import pytest
 
 from node_agent import drivers
 from node_agent import exception
+from node_agent import identity
 from node_agent.drivers import accelerator as accel
 from node_agent.hardware import snapshot as s
 
 H = 'compute1'
-FPGA = f'{H}_accel_0000:86:00.0'
+FPGA = f'{H}_pci_0000_86_00_0'
 
 
 def run(conf, snapshot, tree):
@@ -54,10 +55,18 @@ def test_bad_allow_list_names_option_and_entry(dconf, snapshot, entry,
     assert needle in str(e.value)
 
 
+def accel_reported(tree):
+    """Names of the providers offering the accelerator driver's classes
+    (GPUs, accelerators and PFs share the ``pci_`` device ids)."""
+    return {p.name for p in tree.providers()
+            if any(rc == 'FPGA' or rc.startswith('CUSTOM_PCI_')
+                   for rc in p.inventory)}
+
+
 def test_nothing_allowed_nothing_reported(dconf, snapshot, tree):
     allow(dconf)
     run(dconf, snapshot, tree)
-    assert not any('_accel_' in p.name for p in tree.providers())
+    assert accel_reported(tree) == set()
 
 
 def test_resource_class_defaults_and_traits(dconf, snapshot, tree):
@@ -68,8 +77,9 @@ def test_resource_class_defaults_and_traits(dconf, snapshot, tree):
     run(dconf, snapshot, tree)
     fpga = tree.get(FPGA)
     assert set(fpga.inventory) == {'FPGA'}
-    assert fpga.traits == {'CUSTOM_FPGA_ARRIA10', 'HW_GPU_API_VULKAN'}
-    sata = tree.get(f'{H}_accel_0000:00:1f.2')
+    assert fpga.traits == {'CUSTOM_FPGA_ARRIA10', 'HW_GPU_API_VULKAN',
+                           identity.OWNER_TRAIT}
+    sata = tree.get(f'{H}_pci_0000_00_1f_2')
     assert set(sata.inventory) == {'CUSTOM_PCI_8086_A182'}
     assert sata.parent_uuid == tree.get(f'{H}_numa_0').uuid
 
@@ -85,9 +95,9 @@ def test_gpus_and_mapped_pfs_are_left_to_their_drivers(dconf, snapshot,
                                                        tree):
     allow(dconf, {})
     run(dconf, snapshot, tree)
-    reported = {p.name for p in tree.providers() if '_accel_' in p.name}
-    assert f'{H}_accel_0000:3b:00.0' not in reported
-    assert f'{H}_accel_0000:5e:00.0' not in reported
+    reported = accel_reported(tree)
+    assert f'{H}_pci_0000_3b_00_0' not in reported
+    assert f'{H}_pci_0000_5e_00_0' not in reported
     assert FPGA in reported
 
 
@@ -99,7 +109,8 @@ def test_traits_set_by_config_are_replaced(dconf, snapshot, tree):
     allow(dconf, {'address': '0000:86:00.0', 'traits': ['CUSTOM_B']},
           {'address': '0000:99:00.0', 'traits': ['CUSTOM_A']})
     run(dconf, snapshot, tree)
-    assert tree.get(FPGA).traits == {'CUSTOM_B', 'CUSTOM_OPERATOR'}
+    assert tree.get(FPGA).traits == {'CUSTOM_B', 'CUSTOM_OPERATOR',
+                                     identity.OWNER_TRAIT}
 
 
 def test_unknown_numa_node_goes_under_root(dconf, tree):

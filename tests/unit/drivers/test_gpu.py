@@ -4,13 +4,14 @@ import pytest
 
 from node_agent import drivers
 from node_agent import exception
+from node_agent import identity
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.hardware import snapshot as s
 from tests.unit.drivers import hostdata
 
 H = 'compute1'
-G0 = f'{H}_gpu_{hostdata.GPU0}'
-G1 = f'{H}_gpu_{hostdata.GPU1}'
+G0 = identity.child_name(H, identity.pci_id(hostdata.GPU0))
+G1 = identity.child_name(H, identity.pci_id(hostdata.GPU1))
 
 
 def run(conf, snapshot, tree, allocations=None):
@@ -85,7 +86,8 @@ def test_model_trait(vendor, name, product, trait):
 def test_gpu_without_nvml_comes_from_pci(dconf, tree):
     snapshot = hostdata.host1(gpus_from_nvml=False)
     run(dconf, snapshot, tree)
-    assert tree.get(G0).traits == {'CUSTOM_GPU_NVIDIA_1EB8'}
+    assert tree.get(G0).traits == {'CUSTOM_GPU_NVIDIA_1EB8',
+                                   identity.OWNER_TRAIT}
     assert tree.get(G0).inventory['VGPU']['total'] == 16
 
 
@@ -96,4 +98,4 @@ def test_unknown_numa_node_hangs_under_root(dconf, tree):
         pci_devices=(s.PciDevice('0000:01:00.0', '10de', '1eb8', '030200',
                                  mdev_types=hostdata.mdev_types()),))
     run(dconf, snap, tree)
-    assert tree.get(f'{H}_gpu_0000:01:00.0').parent_uuid == tree.get(H).uuid
+    assert tree.get(f'{H}_pci_0000_01_00_0').parent_uuid == tree.get(H).uuid

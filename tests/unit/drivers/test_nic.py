@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import drivers
 from node_agent import exception
+from node_agent import identity
 from node_agent.drivers import nic
 
 H = 'compute1'
@@ -43,18 +44,20 @@ def test_only_mapped_pfs_are_reported(dconf, snapshot, tree):
     dconf.set_override('physical_device_mappings',
                        ['Public-Net:ens2f1', 'x:ens9f9'], group='nic')
     run(dconf, snapshot, tree)
-    pfs = [p.name for p in tree.providers() if '_pf_' in p.name]
-    assert pfs == [f'{H}_pf_0000:d8:00.1']
+    pfs = [p.name for p in tree.providers()
+           if identity.kind_of(p, tree) == identity.PF]
+    assert pfs == [f'{H}_pci_0000_d8_00_1']
     pf = tree.get(pfs[0])
-    assert pf.traits == {'HW_NIC_SRIOV', 'CUSTOM_PHYSNET_PUBLIC_NET'}
+    assert pf.traits - {identity.OWNER_TRAIT} == {
+        'HW_NIC_SRIOV', 'CUSTOM_PHYSNET_PUBLIC_NET'}
     assert [p.name for p in tree.providers() if '_nic_' in p.name] == [
-        f'{H}_nic_0000:d8:00']
+        f'{H}_nic_0000_d8_00']
 
 
 def test_bandwidth_inventory(dconf, snapshot, tree):
     dconf.set_override('report_bandwidth', True, group='nic')
     run(dconf, snapshot, tree)
-    inv = tree.get(f'{H}_pf_0000:5e:00.0').inventory
+    inv = tree.get(f'{H}_pci_0000_5e_00_0').inventory
     assert inv['NET_BW_EGR_KILOBIT_PER_SEC']['total'] == 25000000
     assert inv['NET_BW_IGR_KILOBIT_PER_SEC']['total'] == 25000000
 
@@ -65,11 +68,11 @@ def test_no_bandwidth_by_default_and_removed_when_switched_off(
     run(dconf, snapshot, tree)
     dconf.set_override('report_bandwidth', False, group='nic')
     run(dconf, snapshot, tree)
-    assert set(tree.get(f'{H}_pf_0000:5e:00.0').inventory) == {
+    assert set(tree.get(f'{H}_pci_0000_5e_00_0').inventory) == {
         'SRIOV_NET_VF'}
 
 
 def test_numa_off_puts_cards_under_root(dconf, snapshot, tree):
     dconf.set_override('enabled', False, group='numa')
     run(dconf, snapshot, tree)
-    assert tree.get(f'{H}_nic_0000:5e:00').parent_uuid == tree.get(H).uuid
+    assert tree.get(f'{H}_nic_0000_5e_00').parent_uuid == tree.get(H).uuid

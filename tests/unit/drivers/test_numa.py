@@ -3,6 +3,7 @@
 import pytest
 
 from node_agent import drivers
+from node_agent import identity
 from node_agent.drivers import numa
 from tests.unit.drivers import hostdata
 
@@ -49,9 +50,9 @@ def test_cpu_traits_follow_cpus(dconf, snapshot, tree):
     dconf.set_override('cpu_shared_set', '0-15', group='compute')
     run(dconf, snapshot, tree)
     assert tree.get(f'{H}_numa_0').traits == (
-        {'HW_NUMA_ROOT'} | hostdata.CPU_TRAITS)
+        {'HW_NUMA_ROOT', identity.OWNER_TRAIT} | hostdata.CPU_TRAITS)
     n1 = tree.get(f'{H}_numa_1')
-    assert n1.traits == {'HW_NUMA_ROOT'}
+    assert n1.traits == {'HW_NUMA_ROOT', identity.OWNER_TRAIT}
     assert set(n1.inventory) == {'MEMORY_MB'}
     assert not any(t.startswith('HW_CPU_') for t in tree.get(H).traits)
 
@@ -68,5 +69,5 @@ def test_numa_off_gives_the_flat_shape(dconf, tree, how):
     assert not any('_numa_' in p.name for p in tree.providers())
     root = tree.get(H)
     assert root.inventory['VCPU']['total'] == 32
-    gpu = tree.get(f'{H}_gpu_0000:3b:00.0')
+    gpu = tree.get(f'{H}_pci_0000_3b_00_0')
     assert gpu.parent_uuid == root.uuid

@@ -11,7 +11,7 @@ from node_agent import provider_tree as pt
 from node_agent.drivers import overrides
 
 H = 'compute1'
-GPU = f'{H}_gpu_0000:3b:00.0'
+GPU = f'{H}_pci_0000_3b_00_0'
 
 
 def write(directory, name, text):
@@ -39,7 +39,7 @@ GOOD = f"""
         traits:
           additional: [CUSTOM_LICENSED]
       - identification:
-          name: {H}_gpu_0000:ff:00.0
+          name: {H}_pci_0000_ff_00_0
         traits:
           additional: [CUSTOM_NOT_HERE]
 """

@@ -7,6 +7,7 @@ import pytest
 
 from node_agent import drivers
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as pt
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.drivers import reshape
@@ -14,9 +15,10 @@ from tests.unit.drivers import hostdata
 
 H = 'compute1'
 ROOT = pt.provider_uuid(H)
-NUMA0, NUMA1 = (pt.provider_uuid(f'{H}_numa_{n}') for n in (0, 1))
-GPU0 = pt.provider_uuid(f'{H}_gpu_{hostdata.GPU0}')
-GPU1 = pt.provider_uuid(f'{H}_gpu_{hostdata.GPU1}')
+NUMA0, NUMA1 = (identity.child_uuid(ROOT, identity.numa_id(n))
+                for n in (0, 1))
+GPU0 = identity.child_uuid(ROOT, identity.pci_id(hostdata.GPU0))
+GPU1 = identity.child_uuid(ROOT, identity.pci_id(hostdata.GPU1))
 SHARED = '99999999-9999-4999-8999-999999999999'
 OTHER = 'cccccccc-0000-4000-8000-000000000003'
 

@@ -3,6 +3,7 @@
 import pytest
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.placement import plan
 
@@ -302,18 +303,24 @@ def _flat():
 def _nested():
     tree = _flat()
     tree.remove_inventory('compute1', 'VGPU')
-    for gpu in ('0000:3b:00.0', '0000:af:00.0'):
-        name = f'compute1_gpu_{gpu}'
+    for gpu in ('0000_3b_00_0', '0000_af_00_0'):
+        name = f'compute1_pci_{gpu}'
         tree.new_child(name, 'compute1')
         tree.set_inventory(name, 'VGPU', {'total': 16})
     return tree
+
+
+def _child_uuid(name):
+    """The uuid the agent derives for its child ``name`` of compute1."""
+    return identity.child_uuid(ptree.provider_uuid('compute1'),
+                               identity.device_id(name, 'compute1'))
 
 
 def _set_by_agent(tree):
     """Ownership as the agent records it after writing all it owns of
     ``tree`` (the providers named its way)."""
     return {p.uuid: plan.Ownership(
-        owned=p.uuid == ptree.provider_uuid(p.name),
+        owned=identity.owned_by_rule(p),
         traits=frozenset(p.traits),
         resource_classes=frozenset(p.inventory),
         aggregates=frozenset(p.aggregates)) for p in tree.providers()}
@@ -342,7 +349,7 @@ def test_identical_trees_plan_nothing():
 
 def test_flat_to_nested_reshape():
     root = ptree.provider_uuid('compute1')
-    gpu0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    gpu0 = _child_uuid('compute1_pci_0000_3b_00_0')
     before = {C1: _alloc((root, 'VCPU', 2), (root, 'VGPU', 1),
                          (SHARED, 'DISK_GB', 10)),
               C2: _alloc((root, 'VCPU', 4))}
@@ -351,30 +358,30 @@ def test_flat_to_nested_reshape():
              C2: _alloc((root, 'VCPU', 4))}
     p = _make(_flat(), _nested(), before, after)
     assert p.reshape
-    assert p.providers_created == ('compute1_gpu_0000:3b:00.0',
-                                   'compute1_gpu_0000:af:00.0')
+    assert p.providers_created == ('compute1_pci_0000_3b_00_0',
+                                   'compute1_pci_0000_af_00_0')
     assert p.consumers == (C1,)
     assert p.render().splitlines() == [
         'compute1: reshape (1 consumer moves)',
-        'provider created: compute1_gpu_0000:3b:00.0',
-        'provider created: compute1_gpu_0000:af:00.0',
+        'provider created: compute1_pci_0000_3b_00_0',
+        'provider created: compute1_pci_0000_af_00_0',
         'inventory moved: VGPU compute1 32 -> '
-        'compute1_gpu_0000:3b:00.0 16, compute1_gpu_0000:af:00.0 16',
-        f'consumer {C1}: VGPU 1 compute1 -> compute1_gpu_0000:3b:00.0',
+        'compute1_pci_0000_3b_00_0 16, compute1_pci_0000_af_00_0 16',
+        f'consumer {C1}: VGPU 1 compute1 -> compute1_pci_0000_3b_00_0',
     ]
     as_dict = p.to_dict()
     assert as_dict['consumers'][C1] == [
         {'resource_class': 'VGPU', 'before': {'compute1': 1},
-         'after': {'compute1_gpu_0000:3b:00.0': 1}}]
+         'after': {'compute1_pci_0000_3b_00_0': 1}}]
 
 
 def test_nested_to_flat_deletes_children_first():
     current = _nested()
-    current.new_child('compute1_gpu_child', 'compute1_gpu_0000:3b:00.0')
+    current.new_child('compute1_gpu_child', 'compute1_pci_0000_3b_00_0')
     p = _make(current, _flat())
     assert p.providers_deleted == (
-        'compute1_gpu_0000:af:00.0', 'compute1_gpu_child',
-        'compute1_gpu_0000:3b:00.0')
+        'compute1_pci_0000_af_00_0', 'compute1_gpu_child',
+        'compute1_pci_0000_3b_00_0')
     assert not p.reshape
 
 
@@ -448,19 +455,19 @@ def test_new_resource_class_is_a_change_not_a_move():
 
 def test_split_consumer_shows_amounts_per_provider():
     root = ptree.provider_uuid('compute1')
-    gpu0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
-    gpu1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+    gpu0 = _child_uuid('compute1_pci_0000_3b_00_0')
+    gpu1 = _child_uuid('compute1_pci_0000_af_00_0')
     before = {C1: _alloc((root, 'VGPU', 3))}
     after = {C1: _alloc((gpu0, 'VGPU', 2), (gpu1, 'VGPU', 1))}
     p = _make(_flat(), _nested(), before, after)
     assert p.consumer_moves[0].render() == (
-        'VGPU 3 compute1 -> compute1_gpu_0000:3b:00.0 2, '
-        'compute1_gpu_0000:af:00.0 1')
+        'VGPU 3 compute1 -> compute1_pci_0000_3b_00_0 2, '
+        'compute1_pci_0000_af_00_0 1')
 
 
 def test_same_inputs_same_text():
     root = ptree.provider_uuid('compute1')
-    gpu1 = ptree.provider_uuid('compute1_gpu_0000:af:00.0')
+    gpu1 = _child_uuid('compute1_pci_0000_af_00_0')
     before = {C2: _alloc((root, 'VGPU', 1)), C1: _alloc((root, 'VGPU', 1))}
     after = {C1: _alloc((gpu1, 'VGPU', 1)), C2: _alloc((gpu1, 'VGPU', 1))}
     first = _make(_flat(), _nested(), before, after)
@@ -475,8 +482,8 @@ def _numa_gpus():
     tree = _flat()
     tree.remove_inventory('compute1', 'VGPU')
     tree.new_child('compute1_numa_0', 'compute1')
-    for gpu in ('0000:3b:00.0', '0000:af:00.0'):
-        name = f'compute1_gpu_{gpu}'
+    for gpu in ('0000_3b_00_0', '0000_af_00_0'):
+        name = f'compute1_pci_{gpu}'
         tree.new_child(name, 'compute1_numa_0')
         tree.set_inventory(name, 'VGPU', {'total': 16})
     return tree
@@ -485,28 +492,28 @@ def _numa_gpus():
 def test_moved_providers_render_with_both_parents():
     p = _make(_numa_gpus(), _nested())
     assert p.providers_moved == (
-        ('compute1_gpu_0000:3b:00.0', 'compute1_numa_0', 'compute1'),
-        ('compute1_gpu_0000:af:00.0', 'compute1_numa_0', 'compute1'))
+        ('compute1_pci_0000_3b_00_0', 'compute1_numa_0', 'compute1'),
+        ('compute1_pci_0000_af_00_0', 'compute1_numa_0', 'compute1'))
     # Same uuids: neither created, deleted, nor an inventory move.
     assert p.providers_created == ()
     assert p.inventory_moved == () and p.inventory_changed == ()
     assert p.render().splitlines() == [
         'compute1: sync (0 consumers move)',
-        'provider moved: compute1_gpu_0000:3b:00.0 from compute1_numa_0 '
+        'provider moved: compute1_pci_0000_3b_00_0 from compute1_numa_0 '
         'to compute1',
-        'provider moved: compute1_gpu_0000:af:00.0 from compute1_numa_0 '
+        'provider moved: compute1_pci_0000_af_00_0 from compute1_numa_0 '
         'to compute1',
         'provider deleted: compute1_numa_0',
     ]
     assert p.to_dict()['providers_moved'][0] == {
-        'provider': 'compute1_gpu_0000:3b:00.0', 'from': 'compute1_numa_0',
+        'provider': 'compute1_pci_0000_3b_00_0', 'from': 'compute1_numa_0',
         'to': 'compute1'}
 
 
 # -- the check before the first write -----------------------------------------
 
 ROOT = ptree.provider_uuid('compute1')
-GPU0 = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+GPU0 = _child_uuid('compute1_pci_0000_3b_00_0')
 CPU_AND_GPU = {('PCPU', 'VCPU'): (32, 'online CPUs'),
                ('VGPU',): (32, 'vGPUs')}
 
@@ -527,11 +534,11 @@ def test_usages_are_needed_only_where_inventory_shrinks_or_goes():
     current = _nested()
     desired = _nested()
     desired.set_inventory('compute1', 'VCPU', {'total': 64})
-    desired.remove('compute1_gpu_0000:af:00.0')
-    desired.set_inventory('compute1_gpu_0000:3b:00.0', 'VGPU', {'total': 8})
+    desired.remove('compute1_pci_0000_af_00_0')
+    desired.set_inventory('compute1_pci_0000_3b_00_0', 'VGPU', {'total': 8})
     p = _make(current, desired)
     assert plan.usages_needed(p, current) == {
-        GPU0, ptree.provider_uuid('compute1_gpu_0000:af:00.0')}
+        GPU0, _child_uuid('compute1_pci_0000_af_00_0')}
     assert plan.usages_needed(_make(current, current.copy()), current) == \
         set()
 
@@ -544,7 +551,7 @@ def test_check_refuses_deleting_a_provider_in_use():
     with pytest.raises(exception.UnsafePlan) as err:
         plan.check(p, current, {GPU0: {'VGPU': 1}}, CPU_AND_GPU)
     assert err.value.resource_class == 'VGPU'
-    assert err.value.provider == f'compute1_gpu_0000:3b:00.0 ({GPU0})'
+    assert err.value.provider == f'compute1_pci_0000_3b_00_0 ({GPU0})'
     assert 'deleted with 1 in use' in str(err.value)
     plan.check(p, current, {GPU0: {'VGPU': 0}}, CPU_AND_GPU)
 
@@ -602,3 +609,45 @@ def test_check_lets_a_plan_lower_what_was_already_too_much():
     desired = _flat()
     desired.set_inventory('compute1', 'VCPU', {'total': 48})
     plan.check(_make(current, desired), current, {}, CPU_AND_GPU)
+
+
+def test_a_deleted_provider_goes_aside_for_a_created_one_of_its_name():
+    """The previous release's numa_0 (uuid of its name) makes way for the
+    one whose uuid derives from the root: renamed first, deleted last."""
+    current = ptree.ProviderTree()
+    root = current.new_root(HOST, generation=1)
+    old = current.new_child(f'{HOST}_numa_0', root,
+                            uuid=ptree.provider_uuid(f'{HOST}_numa_0'),
+                            generation=1)
+    desired = ptree.ProviderTree()
+    desired.new_root(HOST)
+    new = desired.new_child(f'{HOST}_numa_0', HOST)
+    assert new.uuid != old.uuid
+    p = plan.make_plan(current, desired)
+    assert p.rename == (plan.Rename(old.uuid, f'{HOST}_numa_0',
+                                    f'{HOST}_numa_0 (migrating)',
+                                    root.uuid),)
+    assert [c.uuid for c in p.create] == [new.uuid]
+    assert p.delete == (old.uuid,)
+    assert p.lines() == [
+        f'{HOST}: sync (0 consumers move)',
+        f'provider renamed: {HOST}_numa_0 -> {HOST}_numa_0 (migrating)',
+        f'provider created: {HOST}_numa_0',
+        f'provider deleted: {HOST}_numa_0 (migrating)']
+    after = plan.apply(current, p)
+    assert [(x.uuid, x.name) for x in after.providers()] == [
+        (root.uuid, HOST), (new.uuid, f'{HOST}_numa_0')]
+
+
+def test_an_owned_provider_named_otherwise_is_renamed_in_place():
+    current = tree_with()
+    desired = current.copy()
+    desired.rename(f'{HOST}_numa_0', 'cn1.example_numa_0')
+    p = plan.make_plan(current, desired)
+    uuid = current.get(f'{HOST}_numa_0').uuid
+    assert p.rename == (plan.Rename(uuid, f'{HOST}_numa_0',
+                                    'cn1.example_numa_0',
+                                    current.get(HOST).uuid),)
+    assert p.create == () and p.delete == () and not p.empty
+    assert p.to_dict()['providers_renamed'] == [
+        {'from': f'{HOST}_numa_0', 'to': 'cn1.example_numa_0'}]

@@ -14,8 +14,8 @@ def _tree():
     tree.update_traits('compute1', {'COMPUTE_NODE', 'HW_CPU_X86_AVX2'})
     tree.new_child('compute1_numa_0', 'compute1', generation=1)
     tree.update_traits('compute1_numa_0', {'HW_NUMA_ROOT'})
-    tree.new_child('compute1_gpu_0000:3b:00.0', 'compute1_numa_0')
-    tree.set_inventory('compute1_gpu_0000:3b:00.0', 'VGPU', {'total': 16})
+    tree.new_child('compute1_pci_0000_3b_00_0', 'compute1_numa_0')
+    tree.set_inventory('compute1_pci_0000_3b_00_0', 'VGPU', {'total': 16})
     return tree
 
 
@@ -30,24 +30,24 @@ def test_usages_sum_consumers():
 
 def test_json_rows():
     tree = _tree()
-    gpu = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    gpu = tree.get('compute1_pci_0000_3b_00_0').uuid
     data = json.loads(status.render_json(tree, {gpu: {'VGPU': 4}}))
     by_name = {p['name']: p for p in data['providers']}
     assert by_name['compute1']['parent'] is None
     assert by_name['compute1']['inventory']['VCPU'] == {
         'total': 32, 'reserved': 2, 'used': 0, 'allocation_ratio': 1.0}
-    assert by_name['compute1_gpu_0000:3b:00.0']['parent'] == \
+    assert by_name['compute1_pci_0000_3b_00_0']['parent'] == \
         'compute1_numa_0'
-    assert by_name['compute1_gpu_0000:3b:00.0']['inventory']['VGPU'][
+    assert by_name['compute1_pci_0000_3b_00_0']['inventory']['VGPU'][
         'used'] == 4
     assert by_name['compute1_numa_0']['traits'] == ['HW_NUMA_ROOT']
     assert [p['name'] for p in data['providers']] == [
-        'compute1', 'compute1_numa_0', 'compute1_gpu_0000:3b:00.0']
+        'compute1', 'compute1_numa_0', 'compute1_pci_0000_3b_00_0']
 
 
 def test_table_indents_children_and_lists_traits():
     tree = _tree()
-    gpu = ptree.provider_uuid('compute1_gpu_0000:3b:00.0')
+    gpu = tree.get('compute1_pci_0000_3b_00_0').uuid
     lines = status.render_table(tree, {gpu: {'VGPU': 4}}).splitlines()
     assert lines[0].split() == ['PROVIDER', 'PARENT', 'INVENTORY',
                                 '(used/total,', 'reserved)', 'TRAITS']
@@ -55,7 +55,7 @@ def test_table_indents_children_and_lists_traits():
                                 'COMPUTE_NODE']
     assert lines[2].split() == ['HW_CPU_X86_AVX2']
     assert lines[3].startswith('  compute1_numa_0')
-    assert lines[4].startswith('    compute1_gpu_0000:3b:00.0')
+    assert lines[4].startswith('    compute1_pci_0000_3b_00_0')
     assert 'VGPU 4/16 r0' in lines[4]
 
 
@@ -66,7 +66,7 @@ def test_long_table_shows_uuids_and_generations():
     assert lines[1].split()[:4] == [
         'compute1', ptree.provider_uuid('compute1'), '3', '-']
     assert lines[3].split()[:4] == [
-        'compute1_numa_0', ptree.provider_uuid('compute1_numa_0'), '1',
+        'compute1_numa_0', tree.get('compute1_numa_0').uuid, '1',
         'compute1']
     # A provider Placement has not numbered yet.
     assert lines[4].split()[2] == '-'
