@@ -168,6 +168,14 @@ def allocated_from(candidate, names):
             for rc in alloc['resources']}
 
 
+def on_tree(candidates, providers, root_uuid):
+    """The candidates that allocate only from the tree under
+    ``root_uuid`` (the server is shared by several hosts)."""
+    roots = {p['uuid']: p['root'] for p in providers.values()}
+    return [c for c in candidates
+            if {roots[rp] for rp in c['allocations']} == {root_uuid}]
+
+
 def computes(host, node_uuid, nodename=None):
     """The nova cell database's record of one compute node."""
     return [{'host': host, 'nodename': nodename or host, 'uuid': node_uuid}]
