@@ -31,11 +31,11 @@ Answer: ``{"report": {"synced": bool, "calls": [str(DeferredCall), ...]}
 | null, "ports": [resource_request, ...]}``.
 """
 
-import json
 import os
-import sys
 import uuid
 import warnings
+
+import jsonio
 
 warnings.simplefilter('ignore')
 
@@ -171,7 +171,7 @@ def port_resource_request(port):
 
 
 def main():
-    request = json.load(sys.stdin)
+    request = jsonio.read_request()
     conf = configure(request['workdir'], request['placement_url'],
                      request['host'], request.get('sriov_nic', {}))
     answer = {
@@ -179,8 +179,7 @@ def main():
         'ports': [port_resource_request(p)
                   for p in request.get('ports', ())],
     }
-    json.dump(answer, sys.stdout, sort_keys=True)
-    sys.stdout.write('\n')
+    jsonio.answer(answer)
 
 
 if __name__ == '__main__':

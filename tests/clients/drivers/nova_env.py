@@ -15,23 +15,12 @@ fills it the way an operator's nova.conf would:
   broker is needed to send none.
 """
 
-import json
 import os
-import sys
 import warnings
 
 warnings.simplefilter('ignore')
 
-
-def read_request():
-    """The driver's JSON request, from stdin."""
-    return json.load(sys.stdin)
-
-
-def answer(result):
-    """The driver's JSON answer, on stdout (Nova logs go to stderr)."""
-    json.dump(result, sys.stdout, sort_keys=True)
-    sys.stdout.write('\n')
+from jsonio import answer, read_request  # noqa: E402,F401
 
 
 def setup(workdir, placement_url, host, options=()):
