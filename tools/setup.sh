@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything node-agent needs on a fresh Debian machine (Python 3.11+):
 # Debian packages, a virtualenv in .venv with the agent and its test
-# dependencies.  Safe to run again.
+# dependencies, and .client-venv with Nova and Neutron for the tests that
+# drive them (tools/client-venv.sh).  Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +39,7 @@ fi
     | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import node_agent, libvirt, placement" \
     || { echo "setup failed: node_agent, libvirt or placement does not import" >&2; exit 1; }
-echo "setup done: .venv ready"
+# Nova's and Neutron's own code for tests/clients/ (cached: rebuilt only
+# when its pinned requirements change).
+bash tools/client-venv.sh
+echo "setup done: .venv and .client-venv ready"

@@ -1,0 +1,185 @@
+"""Nova's and Neutron's own code as clients of the Placement under test.
+
+The tests run in node-agent's ``.venv``; Nova and Neutron live in
+``.client-venv`` (built by ``tools/client-venv.sh``), so their global
+config, eventlet and pins never meet the agent's.  A test calls a driver
+script under ``drivers/`` with ``.client-venv/bin/python``: a JSON request
+on stdin, a JSON answer on stdout, the real Placement server on 127.0.0.1
+in between.  One script call is one Python start of Nova (seconds), so a
+test asks several questions in one call.
+
+::
+
+    placement                        -- PlacementServer, once per module
+      ^        ^          ^
+    nova_compute  nova_scheduler  neutron_server   (.client-venv)
+      ^        ^          ^
+    drive('nova_scheduler', {...}) -> {...}         (this module, .venv)
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+from tests.fixtures import placement_server as ps
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+CLIENT_PYTHON = os.path.join(REPO, '.client-venv', 'bin', 'python')
+DRIVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       'drivers')
+SCRIPT_TIMEOUT = 300
+WRITE = re.compile(r'^(PUT|POST|DELETE|PATCH) ')
+
+# The flavors of one cloud, as an operator writes them (nova flavor
+# properties), and what each asks of a host.
+FLAVORS = {
+    'plain': {'flavor': {'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20}},
+    'boot_from_volume': {
+        'flavor': {'vcpus': 2, 'memory_mb': 2048, 'root_gb': 0},
+        'boot_from_volume': True},
+    'vgpu': {'flavor': {'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
+                        'extra_specs': {'resources:VGPU': '1'}}},
+    'dedicated_cpu': {'flavor': {
+        'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
+        'extra_specs': {'hw:cpu_policy': 'dedicated',
+                        'trait:HW_CPU_X86_AVX2': 'required'}}},
+    'forbidden_trait': {'flavor': {
+        'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
+        'extra_specs': {'trait:HW_CPU_X86_SGX': 'forbidden'}}},
+    'fpga': {'flavor': {'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
+                        'extra_specs': {'accel:device_profile': 'fpga1'}},
+             'device_profile': {'name': 'fpga1',
+                                'groups': [{'resources:FPGA': '1'}]}},
+}
+
+# A port on physnet1 with a minimum-bandwidth QoS rule, as Neutron's QoS
+# plugin is asked for its resource request.
+QOS_PORT = {
+    'port_id': '6f1c3a52-93f0-4f7e-9d51-0c8b1f2e3a41',
+    'network_id': '0b7d2e6a-5c1f-4a8e-b3d9-7e6f5a4c3b21',
+    'qos_policy_id': 'c3e9a1f7-2b4d-4c6e-8f0a-1d3b5c7e9f02',
+    'vnic_type': 'direct', 'physical_network': 'physnet1',
+    'min_kbps': {'egress': 1000, 'ingress': 1000},
+}
+
+
+def drive(script, request):
+    """Run ``drivers/<script>.py`` in the client virtualenv; its answer.
+
+    A missing virtualenv fails the test (never skips it): these tests are
+    part of the suite, and ``tools/setup.sh`` builds what they need.
+    """
+    if not os.path.exists(CLIENT_PYTHON):
+        pytest.fail(f'{CLIENT_PYTHON} is missing: run '
+                    f'"bash tools/client-venv.sh" (tools/setup.sh does)')
+    proc = subprocess.run(
+        [CLIENT_PYTHON, os.path.join(DRIVERS, f'{script}.py')],
+        input=json.dumps(request), capture_output=True, text=True,
+        timeout=SCRIPT_TIMEOUT)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f'{script} exited {proc.returncode}:\n{proc.stderr[-4000:]}')
+    return json.loads(proc.stdout)
+
+
+def writes(requests):
+    """The writes among ``server.requests()`` lines."""
+    return [r for r in requests if WRITE.match(r)]
+
+
+class Cloud:
+    """One Placement server and the clients a hypervisor has around it.
+
+    ``workdir`` holds each client's own config and state, as a host
+    keeps /etc/nova, /var/lib/nova and /etc/neutron.
+    """
+
+    def __init__(self, server, workdir):
+        self.server = server
+        self.workdir = str(workdir)
+        self.api = ps.admin_adapter(server.url)
+
+    def _dir(self, name):
+        return os.path.join(self.workdir, name)
+
+    def nova_compute(self, host, periodics=1, resources=None, options=()):
+        """nova-compute's start on ``host`` and its periodics."""
+        return drive('nova_compute', {
+            'workdir': self._dir(f'nova-compute-{host}'),
+            'placement_url': self.server.url, 'host': host,
+            'periodics': periodics, 'options': list(options),
+            'resources': resources or {'vcpus': 32, 'memory_mb': 131072,
+                                       'local_gb': 400}})
+
+    def nova_compute_id_path(self, host):
+        return os.path.join(self._dir(f'nova-compute-{host}'), 'state',
+                            'compute_id')
+
+    def schedule(self, computes, requests, upgraded=True):
+        """nova-scheduler's answers for ``requests`` (dicts with a
+        ``name`` and one of :data:`FLAVORS`' shapes)."""
+        return drive('nova_scheduler', {
+            'workdir': self._dir('nova-scheduler'),
+            'placement_url': self.server.url, 'computes': computes,
+            'computes_upgraded': upgraded,
+            'requests': requests})['results']
+
+    def neutron(self, host, sriov_nic=None, report=True, ports=()):
+        return drive('neutron_server', {
+            'workdir': self._dir(f'neutron-{host}'),
+            'placement_url': self.server.url, 'host': host,
+            'sriov_nic': sriov_nic or {}, 'report': report,
+            'ports': list(ports)})
+
+    # -- what Placement holds ------------------------------------------
+
+    def providers(self):
+        """``{name: {uuid, parent, root, generation, inventory, traits}}``
+        for every provider."""
+        found = {}
+        listing = self.api.get('/resource_providers', microversion='1.14')
+        for rp in listing.json()['resource_providers']:
+            inv = self.api.get(
+                f'/resource_providers/{rp["uuid"]}/inventories',
+                microversion='1.14').json()['inventories']
+            traits = self.api.get(
+                f'/resource_providers/{rp["uuid"]}/traits',
+                microversion='1.14').json()['traits']
+            found[rp['name']] = {
+                'uuid': rp['uuid'], 'parent': rp['parent_provider_uuid'],
+                'root': rp['root_provider_uuid'],
+                'generation': rp['generation'],
+                'inventory': {rc: i['total'] for rc, i in inv.items()},
+                'traits': set(traits)}
+        return found
+
+    def names(self):
+        return {p['uuid']: name for name, p in self.providers().items()}
+
+
+def allocated_from(candidate, names):
+    """``{resource class: provider name}`` of one allocation request."""
+    return {rc: names[rp]
+            for rp, alloc in candidate['allocations'].items()
+            for rc in alloc['resources']}
+
+
+def on_tree(candidates, providers, root_uuid):
+    """The candidates that allocate only from the tree under
+    ``root_uuid`` (the server is shared by several hosts)."""
+    roots = {p['uuid']: p['root'] for p in providers.values()}
+    return [c for c in candidates
+            if {roots[rp] for rp in c['allocations']} == {root_uuid}]
+
+
+def computes(host, node_uuid, nodename=None):
+    """The nova cell database's record of one compute node."""
+    return [{'host': host, 'nodename': nodename or host, 'uuid': node_uuid}]
+
+
+def flavor_request(kind, **extra):
+    return dict(FLAVORS[kind], name=kind, **extra)
