@@ -17,6 +17,7 @@ from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.tracker import root as root_mod
 from tests.fixtures import placement_state
+from tests.fixtures import provider_names
 from tests.functional.tracker import conftest as h
 
 NOVA_UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'
@@ -49,9 +50,10 @@ def nova_compute_creates_root(adapter, name=HYPERVISOR, root_uuid=NOVA_UUID):
                           'traits': NOVA_TRAITS}))
 
 
-def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID):
-    """nova's pGPU provider for 0000:3b:00.0 ([devices] enabled_mdev_types)."""
-    name = f'{root_name}_pci_0000_3b_00_0'
+def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID,
+                      device='pci_0000_3b_00_0'):
+    """nova's pGPU provider for ``device`` ([devices] enabled_mdev_types)."""
+    name = f'{root_name}_{device}'
     rp = _ok(adapter.post('/resource_providers', microversion='1.20',
                           json={'name': name, 'uuid': str(uuid.uuid4()),
                                 'parent_provider_uuid': root_uuid}))
@@ -126,8 +128,9 @@ def test_whole_host_plays_nova_compute_and_records_the_uuid(
     # NUMA made safe: affinity for devices, no CPU or memory.
     for node in ('compute1_numa_0', 'compute1_numa_1'):
         assert tree[node]['inventories'] == {}
-        assert tree[node]['traits'] == ['HW_NUMA_ROOT']
-    gpu = tree['compute1_gpu_0000:3b:00.0']
+        assert tree[node]['traits'] == ['CUSTOM_OWNER_NODE_AGENT',
+                                        'HW_NUMA_ROOT']
+    gpu = tree['compute1_pci_0000_3b_00_0']
     assert gpu['parent_provider_uuid'] == tree['compute1_numa_0']['uuid']
 
     restarted = agents()
@@ -193,7 +196,7 @@ def test_whole_host_upgrade_moves_cpu_and_memory_back_to_the_root(
     modes.set_override('deployment', 'standalone')
     agents().tracker.startup()
     legacy = ptree.provider_uuid('compute1')
-    numa0 = ptree.provider_uuid('compute1_numa_0')
+    numa0 = provider_names.uuid_of('compute1_numa_0')
     consumer = h.new_consumer()
     h.put_allocations(placement_adapter, consumer,
                       {numa0: {'VCPU': 2, 'MEMORY_MB': 2048}})
@@ -246,7 +249,7 @@ def test_beside_nova_waits_for_the_root_and_writes_nothing(
         NOVA_UUID] == before
     tree = tree_of(placement_adapter, NOVA_UUID)
     assert tree[f'{HYPERVISOR}_numa_0']['inventories'] == {}
-    assert tree[f'{HYPERVISOR}_gpu_0000:3b:00.0']['parent_provider_uuid'] \
+    assert tree[f'{HYPERVISOR}_pci_0000_3b_00_0']['parent_provider_uuid'] \
         == tree[f'{HYPERVISOR}_numa_0']['uuid']
     assert not [c for c in agent.writes()
                 if NOVA_UUID in c.path or c.path == '/reshaper']
@@ -277,12 +280,12 @@ def test_beside_nova_refuses_a_gpu_nova_reports_at_startup(
     agent = agents()
     with pytest.raises(exception.ReportedElsewhere) as err:
         agent.tracker.startup()
-    assert (f'{HYPERVISOR}_gpu_0000:3b:00.0', theirs,
-            'PCI device 0000:3b:00.0') in err.value.conflicts
-    assert (f'{HYPERVISOR}_gpu_0000:af:00.0', theirs,
+    # nova's pGPU provider holds the very name the agent would give it.
+    assert (theirs, theirs, 'same name') in err.value.conflicts
+    assert (f'{HYPERVISOR}_pci_0000_af_00_0', theirs,
             'both report VGPU') in err.value.conflicts
-    assert f'{HYPERVISOR}_gpu_0000:3b:00.0 would report what {theirs} ' \
-        'already reports (PCI device 0000:3b:00.0)' in str(err.value)
+    assert f'{theirs} would report what {theirs} already reports ' \
+        '(same name)' in str(err.value)
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before
 
@@ -293,12 +296,13 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
     agent = agents()
     agent.tracker.startup()
     gpu = tree_of(placement_adapter, NOVA_UUID)[
-        f'{HYPERVISOR}_gpu_0000:3b:00.0']
+        f'{HYPERVISOR}_pci_0000_3b_00_0']
 
-    # nova-compute is then configured to report the same GPU, and someone
+    # nova-compute is then configured to report vGPUs (on a GPU the agent
+    # does not see: the agent's own GPUs hold their names), and someone
     # halves the agent's VGPU total, which an audit would otherwise put
     # back.
-    theirs = nova_reports_pgpu(placement_adapter)
+    theirs = nova_reports_pgpu(placement_adapter, device='pci_0000_d9_00_0')
     _ok(placement_adapter.put(
         f'/resource_providers/{gpu["uuid"]}/inventories', microversion='1.26',
         json={'resource_provider_generation': gpu['generation'],
@@ -308,5 +312,5 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
     assert agent.tracker.audit().empty
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == had
-    assert (f'{HYPERVISOR}_gpu_0000:3b:00.0 would report what {theirs} '
-            'already reports (PCI device 0000:3b:00.0)') in caplog.text
+    assert (f'{HYPERVISOR}_pci_0000_3b_00_0 would report what {theirs} '
+            'already reports (both report VGPU)') in caplog.text

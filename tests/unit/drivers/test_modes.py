@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import drivers
 from node_agent import exception
+from node_agent import identity
 from tests.unit.drivers import hostdata
 
 H = 'compute1'
@@ -43,9 +44,9 @@ def test_whole_host_keeps_cpu_and_memory_on_the_root(dconf, snapshot, tree):
     for node in (0, 1):
         numa = tree.get(f'{H}_numa_{node}')
         assert numa.inventory == {}
-        assert numa.traits == {'HW_NUMA_ROOT'}
+        assert numa.traits == {'HW_NUMA_ROOT', identity.OWNER_TRAIT}
     # Devices keep their NUMA affinity.
-    assert tree.get(f'{H}_gpu_0000:3b:00.0').parent_uuid == \
+    assert tree.get(f'{H}_pci_0000_3b_00_0').parent_uuid == \
         tree.get(f'{H}_numa_0').uuid
 
 
