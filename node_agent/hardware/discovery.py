@@ -268,13 +268,19 @@ def _gpu_vfs(devices):
     for device in devices:
         if device.class_id == '03' and device.physfn is not None:
             vfs_of.setdefault(device.physfn, []).append(device)
-    return {pf: tuple(
-        snapshot.GpuVf(address=vf.address, mdev_types=vf.mdev_types,
-                       creatable_vgpu_types=vf.creatable_vgpu_types,
-                       current_vgpu_type=vf.current_vgpu_type)
-        for vf in sorted(vfs, key=lambda v: (order.get(v.address, 1 << 16),
-                                             v.address)))
-        for pf, vfs in vfs_of.items()}
+
+    def by_index(vf):
+        return order.get(vf.address, 1 << 16), vf.address
+
+    return {pf: tuple(_gpu_vf(vf) for vf in sorted(vfs, key=by_index))
+            for pf, vfs in vfs_of.items()}
+
+
+def _gpu_vf(device):
+    return snapshot.GpuVf(address=device.address,
+                          mdev_types=device.mdev_types,
+                          creatable_vgpu_types=device.creatable_vgpu_types,
+                          current_vgpu_type=device.current_vgpu_type)
 
 
 def _pfs(devices, nics):

@@ -204,8 +204,9 @@ class NvmlHealthSource:
     """One thread waiting on NVML events for the host's NVIDIA GPUs.
 
     ``ignored_xids``: XIDs that change nothing (``[gpu]
-    health_ignored_xids``).  ``addresses``: the PCI addresses to watch (sysfs form); None: every GPU
-    NVML sees.  ``nvml`` is the pynvml module, or a recording in tests.
+    health_ignored_xids``).  ``addresses``: the PCI addresses to watch
+    (sysfs form); None: every GPU NVML sees.  ``nvml`` is the pynvml
+    module, or a recording in tests.
     """
 
     def __init__(self, nvml, monitor, ignored_xids, addresses=None,
