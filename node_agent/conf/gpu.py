@@ -1,10 +1,14 @@
-"""``[gpu]`` options: vGPU and GPU passthrough inventory."""
+"""``[gpu]`` options: vGPU and GPU passthrough inventory, GPU health."""
 
 from oslo_config import cfg
+from oslo_config import types
 
 from node_agent.conf import base
 
 GROUP = cfg.OptGroup('gpu')
+
+# XIDs a guest's own program causes: they say nothing about the GPU.
+APPLICATION_XIDS = (13, 31, 43, 45, 68, 109)
 
 opts = [
     cfg.ListOpt('enabled_vgpu_types',
@@ -35,6 +39,28 @@ opts = [
                      'shape, VGPU summed on the root provider. Passthrough '
                      'GPUs always get their own provider. Changing it with '
                      'allocations present is a reshape, done at startup.'),
+    cfg.IntOpt('health_quiet_period',
+               default=600,
+               min=0,
+               max=7 * 24 * 3600,
+               help='Seconds a GPU marked unhealthy (a critical XID, an '
+                    'uncorrectable ECC error, row remapping failed or '
+                    'pending, the GPU lost) must go without a new fault '
+                    'before it is healthy again, by itself. A standing '
+                    'fault (row remapping pending, a lost GPU) is seen '
+                    'again at every check, so the period starts when it '
+                    'clears. 0: healthy at the first check without a '
+                    'fault.'),
+    cfg.ListOpt('health_ignored_xids',
+                item_type=types.Integer(min=0, max=(1 << 32) - 1),
+                default=list(APPLICATION_XIDS),
+                help='XIDs that do not make a GPU unhealthy. The default '
+                     'lists the application errors a guest\'s own program '
+                     'causes (13 graphics engine exception, 31 memory page '
+                     'fault, 43 GPU stopped processing, 45 preemptive '
+                     'cleanup, 68 video processor exception, 109 context '
+                     'switch timeout); every other critical XID makes the '
+                     'GPU unhealthy.'),
 ]
 
 

@@ -13,8 +13,14 @@ When sources disagree, this is who wins:
 
 * topology (NUMA nodes, CPUs, memory per node, PCI functions, SR-IOV links,
   netdevs): sysfs.  A device's NUMA node comes from sysfs, and from libvirt's
-  node device only when sysfs does not know it; NVML's node is used for GPUs
-  only when neither does.
+  node device only when sysfs does not know it; then from the device's
+  local CPUs (the node whose CPUs they are, or the only node of the host:
+  :func:`~node_agent.hardware.topology.affine_node`); NVML's node is used
+  for GPUs only when none does.  A device still without a node is logged
+  once, saying why.
+* GPUs: one record per physical GPU.  A display function that is an SR-IOV
+  VF (it has ``physfn``) is not a GPU of its own: it is one of its GPU's
+  ``vfs``, with its mdev types or vendor VFIO vGPU types.
 * GPU identity (name, UUID, memory, MIG, vGPU types): NVML.
 * mediated device types and existing mdevs, and domains: libvirt.  When
   libvirt has no node device for a PCI function, its sysfs
@@ -39,6 +45,7 @@ import threading
 
 from oslo_log import log as logging
 
+from node_agent.hardware import cpulist
 from node_agent.hardware import libvirt_host
 from node_agent.hardware import net
 from node_agent.hardware import nvml as nvml_source
@@ -71,6 +78,7 @@ class Discovery:
                     if conf.hardware.nvml_enabled else _NO_NVML)
         self._nvml = nvml
         self._nvml_absent = False       # said "no NVML data" already
+        self._said_no_node = set()      # devices logged as without a node
         self._removed = set()           # udev said these are gone
         self._removed_lock = threading.Lock()
 
@@ -116,19 +124,41 @@ class Discovery:
         if nvml_gpus is not None:
             sources.append('nvml')
         devices = _merge_libvirt_devices(devices, facts)
+        devices = _place_by_local_cpus(devices, numa_nodes, node_ids)
+        gpus = _gpus(devices, nvml_gpus or ())
+        self._say_no_node(devices, gpus)
         return snapshot.HostSnapshot(
             host=self._host_info(facts.host, numa_nodes, cpus,
                                  facts.pool_capacity_gb),
             numa_nodes=numa_nodes,
             cpus=cpus,
             pci_devices=devices,
-            gpus=_gpus(devices, nvml_gpus or ()),
+            gpus=gpus,
             nics=nics,
             pfs=_pfs(devices, nics),
             domains=facts.domains,
             sources=tuple(sources),
             unknown=tuple(unknown),
         )
+
+    def _say_no_node(self, devices, gpus):
+        """Log, once per device, one that no source could place on a node.
+
+        Bridges are never reported and VFs follow their PF: neither is
+        worth a line.
+        """
+        placed = {g.address for g in gpus if g.numa_node is not None}
+        for device in devices:
+            if (device.numa_node is not None or device.address in placed
+                    or device.class_id == '06' or device.physfn is not None
+                    or device.address in self._said_no_node):
+                continue
+            self._said_no_node.add(device.address)
+            LOG.info('NUMA affinity of PCI device %s is unknown: its '
+                     'numa_node is -1 and its local CPUs (%s) are not one '
+                     'node\'s CPUs; it is reported under the root provider',
+                     device.address,
+                     cpulist.to_text(device.local_cpus) or 'none given')
 
     def _host_info(self, host, numa_nodes, cpus, pool_capacity_gb):
         changes = {'disk_total_gb': (pool_capacity_gb
@@ -177,6 +207,19 @@ def _merge_libvirt_devices(devices, facts):
     return tuple(merged)
 
 
+def _place_by_local_cpus(devices, numa_nodes, node_ids):
+    """Give a node to devices no source placed, from their local CPUs."""
+    placed = []
+    for device in devices:
+        if device.numa_node is None:
+            node = topology.affine_node(device.local_cpus, numa_nodes,
+                                        node_ids)
+            if node is not None:
+                device = dataclasses.replace(device, numa_node=node)
+        placed.append(device)
+    return tuple(placed)
+
+
 def _libvirt_mdev_types(nodedev, mdevs):
     types = []
     for mtype in nodedev.mdev_types:
@@ -188,9 +231,10 @@ def _libvirt_mdev_types(nodedev, mdevs):
 
 def _gpus(devices, nvml_gpus):
     by_address = {g.address: g for g in nvml_gpus}
+    vfs_of = _gpu_vfs(devices)
     gpus = []
     for device in devices:
-        if device.class_id != '03':
+        if device.class_id != '03' or device.physfn is not None:
             continue
         seen = by_address.pop(device.address, None)
         gpu = snapshot.Gpu(
@@ -204,11 +248,39 @@ def _gpus(devices, nvml_gpus):
                                  if device.numa_node is not None
                                  else seen.numa_node),
                 mdev_types=device.mdev_types)
-        gpus.append(gpu)
+        gpus.append(dataclasses.replace(
+            gpu, sriov_totalvfs=device.sriov_totalvfs,
+            vfs=vfs_of.pop(device.address, ())))
+    for pf, vfs in sorted(vfs_of.items()):
+        LOG.warning('ignoring GPU VFs %s: their physical function %s was '
+                    'not read', ', '.join(vf.address for vf in vfs), pf)
     for address in sorted(by_address):
         LOG.warning('NVML reports GPU %s but sysfs has no such PCI device; '
                     'ignoring it', address)
     return tuple(gpus)
+
+
+def _gpu_vfs(devices):
+    """``{PF address: (GpuVf, ...)}`` for display functions that are VFs,
+    in the PF's VF order."""
+    order = {vf: i for d in devices for i, vf in enumerate(d.virtfns)}
+    vfs_of = {}
+    for device in devices:
+        if device.class_id == '03' and device.physfn is not None:
+            vfs_of.setdefault(device.physfn, []).append(device)
+
+    def by_index(vf):
+        return order.get(vf.address, 1 << 16), vf.address
+
+    return {pf: tuple(_gpu_vf(vf) for vf in sorted(vfs, key=by_index))
+            for pf, vfs in vfs_of.items()}
+
+
+def _gpu_vf(device):
+    return snapshot.GpuVf(address=device.address,
+                          mdev_types=device.mdev_types,
+                          creatable_vgpu_types=device.creatable_vgpu_types,
+                          current_vgpu_type=device.current_vgpu_type)
 
 
 def _pfs(devices, nics):

@@ -5,17 +5,22 @@ link into ``devices/pci<domain>:<bus>/...``)::
 
     bus/pci/devices/<addr>/{vendor,device,class}          required
     bus/pci/devices/<addr>/{subsystem_vendor,subsystem_device,numa_node}
+    bus/pci/devices/<addr>/local_cpulist                  "0-15"
     bus/pci/devices/<addr>/driver -> .../bus/pci/drivers/<name>
     bus/pci/devices/<addr>/iommu_group -> .../kernel/iommu_groups/<n>
     bus/pci/devices/<addr>/{sriov_totalvfs,sriov_numvfs}, virtfn<i>, physfn
     bus/pci/devices/<addr>/mdev_supported_types/<type>/
         {name,available_instances,device_api}, devices/<mdev uuid>
+    bus/pci/devices/<addr>/nvidia/{creatable_vgpu_types,current_vgpu_type}
+                                 NVIDIA vendor VFIO on a VF (vGPU 17+)
 
 A function whose identity (vendor, device, class) cannot be read is skipped
 with a warning: it may have been unplugged between the listing and the read.
 An optional attribute that is garbled or absurd is left unset (``None`` or
 empty) with a warning naming the file.  ``numa_node`` -1 means "unknown" to
-the kernel and is ``None`` here without a warning.
+the kernel and is ``None`` here without a warning; ``local_cpulist`` is
+read then so that discovery can place the device by its CPUs
+(:func:`node_agent.hardware.topology.affine_node`).
 
 A function whose directory is still there but whose identity, SR-IOV
 capability, mdev types or NUMA node is garbled is also listed in ``unknown``:
@@ -38,8 +43,10 @@ PCI_DIR = 'bus/pci/devices'
 MAX_VFS = 65535                # the SR-IOV capability's TotalVFs is 16 bits
 MAX_MDEV_INSTANCES = 1 << 16
 MAX_IOMMU_GROUP = 1 << 20
+MAX_VGPU_TYPE_ID = (1 << 32) - 1         # NVML's vGPU type ids are uint32
 
 _VIRTFN_RE = re.compile(r'^virtfn(\d+)$')
+_VGPU_TYPE_LINE_RE = re.compile(r'^(\d+)\s*:\s*(\S.*)$')
 _UUID_RE = re.compile(r'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
                       r'[0-9a-f]{12}$')
 
@@ -90,6 +97,7 @@ def read_pci_device(reader, address, numa_node_ids=None, unknown=None):
         garbled(exc)
         return None
     sriov = _read_sriov(reader, base, address, garbled)
+    creatable, current = read_vendor_vgpu(reader, base, address, garbled)
     return snapshot.PciDevice(
         address=address,
         vendor_id=vendor_id,
@@ -107,6 +115,9 @@ def read_pci_device(reader, address, numa_node_ids=None, unknown=None):
         virtfns=sriov[2],
         physfn=_read_physfn(reader, base),
         mdev_types=read_mdev_types(reader, base, address, garbled),
+        local_cpus=_read_local_cpus(reader, base, garbled),
+        creatable_vgpu_types=creatable,
+        current_vgpu_type=current,
     )
 
 
@@ -150,6 +161,23 @@ def _read_numa_node(reader, base, numa_node_ids, garbled):
                     node, ','.join(map(str, sorted(numa_node_ids))) or '-')
         return None
     return node
+
+
+def _read_local_cpus(reader, base, garbled):
+    """The device's local CPUs; empty when absent or garbled.
+
+    Garbled is also "seen, not read": where ``numa_node`` is -1 these CPUs
+    place the device, and one bad read must not move it.
+    """
+    rel = f'{base}/local_cpulist'
+    if not reader.exists(rel):
+        return frozenset()
+    try:
+        return reader.read_cpulist(rel)
+    except exception.SysfsReadError as exc:
+        LOG.warning('ignoring %s', exc)
+        garbled(exc)
+        return frozenset()
 
 
 def _read_iommu_group(reader, base):
@@ -228,4 +256,43 @@ def read_mdev_types(reader, base, address, garbled=lambda exc: None):
             available_instances=available,
             device_api=_optional(reader, reader.read, f'{trel}/device_api'),
             devices=devices))
+    return tuple(types)
+
+
+def read_vendor_vgpu(reader, base, address, garbled=lambda exc: None):
+    """(creatable VgpuTypes, current type id) of a VF, NVIDIA vendor VFIO.
+
+    ``((), None)`` when the function has no ``nvidia/`` vGPU files (no
+    vendor VFIO, or not a VF).  A garbled file leaves both unset with a
+    warning naming it: a VF whose offer cannot be read offers nothing.
+    """
+    rel = f'{base}/nvidia/creatable_vgpu_types'
+    if not reader.exists(rel):
+        return (), None
+    try:
+        creatable = _parse_vgpu_types(reader.read(rel), rel)
+        current = reader.read_int(f'{base}/nvidia/current_vgpu_type', 0,
+                                  MAX_VGPU_TYPE_ID)
+    except exception.SysfsReadError as exc:
+        LOG.warning('ignoring the vendor vGPU types of %s: %s', address, exc)
+        garbled(exc)
+        return (), None
+    return creatable, current
+
+
+def _parse_vgpu_types(text, rel):
+    """``"1155 : NVIDIA L40S-4Q"`` lines (after an optional "ID : ..."
+    header, as the driver prints it) as VgpuTypes."""
+    types = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or (number == 1 and line.split(':')[0].strip() == 'ID'):
+            continue
+        m = _VGPU_TYPE_LINE_RE.match(line)
+        if not m or int(m.group(1)) > MAX_VGPU_TYPE_ID:
+            raise exception.SysfsReadError(
+                rel, f'line {number} is not "<type id> : <name>": '
+                f'{line[:60]!r}')
+        types.append(snapshot.VgpuType(type_id=int(m.group(1)),
+                                       name=m.group(2).strip()))
     return tuple(types)

@@ -65,6 +65,14 @@ class PciDevice:
     virtfns: tuple = ()                    # VF addresses, by VF index
     physfn: str | None = None              # set on a VF
     mdev_types: tuple = ()                 # MdevType
+    # CPUs the kernel calls local to the device (``local_cpulist``): its
+    # NUMA affinity when ``numa_node`` is -1.
+    local_cpus: frozenset = frozenset()
+    # NVIDIA vendor VFIO (vGPU 17+, no mdev): the VF's
+    # ``nvidia/creatable_vgpu_types`` (VgpuType, id and name) and
+    # ``nvidia/current_vgpu_type`` (0: no vGPU; None: no such file).
+    creatable_vgpu_types: tuple = ()
+    current_vgpu_type: int | None = None
 
     @property
     def class_id(self):
@@ -95,6 +103,15 @@ class VgpuType:
 
 
 @frozen
+class GpuVf:
+    """An SR-IOV VF of a GPU: where its vGPUs live, not a GPU of its own."""
+    address: str
+    mdev_types: tuple = ()                 # MdevType, mdev on the VF
+    creatable_vgpu_types: tuple = ()       # VgpuType, vendor VFIO
+    current_vgpu_type: int | None = None   # vendor VFIO; 0: none held
+
+
+@frozen
 class Gpu:
     address: str
     vendor: str                            # "nvidia", "amd", ... lower case
@@ -109,6 +126,21 @@ class Gpu:
     supported_vgpu_types: tuple = ()       # VgpuType
     creatable_vgpu_types: tuple = ()       # VgpuType
     mdev_types: tuple = ()                 # MdevType (libvirt/sysfs)
+    sriov_totalvfs: int = 0
+    vfs: tuple = ()                        # GpuVf, by VF index
+
+    @property
+    def mig_change_pending(self):
+        """MIG mode will change at the next GPU reset."""
+        return (self.mig_mode_pending is not None
+                and self.mig_mode_pending != self.mig_mode_current)
+
+    def mig_profiles(self):
+        """``{profile: number of MIG devices}``, e.g. ``{"1g.10gb": 7}``."""
+        counts = {}
+        for mig in self.mig_devices:
+            counts[mig.profile] = counts.get(mig.profile, 0) + 1
+        return counts
 
 
 @frozen

@@ -114,6 +114,23 @@ def _check_disjoint(nodes):
                 f'{cpulist.to_text(both)}', lost=False)
 
 
+def affine_node(local_cpus, numa_nodes, node_ids):
+    """The NUMA node of a device whose ``numa_node`` is unknown, or None.
+
+    Firmware without proximity data (most VMs, some boards) gives -1, yet
+    the kernel still knows which CPUs are local to the device: the node
+    whose CPUs are exactly those is its node.  A host with one node (of
+    ``node_ids``, garbled ones included) has no choice to make.  Anything
+    else, e.g. local CPUs spanning every node, is not a guess worth making.
+    """
+    if len(node_ids) == 1 and len(numa_nodes) == 1:
+        return numa_nodes[0].id
+    if not local_cpus:
+        return None
+    matches = [n.id for n in numa_nodes if n.cpus == local_cpus]
+    return matches[0] if len(matches) == 1 else None
+
+
 def _read_memtotal_mb(reader, rel):
     m = _MEMTOTAL_RE.search(reader.read(rel))
     if not m:
