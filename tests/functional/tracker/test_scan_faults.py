@@ -34,6 +34,7 @@ from tests.functional.tracker.conftest import set_layout
 NODE = 'devices/system/node'
 PCI = 'bus/pci/devices'
 GPU1 = '0000:af:00.0'
+GPU1_RP = ptree.provider_uuid('compute1_gpu_' + GPU1)
 
 
 @pytest.fixture
@@ -62,6 +63,13 @@ def stored_scan(conf):
 def assert_unchanged(adapter, before):
     after = placement_state.read(adapter)
     assert after == before, placement_state.changes(before, after)
+
+
+def assert_only_gone(adapter, before, uuid):
+    """Provider ``uuid`` is deleted; nothing else changed."""
+    after = placement_state.read(adapter)
+    assert placement_state.changes(before, after) == [
+        f'provider {uuid}: {before["providers"][uuid]!r} -> None']
 
 
 def lose_root(root):
@@ -242,12 +250,11 @@ def test_daemon_waits_for_a_silent_libvirt_and_feeds_the_watchdog(
     assert messages.count('WATCHDOG=1') >= 4, messages
 
 
-# -- across restarts ------------------------------------------------------------
+# -- across restarts ---------------------------------------------------------
 
 def test_restarts_count_towards_removal_scans(synced, placement_adapter,
                                               host1, agents):
     _, root = synced
-    gpu = ptree.provider_uuid('compute1_gpu_' + GPU1)
     before = placement_state.read(placement_adapter)
     os.unlink(root / PCI / GPU1)                  # unplugged while down
     for missed in (1, 2):
@@ -257,9 +264,7 @@ def test_restarts_count_towards_removal_scans(synced, placement_adapter,
         assert scan_state.ScanState.from_conf(host1).load()[1] == {
             ('pci_devices', GPU1): missed, ('gpus', GPU1): missed}
     assert not restart(agents, host1).tracker.startup().empty
-    after = placement_state.read(placement_adapter)
-    assert placement_state.changes(before, after) == [
-        f'provider {gpu}: {before["providers"][gpu]!r} -> None']
+    assert_only_gone(placement_adapter, before, GPU1_RP)
     assert scan_state.ScanState.from_conf(host1).load()[1] == {}
 
 
@@ -292,7 +297,6 @@ def test_restart_holds_a_garbled_item_from_the_stored_scan(
 def test_corrupt_stored_scan_is_moved_aside_and_nothing_is_held(
         synced, placement_adapter, host1, agents, caplog):
     _, root = synced
-    gpu = ptree.provider_uuid('compute1_gpu_' + GPU1)
     path = stored_scan(host1)
     with open(path, 'w') as f:
         f.write('{"format": 1, "host": "compute1", "snapsh')
@@ -300,9 +304,7 @@ def test_corrupt_stored_scan_is_moved_aside_and_nothing_is_held(
     os.unlink(root / PCI / GPU1)
     # As on a first start: the missing GPU goes at once.
     assert not restart(agents, host1).tracker.startup().empty
-    after = placement_state.read(placement_adapter)
-    assert placement_state.changes(before, after) == [
-        f'provider {gpu}: {before["providers"][gpu]!r} -> None']
+    assert_only_gone(placement_adapter, before, GPU1_RP)
     [critical] = [r.getMessage() for r in caplog.records
                   if r.levelno == logging.CRITICAL]
     assert critical.startswith(f'Stored scan {path} is corrupt (')
@@ -332,7 +334,6 @@ def test_udev_remove_after_a_restart_removes_at_once(synced,
                                                      placement_adapter,
                                                      host1, agents):
     _, root = synced
-    gpu = ptree.provider_uuid('compute1_gpu_' + GPU1)
     before = placement_state.read(placement_adapter)
     os.unlink(root / PCI / GPU1)
     agent = restart(agents, host1)
@@ -341,9 +342,7 @@ def test_udev_remove_after_a_restart_removes_at_once(synced,
                                on_remove=agent.discovery.note_removed)
     assert monitor.handle('pci', 'remove', 0.0, GPU1)
     assert not agent.tracker.audit().empty
-    after = placement_state.read(placement_adapter)
-    assert placement_state.changes(before, after) == [
-        f'provider {gpu}: {before["providers"][gpu]!r} -> None']
+    assert_only_gone(placement_adapter, before, GPU1_RP)
 
 
 def test_audits_with_nothing_changed_do_not_rewrite_the_stored_scan(
