@@ -3,7 +3,9 @@
 The agent keeps three SQLite files there: the sync state
 (:mod:`node_agent.placement.state`), the claim database
 (:mod:`node_agent.claims.store`) and, with ``[placement] embedded``, the
-embedded Placement database (:mod:`node_agent.placement.embedded`).
+embedded Placement database (:mod:`node_agent.placement.embedded`); and one
+JSON file, the last good scan (:mod:`node_agent.tracker.scan_state`),
+written whole by :func:`replace_file`.
 
 Rules:
 
@@ -25,6 +27,7 @@ Rules:
   data.
 """
 
+import contextlib
 import datetime
 import os
 import sqlite3
@@ -82,6 +85,30 @@ def create_file(path, content):
         os.write(fd, content.encode())
     finally:
         os.close(fd)
+
+
+def replace_file(path, data):
+    """Write ``data`` (bytes) to ``path`` whole or not at all, ``0640``.
+
+    It goes to ``<path>.tmp`` first, flushed to disk, then renamed over
+    ``path``: a crash mid-write leaves the old content, never half of the
+    new one.
+    """
+    ensure_directory(os.path.dirname(os.path.abspath(path)))
+    tmp = path + '.tmp'
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)      # left by a crash, maybe with a wider mode
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def check_sqlite(path):

@@ -17,8 +17,9 @@ One pure step between a scan and its use by the drivers::
   host's memory.  Domains are never held: libvirt names them directly.
 
 The tracker keeps the last good snapshot and the counts
-(:meth:`node_agent.tracker.tracker.ResourceTracker`); with no last good
-snapshot (the first scan of a process) nothing can be held, and the tracker
+(:meth:`node_agent.tracker.tracker.ResourceTracker`), across restarts too
+(:mod:`node_agent.tracker.scan_state`); with no last good snapshot (a first
+start, or a stored one moved aside) nothing can be held, and the tracker
 refuses a scan with unknown items instead of using it.
 """
 

@@ -295,16 +295,70 @@ def diff(old, new):
     return tuple(changes)
 
 
-def as_dict(value):
+# Keys :func:`as_dict` adds with ``typed=True``; no field is named so.
+TYPE_KEY = '__type__'
+SET_KEY = '__frozenset__'
+
+
+class SchemaMismatch(ValueError):
+    """Data names a class or field this module does not have: written by
+    another version of the agent, not garbled."""
+
+
+def as_dict(value, typed=False):
     """A snapshot (or any value here) as JSON-ready dicts and lists.
 
-    Sets become sorted lists; properties are not included.
+    Sets become sorted lists; properties are not included.  ``typed``
+    keeps what :func:`from_dict` needs to rebuild the value, which the
+    field annotations do not say (``tuple`` of what?): each dataclass's
+    dict names its class under :data:`TYPE_KEY`, and a set is
+    ``{SET_KEY: [...]}``.
     """
     if dataclasses.is_dataclass(value):
-        return {f.name: as_dict(getattr(value, f.name))
-                for f in dataclasses.fields(value)}
+        out = {f.name: as_dict(getattr(value, f.name), typed)
+               for f in dataclasses.fields(value)}
+        if typed:
+            out[TYPE_KEY] = type(value).__name__
+        return out
     if isinstance(value, (frozenset, set)):
-        return sorted(as_dict(v) for v in value)
+        items = sorted(as_dict(v, typed) for v in value)
+        return {SET_KEY: items} if typed else items
     if isinstance(value, (tuple, list)):
-        return [as_dict(v) for v in value]
+        return [as_dict(v, typed) for v in value]
     return value
+
+
+def from_dict(data):
+    """The value ``as_dict(value, typed=True)`` gave ``data`` for.
+
+    Generic over the dataclasses of this module and their fields, so a
+    field or class added later round-trips with no change here; a field
+    missing from ``data`` (stored before it existed) takes its default.
+    Raises :class:`SchemaMismatch` for a class or field unknown here,
+    ValueError for anything else that ``as_dict`` cannot have made.
+    """
+    if isinstance(data, list):
+        return tuple(from_dict(v) for v in data)
+    if isinstance(data, dict):
+        if data.keys() == {SET_KEY} and isinstance(data[SET_KEY], list):
+            return frozenset(from_dict(v) for v in data[SET_KEY])
+        return _dataclass_from_dict(data)
+    if data is None or isinstance(data, (str, int, float)):
+        return data
+    raise ValueError(f'{data!r} is not a snapshot value')
+
+
+def _dataclass_from_dict(data):
+    name = data.get(TYPE_KEY)
+    cls = globals().get(name) if isinstance(name, str) else None
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise SchemaMismatch(f'no snapshot class {name!r}')
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    extra = sorted(data.keys() - fields - {TYPE_KEY})
+    if extra:
+        raise SchemaMismatch(f'{name} has no field {extra[0]!r}')
+    values = {k: from_dict(v) for k, v in data.items() if k != TYPE_KEY}
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ValueError(f'{name}: {exc}') from None

@@ -56,6 +56,7 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
     and the tracker count into (None: nothing is counted).
     """
     from node_agent.hardware import discovery as discovery_mod
+    from node_agent.tracker import scan_state
     from node_agent.tracker import tracker as tracker_mod
     discovery = discovery_mod.Discovery(conf)
     try:
@@ -64,7 +65,9 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
                                 metrics),
             discovery,
             claims=claim_manager(conf) if claims else None,
-            notifier=notifier, metrics=metrics)
+            notifier=notifier, metrics=metrics,
+            scan_state=(scan_state.ScanState.from_conf(conf)
+                        if stateful or read_state else None))
     finally:
         discovery.close()
 

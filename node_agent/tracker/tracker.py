@@ -48,9 +48,14 @@ Rules:
   audit the last good tree stays in Placement and the status line says
   ``audit skipped: <why>``.  A device missing from a scan or garbled in it
   is held as the last good snapshot had it (the rule is
-  :func:`node_agent.hardware.removal.hold`); at startup there is nothing to
-  hold it from, so a scan with garbled items is refused (``ScanIncomplete``
-  naming the files) rather than deleting their providers.
+  :func:`node_agent.hardware.removal.hold`).  The snapshot and the
+  absence counts outlive a restart (:mod:`node_agent.tracker.scan_state`,
+  stored when a sync changed them): at startup a garbled item is held from
+  the stored snapshot, and a device missing from the startup scan has
+  missed one scan more.  With nothing stored (a first start, a record moved
+  aside) there is nothing to hold from, so a scan with garbled items is
+  refused (``ScanIncomplete`` naming the files) rather than deleting their
+  providers.
 - The plan is made once (:mod:`node_agent.placement.plan`, the one plan
   engine) and the report client writes that plan.  An unsafe plan
   (``UnsafePlan``: a provider in use deleted, inventory below its usage,
@@ -131,10 +136,13 @@ class ResourceTracker:
     """Startup, audit and dry run over one report client and discovery."""
 
     def __init__(self, conf, report_client, discovery, claims=None,
-                 notifier=None, clock=time.time, metrics=None):
+                 notifier=None, clock=time.time, metrics=None,
+                 scan_state=None):
         """``clock``: seconds since the epoch (the full allocation read
         is due by it, across restarts).  ``metrics``: a
-        :class:`node_agent.metrics.Metrics`, or None."""
+        :class:`node_agent.metrics.Metrics`, or None.  ``scan_state``: a
+        :class:`node_agent.tracker.scan_state.ScanState`, or None: what
+        is held starts empty at each restart."""
         self.conf = conf
         self.rc = report_client
         self.discovery = discovery
@@ -150,6 +158,8 @@ class ResourceTracker:
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
         self._absent = {}               # (field, key) -> scans missing from
+        self.scan_state = scan_state
+        self._scan_state_loaded = False
         self.clock = clock
         self._full_read_requested = False
         self._full_period = self._draw_full_period()
@@ -269,6 +279,8 @@ class ResourceTracker:
         """A scan fit to build from: trusted, with what is not really gone
         held (:mod:`node_agent.hardware.removal`)."""
         scan = self.discovery.scan()
+        if self.snapshot is None:
+            self._load_scan_state()
         if scan.unknown and self.snapshot is None:
             raise exception.ScanIncomplete(
                 'sysfs', '; '.join(u.reason for u in scan.unknown) +
@@ -285,6 +297,17 @@ class ResourceTracker:
         if not dry_run:
             self._absent = absent
         return snapshot
+
+    def _load_scan_state(self):
+        """Hold from where the previous run left: its last good snapshot
+        and absence counts, once per process."""
+        if self.scan_state is None or self._scan_state_loaded:
+            return
+        self._scan_state_loaded = True
+        self.snapshot, self._absent = self.scan_state.load()
+        if self.snapshot is not None:
+            LOG.info('%s: holding devices from the scan stored in %s',
+                     self.nodename, self.scan_state.path)
 
     def _read_tree(self, ensure):
         tree = self.root.read(ensure)
@@ -355,6 +378,8 @@ class ResourceTracker:
 
     def _record(self, pending):
         self.snapshot = pending.snapshot
+        if self.scan_state is not None:
+            self.scan_state.save(self.snapshot, self._absent)
         self.scan_problem = None
         if not pending.keeps_last_good:
             if self.reshape_pending:

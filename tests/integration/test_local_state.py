@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 
 STATE_DB = 'agent_state.sqlite'
 CLAIM_DB = 'claim.sqlite'
+SCAN_FILE = 'last_scan.json'
 
 
 def random_bytes(path):
@@ -126,6 +127,23 @@ def test_corrupt_sync_state_is_moved_aside_and_rebuilt(
                         (ROOT,)).fetchone()[0] == len(after['providers'])
     conn.close()
     # The next run trusts the new record: nothing to move aside again.
+    agent.configure(server.url, nested=False)
+    assert run_once(agent) == (0, '')
+    assert critical_lines(agent) == []
+
+
+def test_corrupt_stored_scan_is_moved_aside_and_stored_anew(
+        agent, server):  # noqa: F811
+    adapter = first_sync(agent, server)
+    before = placement_state.read(adapter)
+    path = os.path.join(agent.state, SCAN_FILE)
+    random_bytes(path)
+
+    rerun_moving_aside(agent, server, SCAN_FILE, 'Stored scan')
+    after = placement_state.read(adapter)
+    assert after == before, placement_state.changes(before, after)
+    with open(path) as f:
+        assert json.load(f)['host'] == 'compute1'
     agent.configure(server.url, nested=False)
     assert run_once(agent) == (0, '')
     assert critical_lines(agent) == []
@@ -271,5 +289,5 @@ def test_files_are_0640_in_a_0750_directory_under_umask_zero(
     assert stat.S_IMODE(os.stat(agent.state).st_mode) == 0o750
     modes = {n: stat.S_IMODE(os.stat(os.path.join(agent.state, n)).st_mode)
              for n in os.listdir(agent.state)}
-    assert {STATE_DB, CLAIM_DB, 'placement.sqlite'} <= set(modes)
+    assert {STATE_DB, CLAIM_DB, SCAN_FILE, 'placement.sqlite'} <= set(modes)
     assert set(modes.values()) == {0o640}, modes

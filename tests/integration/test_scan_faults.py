@@ -6,6 +6,8 @@ SQLite under its state path.  A first run syncs a copy of recorded host 1
 host, starts the agent again and checks the exit status, the message on
 stderr, and that everything Placement holds is as it was
 (:mod:`tests.fixtures.placement_state`, read through Placement's own API).
+A lost source stops the start; a garbled item is held from the scan the
+first run stored, and refuses the start only with no stored scan.
 """
 
 import os
@@ -16,7 +18,10 @@ import sys
 
 import pytest
 
+from node_agent import identity
+
 from node_agent.placement import embedded
+from node_agent.tracker import scan_state
 from tests.conftest import FIXTURES
 from tests.fixtures import placement_state
 
@@ -25,6 +30,8 @@ pytestmark = pytest.mark.integration
 HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
 AGENT = os.path.join(os.path.dirname(sys.executable), 'node-agent')
 NODE = 'devices/system/node'
+PCI = 'bus/pci/devices'
+GPU1 = '0000:af:00.0'
 EXIT_FATAL = 78
 
 
@@ -124,17 +131,67 @@ def loop_netdev(sys_root):
             'links;')
 
 
-@pytest.mark.parametrize('fault', [lose_root, lose_node_dir,
-                                   overlap_cpulists, garble_meminfo,
-                                   huge_cpulist, fifo_meminfo, loop_netdev])
-def test_untrusted_scan_at_startup_exits_78(host, fault):
+LOST = [lose_root, lose_node_dir, overlap_cpulists]
+GARBLED = {garble_meminfo: 'numa_nodes 0', huge_cpulist: 'numa_nodes 0',
+           fifo_meminfo: 'numa_nodes 1', loop_netdev: 'nics ens1f0'}
+
+
+def forget_stored_scan(workdir):
+    os.unlink(workdir / 'state' / scan_state.FILENAME)
+
+
+@pytest.mark.parametrize('fault, stored', [(f, True) for f in LOST] +
+                         [(f, False) for f in GARBLED])
+def test_untrusted_scan_at_startup_exits_78(host, fault, stored):
+    """A lost source, or a garbled item with no stored scan to hold it
+    from."""
     before = placement(host)
+    if not stored:
+        forget_stored_scan(host)
     why = fault(host / 'sys')
     result = run_once(host)
     assert result.returncode == EXIT_FATAL, result.stderr[-3000:]
     assert f'node-agent: {why}' in result.stderr
     after = placement(host)
     assert after == before, placement_state.changes(before, after)
+
+
+@pytest.mark.parametrize('fault', list(GARBLED))
+def test_garbled_item_at_startup_is_held_from_the_stored_scan(host, fault):
+    before = placement(host)
+    why = fault(host / 'sys')
+    result = run_once(host)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The file named as the scan read it, then the item held.
+    named = why.split('(', 1)[1].split(':', 1)[0]
+    assert any(' WARNING node_agent.hardware.' in line and named in line
+               for line in result.stdout.splitlines()), result.stdout
+    assert (f'compute1: keeping {GARBLED[fault]} as last seen (garbled)'
+            in result.stdout)
+    after = placement(host)
+    assert after == before, placement_state.changes(before, after)
+
+
+def test_gpu_gone_while_down_goes_at_the_third_scan_across_runs(host):
+    """``--once`` scans twice (startup and an audit); [hardware]
+    removal_scans is 3: the third scan, the second run's first, removes."""
+    before = placement(host)
+    gpu = next(uuid for uuid, p in before['providers'].items()
+               if p['name'] == 'compute1_' + identity.pci_id(GPU1))
+    os.unlink(host / 'sys' / PCI / GPU1)
+    result = run_once(host)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for missed in ('1 scan', '2 scans'):
+        assert (f'keeping pci_devices {GPU1} as last seen (missing from '
+                f'{missed})' in result.stdout)
+    after = placement(host)
+    assert after == before, placement_state.changes(before, after)
+    result = run_once(host)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'keeping pci_devices' not in result.stdout
+    after = placement(host)
+    assert placement_state.changes(before, after) == [
+        f'provider {gpu}: {before["providers"][gpu]!r} -> None']
 
 
 def test_silent_libvirt_does_not_hang_once(host):

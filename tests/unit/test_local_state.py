@@ -88,3 +88,19 @@ def test_move_aside_renames_the_file_and_its_side_files(tmp_path, caplog):
         f'Sync state {path} is corrupt (file is not a database): moved '
         f'aside to {target}; a new one is created and rebuilt from '
         'Placement')
+
+
+def test_replace_file_writes_whole_files_0640_under_umask_zero(tmp_path,
+                                                               umask_zero):
+    path = tmp_path / 'state' / 'last_scan.json'
+    local_state.replace_file(str(path), b'first')
+    assert mode(tmp_path / 'state') == 0o750
+    assert mode(path) == 0o640
+    # A .tmp a crash left behind, wider than it should be, is not reused.
+    stale = tmp_path / 'state' / 'last_scan.json.tmp'
+    stale.write_bytes(b'half')
+    os.chmod(stale, 0o666)
+    local_state.replace_file(str(path), b'second')
+    assert path.read_bytes() == b'second'
+    assert mode(path) == 0o640
+    assert sorted(os.listdir(tmp_path / 'state')) == ['last_scan.json']

@@ -44,13 +44,14 @@ def set_layout(conf, nested):
 class Agent:
     """One agent process's worth of objects: a restart is a new Agent."""
 
-    def __init__(self, conf, adapter, claims=None):
+    def __init__(self, conf, adapter, claims=None, scan_state=None):
         self.adapter = counting.CountingAdapter(adapter)
         self.rc = client.ReportClient.from_conf(
             conf, self.adapter, state=state.SyncState.from_conf(conf))
         self.discovery = discovery.Discovery(conf)
         self.tracker = tracker.ResourceTracker(conf, self.rc, self.discovery,
-                                               claims=claims)
+                                               claims=claims,
+                                               scan_state=scan_state)
 
     def writes(self):
         return [c for c in self.adapter.calls if c.method != 'GET']

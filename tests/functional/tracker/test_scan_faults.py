@@ -5,9 +5,13 @@ and NICs under them) into the real, in-process Placement, breaks the copy,
 audits, and compares everything Placement holds before and after
 (:mod:`tests.fixtures.placement_state`).  A lost source skips the audit and
 the status line says why; a garbled item keeps its providers; a device
-that is really gone goes after ``[hardware] removal_scans`` scans.
+that is really gone goes after ``[hardware] removal_scans`` scans.  A
+restart is a new agent over the same state path: what is held, and how
+long a device has been missing, carry over through the stored scan
+(:mod:`node_agent.tracker.scan_state`).
 """
 
+import logging
 import os
 import shutil
 import socket
@@ -16,9 +20,11 @@ import time
 
 import pytest
 
+from node_agent import exception
 from node_agent import identity
 from node_agent.hardware import libvirt_host
 from node_agent.hardware import udev
+from node_agent.tracker import scan_state
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 from tests.fixtures import placement_state
@@ -29,6 +35,8 @@ from tests.functional.tracker.conftest import set_layout
 NODE = 'devices/system/node'
 PCI = 'bus/pci/devices'
 GPU1 = '0000:af:00.0'
+GPU1_RP = names.uuid_of(
+    'compute1_' + identity.pci_id(GPU1))
 
 
 @pytest.fixture
@@ -38,15 +46,32 @@ def synced(host1, agents, placement_adapter, tmp_path):
     shutil.copytree(os.path.join(HOST1, 'sys'), root, symlinks=True)
     host1.set_override('sysfs_root', str(root), 'hardware')
     set_layout(host1, nested=True)
-    agent = agents()
+    agent = restart(agents, host1)
     agent.tracker.startup()
     assert agent.tracker.status_line().startswith('in sync: ')
     return agent, root
 
 
+def restart(agents, conf):
+    """A new agent process over ``conf``'s state path, as the daemon
+    builds it (the stored scan included)."""
+    return agents(scan_state=scan_state.ScanState.from_conf(conf))
+
+
+def stored_scan(conf):
+    return os.path.join(conf.state_path, scan_state.FILENAME)
+
+
 def assert_unchanged(adapter, before):
     after = placement_state.read(adapter)
     assert after == before, placement_state.changes(before, after)
+
+
+def assert_only_gone(adapter, before, uuid):
+    """Provider ``uuid`` is deleted; nothing else changed."""
+    after = placement_state.read(adapter)
+    assert placement_state.changes(before, after) == [
+        f'provider {uuid}: {before["providers"][uuid]!r} -> None']
 
 
 def lose_root(root):
@@ -227,3 +252,110 @@ def test_daemon_waits_for_a_silent_libvirt_and_feeds_the_watchdog(
     assert not any(m.startswith('READY=1') for m in messages)
     # Fed all along although libvirt never answered.
     assert messages.count('WATCHDOG=1') >= 4, messages
+
+
+# -- across restarts ---------------------------------------------------------
+
+def test_restarts_count_towards_removal_scans(synced, placement_adapter,
+                                              host1, agents):
+    _, root = synced
+    before = placement_state.read(placement_adapter)
+    os.unlink(root / PCI / GPU1)                  # unplugged while down
+    for missed in (1, 2):
+        agent = restart(agents, host1)
+        assert agent.tracker.startup().empty
+        assert_unchanged(placement_adapter, before)
+        assert scan_state.ScanState.from_conf(host1).load()[1] == {
+            ('pci_devices', GPU1): missed, ('gpus', GPU1): missed}
+    assert not restart(agents, host1).tracker.startup().empty
+    assert_only_gone(placement_adapter, before, GPU1_RP)
+    assert scan_state.ScanState.from_conf(host1).load()[1] == {}
+
+
+@pytest.mark.parametrize('fault, file', [
+    (garble_meminfo, f'{NODE}/node0/meminfo'),
+    (huge_cpulist, f'{NODE}/node0/cpulist'),
+    (fifo_meminfo, f'{NODE}/node1/meminfo'),
+    (loop_netdev, 'class/net/ens1f0'),
+    (garble_gpu_class, f'{PCI}/{GPU1}/class'),
+])
+def test_restart_holds_a_garbled_item_from_the_stored_scan(
+        synced, placement_adapter, host1, agents, caplog, fault, file):
+    _, root = synced
+    before = placement_state.read(placement_adapter)
+    held = fault(root)
+    agent = restart(agents, host1)
+    assert agent.tracker.startup().empty
+    assert_unchanged(placement_adapter, before)
+    assert agent.tracker.status_line().startswith('in sync: ')
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.WARNING]
+    assert any(file in w for w in warnings), warnings
+    assert f'compute1: keeping {held} as last seen (garbled)' in warnings
+    # Garbled is not missing: as many restarts as it takes, nothing goes.
+    for _ in range(3):
+        assert restart(agents, host1).tracker.startup().empty
+    assert_unchanged(placement_adapter, before)
+
+
+def test_corrupt_stored_scan_is_moved_aside_and_nothing_is_held(
+        synced, placement_adapter, host1, agents, caplog):
+    _, root = synced
+    path = stored_scan(host1)
+    with open(path, 'w') as f:
+        f.write('{"format": 1, "host": "compute1", "snapsh')
+    before = placement_state.read(placement_adapter)
+    os.unlink(root / PCI / GPU1)
+    # As on a first start: the missing GPU goes at once.
+    assert not restart(agents, host1).tracker.startup().empty
+    assert_only_gone(placement_adapter, before, GPU1_RP)
+    [critical] = [r.getMessage() for r in caplog.records
+                  if r.levelno == logging.CRITICAL]
+    assert critical.startswith(f'Stored scan {path} is corrupt (')
+    assert [n for n in os.listdir(host1.state_path)
+            if n.startswith(scan_state.FILENAME + '.corrupt-')] != []
+    # And the sync stored a good record again.
+    snapshot, absent = scan_state.ScanState.from_conf(host1).load()
+    assert snapshot.pci_device(GPU1) is None and absent == {}
+
+
+def test_garbled_item_with_a_corrupt_stored_scan_refuses_the_start(
+        synced, placement_adapter, host1, agents):
+    _, root = synced
+    with open(stored_scan(host1), 'wb') as f:
+        f.write(b'\x00' * 16)
+    before = placement_state.read(placement_adapter)
+    garble_meminfo(root)
+    with pytest.raises(exception.ScanIncomplete) as info:
+        restart(agents, host1).tracker.startup()
+    assert f'{NODE}/node0/meminfo' in str(info.value)
+    assert 'nothing to keep their providers from before this scan' in str(
+        info.value)
+    assert_unchanged(placement_adapter, before)
+
+
+def test_udev_remove_after_a_restart_removes_at_once(synced,
+                                                     placement_adapter,
+                                                     host1, agents):
+    _, root = synced
+    before = placement_state.read(placement_adapter)
+    os.unlink(root / PCI / GPU1)
+    agent = restart(agents, host1)
+    assert agent.tracker.startup().empty             # missed one scan
+    monitor = udev.UdevMonitor(lambda: None,
+                               on_remove=agent.discovery.note_removed)
+    assert monitor.handle('pci', 'remove', 0.0, GPU1)
+    assert not agent.tracker.audit().empty
+    assert_only_gone(placement_adapter, before, GPU1_RP)
+
+
+def test_audits_with_nothing_changed_do_not_rewrite_the_stored_scan(
+        synced, host1):
+    agent, root = synced
+    inode = os.stat(stored_scan(host1)).st_ino
+    for _ in range(3):
+        assert agent.tracker.audit().empty
+    assert os.stat(stored_scan(host1)).st_ino == inode
+    os.unlink(root / PCI / GPU1)                  # one scan missed: stored
+    assert agent.tracker.audit().empty
+    assert os.stat(stored_scan(host1)).st_ino != inode
