@@ -126,3 +126,23 @@ def validate(conf):
     """
     read_all(conf)
     check_state_path(conf.state_path)
+    check_deployment(conf)
+    # Imported late: the drivers pull in stevedore and every plugin.
+    from node_agent.drivers import nic
+    nic.check_options(conf)
+
+
+def check_deployment(conf):
+    """Options that cannot work together with ``[DEFAULT] deployment``.
+
+    Beside nova-compute the agent waits for nova-compute's compute node in
+    the cloud's Placement; nova-compute cannot reach an in-process one, so
+    the wait would never end.
+    """
+    if conf.deployment == 'beside_nova_compute' and conf.placement.embedded:
+        raise exception.ConfigError(
+            '[DEFAULT] deployment = beside_nova_compute with [placement] '
+            'embedded = true: nova-compute cannot reach the agent\'s '
+            'in-process Placement, so its compute node would never appear '
+            'there; point [placement] at the Placement service nova-compute '
+            'uses, or choose deployment = whole_host')

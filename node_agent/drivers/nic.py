@@ -5,7 +5,9 @@
     <root>_numa_0
      +-- <root>_nic_0000_5e_00            CUSTOM_NIC_ROOT       (one per card)
           +-- <root>_pci_0000_5e_00_0     SRIOV_NET_VF: 4, HW_NIC_SRIOV,
-          |                               CUSTOM_PHYSNET_PHYSNET0
+          |                               CUSTOM_PHYSNET_PHYSNET0,
+          |                               CUSTOM_VNIC_TYPE_DIRECT, ...
+          |                               NET_BW_*_KILOBIT_PER_SEC
           +-- <root>_pci_0000_5e_00_1     ...
 
 Only PFs named in ``[nic] physical_device_mappings`` are reported, as
@@ -13,9 +15,19 @@ Neutron's SR-IOV agent spells it (``physnet:ifname,...``); an interface the
 host does not have is skipped with a warning (hardware may come later), a
 malformed entry is a ConfigError at construction.  ``SRIOV_NET_VF`` is the
 PF's ``sriov_numvfs``: only VFs that exist can be handed to a guest, and
-raising ``sriov_numvfs`` shows up at the next audit.  With
-``[nic] report_bandwidth`` each PF also offers ``NET_BW_EGR_KILOBIT_PER_SEC``
-and ``NET_BW_IGR_KILOBIT_PER_SEC`` from its link speed.
+raising ``sriov_numvfs`` shows up at the next audit.
+
+As Neutron's port requests expect (one group with
+``required=CUSTOM_PHYSNET_<NET>,CUSTOM_VNIC_TYPE_DIRECT`` and
+``NET_BW_EGR/IGR_KILOBIT_PER_SEC``): each PF carries a
+``CUSTOM_VNIC_TYPE_*`` trait per ``[nic] vnic_types`` entry, and
+bandwidth comes from ``[nic] resource_provider_bandwidths``
+(``ifname:egress:ingress`` in kbps, Neutron's SR-IOV agent's spelling),
+from the link speed only when ``[nic] report_bandwidth`` asks.  A PF that
+Neutron's own SR-IOV agent already reports (a provider
+``<host>:NIC Switch agent:<ifname>`` in the tree) gets no bandwidth from
+node-agent, said once per process: the port's group must map to exactly
+one provider.
 
 The card provider hangs under the NUMA node its PFs share (root when NUMA
 modelling is off, the node is unknown or the PFs disagree); the resourceless
@@ -41,7 +53,20 @@ LOG = logging.getLogger(__name__)
 
 PF_CLASSES = ('SRIOV_NET_VF', 'NET_BW_EGR_KILOBIT_PER_SEC',
               'NET_BW_IGR_KILOBIT_PER_SEC')
-PF_TRAITS = ('HW_NIC_SRIOV', 'CUSTOM_PHYSNET_*')
+PF_TRAITS = ('HW_NIC_SRIOV', 'CUSTOM_PHYSNET_*', 'CUSTOM_VNIC_TYPE_*')
+BANDWIDTH_OPTION = '[nic] resource_provider_bandwidths'
+VNIC_OPTION = '[nic] vnic_types'
+#: neutron-lib's vnic types (neutron_lib.api.definitions.portbindings).
+VNIC_TYPES = ('normal', 'direct', 'macvtap', 'baremetal', 'direct-physical',
+              'virtio-forwarder', 'smart-nic', 'vdpa', 'accelerator-direct',
+              'accelerator-direct-physical', 'remote-managed')
+#: How Neutron's SR-IOV agent names the provider of one of its devices:
+#: ``<hypervisor>:NIC Switch agent:<ifname>``.
+NEUTRON_SRIOV_AGENT = 'NIC Switch agent'
+#: Placement's largest inventory total.
+MAX_KBPS = 2 ** 31 - 1
+# (provider name) already said to report a PF's bandwidth: said once.
+_NEUTRON_SAID = set()
 CARD_TRAITS = (layout.NIC_ROOT_TRAIT,)
 
 
@@ -83,6 +108,87 @@ def physnet_trait(physnet):
     return os_traits.normalize_name('PHYSNET_' + physnet)
 
 
+def vnic_type_trait(vnic_type):
+    """Neutron's trait for a vnic type: ``direct-physical`` ->
+    ``CUSTOM_VNIC_TYPE_DIRECT_PHYSICAL``."""
+    return os_traits.normalize_name('VNIC_TYPE_' + vnic_type)
+
+
+def parse_vnic_types(entries):
+    """The vnic types of ``[nic] vnic_types``, checked against
+    neutron-lib's names."""
+    result = []
+    for entry in entries:
+        vnic_type = entry.strip()
+        if vnic_type not in VNIC_TYPES:
+            raise exception.ConfigError(
+                f'{VNIC_OPTION}: {entry!r} is not a Neutron vnic type (one '
+                f'of {", ".join(VNIC_TYPES)})')
+        if vnic_type not in result:
+            result.append(vnic_type)
+    return result
+
+
+def _kbps(entry, side, text):
+    if text == '':
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_KBPS:
+        raise exception.ConfigError(
+            f'{BANDWIDTH_OPTION}: entry {entry!r}: {side} {text!r} is not '
+            f'a number of kilobits per second from 0 to {MAX_KBPS}')
+    return value
+
+
+def parse_bandwidths(entries, mapped=None):
+    """``{ifname: (egress kbps or None, ingress kbps or None)}`` from
+    Neutron-style ``ifname:egress:ingress`` entries.  ``mapped``: the
+    interfaces of ``physical_device_mappings``, which every entry must
+    name (None: not checked)."""
+    result = {}
+    for entry in entries:
+        parts = entry.strip().split(':')
+        if len(parts) != 3 or not parts[0].strip():
+            raise exception.ConfigError(
+                f'{BANDWIDTH_OPTION}: entry {entry!r} is not '
+                '"<ifname>:<egress kbps>:<ingress kbps>"')
+        ifname = parts[0].strip()
+        if ifname in result:
+            raise exception.ConfigError(
+                f'{BANDWIDTH_OPTION}: interface {ifname!r} is given twice')
+        if mapped is not None and ifname not in mapped:
+            raise exception.ConfigError(
+                f'{BANDWIDTH_OPTION}: interface {ifname!r} is not in '
+                '[nic] physical_device_mappings')
+        result[ifname] = (_kbps(entry, 'egress', parts[1].strip()),
+                          _kbps(entry, 'ingress', parts[2].strip()))
+    return result
+
+
+def check_options(conf):
+    """Every ``[nic]`` option that needs parsing; ConfigError naming the
+    option and the entry (run before the first write)."""
+    mappings = parse_mappings(conf.nic.physical_device_mappings)
+    parse_vnic_types(conf.nic.vnic_types)
+    parse_bandwidths(conf.nic.resource_provider_bandwidths,
+                     {ifname for _, ifname in mappings})
+
+
+def neutron_reports(current, ifname):
+    """The provider by which Neutron's SR-IOV agent reports ``ifname``,
+    or None."""
+    if current is None:
+        return None
+    suffix = f':{NEUTRON_SRIOV_AGENT}:{ifname}'
+    for provider in current.providers():
+        if provider.name.endswith(suffix):
+            return provider
+    return None
+
+
 def find_pf(snapshot, ifname):
     """The PF behind interface ``ifname``, or None."""
     for pf in snapshot.pfs:
@@ -107,6 +213,11 @@ class NicDriver(base.Driver):
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.mappings = parse_mappings(conf.nic.physical_device_mappings)
+        self.vnic_traits = {vnic_type_trait(v) for v in
+                            parse_vnic_types(conf.nic.vnic_types)}
+        self.bandwidths = parse_bandwidths(
+            conf.nic.resource_provider_bandwidths,
+            {ifname for _, ifname in self.mappings})
 
     def applies(self, snapshot):
         return bool(self.mappings)
@@ -150,20 +261,41 @@ class NicDriver(base.Driver):
                 if provider is None:
                     continue
                 wanted.add(provider.name)
-                layout.set_inventory(provider, self._inventory(pf),
+                layout.set_inventory(provider, self._inventory(pf, current),
                                      PF_CLASSES)
-                traits = {physnet_trait(physnet)}
+                traits = {physnet_trait(physnet)} | self.vnic_traits
                 if pf.numvfs:
                     traits.add('HW_NIC_SRIOV')
                 layout.set_traits(provider, traits, PF_TRAITS)
         return wanted
 
-    def _inventory(self, pf):
+    def _inventory(self, pf, current):
         inventory = {}
         if pf.numvfs:
             inventory['SRIOV_NET_VF'] = layout.record(pf.numvfs)
-        if self.conf.nic.report_bandwidth and pf.speed_mbps:
-            kbps = pf.speed_mbps * 1000
-            inventory['NET_BW_EGR_KILOBIT_PER_SEC'] = layout.record(kbps)
-            inventory['NET_BW_IGR_KILOBIT_PER_SEC'] = layout.record(kbps)
+        for rc, kbps in zip(('NET_BW_EGR_KILOBIT_PER_SEC',
+                             'NET_BW_IGR_KILOBIT_PER_SEC'),
+                            self._bandwidth(pf, current)):
+            if kbps:
+                inventory[rc] = layout.record(kbps)
         return inventory
+
+    def _bandwidth(self, pf, current):
+        """``(egress, ingress)`` kbps the PF offers (None: not reported)."""
+        if pf.ifname in self.bandwidths:
+            wanted = self.bandwidths[pf.ifname]
+        elif self.conf.nic.report_bandwidth and pf.speed_mbps:
+            wanted = (pf.speed_mbps * 1000,) * 2
+        else:
+            return (None, None)
+        theirs = neutron_reports(current, pf.ifname)
+        if theirs is None:
+            return wanted
+        if theirs.name not in _NEUTRON_SAID:
+            _NEUTRON_SAID.add(theirs.name)
+            LOG.warning('Interface %s (%s): Neutron\'s SR-IOV agent reports '
+                        'its bandwidth as provider %s (%s); node-agent '
+                        'reports none for it, so a port\'s request group '
+                        'maps to one provider', pf.ifname, pf.address,
+                        theirs.name, theirs.uuid)
+        return (None, None)

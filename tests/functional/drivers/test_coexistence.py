@@ -72,4 +72,6 @@ def test_cyborg_child_and_operator_traits_survive_syncs(
     pf_traits = set(get(adapter, f'/resource_providers/{PF}/traits',
                         '1.6')['traits'])
     assert pf_traits == {'CUSTOM_OPERATOR_FAST_LANE', 'HW_NIC_SRIOV',
-                         'CUSTOM_PHYSNET_PHYSNET0', identity.OWNER_TRAIT}
+                         'CUSTOM_PHYSNET_PHYSNET0', identity.OWNER_TRAIT,
+                         'CUSTOM_VNIC_TYPE_DIRECT', 'CUSTOM_VNIC_TYPE_MACVTAP',
+                         'CUSTOM_VNIC_TYPE_DIRECT_PHYSICAL'}

@@ -42,6 +42,17 @@ def test_a_good_config_passes_and_creates_nothing(tmp_path):
     assert not os.path.exists(tmp_path / 'not-yet')
 
 
+def test_beside_nova_compute_cannot_use_the_embedded_placement(tmp_path):
+    conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {tmp_path}\n'
+                               'deployment = beside_nova_compute\n'
+                               '[placement]\nembedded = true\n')
+    with pytest.raises(exception.ConfigError) as err:
+        check.validate(conf)
+    assert str(err.value).startswith(
+        '[DEFAULT] deployment = beside_nova_compute with [placement] '
+        'embedded = true: nova-compute cannot reach')
+
+
 def test_state_path_under_a_file(tmp_path):
     (tmp_path / 'file').write_text('x')
     with pytest.raises(exception.ConfigError) as err:

@@ -68,7 +68,9 @@ def test_host1_tree(dconf, snapshot, tree):
     assert gpu.traits == {'CUSTOM_GPU_NVIDIA_TESLA_T4', OWNER}
     pf = tree.get(f'{H}_pci_0000_d8_00_1')
     assert pf.inventory['SRIOV_NET_VF']['total'] == 4
-    assert pf.traits == {'HW_NIC_SRIOV', 'CUSTOM_PHYSNET_PHYSNET1', OWNER}
+    assert pf.traits == {'HW_NIC_SRIOV', 'CUSTOM_PHYSNET_PHYSNET1', OWNER,
+                         'CUSTOM_VNIC_TYPE_DIRECT', 'CUSTOM_VNIC_TYPE_MACVTAP',
+                         'CUSTOM_VNIC_TYPE_DIRECT_PHYSICAL'}
     card = tree.get(f'{H}_nic_0000_d8_00')
     assert card.traits == {'CUSTOM_NIC_ROOT', OWNER}
     fpga = tree.get(f'{H}_pci_0000_86_00_0')
