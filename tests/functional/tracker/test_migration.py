@@ -201,3 +201,44 @@ def test_claims_follow_the_migration(agents, nested_host1, placement_adapter,
         assert claim.resources == expected_record(consumer, mapping)[0]
         assert [(d.key, mapping[d.provider]) for d in before.devices] == [
             (d.key, d.provider) for d in claim.devices]
+
+
+def test_whole_host_upgrade_renames_and_moves_cpu_to_the_root_at_once(
+        agents, nested_host1, placement_adapter, legacy):
+    """The default deployment on a host the previous release synced with
+    nested NUMA: one reshape gives the children their new names and uuids
+    and brings CPU and memory (and their allocations) back to the root."""
+    mapping = legacy
+    nested_host1.set_override('deployment', 'whole_host')
+    agent = agents()
+    applied = agent.tracker.startup()
+    assert applied.reshape
+    assert [c.path.split('?')[0] for c in agent.writes()].count(
+        '/reshaper') == 1
+    on_root = {'VCPU', 'MEMORY_MB', 'DISK_GB'}
+    for consumer, (resources, project, user, kind) in CONSUMERS.items():
+        expected = {}
+        for rp, res in resources.items():
+            for rc, amount in res.items():
+                where = ROOT if rc in on_root else mapping[rp]
+                expected.setdefault(where, {})[rc] = \
+                    expected.get(where, {}).get(rc, 0) + amount
+        assert record_of(placement_adapter, consumer) == (
+            expected, project, user, kind)
+    providers = listing(placement_adapter)
+    assert set(providers) == set(mapping.values())
+    for uuid, provider in providers.items():
+        if uuid != ROOT:
+            assert uuid == identity.child_uuid(
+                ROOT, identity.device_id(provider['name'], HOST))
+    numa0 = providers[mapping[NUMA0]]
+    assert numa0['name'] == f'{HOST}_numa_0'
+    inventory = placement_adapter.get(
+        f'/resource_providers/{mapping[NUMA0]}/inventories',
+        microversion='1.26').json()['inventories']
+    assert inventory == {}
+    assert {'COMPUTE_NODE', 'OWNER_NOVA'} <= traits(placement_adapter, ROOT)
+
+    again = agents()
+    assert again.tracker.startup().empty
+    assert again.writes() == []
