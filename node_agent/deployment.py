@@ -35,6 +35,7 @@ OWNER_NOVA = 'OWNER_NOVA'
 OWNER_CYBORG = 'OWNER_CYBORG'
 OWNER_NODE_AGENT = identity.OWNER_TRAIT
 COMPUTE_NODE = 'COMPUTE_NODE'
+COMPUTE_ACCELERATORS = 'COMPUTE_ACCELERATORS'
 
 #: Why whole_host keeps CPU and memory off the NUMA providers, logged once
 #: at start when ``[numa] enabled`` asks for NUMA nodes.
@@ -66,9 +67,15 @@ def numa_has_resources(conf):
 
 
 def root_traits(conf):
-    """The provider traits the agent puts on a root it owns."""
+    """The provider traits the agent puts on a root it owns.
+
+    In whole_host the root also carries the capability Nova 34's scheduler
+    asks of a host for a flavor with a Cyborg device profile
+    (``root_required=COMPUTE_ACCELERATORS``), which nova-compute's libvirt
+    driver reports on every host.
+    """
     if conf.deployment == WHOLE_HOST:
-        return {COMPUTE_NODE, OWNER_NOVA}
+        return {COMPUTE_NODE, OWNER_NOVA, COMPUTE_ACCELERATORS}
     return {COMPUTE_NODE, OWNER_NODE_AGENT}
 
 

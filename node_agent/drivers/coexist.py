@@ -23,6 +23,11 @@ import re
 from node_agent import deployment
 
 OTHER_OWNERS = (deployment.OWNER_NOVA, deployment.OWNER_CYBORG)
+#: Classes every network port offers on its own provider: Neutron's agents
+#: report them per interface (``<host>:NIC Switch agent:<ifname>``), so two
+#: providers with them are two ports, not one device reported twice.  The
+#: NIC driver itself leaves the bandwidth of an interface Neutron reports.
+PER_PORT_CLASSES = ('NET_BW_', 'NET_PACKET_RATE_')
 
 # A PCI function address at the end of a provider name, in the libvirt
 # node-device spelling (pci_0000_3b_00_0) or the sysfs one (0000:3b:00.0).
@@ -54,7 +59,8 @@ def why_same(ours, theirs):
     address = pci_address(ours.name)
     if address is not None and address == pci_address(theirs.name):
         return f'PCI device {address}'
-    classes = sorted(set(ours.inventory) & set(theirs.inventory))
+    classes = sorted(rc for rc in set(ours.inventory) & set(theirs.inventory)
+                     if not rc.startswith(PER_PORT_CLASSES))
     if classes:
         return 'both report ' + ', '.join(classes)
     return None

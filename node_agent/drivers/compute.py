@@ -7,7 +7,8 @@ What goes on the root depends on ``[DEFAULT] deployment``
                           COMPUTE_ARCH_*, DISK_GB; VCPU, PCPU, MEMORY_MB
                           and HW_CPU_* traits only while NUMA modelling is
                           off (else they are the NUMA driver's)
-    whole_host   <host>   COMPUTE_NODE, OWNER_NOVA, COMPUTE_ARCH_*, HW_CPU_*,
+    whole_host   <host>   COMPUTE_NODE, OWNER_NOVA, COMPUTE_ACCELERATORS,
+                          COMPUTE_ARCH_*, HW_CPU_*,
                           VCPU, PCPU, MEMORY_MB, DISK_GB, always: nova's
                           scheduler needs every candidate to take from the
                           root
@@ -39,7 +40,8 @@ from node_agent.hardware import cpulist
 CPU_CLASSES = ('VCPU', 'PCPU', 'MEMORY_MB')
 ROOT_CLASSES = CPU_CLASSES + ('DISK_GB',)
 ROOT_TRAITS = (layout.ROOT_TRAIT, layout.MANAGED_TRAIT, deployment.OWNER_NOVA,
-               deployment.OWNER_NODE_AGENT, 'COMPUTE_ARCH_*', 'HW_CPU_*')
+               deployment.OWNER_NODE_AGENT, deployment.COMPUTE_ACCELERATORS,
+               'COMPUTE_ARCH_*', 'HW_CPU_*')
 CPU_TRAITS = ('HW_CPU_*',)
 
 

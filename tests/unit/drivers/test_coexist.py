@@ -86,3 +86,16 @@ def test_leave_as_is_keeps_what_placement_has_or_creates_nothing():
     coexist.leave_as_is(desired, current, 'cn1_absent')
     assert (numa.inventory, numa.traits) == ({}, set())
     assert [p.name for p in desired.providers()] == ['cn1', 'cn1_numa_0']
+
+
+def test_bandwidth_of_another_port_is_no_conflict():
+    reported = pt.ProviderTree()
+    root = reported.new_root('cn1', uuid='0a000000-0000-4000-8000-000000000001')
+    ours = reported.new_child('cn1_pci_0000_5e_00_0', root.uuid)
+    ours.inventory = {'SRIOV_NET_VF': {'total': 4},
+                      'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 1000}}
+    current = reported.copy()
+    theirs = current.new_child('cn1:NIC Switch agent:ens2f0', root.uuid,
+                               uuid='0a000000-0000-4000-8000-000000000002')
+    theirs.inventory = {'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 5000}}
+    assert coexist.why_same(ours, theirs) is None

@@ -39,7 +39,7 @@ def test_whole_host_keeps_cpu_and_memory_on_the_root(dconf, snapshot, tree):
     root = tree.get(H)
     assert set(root.inventory) == CPU | {'DISK_GB'}
     assert root.inventory['PCPU']['total'] == 8
-    assert root.traits == {'COMPUTE_NODE', 'OWNER_NOVA',
+    assert root.traits == {'COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_ACCELERATORS',
                            'COMPUTE_ARCH_X86_64'} | hostdata.CPU_TRAITS
     for node in (0, 1):
         numa = tree.get(f'{H}_numa_{node}')
