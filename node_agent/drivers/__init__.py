@@ -2,7 +2,7 @@
 
 ::
 
-    drivers = DriverSet(conf, snapshot)      # [DEFAULT] enabled_drivers
+    drivers = DriverSet(conf, snapshot, health)   # [DEFAULT] enabled_drivers
     drivers.update_provider_tree(tree, nodename, allocations=None)
 
 Drivers are plugins in the ``node_agent.drivers`` entry point namespace
@@ -45,7 +45,7 @@ def _load_failure(manager, entrypoint, error):
 class DriverSet:
     """The enabled drivers for one snapshot, composed."""
 
-    def __init__(self, conf, snapshot):
+    def __init__(self, conf, snapshot, health=None):
         self.conf = conf
         self.snapshot = snapshot
         names = list(dict.fromkeys(conf.enabled_drivers))
@@ -58,6 +58,8 @@ class DriverSet:
             self.drivers = [ext.obj for ext in manager]
         else:
             self.drivers = []
+        for driver in self.drivers:
+            driver.health = dict(health or {})
         self.overrides = overrides_mod.load(conf)
 
     @property

@@ -28,6 +28,11 @@ class Driver:
     def __init__(self, conf, snapshot):
         self.conf = conf
         self.snapshot = snapshot
+        #: ``{PCI address: Health}`` of devices a health source found
+        #: unhealthy (:mod:`node_agent.hardware.health`); a driver gives
+        #: such a device's provider the unhealthy trait
+        #: (:func:`node_agent.drivers.layout.set_health`).
+        self.health = {}
 
     def applies(self, snapshot):
         """Whether this host has anything for the driver to report."""

@@ -62,6 +62,8 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     _prune(provider_tree, nodename, wanted, prune_kinds)
     if overrides is not None:
         overrides.apply(provider_tree, nodename)
+    # Last, so that no override gives an unhealthy device capacity back.
+    layout.reserve_unhealthy(provider_tree, nodename)
 
     moves = reshape.find_moves(before, provider_tree, nodename, renames)
     if not moves:

@@ -174,6 +174,39 @@ def allocation_ratio(explicit, initial, current, nodename, resource_class):
     return initial if ratio is None else ratio
 
 
+#: Trait of a device provider whose device is unhealthy (see
+#: :func:`reserve_unhealthy`).
+UNHEALTHY_TRAIT = 'CUSTOM_NODE_AGENT_UNHEALTHY'
+
+
+def set_health(provider, health):
+    """Give ``provider`` the unhealthy trait when ``health`` (a
+    :class:`~node_agent.hardware.health.Health` or None) says so, take it
+    away otherwise."""
+    bad = health is not None and not health.healthy
+    set_traits(provider, {UNHEALTHY_TRAIT} if bad else set(),
+               (UNHEALTHY_TRAIT,))
+
+
+def reserve_unhealthy(tree, nodename):
+    """Make every owned provider carrying the unhealthy trait, and the
+    owned providers under it, unschedulable: ``reserved = total`` on each
+    inventory record.  Allocations are left alone (Placement keeps
+    allocations above capacity, it only refuses new ones).  Returns the
+    names of the providers so reserved."""
+    reserved = []
+    for provider in owned_providers(tree, nodename):
+        if UNHEALTHY_TRAIT not in provider.traits:
+            continue
+        for member in tree.subtree(provider.uuid):
+            if not is_owned(member, nodename, tree):
+                continue
+            for rc, rec in member.inventory.items():
+                member.inventory[rc] = dict(rec, reserved=rec['total'])
+            reserved.append(member.name)
+    return reserved
+
+
 def record(total, reserved=0, allocation_ratio=1.0, **fields):
     """An inventory record with ``reserved`` clamped to ``total``.
 
