@@ -96,7 +96,7 @@ class OursHost:
         conf.set_override('connection_uri', hosts.libvirt_uri(kind),
                           'libvirt')
         if kind == 'host1':
-            conf.set_override('enabled_vgpu_types', ['nvidia-222'], 'gpu')
+            conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
         os.makedirs(conf.state_path, exist_ok=True)
         self.conf = conf
         self.adapter = adapter

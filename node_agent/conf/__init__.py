@@ -23,6 +23,7 @@ _MODULES = (
     'compute',
     'numa',
     'gpu',
+    'devices',
     'nic',
     'pci',
     'provider_overrides',

@@ -1,4 +1,7 @@
-"""``[gpu]`` options: vGPU and GPU passthrough inventory, GPU health."""
+"""``[gpu]`` options: GPU passthrough, the provider shape, GPU health.
+
+vGPU types are ``[devices] enabled_mdev_types`` (:mod:`node_agent.conf.devices`).
+"""
 
 from oslo_config import cfg
 from oslo_config import types
@@ -11,20 +14,29 @@ GROUP = cfg.OptGroup('gpu')
 APPLICATION_XIDS = (13, 31, 43, 45, 68, 109)
 
 opts = [
-    cfg.ListOpt('enabled_vgpu_types',
-                default=[],
-                help='Mediated device type ids (e.g. "nvidia-222") offered '
-                     'as VGPU inventory. A GPU offers one type at a time: '
-                     'the first listed type that already has devices on '
-                     'it, else the first listed type it supports. Its '
-                     'VGPU total is that type\'s available_instances plus '
-                     'its existing devices.'),
     cfg.ListOpt('passthrough_devices',
                 default=[],
                 help='GPUs given to guests whole, as one unit of '
                      '[gpu] resource_class each: PCI addresses '
                      '("0000:3b:00.0") or "vendor:product" ids ("10de:1eb8"). '
-                     'A GPU listed here offers no VGPU.'),
+                     'A GPU listed here offers no vGPU. A "vendor:product" '
+                     'entry never takes a GPU whose SR-IOV VFs offer or hold '
+                     'vGPUs; an address does. A GPU with MIG mode on is '
+                     'never given whole: its MIG devices are reported per '
+                     'profile (CUSTOM_MIG_<PROFILE>, e.g. '
+                     'CUSTOM_MIG_1G_10GB).'),
+    cfg.MultiStrOpt('device_spec',
+                    default=[],
+                    help='Passthrough GPUs with their own resource class '
+                         'and traits, as Nova\'s [pci] device_spec gives '
+                         'them: a JSON object (or list of them) with any of '
+                         '"vendor_id", "product_id", "address" (Nova\'s glob '
+                         'form, e.g. "*:3b:00.0"), "resource_class" '
+                         '(default [gpu] resource_class) and "traits" (a '
+                         'list; names without "CUSTOM_" are made custom '
+                         'unless standard). The first matching entry wins; '
+                         'a GPU matched here is a passthrough GPU. Repeat '
+                         'the option for more entries.'),
     cfg.StrOpt('resource_class',
                default='PGPU',
                help='Resource class of a passthrough GPU: PGPU, or a custom '
@@ -33,11 +45,13 @@ opts = [
                     'renames the class in every allocation.'),
     cfg.BoolOpt('per_gpu_providers',
                 default=True,
-                help='Report VGPU on one child provider per physical GPU '
-                     '(under its NUMA node), with a model trait '
-                     '"CUSTOM_GPU_<VENDOR>_<MODEL>". False: the legacy flat '
-                     'shape, VGPU summed on the root provider. Passthrough '
-                     'GPUs always get their own provider. Changing it with '
+                help='Report vGPUs under one child provider per physical '
+                     'GPU (under its NUMA node), with a model trait '
+                     '"CUSTOM_GPU_<VENDOR>_<MODEL>"; a VF offering a vGPU '
+                     'is a child of its GPU\'s provider. False: the legacy '
+                     'flat shape, vGPUs summed on the root provider. '
+                     'Passthrough GPUs always get their own provider. '
+                     'Changing it with '
                      'allocations present is a reshape, done at startup.'),
     cfg.IntOpt('health_quiet_period',
                default=600,

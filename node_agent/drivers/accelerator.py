@@ -63,21 +63,21 @@ BASE_CLASSES = ('FPGA', 'PGPU', 'CUSTOM_PCI_*')
 class Matcher:
     """One allow-list entry."""
 
-    def __init__(self, entry, text):
+    def __init__(self, entry, text, option=OPTION):
         try:
             jsonschema.validate(entry, ENTRY_SCHEMA)
         except jsonschema.ValidationError as e:
             where = '.'.join(str(p) for p in e.absolute_path) or 'entry'
             raise exception.ConfigError(
-                f'{OPTION}: {text!r}: {where}: {e.message}') from None
+                f'{option}: {text!r}: {where}: {e.message}') from None
         self.vendor_id = _lower(entry.get('vendor_id'))
         self.product_id = _lower(entry.get('product_id'))
-        self.address = parse_address(entry.get('address'), text)
+        self.address = parse_address(entry.get('address'), text, option)
         rc = entry.get('resource_class')
         if rc is not None and rc not in orc.STANDARDS \
                 and not orc.is_custom(rc):
             raise exception.ConfigError(
-                f'{OPTION}: {text!r}: resource_class {rc!r} is neither a '
+                f'{option}: {text!r}: resource_class {rc!r} is neither a '
                 'standard class nor CUSTOM_...')
         self.resource_class = rc
         self.traits = frozenset(normalize_trait(t)
@@ -111,7 +111,7 @@ def normalize_trait(name):
     return os_traits.normalize_name(name)
 
 
-def parse_address(spec, text):
+def parse_address(spec, text, option=OPTION):
     """Nova's ``[[[domain]:]bus]:][slot][.[function]]`` glob, as a tuple of
     (domain, bus, slot, function) ints, None meaning any."""
     if not spec:
@@ -120,7 +120,7 @@ def parse_address(spec, text):
     parts = left.split(':')
     if len(parts) > 3:
         raise exception.ConfigError(
-            f'{OPTION}: {text!r}: address {spec!r} has too many ":"')
+            f'{option}: {text!r}: address {spec!r} has too many ":"')
     parts = [None] * (3 - len(parts)) + parts
     limits = (0xffff, 0xff, 0x1f, 0x7)
     result = []
@@ -134,7 +134,7 @@ def parse_address(spec, text):
             number = -1
         if not 0 <= number <= limit:
             raise exception.ConfigError(
-                f'{OPTION}: {text!r}: address {spec!r}: {value!r} is not a '
+                f'{option}: {text!r}: address {spec!r}: {value!r} is not a '
                 'valid PCI address part')
         result.append(number)
     return tuple(result)
@@ -149,16 +149,17 @@ def address_matches(pattern, address):
     return all(p is None or p == a for p, a in zip(pattern, actual))
 
 
-def parse_allow_list(values):
+def parse_allow_list(values, option=OPTION):
+    """Matchers for the JSON entries of ``option``, in order."""
     matchers = []
     for text in values:
         try:
             data = json.loads(text)
         except ValueError as e:
             raise exception.ConfigError(
-                f'{OPTION}: {text!r} is not JSON: {e}') from None
+                f'{option}: {text!r} is not JSON: {e}') from None
         for entry in (data if isinstance(data, list) else [data]):
-            matchers.append(Matcher(entry, text))
+            matchers.append(Matcher(entry, text, option))
     return matchers
 
 

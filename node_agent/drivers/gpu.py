@@ -1,110 +1,398 @@
-"""The GPU driver: vGPU and passthrough GPUs.
+"""The GPU driver: passthrough GPUs, vGPUs on GPUs and on their SR-IOV VFs,
+MIG devices, device health.
 
 ::
 
-    <root>                            VGPU (sum) if per_gpu_providers=false
-     +-- <root>_numa_0
-          +-- <root>_pci_0000_3b_00_0   VGPU or PGPU,
-                                        CUSTOM_GPU_NVIDIA_TESLA_T4,
-                                        CUSTOM_OWNER_NODE_AGENT
+    <root> (or <root>_numa_0)
+     +-- <root>_pci_0000_3b_00_0     the physical GPU: CUSTOM_GPU_NVIDIA_A10,
+     |    |                          CUSTOM_OWNER_NODE_AGENT
+     |    +-- <root>_pci_0000_3b_00_4   VGPU: 1 (a VF: one vGPU at most)
+     |    +-- <root>_pci_0000_3b_00_5   CUSTOM_A10_24Q: 1
+     +-- <root>_pci_0000_3c_00_0     PGPU: 1 (passthrough), or VGPU: 16
+                                     (a time-sliced GPU's mdev type), or
+                                     CUSTOM_MIG_1G_10GB: 7 (MIG on)
 
-GPUs are the snapshot's ``gpus`` (NVML) plus display-class PCI devices
-(class 0x03) NVML did not list.  A GPU is reported only when it has
-something to offer:
+One provider per physical GPU, under the NUMA node of the GPU (discovery
+takes it from ``numa_node``, else from the node whose CPUs are the GPU's
+``local_cpulist``, else the only node).  A GPU whose node stays unknown on a
+host with NUMA providers hangs under the root, said once in the log.
 
-- listed in ``[gpu] passthrough_devices`` (by address or vendor:product):
-  one unit of ``[gpu] resource_class`` on its own provider, always;
-- else, with an enabled mdev type (``[gpu] enabled_vgpu_types``): VGPU =
-  that type's ``available_instances`` plus its existing devices.  A GPU
-  runs one type at a time: the first enabled type that already has devices
-  on it, else the first enabled type it offers.  With ``per_gpu_providers``
-  the VGPU sits on the GPU's provider, without it summed on the root.
+What a GPU offers, first match wins:
 
-GPU providers hang under the NUMA node of the GPU (root when NUMA
-modelling is off or the node unknown) and carry the model trait
-``CUSTOM_GPU_<VENDOR>_<MODEL>``: the NVML name without a leading vendor
-word ("Tesla T4" -> ``CUSTOM_GPU_NVIDIA_TESLA_T4``), or the PCI product id
-when the name is unknown (``CUSTOM_GPU_NVIDIA_1EB8``).
+1. Passthrough: named in ``[gpu] device_spec`` (class and traits of the
+   entry) or ``[gpu] passthrough_devices`` (``[gpu] resource_class``).  One
+   unit, never while MIG mode is on: then one ``CUSTOM_MIG_<PROFILE>``
+   class per MIG profile, as many units as MIG devices of that profile.  A
+   ``vendor:product`` entry never takes a GPU whose VFs offer or hold vGPUs.
+2. vGPU types (``[devices] enabled_mdev_types`` and ``[mdev_<type>]``, in
+   Nova's spelling, see :mod:`node_agent.conf.devices`).  A GPU with SR-IOV
+   VFs offers its vGPUs on the VFs (Ampere and later): each VF that offers
+   an enabled type (an mdev type on the VF, or NVIDIA's vendor VFIO
+   ``nvidia/creatable_vgpu_types``; ``nvidia/current_vgpu_type`` when the VF
+   already holds one) is a child provider of its GPU with one unit of the
+   type's class.  Its name follows Nova's convention for a vGPU parent
+   device (``<root>_pci_<VF address>``).  One provider per VF, not one
+   inventory on the GPU, because a VF holds one vGPU of one type: the
+   allocation then names the VF, types can differ between the VFs of one
+   card, and two vGPUs from the same card are
+   ``resources1=VGPU:1&resources2=VGPU:1&required3=CUSTOM_GPU_NVIDIA_A10&
+   same_subtree=_1,_2,_3`` with the resourceless group on the GPU.  A
+   time-sliced GPU (mdev types on the GPU itself, no VFs) offers its type's
+   ``available_instances`` plus its existing mdevs on its own provider.
+3. Nothing: the GPU is not reported, said once in the log with the option
+   that would report it.
 
-Managed: VGPU on the root; on GPU providers VGPU, PGPU, CUSTOM_PGPU, the
-configured class and the ``CUSTOM_GPU_*`` traits.  Switching the
-passthrough class between PGPU and CUSTOM_PGPU (or to another custom
-class) is a rename the reshape logic follows.
+A device that already holds a vGPU offers that vGPU's type (the hardware
+runs it whatever the configuration says) while the type is enabled; else
+the type ``device_addresses`` gives it (its own address, or its GPU's for a
+VF), else the first enabled type with no ``device_addresses``.
+``max_instances`` caps a type over the whole host, existing devices
+counted first, as Nova does.
+
+A MIG mode change waiting for a GPU reset is said in the log and carried as
+the trait ``CUSTOM_GPU_MIG_CHANGE_PENDING``: the GPU is reported as its
+current mode is.  An unhealthy GPU (``self.health``) carries
+``CUSTOM_NODE_AGENT_UNHEALTHY`` and the reshape-free rule of
+:func:`node_agent.drivers.layout.reserve_unhealthy` makes it and its VFs
+unschedulable.
+
+Models: the GPU provider carries ``CUSTOM_GPU_<VENDOR>_<MODEL>``, the NVML
+name without a leading vendor word ("Tesla T4" ->
+``CUSTOM_GPU_NVIDIA_TESLA_T4``), or the PCI product id when the name is
+unknown (``CUSTOM_GPU_NVIDIA_1EB8``).
+
+With ``[gpu] per_gpu_providers = false`` (the legacy flat shape) the vGPUs
+are summed on the root, per class; passthrough and MIG GPUs keep their
+providers.  Switching the passthrough class between PGPU and CUSTOM_PGPU is
+a rename the reshape logic follows.
+
+The driver owns its GPU and VF providers: every class on them is its own.
+On the root it manages the vGPU classes it may sum there.
 """
 
 import dataclasses
+import logging
 import re
 
 import os_resource_classes as orc
 
 from node_agent import exception
 from node_agent import identity
+from node_agent.conf import devices as devices_conf
+from node_agent.drivers import accelerator
 from node_agent.drivers import base
 from node_agent.drivers import layout
+from node_agent.hardware import snapshot as snapshot_mod
+
+LOG = logging.getLogger(__name__)
 
 VENDORS = {'10de': 'nvidia', '1002': 'amd', '8086': 'intel',
            '1a03': 'aspeed', '102b': 'matrox'}
 PASSTHROUGH_CLASSES = ('PGPU', 'CUSTOM_PGPU')
 MODEL_TRAITS = ('CUSTOM_GPU_*',)
+MIG_PENDING_TRAIT = 'CUSTOM_GPU_MIG_CHANGE_PENDING'
+MIG_CLASS_PREFIX = 'CUSTOM_MIG_'
+DEVICE_SPEC = '[gpu] device_spec'
+# Everything on a provider the driver owns.
+ALL = ('*',)
+
+# What was already said in the log, so that an audit every minute does not
+# repeat it: (what, address).
+_said = set()
+
+
+def _say_once(key, level, message, *args):
+    if key not in _said:
+        _said.add(key)
+        LOG.log(level, message, *args)
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuInfo:
-    address: str
-    vendor: str
-    vendor_id: str | None
-    product_id: str | None
-    name: str | None
-    numa_node: int | None
-    mdev_types: tuple
+class Offer:
+    """vGPU capacity on one device: a VF, or a time-sliced GPU itself."""
+    address: str            # the VF, or the GPU for mdev types on the GPU
+    gpu_address: str        # the physical GPU
+    type_id: str            # "nvidia-588"; vendor VFIO: "nvidia-1155"
+    resource_class: str
+    total: int
+    vendor_vfio: bool = False
+    existing: int = 0       # vGPUs the device already holds
 
 
-def gpus_of(snapshot):
-    """Every GPU of the snapshot, NVML facts merged with PCI ones."""
-    result = {}
-    for gpu in snapshot.gpus:
-        pci = snapshot.pci_device(gpu.address)
-        result[gpu.address] = GpuInfo(
-            address=gpu.address,
-            vendor=gpu.vendor or VENDORS.get(pci.vendor_id if pci else '',
-                                             'unknown'),
-            vendor_id=pci.vendor_id if pci else None,
-            product_id=pci.product_id if pci else None,
-            name=gpu.name,
-            numa_node=(gpu.numa_node if gpu.numa_node is not None
-                       else pci.numa_node if pci else None),
-            mdev_types=gpu.mdev_types or (pci.mdev_types if pci else ()))
-    for pci in snapshot.pci_devices:
-        if pci.class_id != '03' or pci.address in result:
-            continue
-        result[pci.address] = GpuInfo(
-            address=pci.address,
-            vendor=VENDORS.get(pci.vendor_id, pci.vendor_id),
-            vendor_id=pci.vendor_id, product_id=pci.product_id, name=None,
-            numa_node=pci.numa_node, mdev_types=pci.mdev_types)
-    return [result[a] for a in sorted(result)]
+@dataclasses.dataclass(frozen=True)
+class TypeConfig:
+    type_id: str
+    addresses: frozenset
+    resource_class: str
+    max_instances: int | None
 
 
-def model_trait(gpu):
+def model_trait(gpu, pci=None):
     vendor = _norm(gpu.vendor)
-    model = _norm(gpu.name or gpu.product_id or 'unknown')
+    product = pci.product_id if pci is not None else None
+    model = _norm(gpu.name or product or 'unknown')
     if model.startswith(vendor + '_'):
         model = model[len(vendor) + 1:]
     return f'CUSTOM_GPU_{vendor}_{model}'
+
+
+def mig_class(profile):
+    """``"1g.10gb"`` -> ``CUSTOM_MIG_1G_10GB``."""
+    return orc.normalize_name('MIG_' + profile)
 
 
 def _norm(text):
     return re.sub(r'[^A-Z0-9]+', '_', text.upper()).strip('_')
 
 
-def vgpu_total(gpu, enabled_types):
-    """(type id, VGPU total) this GPU offers, or (None, 0)."""
-    offered = {t.type_id: t for t in gpu.mdev_types}
-    candidates = [offered[t] for t in enabled_types if t in offered]
-    if not candidates:
-        return None, 0
-    chosen = next((t for t in candidates if t.devices), candidates[0])
-    return chosen.type_id, chosen.available_instances + len(chosen.devices)
+def _address(text, option):
+    value = text.strip().lower()
+    if not re.fullmatch(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]',
+                        value):
+        raise exception.ConfigError(
+            f'{option}: {text!r} is not a PCI address (dddd:bb:ss.f)')
+    return value
+
+
+def type_configs(conf):
+    """``[devices] enabled_mdev_types`` with their ``[mdev_<type>]``
+    groups, checked: ``{type id: TypeConfig}`` in the listed order."""
+    devices_conf.register_dynamic_opts(conf)
+    result = {}
+    owner = {}
+    for type_id in dict.fromkeys(conf.devices.enabled_mdev_types):
+        group = getattr(conf, devices_conf.group_name(type_id))
+        option = f'[{devices_conf.group_name(type_id)}] device_addresses'
+        addresses = frozenset(_address(a, option)
+                              for a in group.device_addresses if a.strip())
+        for address in sorted(addresses):
+            if address in owner:
+                raise exception.ConfigError(
+                    f'{option}: {address} is also in '
+                    f'[{devices_conf.group_name(owner[address])}] '
+                    'device_addresses; a device offers one type')
+            owner[address] = type_id
+        result[type_id] = TypeConfig(type_id, addresses, group.mdev_class,
+                                     group.max_instances)
+    return result
+
+
+class _Types:
+    """Which enabled type a device offers (see the module doc)."""
+
+    def __init__(self, configs):
+        self.configs = configs
+        self.by_address = {a: t.type_id for t in configs.values()
+                           for a in t.addresses}
+        self.default = next((t.type_id for t in configs.values()
+                             if not t.addresses), None)
+
+    def configured(self, address, gpu_address):
+        return (self.by_address.get(address)
+                or self.by_address.get(gpu_address) or self.default)
+
+    def enabled(self, type_id):
+        return type_id in self.configs
+
+    def resource_class(self, type_id):
+        return self.configs[type_id].resource_class
+
+
+def _mdev_offer(types, address, gpu_address, mdev_types, per_device_one):
+    """The offer of a device with mdev types, or None."""
+    held = next((t for t in mdev_types if t.devices), None)
+    if held is not None:
+        if not types.enabled(held.type_id):
+            _say_once(('held-not-enabled', address), logging.WARNING,
+                      'Device %s holds vGPUs of type %s, which [devices] '
+                      'enabled_mdev_types does not list: it offers none',
+                      address, held.type_id)
+            return None
+        chosen = held
+    else:
+        wanted = types.configured(address, gpu_address)
+        chosen = next((t for t in mdev_types if t.type_id == wanted), None)
+        if chosen is None:
+            return None
+    total = chosen.available_instances + len(chosen.devices)
+    if per_device_one:
+        total = min(total, 1)
+    if not total:
+        return None
+    return Offer(address, gpu_address, chosen.type_id,
+                 types.resource_class(chosen.type_id), total,
+                 existing=len(chosen.devices))
+
+
+def _vfio_offer(types, vf, gpu_address):
+    """The offer of a VF with NVIDIA's vendor VFIO files, or None."""
+    if vf.current_vgpu_type:
+        type_id = f'nvidia-{vf.current_vgpu_type}'
+        if not types.enabled(type_id):
+            _say_once(('held-not-enabled', vf.address), logging.WARNING,
+                      'VF %s holds a vGPU of type %s, which [devices] '
+                      'enabled_mdev_types does not list: it offers none',
+                      vf.address, type_id)
+            return None
+        return Offer(vf.address, gpu_address, type_id,
+                     types.resource_class(type_id), 1, vendor_vfio=True,
+                     existing=1)
+    wanted = types.configured(vf.address, gpu_address)
+    creatable = {f'nvidia-{t.type_id}' for t in vf.creatable_vgpu_types}
+    if wanted is None or wanted not in creatable:
+        return None
+    return Offer(vf.address, gpu_address, wanted,
+                 types.resource_class(wanted), 1, vendor_vfio=True)
+
+
+def _vf_vgpu_use(gpu, offers):
+    """Whether the GPU's SR-IOV VFs offer or hold vGPUs: a card in vGPU
+    use, which only its exact address gives whole."""
+    return bool(gpu.vfs) and bool(offers)
+
+
+def _device_offers(types, gpu):
+    if gpu.vfs:
+        offers = []
+        for vf in gpu.vfs:
+            if vf.mdev_types:
+                offer = _mdev_offer(types, vf.address, gpu.address,
+                                    vf.mdev_types, per_device_one=True)
+            else:
+                offer = _vfio_offer(types, vf, gpu.address)
+            if offer is not None:
+                offers.append(offer)
+        return offers
+    offer = _mdev_offer(types, gpu.address, gpu.address, gpu.mdev_types,
+                        per_device_one=False)
+    return [offer] if offer is not None else []
+
+
+def _cap(offers, configs):
+    """Apply ``max_instances`` host-wide: existing devices first, then the
+    devices in address order."""
+    room = {}
+    for offer in offers:
+        if configs[offer.type_id].max_instances is not None:
+            room.setdefault(offer.type_id,
+                            configs[offer.type_id].max_instances)
+            room[offer.type_id] -= offer.existing
+    result = []
+    for offer in offers:
+        if offer.type_id not in room:
+            result.append(offer)
+            continue
+        extra = max(0, min(offer.total - offer.existing,
+                           room[offer.type_id]))
+        room[offer.type_id] -= extra
+        total = offer.existing + extra
+        if total:
+            result.append(dataclasses.replace(offer, total=total))
+    return result
+
+
+def _gpus(snapshot):
+    """The physical GPUs: the snapshot's, with the mdev types PCI saw when
+    the GPU's own record has none, plus display-class PCI functions no
+    source listed as a GPU (never a VF)."""
+    result = {}
+    for gpu in snapshot.gpus:
+        pci = snapshot.pci_device(gpu.address)
+        if not gpu.mdev_types and pci is not None and pci.mdev_types:
+            gpu = dataclasses.replace(gpu, mdev_types=pci.mdev_types)
+        result[gpu.address] = gpu
+    for pci in snapshot.pci_devices:
+        if pci.class_id == '03' and pci.physfn is None \
+                and pci.address not in result:
+            result[pci.address] = snapshot_mod.Gpu(
+                address=pci.address,
+                vendor=VENDORS.get(pci.vendor_id, pci.vendor_id),
+                numa_node=pci.numa_node, mdev_types=pci.mdev_types)
+    return [result[a] for a in sorted(result)]
+
+
+def _offers(types, passthrough, snapshot):
+    """The vGPU offers of GPUs not given whole, capped."""
+    if not types.configs:
+        return []
+    offers = []
+    for gpu in _gpus(snapshot):
+        device_offers = _device_offers(types, gpu)
+        if passthrough.match(
+                gpu, snapshot, _vf_vgpu_use(gpu, device_offers)) is None:
+            offers.extend(device_offers)
+    return _cap(offers, types.configs)
+
+
+def vgpu_offers(conf, snapshot):
+    """Every vGPU offer of the host: the devices with vGPU inventory
+    (GPUs given whole offer none)."""
+    return _offers(_Types(type_configs(conf)), _Passthrough(conf), snapshot)
+
+
+def passthrough_class(conf, snapshot, address):
+    """The class GPU ``address`` is given whole with, or None: a GPU not
+    configured for passthrough, or one with MIG mode on."""
+    gpu = next((g for g in _gpus(snapshot) if g.address == address), None)
+    if gpu is None or gpu.mig_mode_current:
+        return None
+    types = _Types(type_configs(conf))
+    offers = _device_offers(types, gpu) if types.configs else []
+    match = _Passthrough(conf).match(gpu, snapshot,
+                                     _vf_vgpu_use(gpu, offers))
+    return match[0] if match else None
+
+
+class _Passthrough:
+    """``[gpu] device_spec`` then ``[gpu] passthrough_devices``."""
+
+    def __init__(self, conf):
+        rc = conf.gpu.resource_class
+        if not (rc in orc.STANDARDS or orc.is_custom(rc)) or \
+                not re.fullmatch(r'[A-Z0-9_]+', rc):
+            raise exception.ConfigError(
+                f'[gpu] resource_class: {rc!r} is neither a standard '
+                'resource class nor CUSTOM_[A-Z0-9_]+')
+        self.resource_class = rc
+        self.specs = accelerator.parse_allow_list(conf.gpu.device_spec,
+                                                  DEVICE_SPEC)
+        self.addresses = set()
+        self.products = set()
+        for entry in conf.gpu.passthrough_devices:
+            entry = entry.strip().lower()
+            if re.fullmatch(r'[0-9a-f]{4}:[0-9a-f]{4}', entry):
+                self.products.add(entry)
+            elif entry:
+                self.addresses.add(_address(
+                    entry, '[gpu] passthrough_devices'))
+
+    def classes(self):
+        return {self.resource_class} | {
+            m.resource_class for m in self.specs if m.resource_class}
+
+    def traits(self):
+        return set().union(*(m.traits for m in self.specs))
+
+    def match(self, gpu, snapshot, in_vgpu_use):
+        """``(class, traits)`` for a GPU given whole, or None.
+
+        Only an exact address takes a GPU whose VFs offer or hold vGPUs.
+        """
+        pci = snapshot.pci_device(gpu.address)
+        for spec in self.specs:
+            if pci is not None and spec.matches(pci):
+                exact = all(part is not None for part in spec.address)
+                if in_vgpu_use and not exact:
+                    return None
+                return (spec.resource_class or self.resource_class,
+                        spec.traits)
+        if gpu.address in self.addresses:
+            return self.resource_class, frozenset()
+        if pci is not None and \
+                f'{pci.vendor_id}:{pci.product_id}' in self.products \
+                and not in_vgpu_use:
+            return self.resource_class, frozenset()
+        return None
 
 
 class GpuDriver(base.Driver):
@@ -114,65 +402,127 @@ class GpuDriver(base.Driver):
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
-        rc = conf.gpu.resource_class
-        if not (rc in orc.STANDARDS or orc.is_custom(rc)) or \
-                not re.fullmatch(r'[A-Z0-9_]+', rc):
-            raise exception.ConfigError(
-                f'[gpu] resource_class: {rc!r} is neither a standard '
-                'resource class nor CUSTOM_[A-Z0-9_]+')
-        self.resource_class = rc
-        self.passthrough = {e.strip().lower()
-                            for e in conf.gpu.passthrough_devices
-                            if e.strip()}
-        self.gpus = gpus_of(snapshot)
+        self.passthrough = _Passthrough(conf)
+        self.types = _Types(type_configs(conf))
 
     def applies(self, snapshot):
-        return bool(self.gpus)
+        return bool(_gpus(snapshot))
 
     def renames(self):
-        return {(identity.PCI, old): self.resource_class
-                for old in PASSTHROUGH_CLASSES
-                if old != self.resource_class}
+        rc = self.passthrough.resource_class
+        return {(identity.PCI, old): rc
+                for old in PASSTHROUGH_CLASSES if old != rc}
 
-    def _is_passthrough(self, gpu):
-        return (gpu.address in self.passthrough
-                or f'{gpu.vendor_id}:{gpu.product_id}' in self.passthrough)
-
-    def managed_classes(self):
-        return ('VGPU', self.resource_class) + PASSTHROUGH_CLASSES
+    def root_classes(self):
+        """Classes the flat shape may sum on the root."""
+        return ('VGPU',) + tuple(sorted(
+            {t.resource_class for t in self.types.configs.values()}))
 
     def build(self, provider_tree, nodename, current):
         per_gpu = self.conf.gpu.per_gpu_providers
-        enabled = self.conf.gpu.enabled_vgpu_types
+        offers = {}
+        for offer in _offers(self.types, self.passthrough, self.snapshot):
+            offers.setdefault(offer.gpu_address, []).append(offer)
         wanted = set()
-        flat_vgpu = 0
-        for gpu in self.gpus:
-            inventory = {}
-            if self._is_passthrough(gpu):
-                inventory[self.resource_class] = layout.record(1)
-            else:
-                _, total = vgpu_total(gpu, enabled)
-                if total and not per_gpu:
-                    flat_vgpu += total
-                    continue
-                if total:
-                    inventory['VGPU'] = layout.record(total)
-            if not inventory:
+        flat = {}
+        for gpu in _gpus(self.snapshot):
+            inventory, traits, device_offers = self._gpu_shape(
+                gpu, offers.get(gpu.address, []))
+            if device_offers and not per_gpu:
+                for offer in device_offers:
+                    flat[offer.resource_class] = (
+                        flat.get(offer.resource_class, 0) + offer.total)
+                device_offers = []
+            if not inventory and not device_offers:
+                self._say_not_reported(gpu)
                 continue
-            provider = layout.ensure_device(
-                self.conf, self.snapshot, provider_tree, nodename,
-                identity.pci_id(gpu.address), gpu.numa_node)
+            provider = self._ensure_gpu(provider_tree, nodename, gpu)
             if provider is None:
                 continue
             wanted.add(provider.name)
-            layout.set_inventory(provider, inventory, self.managed_classes())
-            layout.set_traits(provider, {model_trait(gpu)}, MODEL_TRAITS)
+            for offer in device_offers:
+                if offer.address == gpu.address:
+                    inventory[offer.resource_class] = layout.record(
+                        offer.total)
+                    continue
+                child = layout.ensure_child(
+                    provider_tree, identity.pci_id(offer.address),
+                    provider.uuid, nodename)
+                if child is None:
+                    continue
+                wanted.add(child.name)
+                layout.set_inventory(
+                    child, {offer.resource_class: layout.record(1)}, ALL)
+            layout.set_inventory(provider, inventory, ALL)
+            layout.set_traits(provider, traits, self._managed_traits())
+            layout.set_health(provider, self.health.get(gpu.address))
         root = provider_tree.get(nodename)
-        root_inventory = {}
-        if flat_vgpu:
-            root_inventory['VGPU'] = layout.record(flat_vgpu)
-        layout.set_inventory(root, root_inventory, ('VGPU',))
+        layout.set_inventory(
+            root, {rc: layout.record(n) for rc, n in flat.items()},
+            self.root_classes())
         return wanted
 
     def retire(self, provider_tree, nodename):
-        layout.set_inventory(provider_tree.get(nodename), {}, ('VGPU',))
+        layout.set_inventory(provider_tree.get(nodename), {},
+                             self.root_classes())
+
+    # -- one GPU --------------------------------------------------------------
+
+    def _gpu_shape(self, gpu, offers):
+        """``(inventory, traits, vGPU offers)`` of one GPU."""
+        pci = self.snapshot.pci_device(gpu.address)
+        traits = {model_trait(gpu, pci)}
+        if gpu.mig_change_pending:
+            traits.add(MIG_PENDING_TRAIT)
+            _say_once(('mig-pending', gpu.address), logging.WARNING,
+                      'GPU %s: MIG mode changes to %s at its next reset; '
+                      'reported as it is now (MIG %s)', gpu.address,
+                      'on' if gpu.mig_mode_pending else 'off',
+                      'on' if gpu.mig_mode_current else 'off')
+        match = self.passthrough.match(gpu, self.snapshot,
+                                       _vf_vgpu_use(gpu, offers))
+        if match is None:
+            return {}, traits, offers
+        resource_class, spec_traits = match
+        traits |= set(spec_traits)
+        if not gpu.mig_mode_current:
+            return {resource_class: layout.record(1)}, traits, []
+        profiles = gpu.mig_profiles()
+        _say_once(('mig-on', gpu.address), logging.WARNING,
+                  'GPU %s has MIG mode on: not given whole as %s; its MIG '
+                  'devices are reported per profile (%s)', gpu.address,
+                  resource_class,
+                  ', '.join(f'{n} x {p}' for p, n in sorted(profiles.items()))
+                  or 'none yet')
+        return ({mig_class(p): layout.record(n)
+                 for p, n in profiles.items()}, traits, [])
+
+    def _managed_traits(self):
+        return MODEL_TRAITS + tuple(sorted(self.passthrough.traits()))
+
+    def _ensure_gpu(self, tree, nodename, gpu):
+        numa_node = gpu.numa_node
+        if numa_node is None and layout.numa_active(self.conf,
+                                                    self.snapshot):
+            _say_once(('numa-unknown', gpu.address), logging.WARNING,
+                      'GPU %s: no NUMA node (numa_node is -1 and its '
+                      'local_cpulist matches no node); reported under the '
+                      'root provider', gpu.address)
+        return layout.ensure_device(self.conf, self.snapshot, tree,
+                                    nodename, identity.pci_id(gpu.address),
+                                    numa_node)
+
+    def _say_not_reported(self, gpu):
+        offered = sorted({t.type_id for t in gpu.mdev_types}
+                         | {t.type_id for vf in gpu.vfs
+                            for t in vf.mdev_types}
+                         | {f'nvidia-{t.type_id}' for vf in gpu.vfs
+                            for t in vf.creatable_vgpu_types})
+        pci = self.snapshot.pci_device(gpu.address)
+        ident = f'{pci.vendor_id}:{pci.product_id}' if pci else 'unknown id'
+        _say_once(('not-reported', gpu.address), logging.INFO,
+                  'GPU %s (%s, %s) is not reported: list it in [gpu] '
+                  'passthrough_devices or [gpu] device_spec to give it '
+                  'whole%s', gpu.address, gpu.name or 'unnamed', ident,
+                  f', or enable one of its vGPU types ({", ".join(offered)})'
+                  ' in [devices] enabled_mdev_types' if offered else '')

@@ -45,7 +45,8 @@ def write_conf(workdir, libvirt_uri=None):
         '[libvirt]', 'connection_uri = ' + (
             libvirt_uri or 'test://' + os.path.join(HOST1, 'libvirt.xml')),
         'scan_timeout = 2',
-        '[gpu]', 'enabled_vgpu_types = nvidia-222', 'per_gpu_providers = true',
+        '[devices]', 'enabled_mdev_types = nvidia-222',
+        '[gpu]', 'per_gpu_providers = true',
         '[numa]', 'enabled = true',
     ]
     path = os.path.join(workdir, 'agent.conf')

@@ -31,7 +31,7 @@ def host1():
 
 
 def configure(conf, nested=True):
-    conf.set_override('enabled_vgpu_types', ['nvidia-222'], 'gpu')
+    conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
     conf.set_override('physical_device_mappings', MAPPINGS, 'nic')
     conf.set_override('device_allow_list',
                       ['{"vendor_id": "8086", "product_id": "09c4", '

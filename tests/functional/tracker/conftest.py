@@ -32,7 +32,7 @@ def use_host1(conf, nested):
     conf.set_override('connection_uri',
                       'test://' + os.path.join(HOST1, 'libvirt.xml'),
                       'libvirt')
-    conf.set_override('enabled_vgpu_types', ['nvidia-222'], 'gpu')
+    conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
     set_layout(conf, nested)
 
 

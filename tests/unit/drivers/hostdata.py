@@ -88,7 +88,7 @@ def host1_conf(conf):
     """Options that make every host-1 driver report something."""
     configure(
         conf,
-        gpu={'enabled_vgpu_types': ['nvidia-222']},
+        devices={'enabled_mdev_types': ['nvidia-222']},
         nic={'physical_device_mappings': [
             'physnet0:ens1f0', 'physnet1:ens1f1',
             'physnet0:ens2f0', 'physnet1:ens2f1']},

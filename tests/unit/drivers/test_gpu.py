@@ -78,9 +78,9 @@ def test_bad_resource_class_names_the_option(dconf, snapshot):
     ('amd', None, '740f', 'CUSTOM_GPU_AMD_740F'),
 ])
 def test_model_trait(vendor, name, product, trait):
-    info = gpu_mod.GpuInfo('0000:01:00.0', vendor, '10de', product, name,
-                           None, ())
-    assert gpu_mod.model_trait(info) == trait
+    gpu = s.Gpu('0000:01:00.0', vendor, name=name)
+    pci = s.PciDevice('0000:01:00.0', '10de', product, '030200')
+    assert gpu_mod.model_trait(gpu, pci) == trait
 
 
 def test_gpu_without_nvml_comes_from_pci(dconf, tree):
@@ -91,11 +91,19 @@ def test_gpu_without_nvml_comes_from_pci(dconf, tree):
     assert tree.get(G0).inventory['VGPU']['total'] == 16
 
 
-def test_unknown_numa_node_hangs_under_root(dconf, tree):
+def test_unknown_numa_node_hangs_under_root(dconf, tree, caplog):
     snap = s.HostSnapshot(
-        numa_nodes=(s.NumaNode(0, frozenset({0}), 1024),),
-        cpus=(s.Cpu(0, numa_node=0),),
+        numa_nodes=(s.NumaNode(0, frozenset({0}), 1024),
+                    s.NumaNode(1, frozenset({1}), 1024)),
+        cpus=(s.Cpu(0, numa_node=0), s.Cpu(1, numa_node=1)),
         pci_devices=(s.PciDevice('0000:01:00.0', '10de', '1eb8', '030200',
                                  mdev_types=hostdata.mdev_types()),))
+    gpu_mod._said.clear()
+    run(dconf, snap, tree)
     run(dconf, snap, tree)
     assert tree.get(f'{H}_pci_0000_01_00_0').parent_uuid == tree.get(H).uuid
+    said = [r.getMessage() for r in caplog.records
+            if 'no NUMA node' in r.getMessage()]
+    assert said == ['GPU 0000:01:00.0: no NUMA node (numa_node is -1 and '
+                    'its local_cpulist matches no node); reported under the '
+                    'root provider']
