@@ -161,10 +161,16 @@ def type_configs(conf):
     result = {}
     owner = {}
     for type_id in dict.fromkeys(conf.devices.enabled_mdev_types):
-        group = getattr(conf, devices_conf.group_name(type_id))
-        option = f'[{devices_conf.group_name(type_id)}] device_addresses'
+        name = devices_conf.group_name(type_id)
+        group = getattr(conf, name)
+        try:
+            values = (group.device_addresses, group.mdev_class,
+                      group.max_instances)
+        except ValueError as e:
+            raise exception.ConfigError(f'[{name}]: {e}') from None
+        option = f'[{name}] device_addresses'
         addresses = frozenset(_address(a, option)
-                              for a in group.device_addresses if a.strip())
+                              for a in values[0] if a.strip())
         for address in sorted(addresses):
             if address in owner:
                 raise exception.ConfigError(
@@ -172,8 +178,7 @@ def type_configs(conf):
                     f'[{devices_conf.group_name(owner[address])}] '
                     'device_addresses; a device offers one type')
             owner[address] = type_id
-        result[type_id] = TypeConfig(type_id, addresses, group.mdev_class,
-                                     group.max_instances)
+        result[type_id] = TypeConfig(type_id, addresses, *values[1:])
     return result
 
 

@@ -107,3 +107,69 @@ def test_unknown_numa_node_hangs_under_root(dconf, tree, caplog):
     assert said == ['GPU 0000:01:00.0: no NUMA node (numa_node is -1 and '
                     'its local_cpulist matches no node); reported under the '
                     'root provider']
+
+
+# -- [devices] and [mdev_<type>] -------------------------------------------
+
+def _conf_file(tmp_path, text):
+    from oslo_config import cfg
+    from node_agent import conf as na_conf
+    path = tmp_path / 'agent.conf'
+    path.write_text(text)
+    conf = cfg.ConfigOpts()
+    na_conf.register_opts(conf)
+    conf(['--config-file', str(path)], project='node-agent',
+         default_config_files=[])
+    return conf
+
+
+def test_enabled_vgpu_types_is_the_deprecated_spelling(tmp_path):
+    conf = _conf_file(tmp_path, '[gpu]\nenabled_vgpu_types = nvidia-222\n')
+    assert conf.devices.enabled_mdev_types == ['nvidia-222']
+
+
+def test_one_address_in_two_types_names_both(tmp_path):
+    conf = _conf_file(tmp_path, (
+        '[devices]\nenabled_mdev_types = nvidia-588, nvidia-592\n'
+        '[mdev_nvidia-588]\ndevice_addresses = 0000:3b:00.4\n'
+        '[mdev_nvidia-592]\ndevice_addresses = 0000:3B:00.4\n'))
+    with pytest.raises(exception.ConfigError) as e:
+        gpu_mod.type_configs(conf)
+    assert str(e.value) == (
+        '[mdev_nvidia-592] device_addresses: 0000:3b:00.4 is also in '
+        '[mdev_nvidia-588] device_addresses; a device offers one type')
+
+
+@pytest.mark.parametrize('text,culprit', [
+    ('[mdev_nvidia-588]\nmdev_class = vgpu-small\n',
+     r"^\[mdev_nvidia-588\]: .*'vgpu-small'"),
+    ('[mdev_nvidia-588]\ndevice_addresses = 3b:00.4\n',
+     r"^\[mdev_nvidia-588\] device_addresses: '3b:00.4' is not a PCI "
+     r"address"),
+    ('[mdev_nvidia-588]\nmax_instances = 0\n',
+     r'^\[mdev_nvidia-588\]: .*max_instances'),
+])
+def test_bad_type_section_names_the_culprit(tmp_path, text, culprit):
+    conf = _conf_file(tmp_path, '[devices]\nenabled_mdev_types = '
+                                'nvidia-588\n' + text)
+    with pytest.raises(exception.ConfigError, match=culprit):
+        gpu_mod.type_configs(conf)
+
+
+def test_offers_and_passthrough_class_of_an_sriov_host(conf):
+    from tests.fixtures import hosts
+    snapshot = hosts.discover('host4')
+    conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
+                      'devices')
+    conf.set_override('passthrough_devices', ['0000:af:00.0'], 'gpu')
+    offers = gpu_mod.vgpu_offers(conf, snapshot)
+    assert [(o.address, o.gpu_address, o.type_id, o.resource_class,
+             o.total, o.vendor_vfio, o.existing) for o in offers] == [
+        ('0000:3b:00.4', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 1),
+        ('0000:3b:00.5', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 0),
+        ('0000:3b:00.6', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 0),
+        ('0000:3b:00.7', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 0),
+    ]
+    assert gpu_mod.passthrough_class(conf, snapshot, '0000:af:00.0') == \
+        'PGPU'
+    assert gpu_mod.passthrough_class(conf, snapshot, '0000:3b:00.0') is None

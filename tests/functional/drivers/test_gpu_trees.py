@@ -1,0 +1,300 @@
+"""GPUs as they are deployed today, synced into the real Placement.
+
+The recorded H100 host (``h100-vm``), a synthetic SR-IOV vGPU host
+(``host4``: an A10 with mdev types on its VFs, an L40S with vendor VFIO
+VFs) and the 8-GPU MIG host (``host2``); every query goes to the real
+Placement against the tree the drivers built and the report client synced.
+"""
+
+import logging
+
+import pytest
+
+from node_agent import drivers
+from node_agent import identity
+from node_agent.conf import devices as devices_conf
+from node_agent.drivers import gpu as gpu_mod
+from node_agent.drivers import layout
+from node_agent.hardware import health as health_mod
+from tests.fixtures import hosts
+from tests.fixtures import provider_names as names
+from tests.functional.drivers import conftest as c
+from tests.functional.drivers.test_scheduling import candidates
+from tests.functional.drivers.test_scheduling import mapped
+
+H100 = '0000:00:06.0'
+A10, L40S = '0000:3b:00.0', '0000:af:00.0'
+A10_VFS = [f'0000:3b:00.{f}' for f in range(4, 8)]
+L40S_VFS = [f'0000:af:00.{f}' for f in range(4, 8)]
+
+
+def uuid(address):
+    return names.uuid_of(identity.child_name(c.HOST,
+                                             identity.pci_id(address)))
+
+
+def numa(node):
+    return names.uuid_of(f'{c.HOST}_numa_{node}')
+
+
+class Agent(c.Agent):
+    """The drivers' agent, with device health handed in."""
+
+    health = {}
+
+    def sync(self):
+        ds = drivers.DriverSet(self.conf, self.snapshot, self.health)
+        tree = self.rc.get_provider_tree_and_ensure_root(c.HOST)
+        ds.update_provider_tree(tree, c.HOST)
+        self.rc.update_from_provider_tree(tree, None)
+        return tree
+
+
+@pytest.fixture(autouse=True)
+def fresh_log_memory():
+    gpu_mod._said.clear()
+
+
+def agent_for(host, conf, adapter, options=None):
+    conf.set_override('config_location', '', 'provider_overrides')
+    conf.set_override('enabled', True, 'numa')
+    for (group, name), value in (options or {}).items():
+        conf.set_override(name, value, group)
+    devices_conf.register_dynamic_opts(conf)
+    return Agent(conf, adapter, hosts.discover(host))
+
+
+def mdev(conf, type_id, **values):
+    """Set ``[mdev_<type_id>]`` options."""
+    devices_conf.register_dynamic_opts(conf)
+    for name, value in values.items():
+        conf.set_override(name, value, devices_conf.group_name(type_id))
+
+
+def get(adapter, path, mv='1.36'):
+    resp = adapter.get(path, microversion=mv)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def inventory(adapter, address):
+    body = get(adapter, f'/resource_providers/{uuid(address)}/inventories')
+    return {rc: (r['total'], r['reserved'])
+            for rc, r in body['inventories'].items()}
+
+
+def traits(adapter, address):
+    return set(get(adapter,
+                   f'/resource_providers/{uuid(address)}/traits')['traits'])
+
+
+def parent(adapter, address):
+    return get(adapter, f'/resource_providers/{uuid(address)}')[
+        'parent_provider_uuid']
+
+
+def exists(adapter, address):
+    return adapter.get(f'/resource_providers/{uuid(address)}',
+                       microversion='1.14').status_code == 200
+
+
+# -- the recorded H100 --------------------------------------------------------
+
+def test_h100_passthrough_sits_on_its_numa_node_and_the_affine_request_fits(
+        conf, placement_adapter):
+    agent = agent_for('h100-vm', conf, placement_adapter,
+                      {('gpu', 'passthrough_devices'): ['10de:2330']})
+    agent.sync()
+    # numa_node is -1 in sysfs; local_cpulist 0-15 is node0's CPUs.
+    assert parent(placement_adapter, H100) == numa(0)
+    assert inventory(placement_adapter, H100) == {'PGPU': (1, 0)}
+    assert traits(placement_adapter, H100) == {
+        'CUSTOM_GPU_NVIDIA_H100_80GB_HBM3', identity.OWNER_TRAIT}
+    # The README's NUMA-affine request.
+    found = candidates(placement_adapter, '1.36',
+                       resources_COMPUTE='VCPU:2,MEMORY_MB:512',
+                       resources_ACCEL='PGPU:1',
+                       same_subtree='_COMPUTE,_ACCEL', group_policy='none')
+    assert [mapped(r) for r in found] == [
+        {'_COMPUTE': numa(0), '_ACCEL': uuid(H100)}]
+
+
+def test_h100_not_configured_is_said_once_with_the_option(
+        conf, placement_adapter, caplog):
+    caplog.set_level(logging.INFO, logger='node_agent.drivers.gpu')
+    agent = agent_for('h100-vm', conf, placement_adapter)
+    agent.sync()
+    agent.sync()
+    assert not exists(placement_adapter, H100)
+    said = [r.getMessage() for r in caplog.records
+            if 'not reported' in r.getMessage()]
+    assert said == ['GPU 0000:00:06.0 (NVIDIA H100 80GB HBM3, 10de:2330) is '
+                    'not reported: list it in [gpu] passthrough_devices or '
+                    '[gpu] device_spec to give it whole']
+
+
+def test_h100_device_spec_gives_class_and_traits(conf, placement_adapter):
+    spec = ('{"vendor_id": "10de", "product_id": "2330", '
+            '"resource_class": "CUSTOM_H100", "traits": ["HBM3"]}')
+    agent = agent_for('h100-vm', conf, placement_adapter,
+                      {('gpu', 'device_spec'): [spec]})
+    agent.sync()
+    assert inventory(placement_adapter, H100) == {'CUSTOM_H100': (1, 0)}
+    assert traits(placement_adapter, H100) == {
+        'CUSTOM_GPU_NVIDIA_H100_80GB_HBM3', 'CUSTOM_HBM3',
+        identity.OWNER_TRAIT}
+
+
+def test_unhealthy_gpu_is_unschedulable_and_comes_back(
+        conf, placement_adapter):
+    adapter = placement_adapter
+    agent = agent_for('h100-vm', conf, adapter,
+                      {('gpu', 'passthrough_devices'): [H100]})
+    agent.sync()
+    consumer = 'c0000000-0000-4000-8000-000000000001'
+    resp = adapter.put(f'/allocations/{consumer}', microversion='1.28',
+                       json={'allocations': {uuid(H100): {
+                           'resources': {'PGPU': 1}}},
+                             'project_id': c.PROJECT, 'user_id': c.USER,
+                             'consumer_generation': None})
+    assert resp.status_code == 204, resp.text
+    before = get(adapter, f'/allocations/{consumer}', '1.28')
+
+    agent.health = {H100: health_mod.Health(
+        healthy=False, reason='XID 79 (GPU has fallen off the bus)')}
+    agent.sync()
+    assert inventory(adapter, H100) == {'PGPU': (1, 1)}
+    assert layout.UNHEALTHY_TRAIT in traits(adapter, H100)
+    after = get(adapter, f'/allocations/{consumer}', '1.28')
+    assert after['allocations'] == before['allocations']
+    # Freed by its consumer, it is still not offered.
+    assert adapter.delete(f'/allocations/{consumer}',
+                          microversion='1.28').status_code == 204
+    assert candidates(adapter, '1.36', resources='PGPU:1') == []
+
+    agent.health = {}
+    agent.sync()
+    assert inventory(adapter, H100) == {'PGPU': (1, 0)}
+    assert layout.UNHEALTHY_TRAIT not in traits(adapter, H100)
+    assert [mapped(r) for r in candidates(adapter, '1.36',
+                                          resources='PGPU:1')] == [
+        {'': uuid(H100)}]
+
+
+# -- SR-IOV vGPU cards ---------------------------------------------------------
+
+def host4_agent(conf, adapter, options=None):
+    base = {('devices', 'enabled_mdev_types'): ['nvidia-588',
+                                                 'nvidia-1155']}
+    base.update(options or {})
+    agent = agent_for('host4', conf, adapter, base)
+    # The L40S's VFs offer the vendor VFIO type, named by their card.
+    mdev(conf, 'nvidia-1155', device_addresses=[L40S],
+         mdev_class='CUSTOM_L40S_4Q')
+    return agent
+
+
+def test_vgpu_vfs_hang_under_their_card(conf, placement_adapter):
+    adapter = placement_adapter
+    host4_agent(conf, adapter).sync()
+    # The A10 has no numa_node; its local_cpulist is node 0's.
+    assert parent(adapter, A10) == numa(0)
+    assert parent(adapter, L40S) == numa(1)
+    assert inventory(adapter, A10) == {}
+    assert inventory(adapter, L40S) == {}
+    for vf in A10_VFS:
+        assert parent(adapter, vf) == uuid(A10)
+        assert inventory(adapter, vf) == {'VGPU': (1, 0)}
+    for vf in L40S_VFS:
+        assert parent(adapter, vf) == uuid(L40S)
+        assert inventory(adapter, vf) == {'CUSTOM_L40S_4Q': (1, 0)}
+    # One card is one card: 4 vGPUs on the A10, none counted twice.
+    usages = get(adapter, '/resource_providers?resources=VGPU:1')
+    assert sorted(p['uuid'] for p in usages['resource_providers']) == \
+        sorted(uuid(vf) for vf in A10_VFS)
+
+
+def test_two_vgpus_from_the_same_card(conf, placement_adapter):
+    adapter = placement_adapter
+    host4_agent(conf, adapter).sync()
+    found = candidates(adapter, '1.36', resources1='VGPU:1',
+                       resources2='VGPU:1',
+                       required3='CUSTOM_GPU_NVIDIA_A10',
+                       same_subtree='1,2,3', group_policy='isolate')
+    pairs = {(m['1'], m['2']) for m in map(mapped, found)}
+    vfs = {uuid(vf) for vf in A10_VFS}
+    assert pairs == {(a, b) for a in vfs for b in vfs if a != b}
+    assert {mapped(r)['3'] for r in found} == {uuid(A10)}
+
+
+def test_types_mix_on_one_card_and_max_instances_caps(conf,
+                                                      placement_adapter):
+    adapter = placement_adapter
+    agent = host4_agent(conf, adapter, {
+        ('devices', 'enabled_mdev_types'): ['nvidia-588', 'nvidia-1155',
+                                            'nvidia-592']})
+    mdev(conf, 'nvidia-592', device_addresses=['0000:3b:00.7'],
+         mdev_class='CUSTOM_A10_24Q')
+    # One nvidia-588 exists on .4: one more may be made, on .5.
+    mdev(conf, 'nvidia-588', max_instances=2)
+    agent.sync()
+    assert inventory(adapter, '0000:3b:00.4') == {'VGPU': (1, 0)}
+    assert inventory(adapter, '0000:3b:00.5') == {'VGPU': (1, 0)}
+    assert not exists(adapter, '0000:3b:00.6')
+    assert inventory(adapter, '0000:3b:00.7') == {'CUSTOM_A10_24Q': (1, 0)}
+
+
+def test_vendor_vfio_vf_keeps_the_type_it_holds(conf, placement_adapter):
+    """The L40S's first VF holds an nvidia-1155 vGPU: listed under another
+    type's addresses it still offers the one it holds."""
+    adapter = placement_adapter
+    agent = host4_agent(conf, adapter, {
+        ('devices', 'enabled_mdev_types'): ['nvidia-588', 'nvidia-1155',
+                                            'nvidia-1156']})
+    mdev(conf, 'nvidia-1156', device_addresses=L40S_VFS[:2])
+    agent.sync()
+    assert inventory(adapter, L40S_VFS[0]) == {'CUSTOM_L40S_4Q': (1, 0)}
+    assert inventory(adapter, L40S_VFS[1]) == {'VGPU': (1, 0)}
+    assert inventory(adapter, L40S_VFS[2]) == {'CUSTOM_L40S_4Q': (1, 0)}
+
+
+def test_passthrough_by_product_never_takes_a_card_in_vgpu_use(
+        conf, placement_adapter):
+    adapter = placement_adapter
+    host4_agent(conf, adapter, {
+        ('gpu', 'passthrough_devices'): ['10de:2236']}).sync()
+    assert inventory(adapter, A10) == {}
+    assert {inventory(adapter, vf)['VGPU'] for vf in A10_VFS} == {(1, 0)}
+    # By its address it is given whole, and its VFs are no longer offered.
+    conf.set_override('passthrough_devices', [A10], 'gpu')
+    Agent(conf, adapter, hosts.discover('host4')).sync()
+    assert inventory(adapter, A10) == {'PGPU': (1, 0)}
+    assert not any(exists(adapter, vf) for vf in A10_VFS)
+
+
+# -- MIG -----------------------------------------------------------------------
+
+def test_mig_gpus_are_never_offered_whole(conf, placement_adapter, caplog):
+    adapter = placement_adapter
+    agent = agent_for('host2', conf, adapter,
+                      {('gpu', 'passthrough_devices'): ['10de:2330']})
+    agent.sync()
+    assert inventory(adapter, '0000:18:00.0') == {
+        'CUSTOM_MIG_1G_10GB': (7, 0)}
+    assert inventory(adapter, '0000:2a:00.0') == {
+        'CUSTOM_MIG_3G_40GB': (2, 0)}
+    # MIG off now, on after the next reset: whole until then, and said.
+    assert inventory(adapter, '0000:3a:00.0') == {'PGPU': (1, 0)}
+    assert gpu_mod.MIG_PENDING_TRAIT in traits(adapter, '0000:3a:00.0')
+    assert gpu_mod.MIG_PENDING_TRAIT not in traits(adapter, '0000:18:00.0')
+    whole = candidates(adapter, '1.36', resources='PGPU:1')
+    assert len(whole) == 6
+    warned = sorted(r.getMessage() for r in caplog.records
+                    if 'MIG' in r.getMessage())
+    assert warned == [
+        'GPU 0000:18:00.0 has MIG mode on: not given whole as PGPU; its MIG '
+        'devices are reported per profile (7 x 1g.10gb)',
+        'GPU 0000:2a:00.0 has MIG mode on: not given whole as PGPU; its MIG '
+        'devices are reported per profile (2 x 3g.40gb)',
+        'GPU 0000:3a:00.0: MIG mode changes to on at its next reset; '
+        'reported as it is now (MIG off)']
