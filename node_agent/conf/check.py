@@ -23,6 +23,7 @@ from oslo_config import cfg
 from oslo_config import types
 
 from node_agent import exception
+from node_agent.conf import devices
 
 # What a value that does not convert at all is not, per option type.
 _KINDS = (
@@ -124,12 +125,16 @@ def validate(conf):
     Files the options name are checked by their readers (the provider
     override files: :func:`node_agent.drivers.overrides.load`).
     """
+    # The [mdev_<type>] sections exist once the types are known.
+    devices.register_dynamic_opts(conf)
     read_all(conf)
     check_state_path(conf.state_path)
     check_deployment(conf)
     # Imported late: the drivers pull in stevedore and every plugin.
+    from node_agent.drivers import gpu
     from node_agent.drivers import nic
     nic.check_options(conf)
+    gpu.check_options(conf)
 
 
 def check_deployment(conf):

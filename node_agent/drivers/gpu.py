@@ -182,6 +182,12 @@ def type_configs(conf):
     return result
 
 
+def check_options(conf):
+    """ConfigError for GPU options that cannot work, before any scan."""
+    type_configs(conf)
+    _Passthrough(conf)
+
+
 class _Types:
     """Which enabled type a device offers (see the module doc)."""
 

@@ -87,3 +87,28 @@ def test_state_path_not_writable(tmp_path):
     with pytest.raises(exception.ConfigError) as err:
         check.check_state_path(str(locked / 'state'))
     assert 'is not writable by this user' in str(err.value)
+
+
+@pytest.mark.parametrize('text, message', [
+    ('[devices]\nenabled_mdev_types = nvidia-588\n'
+     '[mdev_nvidia-588]\nmdev_class = vgpu-small\n',
+     "[mdev_nvidia-588] mdev_class = vgpu-small: Value 'vgpu-small' "
+     "doesn't match regex '^(VGPU|CUSTOM_[A-Z0-9_]+)$'"),
+    ('[devices]\nenabled_mdev_types = nvidia-588, nvidia-592\n'
+     '[mdev_nvidia-588]\ndevice_addresses = 0000:3b:00.4\n'
+     '[mdev_nvidia-592]\ndevice_addresses = 0000:3b:00.4\n',
+     '[mdev_nvidia-592] device_addresses: 0000:3b:00.4 is also in '
+     '[mdev_nvidia-588] device_addresses; a device offers one type'),
+    ('[gpu]\ndevice_spec = {"vendor_id": "10de", "resource_class": "h"}\n',
+     '[gpu] device_spec: \'{"vendor_id": "10de", "resource_class": "h"}\': '
+     "resource_class: 'h' does not match '^[A-Z][A-Z0-9_]*$'"),
+    ('[gpu]\npassthrough_devices = 3b:00.0\n',
+     "[gpu] passthrough_devices: '3b:00.0' is not a PCI address "
+     '(dddd:bb:ss.f)'),
+])
+def test_gpu_options_are_checked_before_any_scan(tmp_path, text, message):
+    conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {tmp_path}\n'
+                               + text)
+    with pytest.raises(exception.ConfigError) as err:
+        check.validate(conf)
+    assert str(err.value) == message
