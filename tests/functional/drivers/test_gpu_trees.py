@@ -6,16 +6,19 @@ VFs) and the 8-GPU MIG host (``host2``); every query goes to the real
 Placement against the tree the drivers built and the report client synced.
 """
 
+import dataclasses
 import logging
 
 import pytest
 
 from node_agent import drivers
 from node_agent import identity
+from node_agent import provider_tree as pt
 from node_agent.conf import devices as devices_conf
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.drivers import layout
 from node_agent.hardware import health as health_mod
+from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
@@ -298,3 +301,40 @@ def test_mig_gpus_are_never_offered_whole(conf, placement_adapter, caplog):
         'devices are reported per profile (2 x 3g.40gb)',
         'GPU 0000:3a:00.0: MIG mode changes to on at its next reset; '
         'reported as it is now (MIG off)']
+
+
+def test_flat_vgpus_move_to_the_vf_holding_the_guests_mdev(
+        conf, placement_adapter):
+    """Legacy flat VGPU on the root, a guest holding the mdev on the A10's
+    first VF: switching to per-GPU providers is one reshape that puts its
+    VGPU on that VF."""
+    adapter = placement_adapter
+    guest = 'd0000000-0000-4000-8000-000000000004'
+    agent = host4_agent(conf, adapter, {('gpu', 'per_gpu_providers'): False})
+    mdev_uuid = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
+    agent.snapshot = dataclasses.replace(agent.snapshot, domains=(
+        s.Domain(guest, 'guest-vgpu', 'running', mdevs=(mdev_uuid,)),))
+    reshaper = c.Agent(conf, adapter, agent.snapshot)
+    reshaper.sync()
+    root = pt.provider_uuid(c.HOST)
+    root_inventory = get(adapter, f'/resource_providers/{root}/inventories')
+    assert {rc: r['total'] for rc, r in
+            root_inventory['inventories'].items()
+            if rc in ('VGPU', 'CUSTOM_L40S_4Q')} == {'VGPU': 4,
+                                                    'CUSTOM_L40S_4Q': 4}
+    resp = adapter.put(f'/allocations/{guest}', microversion='1.28',
+                       json={'allocations': {root: {
+                           'resources': {'VGPU': 1}}},
+                             'project_id': c.PROJECT, 'user_id': c.USER,
+                             'consumer_generation': None})
+    assert resp.status_code == 204, resp.text
+
+    conf.set_override('per_gpu_providers', True, 'gpu')
+    reshaper.sync()
+
+    assert reshaper.reshapes == 1
+    held = get(adapter, f'/allocations/{guest}', '1.28')['allocations']
+    assert held == {uuid(A10_VFS[0]): {
+        'resources': {'VGPU': 1},
+        'generation': held[uuid(A10_VFS[0])]['generation']}}
+    assert inventory(adapter, A10_VFS[0]) == {'VGPU': (1, 0)}
