@@ -1,4 +1,4 @@
-"""``[devices]`` and ``[mdev_<type>]`` options: vGPU types, as Nova spells them.
+"""``[devices]`` and ``[mdev_<type>]``: vGPU types, as Nova spells them.
 
 Operators already know these from nova-compute's libvirt driver::
 
