@@ -1,6 +1,6 @@
 """``[gpu]`` options: GPU passthrough, the provider shape, GPU health.
 
-vGPU types are ``[devices] enabled_mdev_types`` (:mod:`~node_agent.conf.devices`).
+vGPU types: ``[devices] enabled_mdev_types`` (:mod:`node_agent.conf.devices`).
 """
 
 from oslo_config import cfg
