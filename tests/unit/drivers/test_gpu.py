@@ -173,3 +173,14 @@ def test_offers_and_passthrough_class_of_an_sriov_host(conf):
     assert gpu_mod.passthrough_class(conf, snapshot, '0000:af:00.0') == \
         'PGPU'
     assert gpu_mod.passthrough_class(conf, snapshot, '0000:3b:00.0') is None
+
+
+def test_a_card_with_vfs_is_one_gpu(conf, tree):
+    """passthrough by vendor:product on a card with 4 VFs and no vGPU type
+    enabled: one PGPU, for the card, and no provider for a VF."""
+    from tests.fixtures import hosts
+    conf.set_override('passthrough_devices', ['10de:2236'], 'gpu')
+    run(conf, hosts.discover('host4'), tree)
+    pgpus = sorted(p.name for p in tree.providers() if 'PGPU' in p.inventory)
+    assert pgpus == [identity.child_name(H, identity.pci_id('0000:3b:00.0'))]
+    assert not [p for p in tree.providers() if '_3b_00_4' in p.name]
