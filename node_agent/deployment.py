@@ -9,15 +9,15 @@ children (boot-from-volume: no DISK_GB) never lands on the host.
 
 ::
 
-    mode                  root                        CPU, memory    NUMA nodes
-    standalone            the agent's, named after    NUMA nodes     VCPU, PCPU,
-                          [DEFAULT] host, COMPUTE_    (root when     MEMORY_MB
-                          NODE + owner trait          NUMA is off)
-    whole_host            the agent's, nova's         root           no inventory
-                          compute node uuid,                         (affinity of
-                          COMPUTE_NODE + OWNER_NOVA                  devices only)
-    beside_nova_compute   nova-compute's: never       root, written  no inventory
-                          created nor written         by nova
+    mode                 root                       CPU, memory   NUMA nodes
+    standalone           the agent's, named after   NUMA nodes    VCPU, PCPU,
+                         [DEFAULT] host, COMPUTE_   (root when    MEMORY_MB
+                         NODE + owner trait         NUMA is off)
+    whole_host           the agent's, nova's        root          no inventory
+                         compute node uuid,                       (affinity of
+                         COMPUTE_NODE + OWNER_NOVA                devices only)
+    beside_nova_compute  nova-compute's: never      root, written no inventory
+                         created nor written        by nova
 
 Pure: nothing here reads a file or Placement.
 """

@@ -12,8 +12,8 @@ providers already in Placement that are not the agent's, or carry
 
     ours                         theirs                       why
     compute1_pci_0000_3b_00_0    compute1_pci_0000_3b_00_0    same name
-    compute1_gpu_0000:3b:00.0    compute1_pci_0000_3b_00_0    PCI device 0000:3b:00.0
-    compute1_accel_0000:86:00.0  (Cyborg) FPGA provider        both report FPGA
+    compute1_gpu_0000:3b:00.0    compute1_pci_0000_3b_00_0    PCI 0000:3b:00.0
+    compute1_accel_0000:86:00.0  (Cyborg) FPGA provider       both: FPGA
 
 Pure: trees in, ``[(ours, theirs, why)]`` out.
 """

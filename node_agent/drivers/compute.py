@@ -144,8 +144,8 @@ class ComputeDriver(base.Driver):
             arch_trait = 'COMPUTE_ARCH_' + arch.upper()
             if arch_trait in os_traits.get_traits():
                 traits.add(arch_trait)
-        if deployment.cpu_on_root(self.conf,
-                                  layout.numa_active(self.conf, self.snapshot)):
+        numa = layout.numa_active(self.conf, self.snapshot)
+        if deployment.cpu_on_root(self.conf, numa):
             if self.shared:
                 inventory['VCPU'] = layout.record(
                     len(self.shared), c.reserved_host_cpus, ratio['VCPU'])

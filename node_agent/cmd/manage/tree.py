@@ -1,14 +1,14 @@
 """tree commands: this host's provider tree as Placement holds it.
 
 ``tree show [--format table|json] [--long]``: every provider of this
-host's tree (its root found as ``[DEFAULT] deployment`` says) with its parent, inventory (total, reserved,
-used) and traits (``--long``: uuid and generation too), read from
-Placement (writes nothing); then the allocations on those providers whose
-consumer has neither a claim (``[claims] claim_db``) nor a libvirt domain
-here, which the daemon removes only with ``[claims] heal_allocations``.
-When the claims or the domains cannot be read, the tree is still shown and
-the reason goes to stderr.
-"""
+host's tree (its root found as ``[DEFAULT] deployment`` says) with its
+parent, inventory (total, reserved, used) and traits (``--long``: uuid
+and generation too), read from Placement (writes nothing); then the
+allocations on those providers whose consumer has neither a claim
+(``[claims] claim_db``) nor a libvirt domain here, which the daemon
+removes only with ``[claims] heal_allocations``. When the claims or the
+domains cannot be read, the tree is still shown and the reason goes to
+stderr. """
 
 import os
 import sys

@@ -90,7 +90,8 @@ def test_leave_as_is_keeps_what_placement_has_or_creates_nothing():
 
 def test_bandwidth_of_another_port_is_no_conflict():
     reported = pt.ProviderTree()
-    root = reported.new_root('cn1', uuid='0a000000-0000-4000-8000-000000000001')
+    root = reported.new_root('cn1',
+                             uuid='0a000000-0000-4000-8000-000000000001')
     ours = reported.new_child('cn1_pci_0000_5e_00_0', root.uuid)
     ours.inventory = {'SRIOV_NET_VF': {'total': 4},
                       'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 1000}}

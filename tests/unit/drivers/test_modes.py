@@ -39,8 +39,9 @@ def test_whole_host_keeps_cpu_and_memory_on_the_root(dconf, snapshot, tree):
     root = tree.get(H)
     assert set(root.inventory) == CPU | {'DISK_GB'}
     assert root.inventory['PCPU']['total'] == 8
-    assert root.traits == {'COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_ACCELERATORS',
-                           'COMPUTE_ARCH_X86_64'} | hostdata.CPU_TRAITS
+    assert root.traits == {
+        'COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_ACCELERATORS',
+        'COMPUTE_ARCH_X86_64'} | hostdata.CPU_TRAITS
     for node in (0, 1):
         numa = tree.get(f'{H}_numa_{node}')
         assert numa.inventory == {}
@@ -62,8 +63,8 @@ def test_beside_nova_compute_leaves_the_root_to_nova(dconf, snapshot, tree):
 
 
 @pytest.mark.parametrize('mode', ['standalone', 'whole_host'])
-def test_the_previous_release_root_trait_is_removed(dconf, snapshot, tree,
-                                                     mode):
+def test_the_previous_release_root_trait_is_removed(
+        dconf, snapshot, tree, mode):
     tree.get(H).traits = {'CUSTOM_NODE_AGENT_MANAGED', 'CUSTOM_OPERATOR'}
     run(dconf, snapshot, tree, mode)
     traits = tree.get(H).traits

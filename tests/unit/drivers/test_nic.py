@@ -81,8 +81,8 @@ def test_numa_off_puts_cards_under_root(dconf, snapshot, tree):
 
 # -- Neutron's conventions -------------------------------------------------
 
-def test_pfs_carry_the_vnic_type_traits_neutron_asks_for(dconf, snapshot,
-                                                          tree):
+def test_pfs_carry_the_vnic_type_traits_neutron_asks_for(
+        dconf, snapshot, tree):
     run(dconf, snapshot, tree)
     pf = tree.get(f'{H}_pci_0000_5e_00_0')
     assert {'CUSTOM_VNIC_TYPE_DIRECT', 'CUSTOM_VNIC_TYPE_MACVTAP',
