@@ -8,7 +8,8 @@ allocations on those providers whose consumer has neither a claim
 (``[claims] claim_db``) nor a libvirt domain here, which the daemon
 removes only with ``[claims] heal_allocations``. When the claims or the
 domains cannot be read, the tree is still shown and the reason goes to
-stderr. """
+stderr.
+"""
 
 import os
 import sys
