@@ -32,8 +32,9 @@ Checked before the first write (:func:`check`, raising
 
     delete     no provider with usage is deleted
     inventory  no class drops below its usage (capacity: (total -
-               reserved) * allocation_ratio); in a reshape the usage is
-               the one the moved allocations leave
+               reserved) * allocation_ratio, a raised reserved not
+               counted: reserving removes nothing); in a reshape the
+               usage is the one the moved allocations leave
     hardware   no class grows above what the host has, totals summed
                over the tree before allocation ratios (VCPU + PCPU vs
                online CPUs, MEMORY_MB vs memory, devices vs devices)
@@ -601,7 +602,7 @@ def check(plan, current, usages, limits=None):
                 raise exception.UnsafePlan(
                     label(change.uuid), rc,
                     f'the inventory would be removed with {used} in use')
-            if ptree.capacity(record) < used:
+            if _capacity_lost(record, current.get(change.uuid), rc) < used:
                 raise exception.UnsafePlan(
                     label(change.uuid), rc,
                     f'total {record["total"]} (capacity '
@@ -609,6 +610,19 @@ def check(plan, current, usages, limits=None):
                     f'{used}')
     if limits:
         _check_hardware(current, apply(current, plan), limits)
+
+
+def _capacity_lost(record, provider, rc):
+    """The capacity ``record`` leaves, a raised ``reserved`` not counted.
+
+    Reserving more (an unhealthy device: ``reserved = total``) removes no
+    inventory: Placement keeps the allocations above capacity and only
+    refuses new ones, so it is never unsafe.
+    """
+    before = provider.inventory.get(rc)
+    reserved = min(record['reserved'],
+                   before['reserved'] if before else 0)
+    return ptree.capacity(dict(record, reserved=reserved))
 
 
 def _check_hardware(current, after, limits):

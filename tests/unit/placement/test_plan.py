@@ -651,3 +651,21 @@ def test_an_owned_provider_named_otherwise_is_renamed_in_place():
     assert p.create == () and p.delete == () and not p.empty
     assert p.to_dict()['providers_renamed'] == [
         {'from': f'{HOST}_numa_0', 'to': 'cn1.example_numa_0'}]
+
+
+def test_check_lets_a_reservation_rise_above_usage():
+    """An unhealthy device: reserved = total with its allocation in place.
+    Reserving removes nothing, so it is safe; a lower total still is not."""
+    current = _nested()
+    desired = _nested()
+    desired.set_inventory('compute1_pci_0000_3b_00_0', 'VGPU',
+                          {'total': 16, 'reserved': 16})
+    p = _make(current, desired)
+    plan.check(p, current, {GPU0: {'VGPU': 3}}, CPU_AND_GPU)
+    desired.set_inventory('compute1_pci_0000_3b_00_0', 'VGPU',
+                          {'total': 2, 'reserved': 2})
+    with pytest.raises(exception.UnsafePlan) as err:
+        plan.check(_make(current, desired), current, {GPU0: {'VGPU': 3}},
+                   CPU_AND_GPU)
+    assert 'total 2 (capacity 0) would be below its usage 3' in \
+        str(err.value)
