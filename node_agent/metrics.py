@@ -36,6 +36,9 @@ What is exported, all prefixed ``node_agent_``::
                                                 RPC server serves
     restart_required                            gauge: 1 while a reshape
                                                 waits for a restart
+    device_unhealthy{address,reason}            gauge: 1 per device a
+                                                health source found
+                                                unhealthy (none: healthy)
 
 The tree gauges are set from one frozen view replaced after each sync, so
 a scrape never sees half of one tree and half of the next.
@@ -92,6 +95,9 @@ class NoMetrics:
         pass
 
     def rpc_server(self, up):
+        pass
+
+    def device_health(self, unhealthy):
         pass
 
 
@@ -161,6 +167,8 @@ class Metrics:
         self.registry.register(self._tree)
         self._claims = _ClaimsCollector(core.GaugeMetricFamily)
         self.registry.register(self._claims)
+        self._health = _HealthCollector(core.GaugeMetricFamily)
+        self.registry.register(self._health)
 
     def placement_request(self, method, status, seconds):
         self._requests.labels(method, str(status)).inc()
@@ -194,6 +202,11 @@ class Metrics:
     def rpc_server(self, up):
         self._rpc_up.set(1 if up else 0)
 
+    def device_health(self, unhealthy):
+        """``unhealthy``: ``{PCI address: Health}`` of the devices
+        unhealthy now (:meth:`HealthMonitor.unhealthy`)."""
+        self._health.view = {a: h.reason for a, h in unhealthy.items()}
+
     def exposition(self):
         """The text a scrape gets."""
         import prometheus_client as prom
@@ -222,6 +235,24 @@ class _TreeCollector:
             for (name, rc), total in sorted(view[1].items()):
                 inventory.add_metric([name, rc], total)
         return [providers, inventory]
+
+
+class _HealthCollector:
+    """Unhealthy devices, from the view the health monitor last gave."""
+
+    def __init__(self, family):
+        self._family = family
+        self.view = {}      # {address: reason}
+
+    def collect(self):
+        family = self._family(
+            PREFIX + 'device_unhealthy',
+            'Devices a health source found unhealthy (1 each, with the '
+            'reason); their providers are reserved until healthy again.',
+            labels=['address', 'reason'])
+        for address, reason in sorted(self.view.items()):
+            family.add_metric([address, reason or ''], 1)
+        return [family]
 
 
 class _ClaimsCollector:

@@ -97,6 +97,7 @@ def main(argv=None):
                     conf, on_remove=rt.discovery.note_removed),
                 claims_rpc=factory.claims_rpc(conf, rt),
                 domain_events=factory.domain_events(conf, rt),
+                device_health=factory.device_health(conf, rt, agent_metrics),
                 load_conf=functools.partial(load_conf, argv),
                 metrics=agent_metrics))
     except service.FATAL_ERRORS as exc:

@@ -82,6 +82,12 @@ class Discovery:
         self._removed = set()           # udev said these are gone
         self._removed_lock = threading.Lock()
 
+    @property
+    def nvml(self):
+        """The pynvml module (or recording) discovery reads, or None when
+        ``[hardware] nvml_enabled`` is false or pynvml is missing."""
+        return None if self._nvml is _NO_NVML else self._nvml
+
     def note_removed(self, name):
         """A udev remove event named ``name`` (PCI address or ifname)."""
         with self._removed_lock:

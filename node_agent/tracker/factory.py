@@ -99,6 +99,36 @@ def domain_events(conf, rt):
                              conf.libvirt.connection_uri)
 
 
+def device_health(conf, rt, metrics=None, clock=None):
+    """``make(callback) -> watcher`` of GPU health, or None when the gpu
+    driver is off or ``[hardware] nvml_enabled`` is false.
+
+    The watcher is an NVML event source feeding a health monitor, which
+    becomes the tracker's (``rt.health``): every tree built from then on
+    reserves the unhealthy GPUs.  ``callback()`` runs at each change, in
+    either direction, and the metrics hear the devices unhealthy now.
+    ``clock``: the monitor's (default: monotonic time).
+    """
+    if 'gpu' not in conf.enabled_drivers or not conf.hardware.nvml_enabled:
+        return None
+    from node_agent import metrics as metrics_mod
+    from node_agent.hardware import health
+    metrics = metrics or metrics_mod.NOOP
+
+    def make(callback):
+        def changed(address, state):
+            metrics.device_health(monitor.unhealthy())
+            callback()
+
+        monitor = health.HealthMonitor.from_conf(
+            conf, changed, **({'clock': clock} if clock else {}))
+        rt.health = monitor
+        return health.NvmlHealthSource.from_conf(conf, rt.discovery.nvml,
+                                                 monitor)
+
+    return make
+
+
 def udev_monitor(conf, on_remove=None):
     """``make(callback) -> monitor`` for early audits, or None when off.
 

@@ -116,10 +116,11 @@ class AgentService(service.Service):
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
                  claims_rpc=None, domain_events=None, load_conf=None,
-                 metrics=None):
-        """``udev_monitor`` and ``domain_events``: ``make(callback) ->
-        watcher`` (with start() and stop()), or None.  ``claims_rpc``:
-        ``start() -> server or None``
+                 metrics=None, device_health=None):
+        """``udev_monitor``, ``domain_events`` and ``device_health``:
+        ``make(callback) -> watcher`` (with start() and stop()), or None;
+        a device health change audits early, as a udev event does.
+        ``claims_rpc``: ``start() -> server or None``
         (:func:`node_agent.tracker.factory.claims_rpc`), or None.
         ``load_conf``: ``() -> ConfigOpts``, a fresh and checked copy of the
         configuration from the same files (raises ConfigError), which
@@ -134,6 +135,8 @@ class AgentService(service.Service):
         self.udev_monitor = None
         self.make_domain_events = domain_events
         self.domain_events = None
+        self.make_device_health = device_health
+        self.device_health = None
         self.start_claims_rpc = claims_rpc
         self.load_conf = load_conf
         self.rpc_server = None
@@ -193,6 +196,7 @@ class AgentService(service.Service):
         try:
             self._start_udev()
             self._start_domain_events()
+            self._start_device_health()
             self._splay()
             self._startup()
             self.notifier.ready(status=self.tracker.status_line())
@@ -212,6 +216,8 @@ class AgentService(service.Service):
                 self.udev_monitor.stop()
             if self.domain_events is not None:
                 self.domain_events.stop()
+            if self.device_health is not None:
+                self.device_health.stop()
             self._done.set()
 
     def _start_udev(self):
@@ -224,6 +230,15 @@ class AgentService(service.Service):
             self.make_domain_events, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
             'full read every [claims] full_reconcile_interval')
+
+    def _start_device_health(self):
+        self.device_health = self._start_watcher(
+            self.make_device_health, self._health_changed,
+            'GPU health events', 'a failing GPU stays schedulable')
+
+    def _health_changed(self):
+        LOG.info('device health changed: auditing now')
+        self.early_audit()
 
     @staticmethod
     def _start_watcher(make, callback, what, instead):

@@ -97,11 +97,11 @@ STATUS_WAITING = 'waiting for Placement'
 STATUS_RESTART = 'restart required: reshape pending'
 
 
-def _drivers(conf, snapshot):
+def _drivers(conf, snapshot, health=None):
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
     from node_agent import drivers
-    return drivers.DriverSet(conf, snapshot)
+    return drivers.DriverSet(conf, snapshot, health)
 
 
 def read_tree(conf, report_client, ensure=True):
@@ -130,6 +130,14 @@ class _Pending:
         self.allocations = allocations
         self.plan = plan
         self.keeps_last_good = False
+
+
+def unhealthy_line(unhealthy):
+    """``1 GPU unhealthy: 0000:3b:00.0: XID 79 (GPU has fallen off the
+    bus)``: what the status line says of ``{address: Health}``."""
+    devices = ', '.join(f'{a}: {h.reason}'
+                        for a, h in sorted(unhealthy.items()))
+    return f'{text.plural(len(unhealthy), "GPU")} unhealthy: {devices}'
 
 
 class ResourceTracker:
@@ -165,6 +173,9 @@ class ResourceTracker:
         self._full_period = self._draw_full_period()
         self.unclaimed = {}             # allocations with no claim nor guest
         self._unclaimed_since = {}      # consumer -> monotonic first sight
+        # A hardware.health.HealthMonitor the service feeds, or None: its
+        # unhealthy devices are reserved in every tree built.
+        self.health = None
 
     # -- the loop -----------------------------------------------------------
 
@@ -173,7 +184,7 @@ class ResourceTracker:
         snapshot = self._scan(dry_run)                            # discover
         current = self._read_tree(ensure=not dry_run)             # read
         desired = current.copy()
-        drivers = _drivers(self.conf, snapshot)
+        drivers = _drivers(self.conf, snapshot, self.unhealthy())
         before = allocations = None
         try:
             drivers.update_provider_tree(desired, self.nodename)  # build
@@ -390,13 +401,22 @@ class ResourceTracker:
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
         self._status(self.status_line())
 
+    def unhealthy(self):
+        """``{PCI address: Health}`` of the devices unhealthy now."""
+        return self.health.unhealthy() if self.health is not None else {}
+
     def status_line(self):
         if self.scan_problem:
-            return f'audit skipped: {self.scan_problem}'
-        if self.reshape_pending:
-            return STATUS_RESTART
-        count = len(self.last_good) if self.last_good is not None else 0
-        return f'in sync: {text.plural(count, "provider")}'
+            line = f'audit skipped: {self.scan_problem}'
+        elif self.reshape_pending:
+            line = STATUS_RESTART
+        else:
+            count = len(self.last_good) if self.last_good is not None else 0
+            line = f'in sync: {text.plural(count, "provider")}'
+        unhealthy = self.unhealthy()
+        if unhealthy:
+            line += '; ' + unhealthy_line(unhealthy)
+        return line
 
     def _status(self, text):
         if self.notifier is not None:

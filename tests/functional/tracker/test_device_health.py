@@ -1,0 +1,163 @@
+"""A failing GPU becomes unschedulable, then comes back by itself.
+
+The service runs its real worker over the real tracker and in-process
+Placement on the recorded H100 host, with the GPU given whole; the health
+watcher is the one the daemon makes (:func:`factory.device_health`), over
+the recorded NVML replaying an XID 79 when the test lets it.  The audit
+interval is an hour: every write here comes from the early audits a health
+change starts.
+"""
+
+import threading
+import time
+
+import pynvml
+import pytest
+
+from node_agent import identity
+from node_agent import metrics as metrics_mod
+from node_agent.drivers import layout
+from node_agent.placement import client
+from node_agent.placement import state
+from node_agent.tracker import factory
+from node_agent.tracker import service
+from node_agent.tracker import systemd
+from node_agent.tracker import tracker
+from tests.fixtures import counting
+from tests.fixtures import hosts
+from tests.fixtures import provider_names as names
+from tests.functional.tracker import conftest as tc
+
+H100 = '0000:00:06.0'
+GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))
+QUIET = 600
+REASON = 'XID 79 (GPU has fallen off the bus)'
+
+
+def paced(nvml, gate):
+    """The recording's waits, held until ``gate`` opens, then paced (a
+    replayed timeout returns at once: the thread must not spin)."""
+    wait = nvml.nvmlEventSetWait
+
+    def held(event_set, timeout_ms):
+        gate.wait()
+        time.sleep(0.05)
+        return wait(event_set, timeout_ms)
+
+    nvml.nvmlEventSetWait = held
+    return nvml
+
+
+@pytest.fixture
+def running(conf, placement_adapter):
+    conf.set_override('passthrough_devices', [H100], 'gpu')
+    conf.set_override('health_quiet_period', QUIET, 'gpu')
+    conf.set_override('udev_monitor', False, 'hardware')
+    service.register_opts(conf)
+    conf.set_override('interval', 3600, 'audit')
+    conf.set_override('startup_splay', 0, 'audit')
+    gate = threading.Event()
+    nvml = paced(hosts.nvml('h100-vm', events=[dict(
+        bus_id='00000000:00:06.0',
+        event_type=pynvml.nvmlEventTypeXidCriticalError, event_data=79)]),
+        gate)
+    adapter = counting.CountingAdapter(placement_adapter)
+    discovery = hosts.discovery_for('h100-vm', conf, nvml=nvml)
+    rt = tracker.ResourceTracker(
+        conf, client.ReportClient.from_conf(
+            conf, adapter, state=state.SyncState.from_conf(conf)),
+        discovery)
+    metrics = metrics_mod.Metrics()
+    clock = Clock()
+    svc = service.AgentService(
+        conf, rt, systemd.Notifier(environ={}),
+        device_health=factory.device_health(conf, rt, metrics, clock))
+    svc.start()
+    try:
+        wait_for(lambda: rt.last_good is not None, 'the startup sync')
+        yield rt, adapter, gate, metrics, clock
+    finally:
+        gate.set()
+        svc.stop()
+        assert svc._done.wait(15)
+        discovery.close()
+    assert svc.exit_code == service.EXIT_OK
+
+
+class Clock:
+    """The health monitor's clock: moved by the test alone."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def wait_for(condition, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f'no {what} in {timeout} s'
+        time.sleep(0.05)
+
+
+def pgpu(adapter):
+    resp = adapter.get(f'/resource_providers/{GPU}/inventories',
+                       microversion='1.26')
+    record = resp.json()['inventories']['PGPU']
+    return record['total'], record['reserved']
+
+
+def traits(adapter):
+    return set(adapter.get(f'/resource_providers/{GPU}/traits',
+                           microversion='1.6').json()['traits'])
+
+
+def candidates(adapter):
+    resp = adapter.get('/allocation_candidates?resources=PGPU:1',
+                       microversion='1.36')
+    return resp.json()['allocation_requests']
+
+
+def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
+        running, placement_adapter):
+    rt, adapter, gate, metrics, clock = running
+    api = placement_adapter
+    consumer = tc.new_consumer()
+    tc.put_allocations(api, consumer, {GPU: {'PGPU': 1}})
+    assert pgpu(api) == (1, 0)
+    assert rt.status_line() == 'in sync: 3 providers'
+    adapter.reset()
+
+    gate.set()                                  # NVML delivers XID 79
+    wait_for(lambda: pgpu(api) == (1, 1), 'reservation of the GPU')
+
+    assert layout.UNHEALTHY_TRAIT in traits(api)
+    assert tc.get_allocations(api, consumer)['allocations'][GPU][
+        'resources'] == {'PGPU': 1}
+    resp = api.delete(f'/allocations/{consumer}', microversion='1.28')
+    assert resp.status_code == 204              # its guest goes
+    assert candidates(api) == []
+    assert rt.status_line() == (
+        f'in sync: 3 providers; 1 GPU unhealthy: {H100}: {REASON}')
+    assert (f'node_agent_device_unhealthy{{address="{H100}",'
+            f'reason="{REASON}"}} 1.0') in metrics.exposition()
+    # The trait made once in this Placement, one inventory write and one
+    # trait write: nothing else.
+    assert [(c.method, c.path) for c in adapter.calls
+            if c.method != 'GET'] == [
+        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}'),
+        ('PUT', f'/resource_providers/{GPU}/inventories'),
+        ('PUT', f'/resource_providers/{GPU}/traits')]
+
+    clock.now += QUIET - 1                      # not quiet long enough
+    time.sleep(0.5)
+    assert pgpu(api) == (1, 1)
+    clock.now += 1                              # the quiet period is over
+    wait_for(lambda: pgpu(api) == (1, 0), 'the GPU back after the quiet '
+             f'period ({QUIET} s)')
+    wait_for(lambda: layout.UNHEALTHY_TRAIT not in traits(api),
+             'the unhealthy trait removed')
+    assert len(candidates(api)) == 1
+    assert rt.status_line() == 'in sync: 3 providers'
+    assert 'node_agent_device_unhealthy{' not in metrics.exposition()
