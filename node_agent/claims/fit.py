@@ -14,29 +14,22 @@ Rules, per provider and resource class of the request:
   ``max_unit`` and ``step_size`` and fits in
   ``(total - reserved) * allocation_ratio`` less what other claims hold;
   otherwise ``ClaimRejected``;
-- SRIOV_NET_VF, VGPU and PGPU get concrete devices.  On a device provider
-  (a PF or another PCI function: :func:`node_agent.identity.device_of`)
-  they come from that device; on any other provider from the devices of
-  the NUMA nodes the request names (its NUMA providers, or the provider's
-  own NUMA ancestor), else from the whole host.  A device held by another
-  claim or by another consumer's libvirt domain is never handed out.  Without a
-  snapshot no devices are chosen (amounts only).
+- classes backed by concrete devices (VFs, GPUs, vGPUs) get them from the
+  driver of their kind (:meth:`node_agent.drivers.base.Driver.
+  claim_devices`): on a device provider from that device, on any other
+  from the devices of the NUMA nodes the request names
+  (:meth:`Context.numa_scope`), else from the whole host.  A device held
+  by another claim or by another consumer's libvirt domain is never handed
+  out.  Without a snapshot no devices are chosen (amounts only).
 """
 
 import dataclasses
-import uuid as uuidlib
 
 import os_resource_classes as orc
 
 from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree
-from node_agent import text
-from node_agent.claims import model
-
-# Namespace for the uuids of mdevs a claim asks to be created: derived from
-# consumer and parent, so deciding twice gives the same answer.
-MDEV_NAMESPACE = uuidlib.UUID('3d0b3f0e-8f57-4b7f-a1d8-3c1f0e6c2a55')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,11 +52,6 @@ def device_of_provider(tree, rp):
 
 def numa_of_provider(tree, rp):
     return identity.numa_node_of_provider(tree.get(rp), tree)
-
-
-def _label(tree, rp):
-    provider = tree.find(rp)
-    return f'{provider.name} ({rp})' if provider else rp
 
 
 def validate_against_tree(request, tree):
@@ -103,32 +91,68 @@ def check_amounts(request, tree, claims):
     for rp, rcs in sorted(request.resources.items()):
         provider = tree.get(rp)
         for rc, amount in sorted(rcs.items()):
-            where = f'{rc} on provider {_label(tree, rp)}'
+            where = f'{rc} on provider {label(tree, rp)}'
             record = provider.inventory.get(rc)
             if record is None:
-                raise _rejected(f'no {rc} inventory on provider '
-                                f'{_label(tree, rp)}', rp, rc)
+                raise rejected(f'no {rc} inventory on provider '
+                               f'{label(tree, rp)}', rp, rc)
             if amount < record['min_unit']:
-                raise _rejected(f'{amount} {where} is below min_unit '
-                                f'{record["min_unit"]}', rp, rc)
+                raise rejected(f'{amount} {where} is below min_unit '
+                               f'{record["min_unit"]}', rp, rc)
             if amount > record['max_unit']:
-                raise _rejected(f'{amount} {where} is above max_unit '
-                                f'{record["max_unit"]}', rp, rc)
+                raise rejected(f'{amount} {where} is above max_unit '
+                               f'{record["max_unit"]}', rp, rc)
             if amount % record['step_size']:
-                raise _rejected(f'{amount} {where} is not a multiple of '
-                                f'step_size {record["step_size"]}', rp, rc)
+                raise rejected(f'{amount} {where} is not a multiple of '
+                               f'step_size {record["step_size"]}', rp, rc)
             free = provider_tree.capacity(record) - used.get((rp, rc), 0)
             if amount > free:
-                raise _rejected(f'{amount} {where} does not fit: {free} '
-                                'left after other claims', rp, rc)
-
-
-def _rejected(message, provider, resource_class):
-    return exception.ClaimRejected(message, provider=provider,
-                                   resource_class=resource_class)
+                raise rejected(f'{amount} {where} does not fit: {free} '
+                               'left after other claims', rp, rc)
 
 
 # -- devices -----------------------------------------------------------------
+
+@dataclasses.dataclass
+class Context:
+    """What a driver's :meth:`claim_devices
+    <node_agent.drivers.base.Driver.claim_devices>` decides from."""
+    request: Request
+    tree: object                   # the host's ProviderTree
+    claims: list                   # every claim held
+    snapshot: object               # the HostSnapshot
+    held: set                      # device keys no one else may have
+    own: set                       # devices the consumer's guest uses
+    taken: list                    # devices this decision already chose
+
+    def numa_scope(self, rp):
+        """NUMA node ids devices for provider ``rp`` may come from: the
+        request's NUMA providers, else ``rp``'s NUMA ancestor; None:
+        anywhere."""
+        named = {numa_of_provider(self.tree, p)
+                 for p in self.request.resources}
+        named.discard(None)
+        if named:
+            return named
+        for ancestor in [rp] + self.tree.ancestors(rp):
+            node = numa_of_provider(self.tree, ancestor)
+            if node is not None:
+                return {node}
+        return None
+
+    def label(self, rp):
+        return label(self.tree, rp)
+
+
+def label(tree, rp):
+    provider = tree.find(rp)
+    return f'{provider.name} ({rp})' if provider else rp
+
+
+def rejected(message, provider, resource_class):
+    return exception.ClaimRejected(message, provider=provider,
+                                   resource_class=resource_class)
+
 
 def _held(claims, snapshot, consumer_uuid):
     """Device keys held by other claims and by other consumers' domains."""
@@ -150,169 +174,33 @@ def _own(snapshot, consumer_uuid):
     return set()
 
 
-def _numa_scope(request, tree, rp):
-    """NUMA node ids devices may come from for ``rp``; None: anywhere."""
-    named = {numa_of_provider(tree, p) for p in request.resources}
-    named.discard(None)
-    if named:
-        return named
-    for ancestor in [rp] + tree.ancestors(rp):
-        node = numa_of_provider(tree, ancestor)
-        if node is not None:
-            return {node}
-    return None
-
-
-def _vf_candidates(snapshot, device, scope):
-    if device is not None:
-        kind, addr = device
-        if kind != identity.PF:
-            return []
-        pf = snapshot.pf(addr)
-        if pf is not None:
-            return [(addr, vf) for vf in pf.vfs]
-        pci = snapshot.pci_device(addr)
-        return [(addr, vf) for vf in pci.virtfns] if pci else []
-    return [(pf.address, vf) for pf in snapshot.pfs
-            if scope is None or pf.numa_node in scope for vf in pf.vfs]
-
-
-def _gpus(snapshot, device, scope):
-    if device is not None:
-        kind, addr = device
-        if kind != identity.PCI:
-            return []
-        gpu = snapshot.gpu(addr) or snapshot.pci_device(addr)
-        return [gpu] if gpu else []
-    return [g for g in snapshot.gpus
-            if scope is None or g.numa_node in scope]
-
-
-def _mdev_types(snapshot, gpu):
-    types = tuple(getattr(gpu, 'mdev_types', ()))
-    if not types:
-        pci = snapshot.pci_device(gpu.address)
-        types = tuple(pci.mdev_types) if pci else ()
-    return types
-
-
-def _pick_vfs(request, tree, snapshot, rp, amount, held, own):
-    device = device_of_provider(tree, rp)
-    free = [(pf, vf) for pf, vf in _vf_candidates(
-        snapshot, device, _numa_scope(request, tree, rp)) if vf not in held]
-    free.sort(key=lambda c: (c[1] not in own, c[1]))
-    if len(free) < amount:
-        raise _rejected(f'{amount} SRIOV_NET_VF on provider '
-                        f'{_label(tree, rp)}: only '
-                        f'{text.plural(len(free), "free VF")}',
-                        rp, 'SRIOV_NET_VF')
-    return [model.Device('SRIOV_NET_VF', rp, parent=pf, address=vf)
-            for pf, vf in free[:amount]]
-
-
-def _pick_pgpus(request, tree, snapshot, rp, amount, held, own):
-    device = device_of_provider(tree, rp)
-    free = [g.address for g in _gpus(snapshot, device,
-                                     _numa_scope(request, tree, rp))
-            if g.address not in held]
-    free.sort(key=lambda a: (a not in own, a))
-    if len(free) < amount:
-        raise _rejected(f'{amount} PGPU on provider {_label(tree, rp)}: '
-                        f'only {text.plural(len(free), "free GPU")}', rp,
-                        'PGPU')
-    return [model.Device('PGPU', rp, parent=a, address=a)
-            for a in free[:amount]]
-
-
-def _pick_mdevs(request, tree, snapshot, rp, amount, held, own, claims,
-                taken):
-    device = device_of_provider(tree, rp)
-    gpus = sorted(_gpus(snapshot, device, _numa_scope(request, tree, rp)),
-                  key=lambda g: g.address)
-    claimed = [d for c in claims for d in c.devices
-               if d.resource_class == 'VGPU'] + taken
-    result = []
-    for gpu in gpus:
-        if len(result) == amount:
-            break
-        types = _mdev_types(snapshot, gpu)
-        existing = {u: t for t in types for u in t.devices}
-        # A GPU serves one mdev type at a time: the one in use wins.
-        in_use = [t for t in types if t.devices] or [
-            t for t in types
-            if any(d.parent == gpu.address and d.mdev_type == t.type_id
-                   for d in claimed)]
-        usable = in_use or [t for t in types if t.available_instances > 0]
-        mtype = usable[0] if usable else None
-        # Existing idle mdevs first, the consumer's own before others.
-        idle = sorted((u for u, t in existing.items()
-                       if u not in held and t is mtype),
-                      key=lambda u: (u not in own, u))
-        for mdev in idle:
-            if len(result) == amount:
-                break
-            result.append(model.Device('VGPU', rp, parent=gpu.address,
-                                       mdev_uuid=mdev,
-                                       mdev_type=mtype.type_id))
-        # Then mdevs to create: as many as the type still has room for,
-        # less those other claims already asked for and not yet created.
-        if mtype is None:
-            room = amount if device is not None else 0
-        else:
-            pending = sum(1 for d in claimed if d.parent == gpu.address
-                          and d.mdev_uuid not in existing)
-            room = mtype.available_instances - pending
-        index = 0
-        while len(result) < amount and room > 0:
-            mdev = str(uuidlib.uuid5(
-                MDEV_NAMESPACE, f'{request.consumer_uuid}/{request.kind}/'
-                f'{gpu.address}/{index}'))
-            index += 1
-            if mdev in held or mdev in existing:
-                continue
-            result.append(model.Device(
-                'VGPU', rp, parent=gpu.address, mdev_uuid=mdev,
-                mdev_type=mtype.type_id if mtype else None))
-            room -= 1
-    if len(result) < amount:
-        raise _rejected(f'{amount} VGPU on provider {_label(tree, rp)}: '
-                        f'only {text.plural(len(result), "mdev")} can be '
-                        'had', rp, 'VGPU')
-    return result
-
-
-def choose_devices(request, tree, claims, snapshot):
-    """Devices for every device class of the request (a tuple)."""
+def choose_devices(request, tree, claims, snapshot, drivers=()):
+    """Devices for every device-backed class of the request (a tuple):
+    the first driver that backs the class on its provider picks them."""
     if snapshot is None:
         return ()
-    held = _held(claims, snapshot, request.consumer_uuid)
-    own = _own(snapshot, request.consumer_uuid)
-    chosen = []
+    ctx = Context(request, tree, claims, snapshot,
+                  _held(claims, snapshot, request.consumer_uuid),
+                  _own(snapshot, request.consumer_uuid), [])
     for rp, rcs in sorted(request.resources.items()):
         for rc, amount in sorted(rcs.items()):
-            if rc == 'SRIOV_NET_VF':
-                picked = _pick_vfs(request, tree, snapshot, rp, amount,
-                                   held, own)
-            elif rc == 'PGPU':
-                picked = _pick_pgpus(request, tree, snapshot, rp, amount,
-                                     held, own)
-            elif rc == 'VGPU':
-                picked = _pick_mdevs(request, tree, snapshot, rp, amount,
-                                     held, own, claims, chosen)
-            else:
-                continue
-            held.update(d.key for d in picked)
-            chosen.extend(picked)
-    return tuple(chosen)
+            for driver in drivers:
+                picked = driver.claim_devices(ctx, rp, rc, amount)
+                if picked is not None:
+                    ctx.held.update(d.key for d in picked)
+                    ctx.taken.extend(picked)
+                    break
+    return tuple(ctx.taken)
 
 
-def decide(request, tree, claims, snapshot=None):
+def decide(request, tree, claims, snapshot=None, drivers=()):
     """The whole decision for one request against the claims held.
 
     ``claims`` are every claim in the database (the request's own consumer
     included: a resize target must not reuse the instance's devices).
+    ``drivers``: the host's drivers (a DriverSet's), which pick devices.
     """
     validate_against_tree(request, tree)
     check_amounts(request, tree, claims)
-    devices = choose_devices(request, tree, claims, snapshot)
+    devices = choose_devices(request, tree, claims, snapshot, drivers)
     return Decision(resources=request.resources, devices=devices)

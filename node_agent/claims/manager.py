@@ -66,6 +66,19 @@ class ClaimManager:
             path or db_path(conf),
             busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade)
         self._reported_unclaimed = set()   # warned about, still unclaimed
+        self._driver_set = (None, ())      # (snapshot, its drivers)
+
+    def _drivers(self, snapshot):
+        """The drivers of ``snapshot``, which know its devices; made once
+        per snapshot (a claim does not load the plugins again)."""
+        if snapshot is None:
+            return ()
+        known, drivers = self._driver_set
+        if known is not snapshot:
+            from node_agent import drivers as drivers_mod
+            drivers = drivers_mod.DriverSet(self.conf, snapshot).drivers
+            self._driver_set = (snapshot, drivers)
+        return drivers
 
     @property
     def needs_rebuild(self):
@@ -103,7 +116,8 @@ class ClaimManager:
                         f'consumer {request.consumer_uuid} already holds '
                         f'{kind} claim {held.id} with other resources; '
                         'release it first')
-            decision = fit.decide(request, tree, claims, snapshot)
+            decision = fit.decide(request, tree, claims, snapshot,
+                                  self._drivers(snapshot))
             stamp = store_mod.now_iso()
             claim = txn.insert(model.Claim(
                 id=None, host=self.host,
@@ -246,8 +260,9 @@ class ClaimManager:
                     continue
                 devices = ()
                 if consumer in by_uuid and snapshot is not None and tree:
-                    devices = _devices_of_domain(by_uuid[consumer],
-                                                 resources, tree, snapshot)
+                    devices = _devices_of_domain(
+                        by_uuid[consumer], resources, tree,
+                        self._drivers(snapshot))
                 node = (self._node(tree, resources) if tree is not None
                         else self.host)
                 created.append(txn.insert(model.Claim(
@@ -432,8 +447,9 @@ def _move_devices(devices, resources, tree):
     return tuple(kept)
 
 
-def _devices_of_domain(domain, resources, tree, snapshot):
-    """Devices a running guest uses, tied to its allocation's providers."""
+def _devices_of_domain(domain, resources, tree, drivers):
+    """Devices a running guest uses, tied to its allocation's providers
+    by the drivers of their kinds."""
     def holder(rc, parent):
         holders = [rp for rp, rcs in resources.items() if rc in rcs]
         named = [rp for rp in holders
@@ -442,29 +458,6 @@ def _devices_of_domain(domain, resources, tree, snapshot):
         return (named or holders or [None])[0]
 
     devices = []
-    vf_parent = {vf: pf.address for pf in snapshot.pfs for vf in pf.vfs}
-    gpus = {g.address for g in snapshot.gpus}
-    for address in domain.hostdevs:
-        if address in vf_parent:
-            rp = holder('SRIOV_NET_VF', vf_parent[address])
-            if rp:
-                devices.append(model.Device('SRIOV_NET_VF', rp,
-                                            parent=vf_parent[address],
-                                            address=address))
-        elif address in gpus:
-            rp = holder('PGPU', address)
-            if rp:
-                devices.append(model.Device('PGPU', rp, parent=address,
-                                            address=address))
-    mdev_parent = {}
-    for gpu in list(snapshot.gpus) + list(snapshot.pci_devices):
-        for mtype in gpu.mdev_types:
-            for mdev in mtype.devices:
-                mdev_parent[mdev] = (gpu.address, mtype.type_id)
-    for mdev in domain.mdevs:
-        parent, mtype = mdev_parent.get(mdev, (None, None))
-        rp = holder('VGPU', parent)
-        if rp:
-            devices.append(model.Device('VGPU', rp, parent=parent,
-                                        mdev_uuid=mdev, mdev_type=mtype))
+    for driver in drivers:
+        devices.extend(driver.domain_devices(domain, holder))
     return tuple(devices)

@@ -11,9 +11,6 @@ import dataclasses
 KINDS = ('instance', 'migration', 'resize_target')
 STATES = ('pending', 'active')
 
-# Resource classes backed by a concrete device the claim must name.
-DEVICE_CLASSES = ('SRIOV_NET_VF', 'VGPU', 'PGPU')
-
 
 @dataclasses.dataclass(frozen=True)
 class Device:

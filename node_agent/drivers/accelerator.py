@@ -209,3 +209,9 @@ class AcceleratorDriver(base.Driver):
                                  self.managed_classes | {rc})
             layout.set_traits(provider, matcher.traits, self.managed_traits)
         return wanted
+
+    def affinity(self, domain):
+        """A guest's allow-listed devices are on their own providers."""
+        mine = {device.address for device, _ in self.devices}
+        return [identity.pci_id(a) for a in sorted(domain.hostdevs)
+                if a in mine], {}

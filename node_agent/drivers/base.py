@@ -13,6 +13,16 @@ Drivers never decide about reshapes or move allocations themselves:
 :func:`node_agent.drivers.compose.compose` compares the tree before and
 after every driver ran, which is the only place that sees inventory leave
 one driver's provider for another's.
+
+What the rest of the agent needs to know of a device kind, its driver
+says, so that a new kind touches its driver, its options and its tests:
+
+- :meth:`Driver.affinity`: where a running guest's resources really are
+  (the reshape places its allocations there);
+- :meth:`Driver.claim_devices`: which concrete devices a local claim gets
+  (:mod:`node_agent.claims.fit`);
+- :meth:`Driver.domain_devices`: which devices a running guest already
+  holds (claims rebuilt from libvirt).
 """
 
 
@@ -58,6 +68,38 @@ class Driver:
         appears is a move of the same amounts under a new name.
         """
         return {}
+
+    # -- what the reshape and the claims need of this kind --------------
+
+    def affinity(self, domain):
+        """Where libvirt ``domain``'s resources are, in this driver's
+        devices: ``(device ids, exact)``.
+
+        ``device ids`` (:mod:`node_agent.identity`) name the providers
+        that hold them, best first; ``exact`` is ``{resource class:
+        {device id: amount}}`` where the hardware dictates the amounts (one
+        vGPU per mdev the guest holds).  Default: nothing known."""
+        return (), {}
+
+    def claim_devices(self, ctx, provider, resource_class, amount):
+        """The devices (:class:`node_agent.claims.model.Device`) that
+        ``amount`` units of ``resource_class`` on provider uuid
+        ``provider`` are, or None when this driver backs no devices for
+        that class there (amounts only).
+
+        ``ctx`` is :class:`node_agent.claims.fit.Context`.  Raises
+        :class:`~node_agent.exception.ClaimRejected` when the devices
+        cannot be had."""
+        return None
+
+    def domain_devices(self, domain, holder):
+        """The devices running ``domain`` already holds, as Devices.
+
+        ``holder(resource_class, parent)`` is the provider uuid of the
+        guest's allocation that holds a unit of ``resource_class`` from the
+        device ``parent`` (a PCI address), or None (the guest's allocation
+        has none: the device is left out)."""
+        return ()
 
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):

@@ -72,7 +72,8 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
         raise exception.ReshapeNeeded(reshape.describe(moves))
     reshape.move_allocations(moves, before, provider_tree, nodename,
                              allocations, snapshot,
-                             successors(before, provider_tree, nodename))
+                             successors(before, provider_tree, nodename),
+                             drivers)
 
 
 def successors(before, after, nodename):

@@ -71,6 +71,7 @@ On the root it manages the vGPU classes it may sum there.
 """
 
 import dataclasses
+import functools
 import logging
 import re
 
@@ -81,6 +82,7 @@ from node_agent import identity
 from node_agent.conf import devices as devices_conf
 from node_agent.drivers import accelerator
 from node_agent.drivers import base
+from node_agent.drivers import gpu_claims
 from node_agent.drivers import layout
 from node_agent.hardware import snapshot as snapshot_mod
 
@@ -476,6 +478,39 @@ class GpuDriver(base.Driver):
     def retire(self, provider_tree, nodename):
         layout.set_inventory(provider_tree.get(nodename), {},
                              self.root_classes())
+
+    # -- the reshape's and the claims' view (node_agent.drivers.gpu_claims)
+
+    @functools.cached_property
+    def devices(self):
+        gpus = {g.address: g for g in _gpus(self.snapshot)}
+        offers = _offers(self.types, self.passthrough, self.snapshot)
+        by_gpu = {}
+        for offer in offers:
+            by_gpu.setdefault(offer.gpu_address, []).append(offer)
+        passthrough = {}
+        for address, gpu in gpus.items():
+            match = self.passthrough.match(
+                gpu, self.snapshot,
+                _vf_vgpu_use(gpu, by_gpu.get(address, [])))
+            if match is not None and not gpu.mig_mode_current:
+                passthrough[address] = match[0]
+        return gpu_claims.Devices(
+            gpus=gpus, offers={o.address: o for o in offers},
+            passthrough=passthrough,
+            vgpu_classes=frozenset({'VGPU'} | {
+                t.resource_class for t in self.types.configs.values()}))
+
+    def claim_devices(self, ctx, provider, resource_class, amount):
+        return gpu_claims.claim_devices(self.devices, ctx, provider,
+                                        resource_class, amount)
+
+    def domain_devices(self, domain, holder):
+        return gpu_claims.domain_devices(self.devices, self.snapshot,
+                                         domain, holder)
+
+    def affinity(self, domain):
+        return gpu_claims.affinity(self.devices, self.snapshot, domain)
 
     # -- one GPU --------------------------------------------------------------
 

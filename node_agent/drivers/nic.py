@@ -46,12 +46,16 @@ import os_traits
 
 from node_agent import exception
 from node_agent import identity
+from node_agent import text
+from node_agent.claims import fit
+from node_agent.claims import model
 from node_agent.drivers import base
 from node_agent.drivers import layout
 
 LOG = logging.getLogger(__name__)
 
-PF_CLASSES = ('SRIOV_NET_VF', 'NET_BW_EGR_KILOBIT_PER_SEC',
+VF_CLASS = 'SRIOV_NET_VF'
+PF_CLASSES = (VF_CLASS, 'NET_BW_EGR_KILOBIT_PER_SEC',
               'NET_BW_IGR_KILOBIT_PER_SEC')
 PF_TRAITS = ('HW_NIC_SRIOV', 'CUSTOM_PHYSNET_*', 'CUSTOM_VNIC_TYPE_*')
 BANDWIDTH_OPTION = '[nic] resource_provider_bandwidths'
@@ -268,6 +272,71 @@ class NicDriver(base.Driver):
                     traits.add('HW_NIC_SRIOV')
                 layout.set_traits(provider, traits, PF_TRAITS)
         return wanted
+
+    # -- the reshape's and the claims' view ------------------------------
+
+    def _vf_parents(self):
+        """``{VF address: PF address}`` of every PF of the host."""
+        parents = {vf: pf.address for pf in self.snapshot.pfs
+                   for vf in pf.vfs}
+        for pci in self.snapshot.pci_devices:
+            for vf in pci.virtfns:
+                parents.setdefault(vf, pci.address)
+        return parents
+
+    def affinity(self, domain):
+        """A guest's VFs are on their PFs' providers."""
+        parents = self._vf_parents()
+        pfs = sorted({parents[a] for a in domain.hostdevs if a in parents})
+        return [identity.pci_id(pf) for pf in pfs], {}
+
+    def domain_devices(self, domain, holder):
+        parents = self._vf_parents()
+        devices = []
+        for address in domain.hostdevs:
+            if address not in parents:
+                continue
+            rp = holder(VF_CLASS, parents[address])
+            if rp:
+                devices.append(model.Device(VF_CLASS, rp,
+                                            parent=parents[address],
+                                            address=address))
+        return tuple(devices)
+
+    def claim_devices(self, ctx, provider, resource_class, amount):
+        """SRIOV_NET_VF: free VFs of the PF of ``provider``, or of the PFs
+        of the NUMA nodes in scope when it is no PF's; the consumer's own
+        first."""
+        if resource_class != VF_CLASS:
+            return None
+        device = fit.device_of_provider(ctx.tree, provider)
+        if device is not None:
+            kind, address = device
+            if kind != identity.PF:
+                return []
+            candidates = [(address, vf) for vf in self._vfs_of(address)]
+        else:
+            scope = ctx.numa_scope(provider)
+            candidates = [(pf.address, vf) for pf in self.snapshot.pfs
+                          if scope is None or pf.numa_node in scope
+                          for vf in pf.vfs]
+        free = sorted(((pf, vf) for pf, vf in candidates
+                       if vf not in ctx.held),
+                      key=lambda c: (c[1] not in ctx.own, c[1]))
+        if len(free) < amount:
+            raise fit.rejected(
+                f'{amount} {VF_CLASS} on provider {ctx.label(provider)}: '
+                f'only {text.plural(len(free), "free VF")}', provider,
+                VF_CLASS)
+        return [model.Device(VF_CLASS, provider, parent=pf, address=vf)
+                for pf, vf in free[:amount]]
+
+    def _vfs_of(self, pf_address):
+        pf = self.snapshot.pf(pf_address)
+        if pf is not None:
+            return list(pf.vfs)
+        pci = self.snapshot.pci_device(pf_address)
+        return list(pci.virtfns) if pci is not None else []
 
     def _inventory(self, pf, current):
         inventory = {}

@@ -97,6 +97,16 @@ class NumaDriver(base.Driver):
             layout.set_traits(provider, traits, NUMA_TRAITS)
         return wanted
 
+    def affinity(self, domain):
+        """The NUMA nodes a guest's memory is on and its CPUs are pinned
+        to: where its CPU and memory are."""
+        nodes = set(domain.numa_nodes)
+        for cpu in domain.cpuset:
+            node = self.snapshot.numa_node_of_cpu(cpu)
+            if node is not None:
+                nodes.add(node)
+        return [identity.numa_id(n) for n in sorted(nodes)], {}
+
     def _inventories(self, current, nodename):
         """``{node id: {rc: record}}``: each node's CPU and memory."""
         c = self.conf.compute

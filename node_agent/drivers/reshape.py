@@ -27,9 +27,10 @@ other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
    same amounts, one provider for another, so a migration keeps every
    allocation where it was, up to the uuid;
 1. where its resources really are, when the consumer is a libvirt domain of
-   the snapshot (same uuid): VGPU to the GPU that owns its mdevs, CPU and
-   memory to the NUMA node(s) its guest is pinned to, passthrough classes
-   to the device it holds;
+   the snapshot (same uuid), as the drivers know their devices
+   (:meth:`~node_agent.drivers.base.Driver.affinity`): a vGPU to the device
+   that holds its mdev, CPU and memory to the NUMA node(s) its guest is
+   pinned to, passthrough classes to the device it holds;
 2. else to the provider it was on, if that still has the class (a rename);
 3. else to the first destination by provider name where everything the
    consumer moves in one family (say VCPU and MEMORY_MB to NUMA nodes)
@@ -98,18 +99,19 @@ def describe(moves):
 
 
 def move_allocations(moves, before, after, nodename, allocations, snapshot,
-                     successors=None):
+                     successors=None, drivers=()):
     """Move the allocations of ``moves`` in ``allocations`` in place.
 
     ``successors``: ``{legacy provider uuid: its successor's uuid}`` (rule
-    0 of the module doc).
+    0 of the module doc).  ``drivers``: the drivers that built ``after``,
+    which say where a guest's resources are (rule 1).
     """
     moving = {(m.provider_uuid, m.resource_class): m.new_class
               for m in moves}
     moving = _follow_successors(moving, successors or {}, after,
                                 allocations)
     dest = _Destinations(after, nodename, allocations, moving)
-    affinity = _Affinity(snapshot, after.get(nodename))
+    affinity = _Affinity(drivers, snapshot, after.get(nodename))
 
     work = []
     for consumer, record in allocations.items():
@@ -302,43 +304,33 @@ class _Prefs:
 
 
 class _Affinity:
-    """Where a consumer's resources really are, from the snapshot."""
+    """Where a consumer's resources really are: what each driver knows of
+    the snapshot's libvirt domains (:meth:`Driver.affinity
+    <node_agent.drivers.base.Driver.affinity>`)."""
 
-    def __init__(self, snapshot, root):
+    def __init__(self, drivers, snapshot, root):
+        self._drivers = list(drivers)
         self._root_uuid = root.uuid
         self._domains = {d.uuid: d for d in snapshot.domains}
-        self._snapshot = snapshot
-        self._mdev_owner = {}
-        for device in list(snapshot.pci_devices) + list(snapshot.gpus):
-            for mdev_type in device.mdev_types:
-                for mdev in mdev_type.devices:
-                    self._mdev_owner[mdev] = device.address
 
     def for_consumer(self, consumer):
         prefs = _Prefs()
         domain = self._domains.get(consumer)
         if domain is None:
             return prefs
-        gpus = collections.Counter()
-        for mdev in domain.mdevs:
-            address = self._mdev_owner.get(mdev)
-            if address is not None:
-                gpus[self._uuid(identity.pci_id(address))] += 1
-        if gpus:
-            prefs.exact['VGPU'] = dict(sorted(gpus.items()))
-        nodes = set(domain.numa_nodes)
-        for cpu in domain.cpuset:
-            node = self._snapshot.numa_node_of_cpu(cpu)
-            if node is not None:
-                nodes.add(node)
-        device_ids = [identity.pci_id(a) for a in sorted(domain.hostdevs)]
-        device_ids += [identity.numa_id(n) for n in sorted(nodes)]
-        device_ids += [identity.pci_id(self._mdev_owner[m])
-                       for m in domain.mdevs if m in self._mdev_owner]
-        for device_id in device_ids:
-            uuid = self._uuid(device_id)
-            if uuid not in prefs.providers:
-                prefs.providers.append(uuid)
+        for driver in self._drivers:
+            device_ids, exact = driver.affinity(domain)
+            for device_id in device_ids:
+                uuid = self._uuid(device_id)
+                if uuid not in prefs.providers:
+                    prefs.providers.append(uuid)
+            for rc, amounts in exact.items():
+                target = prefs.exact.setdefault(rc, {})
+                for device_id, amount in amounts.items():
+                    uuid = self._uuid(device_id)
+                    target[uuid] = target.get(uuid, 0) + amount
+        prefs.exact = {rc: dict(sorted(a.items()))
+                       for rc, a in prefs.exact.items()}
         return prefs
 
     def _uuid(self, device_id):

@@ -95,3 +95,19 @@ def alloc(*triples):
     for rp, rc, amount in triples:
         result.setdefault(rp, {'resources': {}})['resources'][rc] = amount
     return result
+
+
+def drivers(snapshot):
+    """The drivers of ``snapshot``, as the claim manager makes them."""
+    from node_agent import drivers as drivers_mod
+    from tests.fixtures import hosts
+    conf = hosts.make_conf()
+    conf.set_override('config_location', '', 'provider_overrides')
+    return drivers_mod.DriverSet(conf, snapshot).drivers
+
+
+def decide(request, tree, claims, snapshot=None):
+    """:func:`fit.decide` with the drivers of ``snapshot``."""
+    from node_agent.claims import fit
+    return fit.decide(request, tree, claims, snapshot,
+                      drivers(snapshot) if snapshot is not None else ())

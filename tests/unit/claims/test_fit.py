@@ -24,11 +24,11 @@ def held(resources, devices=(), consumer=OTHER, claim_id=1):
 def test_fits_and_uses_allocation_ratio():
     # (16 - 0) * 2.0 = 32 VCPU on the root, 30 held by another claim.
     claims = [held({host.ROOT: {'VCPU': 30}})]
-    decision = fit.decide(request({host.ROOT: {'VCPU': 2}}), host.tree(),
-                          claims)
+    decision = host.decide(request({host.ROOT: {'VCPU': 2}}), host.tree(),
+                           claims)
     assert decision.resources == {host.ROOT: {'VCPU': 2}}
     with pytest.raises(exception.ClaimRejected) as err:
-        fit.decide(request({host.ROOT: {'VCPU': 3}}), host.tree(), claims)
+        host.decide(request({host.ROOT: {'VCPU': 3}}), host.tree(), claims)
     assert 'VCPU' in str(err.value) and host.HOST in str(err.value)
     assert '2 left' in str(err.value)
     assert err.value.provider == host.ROOT
@@ -38,9 +38,9 @@ def test_fits_and_uses_allocation_ratio():
 def test_reserved_counts_against_capacity():
     # MEMORY_MB: 32768 - 512 reserved = 32256 claimable.
     tree = host.tree()
-    fit.decide(request({host.ROOT: {'MEMORY_MB': 32256}}), tree, [])
+    host.decide(request({host.ROOT: {'MEMORY_MB': 32256}}), tree, [])
     with pytest.raises(exception.ClaimRejected, match='32256 left'):
-        fit.decide(request({host.ROOT: {'MEMORY_MB': 32512}}), tree, [])
+        host.decide(request({host.ROOT: {'MEMORY_MB': 32512}}), tree, [])
 
 
 @pytest.mark.parametrize('resources, words', [
@@ -52,28 +52,28 @@ def test_reserved_counts_against_capacity():
 ])
 def test_unit_rules(resources, words):
     with pytest.raises(exception.ClaimRejected, match=words):
-        fit.decide(request(resources), host.tree(), [])
+        host.decide(request(resources), host.tree(), [])
 
 
 def test_unknown_provider_is_invalid_and_named():
     stranger = 'cccccccc-0000-4000-8000-000000000003'
     with pytest.raises(exception.InvalidClaimRequest) as err:
-        fit.decide(request({stranger: {'VCPU': 1}}), host.tree(), [])
+        host.decide(request({stranger: {'VCPU': 1}}), host.tree(), [])
     assert err.value.field == f'allocation.{stranger}'
 
 
 def test_unknown_resource_class_is_invalid():
     with pytest.raises(exception.InvalidClaimRequest) as err:
-        fit.decide(request({host.ROOT: {'CUSTOM_NOPE': 1}}), host.tree(),
-                   [])
+        host.decide(request({host.ROOT: {'CUSTOM_NOPE': 1}}), host.tree(),
+                    [])
     assert err.value.field == f'allocation.{host.ROOT}.resources.CUSTOM_NOPE'
     # A custom class the tree has is fine.
-    fit.decide(request({host.ROOT: {'CUSTOM_LICENSE': 1}}), host.tree(), [])
+    host.decide(request({host.ROOT: {'CUSTOM_LICENSE': 1}}), host.tree(), [])
 
 
 def test_vfs_come_from_the_named_pf():
-    decision = fit.decide(request({host.PF1_RP: {'SRIOV_NET_VF': 2}}),
-                          host.tree(), [], host.snapshot())
+    decision = host.decide(request({host.PF1_RP: {'SRIOV_NET_VF': 2}}),
+                           host.tree(), [], host.snapshot())
     assert [(d.parent, d.address) for d in decision.devices] == [
         (host.PF1, '0000:d8:02.0'), (host.PF1, '0000:d8:02.1')]
     assert all(d.provider == host.PF1_RP for d in decision.devices)
@@ -85,8 +85,8 @@ def test_vfs_held_by_claims_and_domains_are_skipped():
                      address='0000:5e:02.0')])]
     domain = snap.Domain('dddddddd-0000-4000-8000-000000000004', 'guest',
                          'running', hostdevs=('0000:5e:02.1',))
-    decision = fit.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 2}}),
-                          host.tree(), claims, host.snapshot([domain]))
+    decision = host.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 2}}),
+                           host.tree(), claims, host.snapshot([domain]))
     assert [d.address for d in decision.devices] == [
         '0000:5e:02.2', '0000:5e:02.3']
 
@@ -97,60 +97,60 @@ def test_fewer_free_vfs_than_inventory_is_rejected():
                          'running', hostdevs=('0000:5e:02.0', '0000:5e:02.1',
                                               '0000:5e:02.2'))
     with pytest.raises(exception.ClaimRejected, match='only 1 free VF$'):
-        fit.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 2}}), host.tree(),
-                   [], host.snapshot([domain]))
+        host.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 2}}), host.tree(),
+                    [], host.snapshot([domain]))
 
 
 def test_vfs_on_a_numa_provider_stay_in_that_numa_node():
     tree = host.tree()
     tree.set_inventory(host.NUMA1, 'SRIOV_NET_VF', {'total': 8})
-    decision = fit.decide(request({host.NUMA1: {'SRIOV_NET_VF': 3}}), tree,
-                          [], host.snapshot())
+    decision = host.decide(request({host.NUMA1: {'SRIOV_NET_VF': 3}}), tree,
+                           [], host.snapshot())
     assert {d.parent for d in decision.devices} == {host.PF1}
 
 
 def test_vgpu_reuses_idle_mdevs_then_creates_new_ones():
     idle = 'eeeeeeee-0000-4000-8000-000000000005'
-    decision = fit.decide(request({host.VGPU0_RP: {'VGPU': 2}}), host.tree(),
-                          [], host.snapshot(existing_mdevs=[idle]))
+    decision = host.decide(request({host.VGPU0_RP: {'VGPU': 2}}), host.tree(),
+                           [], host.snapshot(existing_mdevs=[idle]))
     mdevs = [d.mdev_uuid for d in decision.devices]
     assert mdevs[0] == idle
     assert mdevs[1] != idle
     assert {d.parent for d in decision.devices} == {host.VGPU0}
     assert {d.mdev_type for d in decision.devices} == {'nvidia-35'}
     # Deciding again gives the same answer: the new uuid is derived.
-    again = fit.decide(request({host.VGPU0_RP: {'VGPU': 2}}), host.tree(),
-                       [], host.snapshot(existing_mdevs=[idle]))
+    again = host.decide(request({host.VGPU0_RP: {'VGPU': 2}}), host.tree(),
+                        [], host.snapshot(existing_mdevs=[idle]))
     assert again.devices == decision.devices
 
 
 def test_vgpu_room_counts_mdevs_other_claims_will_create():
-    first = fit.decide(request({host.VGPU0_RP: {'VGPU': 3}}), host.tree(),
-                       [], host.snapshot())
+    first = host.decide(request({host.VGPU0_RP: {'VGPU': 3}}), host.tree(),
+                        [], host.snapshot())
     claims = [held(first.resources, first.devices)]
     with pytest.raises(exception.ClaimRejected):
-        fit.decide(request({host.VGPU0_RP: {'VGPU': 2}}), host.tree(),
-                   claims, host.snapshot())
-    second = fit.decide(request({host.VGPU0_RP: {'VGPU': 1}}), host.tree(),
-                        claims, host.snapshot())
+        host.decide(request({host.VGPU0_RP: {'VGPU': 2}}), host.tree(),
+                    claims, host.snapshot())
+    second = host.decide(request({host.VGPU0_RP: {'VGPU': 1}}), host.tree(),
+                         claims, host.snapshot())
     assert second.devices[0].mdev_uuid not in {
         d.mdev_uuid for d in first.devices}
 
 
 def test_pgpu_is_the_provider_gpu_and_is_handed_out_once():
-    decision = fit.decide(request({host.PGPU1_RP: {'PGPU': 1}}), host.tree(),
-                          [], host.snapshot())
+    decision = host.decide(request({host.PGPU1_RP: {'PGPU': 1}}), host.tree(),
+                           [], host.snapshot())
     assert decision.devices == (model.Device(
         'PGPU', host.PGPU1_RP, host.PGPU1, address=host.PGPU1),)
     claims = [held(decision.resources, decision.devices)]
     with pytest.raises(exception.ClaimRejected, match='PGPU'):
-        fit.decide(request({host.PGPU1_RP: {'PGPU': 1}}), host.tree(),
-                   claims, host.snapshot())
+        host.decide(request({host.PGPU1_RP: {'PGPU': 1}}), host.tree(),
+                    claims, host.snapshot())
 
 
 def test_without_snapshot_only_amounts_are_decided():
-    decision = fit.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 1}}),
-                          host.tree(), [])
+    decision = host.decide(request({host.PF0_RP: {'SRIOV_NET_VF': 1}}),
+                           host.tree(), [])
     assert decision.devices == ()
 
 
