@@ -130,9 +130,10 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     adapter.reset()
 
     gate.set()                                  # NVML delivers XID 79
-    wait_for(lambda: pgpu(api) == (1, 1), 'reservation of the GPU')
-
-    assert layout.UNHEALTHY_TRAIT in traits(api)
+    # The inventory is written before the traits: wait for both.
+    wait_for(lambda: pgpu(api) == (1, 1)
+             and layout.UNHEALTHY_TRAIT in traits(api),
+             'reservation of the GPU')
     assert tc.get_allocations(api, consumer)['allocations'][GPU][
         'resources'] == {'PGPU': 1}
     resp = api.delete(f'/allocations/{consumer}', microversion='1.28')
@@ -154,10 +155,9 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     time.sleep(0.5)
     assert pgpu(api) == (1, 1)
     clock.now += 1                              # the quiet period is over
-    wait_for(lambda: pgpu(api) == (1, 0), 'the GPU back after the quiet '
-             f'period ({QUIET} s)')
-    wait_for(lambda: layout.UNHEALTHY_TRAIT not in traits(api),
-             'the unhealthy trait removed')
+    wait_for(lambda: pgpu(api) == (1, 0)
+             and layout.UNHEALTHY_TRAIT not in traits(api),
+             f'the GPU back after the quiet period ({QUIET} s)')
     assert len(candidates(api)) == 1
     assert rt.status_line() == 'in sync: 3 providers'
     assert 'node_agent_device_unhealthy{' not in metrics.exposition()
