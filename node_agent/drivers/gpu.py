@@ -337,25 +337,6 @@ def _offers(types, passthrough, snapshot):
     return _cap(offers, types.configs)
 
 
-def vgpu_offers(conf, snapshot):
-    """Every vGPU offer of the host: the devices with vGPU inventory
-    (GPUs given whole offer none)."""
-    return _offers(_Types(type_configs(conf)), _Passthrough(conf), snapshot)
-
-
-def passthrough_class(conf, snapshot, address):
-    """The class GPU ``address`` is given whole with, or None: a GPU not
-    configured for passthrough, or one with MIG mode on."""
-    gpu = next((g for g in _gpus(snapshot) if g.address == address), None)
-    if gpu is None or gpu.mig_mode_current:
-        return None
-    types = _Types(type_configs(conf))
-    offers = _device_offers(types, gpu) if types.configs else []
-    match = _Passthrough(conf).match(gpu, snapshot,
-                                     _vf_vgpu_use(gpu, offers))
-    return match[0] if match else None
-
-
 class _Passthrough:
     """``[gpu] device_spec`` then ``[gpu] passthrough_devices``."""
 

@@ -156,23 +156,23 @@ def test_bad_type_section_names_the_culprit(tmp_path, text, culprit):
         gpu_mod.type_configs(conf)
 
 
-def test_offers_and_passthrough_class_of_an_sriov_host(conf):
+def test_what_claims_and_reshape_see_of_an_sriov_host(conf):
     from tests.fixtures import hosts
     snapshot = hosts.discover('host4')
     conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
                       'devices')
     conf.set_override('passthrough_devices', ['0000:af:00.0'], 'gpu')
-    offers = gpu_mod.vgpu_offers(conf, snapshot)
+    devices = gpu_mod.GpuDriver(conf, snapshot).devices
     assert [(o.address, o.gpu_address, o.type_id, o.resource_class,
-             o.total, o.vendor_vfio, o.existing) for o in offers] == [
+             o.total, o.vendor_vfio, o.existing)
+            for o in devices.offers.values()] == [
         ('0000:3b:00.4', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 1),
         ('0000:3b:00.5', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 0),
         ('0000:3b:00.6', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 0),
         ('0000:3b:00.7', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1, False, 0),
     ]
-    assert gpu_mod.passthrough_class(conf, snapshot, '0000:af:00.0') == \
-        'PGPU'
-    assert gpu_mod.passthrough_class(conf, snapshot, '0000:3b:00.0') is None
+    assert devices.passthrough == {'0000:af:00.0': 'PGPU'}
+    assert devices.vgpu_classes == {'VGPU'}
 
 
 def test_a_card_with_vfs_is_one_gpu(conf, tree):
