@@ -46,7 +46,7 @@ class Decision:
 
 
 def device_of_provider(tree, rp):
-    """``('pf'|'pci', PCI address)`` of device provider ``rp``, or None."""
+    """``(kind, PCI address)`` of device provider ``rp``, or None."""
     return identity.device_of(tree.get(rp), tree)
 
 

@@ -1,0 +1,95 @@
+"""What each driver says of its kind: where a guest's resources are (for
+the reshape) and which devices a running guest holds (for claims rebuilt
+from libvirt)."""
+
+import dataclasses
+
+from node_agent import drivers
+from node_agent import identity
+from node_agent.conf import devices as devices_conf
+from node_agent.hardware import snapshot as s
+from tests.fixtures import hosts
+from tests.unit.drivers import hostdata
+
+PF0 = hostdata.PFS['ens1f0'][0]
+VF0 = '0000:5e:01.0'
+GUEST = '33333333-3333-4333-8333-333333333333'
+
+
+def by_name(dconf, snapshot):
+    return {d.name: d for d in drivers.DriverSet(dconf, snapshot).drivers}
+
+
+def guest(**devices):
+    return s.Domain(GUEST, 'guest', 'running', **devices)
+
+
+def holder_of(resources):
+    """The manager's holder over ``{rc: rp}``: the rp of the class."""
+    return lambda rc, parent: resources.get(rc)
+
+
+def test_numa_affinity_is_the_guests_pinning(dconf, snapshot):
+    numa = by_name(dconf, snapshot)['numa']
+    assert numa.affinity(guest(cpuset=frozenset({2, 20}))) == (
+        ['numa_0', 'numa_1'], {})
+    assert numa.affinity(guest(numa_nodes=frozenset({1}))) == (
+        ['numa_1'], {})
+    assert numa.affinity(guest()) == ([], {})
+
+
+def test_nic_vf_is_on_its_pf(dconf, snapshot):
+    nic = by_name(dconf, snapshot)['nic']
+    domain = guest(hostdevs=(VF0, hostdata.FPGA))
+    assert nic.affinity(domain) == ([identity.pci_id(PF0)], {})
+    (device,) = nic.domain_devices(
+        domain, holder_of({'SRIOV_NET_VF': 'rp-pf0'}))
+    assert (device.resource_class, device.provider, device.parent,
+            device.address) == ('SRIOV_NET_VF', 'rp-pf0', PF0, VF0)
+    assert nic.domain_devices(domain, holder_of({})) == ()
+
+
+def test_accelerator_device_is_its_own_provider(dconf, snapshot):
+    accel = by_name(dconf, snapshot)['accelerator']
+    assert accel.affinity(guest(hostdevs=(VF0, hostdata.FPGA))) == (
+        [identity.pci_id(hostdata.FPGA)], {})
+
+
+def test_gpu_mdevs_are_exact_on_their_gpu(dconf, snapshot):
+    gpu = by_name(dconf, snapshot)['gpu']
+    domain = next(d for d in snapshot.domains if d.uuid == hostdata.DOM0)
+    gpu0 = identity.pci_id(hostdata.GPU0)
+    assert gpu.affinity(domain) == ([gpu0], {'VGPU': {gpu0: 1}})
+    (device,) = gpu.domain_devices(domain, holder_of({'VGPU': 'rp-gpu0'}))
+    assert (device.resource_class, device.parent, device.mdev_uuid,
+            device.mdev_type) == ('VGPU', hostdata.GPU0, hostdata.MDEV0,
+                                  'nvidia-222')
+
+
+def test_gpu_vfs_of_an_sriov_card(conf):
+    """host4: an mdev held on an A10 VF, and a vendor VFIO L40S VF passed
+    to the guest, each exactly on its VF with its type's class."""
+    conf.set_override('config_location', '', 'provider_overrides')
+    conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
+                      'devices')
+    devices_conf.register_dynamic_opts(conf)
+    conf.set_override('device_addresses', ['0000:af:00.0'],
+                      'mdev_nvidia-1155')
+    conf.set_override('mdev_class', 'CUSTOM_L40S_4Q', 'mdev_nvidia-1155')
+    mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
+    domain = guest(mdevs=(mdev,), hostdevs=('0000:af:00.4',))
+    snapshot = dataclasses.replace(hosts.discover('host4'),
+                                   domains=(domain,))
+    gpu = by_name(conf, snapshot)['gpu']
+    a10_vf = identity.pci_id('0000:3b:00.4')
+    l40s_vf = identity.pci_id('0000:af:00.4')
+    assert gpu.affinity(domain) == (
+        [l40s_vf, a10_vf],
+        {'CUSTOM_L40S_4Q': {l40s_vf: 1}, 'VGPU': {a10_vf: 1}})
+    held = gpu.domain_devices(domain, holder_of(
+        {'VGPU': 'rp-a10-vf', 'CUSTOM_L40S_4Q': 'rp-l40s-vf'}))
+    assert sorted((d.resource_class, d.provider, d.parent, d.key,
+                   d.mdev_type) for d in held) == [
+        ('CUSTOM_L40S_4Q', 'rp-l40s-vf', '0000:af:00.4', '0000:af:00.4',
+         'nvidia-1155'),
+        ('VGPU', 'rp-a10-vf', '0000:3b:00.4', mdev, 'nvidia-588')]
