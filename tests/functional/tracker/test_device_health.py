@@ -49,7 +49,9 @@ def paced(nvml, gate):
 
 
 @pytest.fixture
-def running(conf, placement_adapter):
+def running(conf, placement_adapter, request):
+    """The service over the H100 host; NVML replays one XID (79 unless the
+    test's parameter says otherwise) once the test opens the gate."""
     conf.set_override('passthrough_devices', [H100], 'gpu')
     conf.set_override('health_quiet_period', QUIET, 'gpu')
     conf.set_override('udev_monitor', False, 'hardware')
@@ -59,8 +61,10 @@ def running(conf, placement_adapter):
     gate = threading.Event()
     nvml = paced(hosts.nvml('h100-vm', events=[dict(
         bus_id='00000000:00:06.0',
-        event_type=pynvml.nvmlEventTypeXidCriticalError, event_data=79)]),
-        gate)
+        event_type=pynvml.nvmlEventTypeXidCriticalError,
+        event_data=getattr(request, 'param', 79))]), gate)
+    replayed = threading.Event()
+    nvml.on_exhausted = replayed.set
     adapter = counting.CountingAdapter(placement_adapter)
     discovery = hosts.discovery_for('h100-vm', conf, nvml=nvml)
     rt = tracker.ResourceTracker(
@@ -75,7 +79,7 @@ def running(conf, placement_adapter):
     svc.start()
     try:
         wait_for(lambda: rt.last_good is not None, 'the startup sync')
-        yield rt, adapter, gate, metrics, clock
+        yield rt, adapter, gate, metrics, clock, replayed
     finally:
         gate.set()
         svc.stop()
@@ -121,7 +125,7 @@ def candidates(adapter):
 
 def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
         running, placement_adapter):
-    rt, adapter, gate, metrics, clock = running
+    rt, adapter, gate, metrics, clock, replayed = running
     api = placement_adapter
     consumer = tc.new_consumer()
     tc.put_allocations(api, consumer, {GPU: {'PGPU': 1}})
@@ -161,3 +165,17 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     assert len(candidates(api)) == 1
     assert rt.status_line() == 'in sync: 3 providers'
     assert 'node_agent_device_unhealthy{' not in metrics.exposition()
+
+
+@pytest.mark.parametrize('running', [13], indirect=True)
+def test_an_application_xid_changes_nothing(running, placement_adapter):
+    """XID 13 (graphics engine exception) is the guest program's fault."""
+    rt, adapter, gate, metrics, clock, replayed = running
+    adapter.reset()
+    gate.set()
+    assert replayed.wait(30), 'the recorded XID 13 was not replayed'
+    time.sleep(0.5)                 # an early audit would have started
+    assert rt.unhealthy() == {}
+    assert pgpu(placement_adapter) == (1, 0)
+    assert [c for c in adapter.calls if c.method != 'GET'] == []
+    assert rt.status_line() == 'in sync: 3 providers'
