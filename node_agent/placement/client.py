@@ -158,6 +158,9 @@ class ReportClient:
         # a reshape that moved allocations).
         self._written_from = {}
         self._unsure = set()
+        # () -> bool: the daemon is stopping.  Checked before every
+        # request: a stop ends a sync between two requests, never in one.
+        self.stop_requested = None
 
     @classmethod
     def from_conf(cls, conf, adapter, state=None, read_only=False,
@@ -169,6 +172,8 @@ class ReportClient:
     # -- HTTP ------------------------------------------------------------
 
     def _request(self, method, path, microversion, body=None):
+        if self.stop_requested is not None and self.stop_requested():
+            raise exception.Stopping(method, path)
         # Placement answers errors as JSON (with their codes) only to
         # clients that accept JSON.
         kwargs = {'microversion': microversion,

@@ -54,8 +54,16 @@ during a sync (:meth:`~node_agent.tracker.systemd.Notifier.progress`): a
 long sync keeps it fed, a hung call starves it and systemd restarts the
 service.
 
-Every write happens in the worker, between two checks of the stop flag, so
-a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
+Every request to Placement is made in the worker after a check of the stop
+flag (:attr:`~node_agent.placement.client.ReportClient.stop_requested`),
+so a stop never interrupts one and sends no other: the sync ends at that
+request boundary, where capacity is exact, and the next start finishes
+it.  The request in flight (at most [placement] timeout, 30 s, per try)
+completes within [DEFAULT] graceful_shutdown_timeout (10 s) or is
+abandoned at that bound; Placement applies each request atomically.
+STOPPING=1 is the last notification: no READY nor status after it.
+
+Exit status: 0 stopped, 1 unexpected error,
 :data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
 restarted as is: a reshape that failed for good, credentials Placement
 does not take, a bad configuration, or a state file written by a newer
@@ -95,6 +103,7 @@ FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
 # Errors of a dependency that is not there yet: wait, never crash-loop.
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError,
+               exception.SourceSilent,
                exception.ComputeNodeMissing)
 # The status line's note on the claims RPC server: "claims RPC down: ...".
 RPC_NOTE = 'claims RPC'
@@ -149,6 +158,8 @@ class AgentService(service.Service):
         self._done = threading.Event()
         self._syncing = threading.Event()   # a startup or audit under way
         self._thread = None
+        # A stop ends a sync before its next Placement request.
+        tracker.rc.stop_requested = self._stop.is_set
 
     # -- oslo.service interface ---------------------------------------------
 
@@ -164,7 +175,8 @@ class AgentService(service.Service):
     def stop(self, graceful=True):
         if not self._stop.is_set():
             if self._syncing.is_set():
-                LOG.info('stopping: waiting for the current Placement write')
+                LOG.info('stopping: waiting for the current Placement '
+                         'request; no other is sent')
             else:
                 LOG.info('stopping')
             self.notifier.stopping()
@@ -202,7 +214,7 @@ class AgentService(service.Service):
             self.notifier.ready(status=self.tracker.status_line())
             self._start_rpc()
             self._loop()
-        except _Stopped:
+        except (_Stopped, exception.Stopping):
             pass
         except FATAL_ERRORS as exc:
             LOG.critical('node-agent cannot continue: %s', exc)
@@ -223,36 +235,88 @@ class AgentService(service.Service):
     def _start_udev(self):
         self.udev_monitor = self._start_watcher(
             self.make_udev_monitor, self.early_audit, 'udev events',
-            'changes are picked up by the periodic audit')
+            'changes are picked up by the periodic audit',
+            self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _start_domain_events(self):
         self.domain_events = self._start_watcher(
             self.make_domain_events, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
-            'full read every [claims] full_reconcile_interval')
+            'full read every [claims] full_reconcile_interval',
+            self.conf.libvirt.scan_timeout, '[libvirt] scan_timeout')
 
     def _start_device_health(self):
         self.device_health = self._start_watcher(
             self.make_device_health, self._health_changed,
-            'GPU health events', 'a failing GPU stays schedulable')
+            'GPU health events', 'a failing GPU stays schedulable',
+            self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _health_changed(self):
         LOG.info('device health changed: auditing now')
         self.early_audit()
 
-    @staticmethod
-    def _start_watcher(make, callback, what, instead):
+    def _start_watcher(self, make, callback, what, instead, timeout,
+                       option):
         """``make(callback)`` started, or None (not configured, or it
-        cannot start here: no udev in a container, no libvirt events)."""
+        cannot start here: no udev in a container, no libvirt events).
+
+        Connecting and registering may block (a libvirt that accepts and
+        never answers): it runs on a thread of its own for ``timeout``
+        seconds at most, the status line saying what is awaited and the
+        watchdog fed (the wait is bounded).  One that does not start in
+        time is done without, and said so in the status line; should it
+        start later after all, it is stopped again.
+        """
         if make is None:
             return None
-        try:
-            watcher = make(callback)
-            watcher.start()
-        except Exception as exc:
-            LOG.info('%s are not watched (%s): %s', what, exc, instead)
+        self.notifier.set_status(f'starting: waiting for {what} (up to '
+                                 f'{timeout} s, {option})')
+        box = {}
+        done = threading.Event()
+
+        def work():
+            try:
+                watcher = make(callback)
+                box['watcher'] = watcher
+                watcher.start()
+                box['started'] = True
+            except Exception as exc:  # noqa: BLE001 - logged below
+                box['error'] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f'start {what}',
+                         daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                break
+            self.notifier.watchdog()
+            done.wait(min(left, self.notifier.watchdog_interval or left))
+        if not done.is_set():
+            if self._stop.is_set():
+                raise _Stopped()
+            LOG.warning('%s are not watched: no answer within %s s (%s); '
+                        '%s', what, timeout, option, instead)
+            self.notifier.note(what, f'not watched: no answer within '
+                                     f'{timeout} s')
+            threading.Thread(target=self._stop_late, name=f'late {what}',
+                             args=(done, box, what), daemon=True).start()
             return None
-        return watcher
+        if 'error' in box:
+            LOG.info('%s are not watched (%s): %s', what, box['error'],
+                     instead)
+            return None
+        return box['watcher']
+
+    @staticmethod
+    def _stop_late(done, box, what):
+        done.wait()
+        if box.get('started'):
+            LOG.info('%s answered after all; not watched until the next '
+                     'start', what)
+            box['watcher'].stop()
 
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
@@ -334,6 +398,8 @@ class AgentService(service.Service):
             LOG.exception('stopping the claims RPC server failed')
 
     def _startup(self):
+        self.notifier.set_status('starting: scanning the host and reading '
+                                 'Placement')
         initial = self.conf.audit.startup_backoff_initial
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(WAIT_ERRORS),
@@ -376,8 +442,12 @@ class AgentService(service.Service):
             LOG.warning('%s; next look in %.1f s', exc,
                         retry_state.next_action.sleep)
             return
+        elif isinstance(exc, exception.SourceSilent):
+            self.notifier.set_status(
+                f'waiting for {exc.source}: {exc.reason}')
+            what = exc.source
         else:
-            self.notifier.set_status('waiting for libvirt')
+            self.notifier.set_status(f'waiting for libvirt: {exc.reason}')
             what = 'libvirt'
         LOG.warning('%s is not reachable (%s); next attempt in %.1f s',
                     what, exc, retry_state.next_action.sleep)
@@ -446,6 +516,8 @@ class AgentService(service.Service):
             # None: the scan was not trusted and nothing was synced.
             if applied is not None:
                 result = metrics_mod.AUDIT_OK
+        except exception.Stopping as exc:
+            LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
