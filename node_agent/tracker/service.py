@@ -98,13 +98,38 @@ EXIT_FATAL = 78
 
 # Errors a restart would not cure: systemd is told not to restart.
 FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
-                exception.ScanIncomplete, exception.UnsafePlan,
+                exception.ScanIncomplete,
                 exception.PlacementCredentialsError, exception.StateTooNew)
-# Errors of a dependency that is not there yet: wait, never crash-loop.
+# Errors that may pass by themselves (a dependency not there yet, a guest
+# still holding a device that went, another service's provider that may
+# go): waited out with capped backoff, the status line saying on what,
+# never a crash loop nor an exit 78.  Checked before FATAL_ERRORS
+# (ReportedElsewhere is a ConfigError: its fix may be the other side's).
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError,
                exception.SourceSilent,
-               exception.ComputeNodeMissing)
+               exception.ComputeNodeMissing,
+               exception.ReportedElsewhere,
+               exception.UnsafePlan)
+
+# What the daemon does with an error that ends its startup (see
+# ``disposition``): the exit-code policy.
+WAIT, FATAL, ERROR, STOPPED = 'wait', 'fatal', 'error', 'stopped'
+
+
+def disposition(error_class):
+    """``WAIT`` (retried with backoff, shown), ``FATAL`` (exit 78),
+    ``STOPPED`` (exit 0) or ``ERROR`` (exit 1, restarted by systemd) for
+    an error class that reaches the daemon's startup."""
+    if issubclass(error_class, (_Stopped, exception.Stopping)):
+        return STOPPED
+    if issubclass(error_class, WAIT_ERRORS):
+        return WAIT
+    if issubclass(error_class, FATAL_ERRORS):
+        return FATAL
+    return ERROR
+
+
 # The status line's note on the claims RPC server: "claims RPC down: ...".
 RPC_NOTE = 'claims RPC'
 RPC_SLOW_START = 5.0    # seconds
@@ -160,6 +185,10 @@ class AgentService(service.Service):
         self._thread = None
         # A stop ends a sync before its next Placement request.
         tracker.rc.stop_requested = self._stop.is_set
+        # What is wrong now: {what: (since, detail)}, shown in the status
+        # line and in the metrics (node_agent_problem).
+        self._problems = {}
+        self.metrics.listen(self._note)
 
     # -- oslo.service interface ---------------------------------------------
 
@@ -211,6 +240,7 @@ class AgentService(service.Service):
             self._start_device_health()
             self._splay()
             self._startup()
+            self._solved('startup')
             self.notifier.ready(status=self.tracker.status_line())
             self._start_rpc()
             self._loop()
@@ -299,8 +329,7 @@ class AgentService(service.Service):
                 raise _Stopped()
             LOG.warning('%s are not watched: no answer within %s s (%s); '
                         '%s', what, timeout, option, instead)
-            self.notifier.note(what, f'not watched: no answer within '
-                                     f'{timeout} s')
+            self._note(what, f'not watched: no answer within {timeout} s')
             threading.Thread(target=self._stop_late, name=f'late {what}',
                              args=(done, box, what), daemon=True).start()
             return None
@@ -309,6 +338,39 @@ class AgentService(service.Service):
                      instead)
             return None
         return box['watcher']
+
+    # -- what is wrong -----------------------------------------------------
+
+    def _problem(self, what, detail):
+        """Record that ``what`` is wrong (``detail``); returns since when,
+        as text.  The time is that of the first report since the last
+        time it was fine."""
+        since = self._problems.get(what, (time.time(), None))[0]
+        self._problems[what] = (since, detail)
+        self.metrics.problem(what, detail, since)
+        return _stamp(since)
+
+    def _solved(self, what):
+        if self._problems.pop(what, None) is not None:
+            self.metrics.problem(what, None, None)
+            return True
+        return False
+
+    def _note(self, what, detail):
+        """A problem beside the tracker's line: ``...; <what> <detail>
+        since <time>``; None: solved."""
+        if detail is None:
+            if self._solved(what):
+                self.notifier.note(what, None)
+            return
+        since = self._problem(what, detail)
+        self.notifier.note(what, f'{detail} (since {since})')
+
+    def _audit_problem(self, kind, detail):
+        """The audit failed or was skipped: the status line says so, and
+        since when, instead of the last good tree's "in sync"."""
+        since = self._problem('audit', f'{kind}: {detail}')
+        self.notifier.set_status(f'audit {kind} since {since}: {detail}')
 
     @staticmethod
     def _stop_late(done, box, what):
@@ -446,6 +508,13 @@ class AgentService(service.Service):
             self.notifier.set_status(
                 f'waiting for {exc.source}: {exc.reason}')
             what = exc.source
+        elif isinstance(exc, (exception.ReportedElsewhere,
+                              exception.UnsafePlan)):
+            since = self._problem('startup', str(exc))
+            self.notifier.set_status(f'waiting since {since}: {exc}')
+            LOG.error('startup: %s; trying again in %.1f s', exc,
+                      retry_state.next_action.sleep)
+            return
         else:
             self.notifier.set_status(f'waiting for libvirt: {exc.reason}')
             what = 'libvirt'
@@ -499,7 +568,10 @@ class AgentService(service.Service):
             except exception.ConfigError as exc:
                 LOG.error('SIGHUP: the config files are not valid, the '
                           'configuration in effect stays: %s', exc)
+                self._note('SIGHUP', f'refused, the configuration in effect '
+                                     f'stays: {exc}')
                 return False
+        self._note('SIGHUP', None)
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
                  'Placement state')
         self.conf.reload_config_files()
@@ -514,12 +586,20 @@ class AgentService(service.Service):
             with self._sync_under_way():
                 applied = self.tracker.audit()
             # None: the scan was not trusted and nothing was synced.
-            if applied is not None:
+            if applied is None:
+                self._audit_problem('skipped', self.tracker.scan_problem)
+            elif self.tracker.audit_incomplete:
                 result = metrics_mod.AUDIT_OK
+                self._audit_problem('incomplete',
+                                    self.tracker.audit_incomplete)
+            else:
+                result = metrics_mod.AUDIT_OK
+                self._solved('audit')
         except exception.Stopping as exc:
             LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
+            self._problem('audit', f'waiting for Placement: {exc.reason}')
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
             LOG.warning('audit: Placement is not reachable (%s); trying '
                         'again with backoff', exc)
@@ -527,20 +607,30 @@ class AgentService(service.Service):
         except exception.ComputeNodeMissing as exc:
             # nova's compute node went (its service deleted): nothing to
             # hang the devices under until nova-compute makes it again.
+            self._problem('audit', exc.status)
             self.notifier.set_status(exc.status)
             LOG.error('audit failed: %s', exc)
         except exception.PlacementCredentialsError as exc:
             # Not fatal here: the last good tree stays in Placement and a
             # SIGHUP with corrected credentials resumes.
-            self.notifier.set_status('Placement refused the credentials')
+            self._audit_problem('failed', 'Placement refused the '
+                                          'credentials')
             LOG.error('audit failed: %s', exc)
         except exception.NodeAgentError as exc:
+            self._audit_problem('failed', exc)
             LOG.error('audit failed: %s', exc)
-        except Exception:
+        except Exception as exc:
+            self._audit_problem('failed', f'unexpected error: '
+                                          f'{type(exc).__name__}: {exc}')
             LOG.exception('audit failed on an unexpected error')
         finally:
             self.metrics.audit(result, time.monotonic() - start)
         return True
+
+
+def _stamp(seconds):
+    """``2026-11-24 10:58:21Z``: when a problem began, in UTC."""
+    return time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(seconds))
 
 
 class _OneProcessIsTheDesign(logging.Filter):
