@@ -9,6 +9,9 @@ the first problem::
 
     [audit] interval = abc: not an integer
     [DEFAULT] state_path = /etc/passwd/x: /etc/passwd is not a directory
+    [DEFAULT] enabled_drivers names unknown drivers: gpus (installed: ...)
+    [compute] cpu_dedicated_set: invalid CPU range in '0-3,x': ...
+    [pci] device_allow_list: '{"vendor": "8086"}': entry: ...
     provider override file /etc/.../gpu.yaml: at providers[0]...: ...
 
 It writes nothing and creates nothing: a directory that does not exist
@@ -130,6 +133,9 @@ def validate(conf):
     read_all(conf)
     check_state_path(conf.state_path)
     check_deployment(conf)
+    check_enabled_drivers(conf)
+    check_cpu_sets(conf)
+    check_device_allow_list(conf)
     # Imported late: the drivers pull in stevedore and every plugin.
     from node_agent.drivers import gpu
     from node_agent.drivers import nic
@@ -151,3 +157,42 @@ def check_deployment(conf):
             'in-process Placement, so its compute node would never appear '
             'there; point [placement] at the Placement service nova-compute '
             'uses, or choose deployment = whole_host')
+
+
+def check_enabled_drivers(conf):
+    """Every name in ``[DEFAULT] enabled_drivers`` is an installed driver
+    (an entry point in ``node_agent.drivers``)."""
+    from importlib import metadata
+
+    from node_agent import drivers
+    known = {ep.name for ep in metadata.entry_points(
+        group=drivers.NAMESPACE)}
+    unknown = sorted(set(conf.enabled_drivers) - known)
+    if unknown:
+        raise exception.ConfigError(
+            f'[DEFAULT] enabled_drivers names unknown drivers: '
+            f'{", ".join(unknown)} (installed: {", ".join(sorted(known))})')
+
+
+def check_cpu_sets(conf):
+    """``[compute] cpu_shared_set`` and ``cpu_dedicated_set`` parse and do
+    not overlap.  Whether the host has those CPUs is the scan's to say."""
+    from node_agent.drivers import compute
+    dedicated = compute.parse_cpu_spec(conf.compute.cpu_dedicated_set,
+                                       'cpu_dedicated_set')
+    if conf.compute.cpu_shared_set is None:
+        return
+    shared = compute.parse_cpu_spec(conf.compute.cpu_shared_set,
+                                    'cpu_shared_set')
+    overlap = shared & dedicated
+    if overlap:
+        raise exception.ConfigError(
+            '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs '
+            + compute.format_cpus(overlap))
+
+
+def check_device_allow_list(conf):
+    """Every entry of ``[pci] device_allow_list`` is JSON the accelerator
+    driver takes (names the entry and the field)."""
+    from node_agent.drivers import accelerator
+    accelerator.parse_allow_list(conf.pci.device_allow_list)

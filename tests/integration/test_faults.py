@@ -236,6 +236,13 @@ def test_config_typos_exit_78_before_anything_happens(agent, server,
          '[audit] interval = abc: not an integer'),
         ('[numa]\nenabled = maybe\n', None,
          '[numa] enabled = maybe: not a boolean (true or false)'),
+        ('[DEFAULT]\nenabled_drivers = compute,numa,gpus\n', None,
+         '[DEFAULT] enabled_drivers names unknown drivers: gpus'),
+        ('[pci]\ndevice_allow_list = {"vendor": "8086"}\n', None,
+         '[pci] device_allow_list: \'{"vendor": "8086"}\': entry: '),
+        ('[compute]\ncpu_shared_set = 0-7\ncpu_dedicated_set = 4-9\n', None,
+         '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs '
+         '4,5,6,7'),
         (f'[DEFAULT]\nstate_path = {blocker}/state\n', None,
          f'[DEFAULT] state_path = {blocker}/state: {blocker} is not a '
          'directory'),
