@@ -97,6 +97,33 @@ def read_all(conf):
             raise option_error(conf, group, name, e) from None
 
 
+# Kernel filesystems: nothing written there is a file that stays.
+_NOT_STORAGE = frozenset({
+    'proc', 'sysfs', 'cgroup', 'cgroup2', 'devpts', 'securityfs',
+    'debugfs', 'tracefs', 'configfs', 'pstore', 'bpf', 'mqueue',
+    'fusectl', 'efivarfs', 'binfmt_misc'})
+
+
+def _filesystem_type(path, mounts='/proc/self/mounts'):
+    """The type of the filesystem ``path`` is (or would be) on, from the
+    mount table; None when it cannot be read."""
+    try:
+        with open(mounts) as f:
+            table = [line.split() for line in f]
+    except OSError:
+        return None
+    best, fstype = '', None
+    real = os.path.realpath(path)
+    for fields in table:
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace('\\040', ' ')
+        inside = real == point or real.startswith(point.rstrip('/') + '/')
+        if inside and len(point) >= len(best):
+            best, fstype = point, fields[2]
+    return fstype
+
+
 def check_state_path(path):
     """``path`` is, or could be created as, a directory the agent writes.
 
@@ -105,6 +132,11 @@ def check_state_path(path):
     """
     where = f'[DEFAULT] state_path = {path}'
     path = os.path.abspath(path)
+    fstype = _filesystem_type(path)
+    if fstype in _NOT_STORAGE:
+        raise exception.ConfigError(
+            f'{where}: on a {fstype} filesystem, which holds no files the '
+            'agent could keep')
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise exception.ConfigError(f'{where}: not a directory')
