@@ -172,3 +172,10 @@ def test_hardware_limits_of_host1(agents):
     assert got[('PCPU', 'VCPU')] == (len(compute.online_cpus(snapshot)),
                                      'online CPUs')
     assert got[('MEMORY_MB',)] == (131072, 'MB of memory')
+    # Both T4s hold 16 instances of the type enabled, or of any other:
+    # what the synced tree offers is the host's ceiling, not below it.
+    assert got[('VGPU',)] == (32, 'vGPUs its GPUs can hold')
+    agent.tracker.startup()
+    offered = sum(p.inventory.get('VGPU', {}).get('total', 0)
+                  for p in agent.tracker.last_good.providers())
+    assert offered == 32
