@@ -186,7 +186,7 @@ class AgentService(service.Service):
         # A stop ends a sync before its next Placement request.
         tracker.rc.stop_requested = self._stop.is_set
         # What is wrong now: {what: (since, detail)}, shown in the status
-        # line and in the metrics (node_agent_problem).
+        # line and in the metrics (node_agent_problem_since_seconds).
         self._problems = {}
         self.metrics.listen(self._note)
 
