@@ -51,10 +51,9 @@ counted first, as Nova does.
 
 A MIG mode change waiting for a GPU reset is said in the log and carried as
 the trait ``CUSTOM_GPU_MIG_CHANGE_PENDING``: the GPU is reported as its
-current mode is.  An unhealthy GPU (``self.health``) carries
-``CUSTOM_NODE_AGENT_UNHEALTHY`` and the reshape-free rule of
-:func:`node_agent.drivers.layout.reserve_unhealthy` makes it and its VFs
-unschedulable.
+current mode is.  An unhealthy GPU carries ``CUSTOM_NODE_AGENT_UNHEALTHY``
+and the reshape-free rule of :func:`node_agent.drivers.layout.apply_health`
+makes it and its VFs unschedulable.
 
 Models: the GPU provider carries ``CUSTOM_GPU_<VENDOR>_<MODEL>``, the NVML
 name without a leading vendor word ("Tesla T4" ->
@@ -449,7 +448,6 @@ class GpuDriver(base.Driver):
                     child, {offer.resource_class: layout.record(1)}, ALL)
             layout.set_inventory(provider, inventory, ALL)
             layout.set_traits(provider, traits, self._managed_traits())
-            layout.set_health(provider, self.health.get(gpu.address))
         root = provider_tree.get(nodename)
         layout.set_inventory(
             root, {rc: layout.record(n) for rc, n in flat.items()},

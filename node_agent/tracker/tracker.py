@@ -132,14 +132,6 @@ class _Pending:
         self.keeps_last_good = False
 
 
-def unhealthy_line(unhealthy):
-    """``1 GPU unhealthy: 0000:3b:00.0: XID 79 (GPU has fallen off the
-    bus)``: what the status line says of ``{address: Health}``."""
-    devices = ', '.join(f'{a}: {h.reason}'
-                        for a, h in sorted(unhealthy.items()))
-    return f'{text.plural(len(unhealthy), "GPU")} unhealthy: {devices}'
-
-
 class ResourceTracker:
     """Startup, audit and dry run over one report client and discovery."""
 
@@ -402,7 +394,7 @@ class ResourceTracker:
         self._status(self.status_line())
 
     def unhealthy(self):
-        """``{PCI address: Health}`` of the devices unhealthy now."""
+        """``{PCI address: Health}`` of the devices to reserve now."""
         return self.health.unhealthy() if self.health is not None else {}
 
     def status_line(self):
@@ -413,10 +405,8 @@ class ResourceTracker:
         else:
             count = len(self.last_good) if self.last_good is not None else 0
             line = f'in sync: {text.plural(count, "provider")}'
-        unhealthy = self.unhealthy()
-        if unhealthy:
-            line += '; ' + unhealthy_line(unhealthy)
-        return line
+        said = self.health.summary() if self.health is not None else ''
+        return f'{line}; {said}' if said else line
 
     def _status(self, text):
         if self.notifier is not None:

@@ -164,10 +164,12 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
     before = get(adapter, f'/allocations/{consumer}', '1.28')
 
     agent.health = {H100: health_mod.Health(
-        healthy=False, reason='XID 79 (GPU has fallen off the bus)')}
+        health_mod.ISOLATED, 'XID 79 (GPU has fallen off the bus)',
+        health_mod.GPU_LOST_FAMILY, health_mod.ISOLATE)}
     agent.sync()
     assert inventory(adapter, H100) == {'PGPU': (1, 1)}
-    assert layout.UNHEALTHY_TRAIT in traits(adapter, H100)
+    assert {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_GPU_LOST'} \
+        <= traits(adapter, H100)
     after = get(adapter, f'/allocations/{consumer}', '1.28')
     assert {rp: a['resources'] for rp, a in after['allocations'].items()} \
         == {rp: a['resources'] for rp, a in before['allocations'].items()}
@@ -180,7 +182,9 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
     agent.health = {}
     agent.sync()
     assert inventory(adapter, H100) == {'PGPU': (1, 0)}
-    assert layout.UNHEALTHY_TRAIT not in traits(adapter, H100)
+    assert not {t for t in traits(adapter, H100)
+                if t.startswith('CUSTOM_NODE_AGENT_HEALTH_')
+                or t == layout.UNHEALTHY_TRAIT}
     assert [mapped(r) for r in candidates(adapter, '1.36',
                                           resources='PGPU:1')] == [
         {'': uuid(H100)}]
