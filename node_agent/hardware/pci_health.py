@@ -80,6 +80,7 @@ class SysfsHealthSource:
         self.carrier = frozenset(carrier)
         self._counters = {}             # (address, file): last total
         self._seen = set()              # (address, file) read once
+        self.looks = 0                  # looks done so far
 
     @classmethod
     def from_conf(cls, conf, sysfs, monitor, addresses):
@@ -102,6 +103,7 @@ class SysfsHealthSource:
                 self.monitor.observe(address, observation)
             self.monitor.unmonitored(address, self.name, problem)
         self.monitor.settle()
+        self.looks += 1
 
     def examine(self, address, now):
         """``([Observation], problem)`` of one device."""

@@ -128,7 +128,9 @@ def device_health(conf, rt, metrics=None, clock=None):
         monitor = health.HealthMonitor.from_conf(
             conf, changed, **({'clock': clock} if clock else {}))
         rt.health = monitor
-        sources = [drains.DrainSource(drains.path_for(conf), monitor)]
+        drained = drains.DrainSource(drains.path_for(conf), monitor)
+        drained.look()          # before the startup sync: no flip-flop
+        sources = [drained]
         if nvml:
             sources.append(health.NvmlHealthSource.from_conf(
                 conf, rt.discovery.nvml, monitor))
