@@ -98,6 +98,15 @@ def undrain(path, address):
     return True
 
 
+TITLE = 'drained devices'
+
+
+def render(drains):
+    """The "drained devices" lines of ``device list`` and ``tree show``."""
+    return [f'  {address}  since {entry.get("since")}  {entry.get("reason")}'
+            for address, entry in sorted(drains.items())]
+
+
 class DrainSource:
     """Tells the monitor the drains of the file, at start and whenever
     the file changes (checked every ``interval`` seconds: one stat)."""

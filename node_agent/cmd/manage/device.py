@@ -70,6 +70,7 @@ def undrain(conf):
 
 
 def list_drains(conf):
-    for address, entry in sorted(drains.load(drains.path_for(conf)).items()):
-        print(f'{address}  since {entry.get("since")}  {entry.get("reason")}')
+    print(f'{drains.TITLE}:')
+    print('\n'.join(drains.render(drains.load(drains.path_for(conf))))
+          or '  none')
     return 0

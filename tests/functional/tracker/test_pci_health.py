@@ -9,6 +9,8 @@ from the early audits health changes start.  The health monitor's clock is
 the test's.
 """
 
+import contextlib
+import json
 import os
 import shutil
 import threading
@@ -209,13 +211,20 @@ def test_a_warning_and_an_unreadable_file_write_nothing(
 
 
 def test_drain_survives_a_restart_and_health_recovery_never_undrains(
-        start, sys_root, placement_adapter, conf, tmp_path, capsys):
+        start, sys_root, placement_adapter, conf, tmp_path, capsys,
+        monkeypatch):
     run, clock = start
     api = placement_adapter
     agent = run()
     agent.looked()
     conf_file = tmp_path / 'manage.conf'
-    conf_file.write_text(f'[DEFAULT]\nstate_path = {conf.state_path}\n')
+    conf_file.write_text(
+        f'[DEFAULT]\nstate_path = {conf.state_path}\nhost = compute1\n'
+        'deployment = standalone\n'
+        f'[libvirt]\nconnection_uri = {hosts.libvirt_uri("h100-vm")}\n')
+    # tree show reads this test's Placement.
+    monkeypatch.setattr(factory, 'placement_adapter',
+                        lambda conf: contextlib.nullcontext(api))
 
     def manage_device(*args):
         return manage.main(['--config-file', str(conf_file), 'device',
@@ -249,8 +258,21 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
         f'in sync: 3 providers; 1 device drained: {H100}: fan swap')
     assert pgpu(api) == (1, 1) and health_traits(api) == DRAIN_TRAITS
     assert agent.writes() == []                 # nothing to change
+    assert manage.main(['--config-file', str(conf_file), 'tree', 'show']) \
+        == 0
+    shown = capsys.readouterr().out
+    assert 'PGPU 0/1 r1' in shown
+    assert shown.split('\ndrained devices:\n')[1].startswith(
+        f'  {H100}  since 20')
+    assert manage.main(['--config-file', str(conf_file), 'tree', 'show',
+                        '--format', 'json']) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body['drained_devices'][H100]['reason'] == 'fan swap'
     assert manage_device('list') == 0
-    assert f'{H100}  since ' in capsys.readouterr().out
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0] == 'drained devices:'
+    assert listed[1].startswith(f'  {H100}  since 20')
+    assert listed[1].endswith('Z  fan swap')
 
     assert manage_device('undrain', H100) == 0
     assert capsys.readouterr().out == f'undrained {H100}\n'
@@ -259,6 +281,8 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     assert agent.writes() == gpu_writes()
     assert agent.rt.status_line() == 'in sync: 3 providers'
     assert drains.load(drains.path_for(conf)) == {}
+    assert manage_device('list') == 0
+    assert capsys.readouterr().out == 'drained devices:\n  none\n'
 
 
 def test_drain_needs_an_address_and_a_reason(conf, tmp_path, capsys):
