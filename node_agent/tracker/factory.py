@@ -109,11 +109,14 @@ def device_health(conf, rt, metrics=None, clock=None):
     sysfs_enabled``; always the operator's drains) feeding one health
     monitor, which becomes the tracker's (``rt.health``): every tree built
     from then on reserves the isolated and drained devices.
-    ``callback()`` runs at each change, in either direction, and the
-    metrics hear every device's state.  ``clock``: the monitor's (default:
+    ``callback()`` runs at each change, in either direction, the metrics
+    hear every device's state and, with a transport configured, a
+    ``node_agent.device.health`` notification goes out
+    (:mod:`node_agent.health_notifier`).  ``clock``: the monitor's (default:
     monotonic time).
     """
     from node_agent import drains
+    from node_agent import health_notifier
     from node_agent import metrics as metrics_mod
     from node_agent.hardware import health
     from node_agent.hardware import pci_health
@@ -121,8 +124,12 @@ def device_health(conf, rt, metrics=None, clock=None):
     nvml = 'gpu' in conf.enabled_drivers and conf.hardware.nvml_enabled
 
     def make(callback):
+        notifier = health_notifier.HealthNotifier.from_conf(conf)
+
         def changed(address, state):
             metrics.device_health(monitor.states())
+            if notifier is not None:
+                notifier.changed(address, state)
             callback()
 
         monitor = health.HealthMonitor.from_conf(
