@@ -188,9 +188,11 @@ def health_traits(health):
     """The traits a device provider carries for ``health`` (a
     :class:`~node_agent.hardware.health.Health` or None): none unless its
     device is reserved."""
-    if health is None or not health.reserved:
+    if health is None or not health.reserves:
         return set()
-    return {UNHEALTHY_TRAIT, HEALTH_TRAIT_PREFIX + (health.family or 'OTHER')}
+    family = {HEALTH_TRAIT_PREFIX + (health.family or 'OTHER')}
+    # Isolated MIG instances: the rest of the GPU is still offered.
+    return family if health.instances else family | {UNHEALTHY_TRAIT}
 
 
 def apply_health(tree, nodename, health):

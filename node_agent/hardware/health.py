@@ -39,6 +39,10 @@ Rules:
   device is ``unmonitored`` (shown, never reserved) until that source
   works again.  A fault seen before keeps its reservation until its own
   quiet period ends.
+* An isolate observation NVML attributes to one MIG GPU instance
+  (``Observation.instance``) isolates that instance's capacity alone
+  (``Health.instances``): the GPU driver reserves one unit of its
+  profile's class, the other instances stay schedulable.
 * Rate conditions (counters that keep rising) are debounced by
   :class:`Rate`: a warning at the first rise, ``isolate`` only once the
   rises went on for ``[health] rate_window`` seconds.
@@ -132,6 +136,8 @@ class Observation:
     reason: str                      # for people: logs, status, metrics
     family: str                      # cause family (reason trait)
     action: str | None = None        # what the operator should do
+    instance: int | None = None      # the MIG GPU instance, when NVML
+    #                                  says which: only it is isolated
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,10 +148,19 @@ class Health:
     family: str | None = None
     severity: str | None = None
     action: str | None = None
+    #: MIG GPU instances isolated, the rest of the GPU still offered
+    #: (empty: the state is the whole device's)
+    instances: frozenset = frozenset()
 
     @property
     def reserved(self):
         """Whether the device's provider must offer nothing."""
+        return self.state in RESERVING and not self.instances
+
+    @property
+    def reserves(self):
+        """Whether the drivers must reserve any of it (all of it, or
+        its isolated MIG instances)."""
         return self.state in RESERVING
 
     @property
@@ -165,6 +180,8 @@ class Record:
     warning_at: float | None = None       # latest warning observation
     unmonitored: tuple = ()               # ((source, reason), ...)
     drained: str | None = None            # the operator's reason
+    instances: tuple = ()                 # ((MIG instance, Observation,
+    #                                        at), ...) isolated alone
 
 
 EMPTY = Record()
@@ -172,7 +189,14 @@ EMPTY = Record()
 
 def observe(record, observation, now):
     """``record`` after ``observation`` at ``now``: the latest one of each
-    severity is kept (what is going on now)."""
+    severity is kept (what is going on now); an isolate observation of
+    one MIG instance isolates that instance alone."""
+    if observation.severity == ISOLATE and observation.instance is not None:
+        others = tuple(i for i in record.instances
+                       if i[0] != observation.instance)
+        return dataclasses.replace(record, instances=tuple(sorted(
+            others + ((observation.instance, observation, now),),
+            key=lambda i: i[0])))
     if observation.severity == ISOLATE:
         return dataclasses.replace(record, isolate=observation,
                                    isolate_at=now)
@@ -186,6 +210,9 @@ def settle(record, now, quiet_period):
         record = dataclasses.replace(record, isolate=None, isolate_at=None)
     if record.warning and now - record.warning_at >= quiet_period:
         record = dataclasses.replace(record, warning=None, warning_at=None)
+    if any(now - at >= quiet_period for _, _, at in record.instances):
+        record = dataclasses.replace(record, instances=tuple(
+            i for i in record.instances if now - i[2] < quiet_period))
     return record
 
 
@@ -207,6 +234,11 @@ def health_of(record):
     if record.isolate is not None:
         o = record.isolate
         return Health(ISOLATED, o.reason, o.family, o.severity, o.action)
+    if record.instances:
+        o = record.instances[-1][1]
+        reason = '; '.join(i[1].reason for i in record.instances)
+        return Health(ISOLATED, reason, o.family, o.severity, o.action,
+                      frozenset(i[0] for i in record.instances))
     if record.unmonitored:
         reason = '; '.join(f'{s}: {r}' for s, r in record.unmonitored)
         return Health(UNMONITORED, reason)
@@ -273,11 +305,14 @@ def event_observation(nvml, event, ignored_xids):
                               (None, None))
     if reason is None:
         return None
+    instance = None
     if event.gpuInstanceId != NO_INSTANCE:
-        reason += f' on MIG GPU instance {event.gpuInstanceId}'
+        instance = event.gpuInstanceId
+        reason += f' on MIG GPU instance {instance}'
     return Observation(ISOLATE, reason, family,
                        'reset the GPU or reboot the host'
-                       if family == GPU_LOST_FAMILY else 'reset the GPU')
+                       if family == GPU_LOST_FAMILY else 'reset the GPU',
+                       instance)
 
 
 def remapped_rows_observation(rows):
@@ -341,9 +376,9 @@ class HealthMonitor:
         return {a: h for a, h in said.items() if not h.healthy}
 
     def unhealthy(self):
-        """``{address: Health}`` of the devices to reserve now (isolated or
-        drained)."""
-        return {a: h for a, h in self.states().items() if h.reserved}
+        """``{address: Health}`` of the devices to reserve now, all of
+        them (isolated or drained) or their isolated MIG instances."""
+        return {a: h for a, h in self.states().items() if h.reserves}
 
     def summary(self):
         """The status line's words for the devices not healthy and the

@@ -355,3 +355,21 @@ def test_a_source_that_dies_is_restarted_and_said(caplog):
     assert monitor.summary() == 'health source crashing restarted 2 times'
     assert caplog.text.count('health source crashing stopped on an '
                              'unexpected error') == 2
+
+
+def test_a_mig_instance_fault_isolates_that_instance_alone():
+    xid94 = health.Observation(health.ISOLATE, 'XID 94 on MIG GPU '
+                               'instance 3', health.ECC, 'reset the GPU', 3)
+    record = health.observe(health.EMPTY, xid94, now=10)
+    record = health.observe(record, dataclasses.replace(
+        xid94, reason='XID 94 on MIG GPU instance 5', instance=5), now=20)
+    said = health.health_of(record)
+    assert (said.state, said.instances, said.reserved, said.reserves) == (
+        health.ISOLATED, frozenset([3, 5]), False, True)
+    assert said.reason == ('XID 94 on MIG GPU instance 3; XID 94 on MIG '
+                           'GPU instance 5')
+    later = health.health_of(health.settle(record, now=40, quiet_period=30))
+    assert later.instances == frozenset([5])
+    # A fault of the whole GPU reserves all of it.
+    whole = health.health_of(health.observe(record, BAD, now=21))
+    assert (whole.reserved, whole.instances) == (True, frozenset())
