@@ -154,13 +154,15 @@ def device_health(conf, rt, metrics=None, clock=None):
 
 def watched_devices(rt):
     """PCI addresses of the devices the tracker last synced a provider
-    for (GPUs, accelerators, NIC PFs; not the VFs under a GPU)."""
+    for (GPUs, accelerators, NIC PFs; not the VFs under a GPU), and of
+    those nova-compute reports in Placement beside it."""
     from node_agent import identity
+    from node_agent.tracker import nova_pci
     tree = rt.last_good
     root = tree.find(rt.nodename) if tree is not None else None
     if root is None:
         return set()
-    found = set()
+    found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):
         if not identity.is_ours(provider, root):
             continue

@@ -82,6 +82,7 @@ import time
 
 import tenacity
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
 from node_agent import metrics as metrics_mod
@@ -390,7 +391,20 @@ class ResourceTracker:
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
+        self._reserve_beside_nova(self.last_good)
         self._status(self.status_line())
+
+    def _reserve_beside_nova(self, tree):
+        """Health hook: beside nova-compute, nova's own PCI providers of
+        the devices to reserve (:mod:`node_agent.tracker.nova_pci`)."""
+        if self.health is None or \
+                self.conf.deployment != deployment.BESIDE_NOVA:
+            return
+        from node_agent.tracker import nova_pci
+        root = tree.find(self.nodename)
+        if root is not None:
+            nova_pci.apply(self.rc, tree, root, self.unhealthy(),
+                           nova_pci.Reservations.from_conf(self.conf))
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""

@@ -47,6 +47,10 @@ HEALTH_PREFIXES = (layout.UNHEALTHY_TRAIT, layout.HEALTH_TRAIT_PREFIX)
 
 @pytest.fixture
 def sys_root(tmp_path):
+    return vfio_copy(tmp_path)
+
+
+def vfio_copy(tmp_path):
     """h100-vm's sysfs, the GPU bound to vfio-pci, AER counters at 0."""
     root = str(tmp_path / 'sys')
     shutil.copytree(hosts.sysfs_root('h100-vm'), root, symlinks=True)
