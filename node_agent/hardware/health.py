@@ -384,7 +384,9 @@ class HealthMonitor:
         """The status line's words for the devices not healthy and the
         sources restarted; '' when there is nothing to say."""
         parts = [summary(self.states())]
-        for source, count in sorted(self.restarts.items()):
+        with self._lock:
+            restarts = sorted(self.restarts.items())
+        for source, count in restarts:
             parts.append(f'health source {source} restarted '
                          f'{text.plural(count, "time")}')
         return '; '.join(p for p in parts if p)
