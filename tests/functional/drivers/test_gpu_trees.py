@@ -83,6 +83,16 @@ def get(adapter, path, mv='1.36'):
     return resp.json()
 
 
+def allocate(adapter, consumer, address, resources):
+    """A new consumer's allocation of ``resources`` on a device."""
+    resp = adapter.put(f'/allocations/{consumer}', microversion='1.28',
+                       json={'allocations': {uuid(address): {
+                           'resources': resources}},
+                             'project_id': c.PROJECT, 'user_id': c.USER,
+                             'consumer_generation': None})
+    assert resp.status_code == 204, resp.text
+
+
 def inventory(adapter, address):
     body = get(adapter, f'/resource_providers/{uuid(address)}/inventories')
     return {rc: (r['total'], r['reserved'])
@@ -158,12 +168,7 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
                       {('gpu', 'passthrough_devices'): [H100]})
     agent.sync()
     consumer = 'c0000000-0000-4000-8000-000000000001'
-    resp = adapter.put(f'/allocations/{consumer}', microversion='1.28',
-                       json={'allocations': {uuid(H100): {
-                           'resources': {'PGPU': 1}}},
-                             'project_id': c.PROJECT, 'user_id': c.USER,
-                             'consumer_generation': None})
-    assert resp.status_code == 204, resp.text
+    allocate(adapter, consumer, H100, {'PGPU': 1})
     before = get(adapter, f'/allocations/{consumer}', '1.28')
 
     agent.health = {H100: health_mod.Health(
@@ -376,12 +381,7 @@ def test_a_fault_of_one_mig_instance_reserves_that_instance_alone(
                       {('gpu', 'passthrough_devices'): ['10de:2330']})
     agent.sync()
     consumer = 'c0000000-0000-4000-8000-000000000002'
-    resp = adapter.put(f'/allocations/{consumer}', microversion='1.28',
-                       json={'allocations': {uuid(mig_gpu): {
-                           'resources': {'CUSTOM_MIG_1G_10GB': 2}}},
-                             'project_id': c.PROJECT, 'user_id': c.USER,
-                             'consumer_generation': None})
-    assert resp.status_code == 204, resp.text
+    allocate(adapter, consumer, mig_gpu, {'CUSTOM_MIG_1G_10GB': 2})
     agent.health = said
     agent.sync()
     assert inventory(adapter, mig_gpu) == {'CUSTOM_MIG_1G_10GB': (7, 1)}
