@@ -12,6 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from node_agent import conf as na_conf
+from node_agent import metrics
 
 from node_agent.hardware import health
 from tests.fixtures import hosts
@@ -343,9 +344,15 @@ class Crashing:
 def test_a_source_that_dies_is_restarted_and_said(caplog):
     monitor = health.HealthMonitor(30, lambda a, h: None)
     restarts = []
+    counted = metrics.Metrics()
+
+    def restarted(name):
+        restarts.append(name)
+        counted.health_source_restarted(name)
+
     source = Crashing()
     supervisor = health.Supervisor([source], monitor, restart_delay=0.01,
-                                   on_restart=restarts.append)
+                                   on_restart=restarted)
     with caplog.at_level(logging.ERROR, logger=health.__name__):
         supervisor.start()
         assert source.watching.wait(30)
@@ -353,6 +360,8 @@ def test_a_source_that_dies_is_restarted_and_said(caplog):
     assert source.runs == 3
     assert restarts == ['crashing', 'crashing']
     assert monitor.summary() == 'health source crashing restarted 2 times'
+    assert ('node_agent_health_source_restarts_total{source="crashing"} '
+            '2.0') in counted.exposition()
     assert caplog.text.count('health source crashing stopped on an '
                              'unexpected error') == 2
 
