@@ -10,18 +10,21 @@ before anything else is imported; every library involved treats eventlet
 as absent (``ImportError``) and runs on native threads.
 """
 
+import logging as std_logging
 import sys
 
 sys.modules.setdefault('eventlet', None)
 
 from importlib import metadata  # noqa: E402
 
-from oslo_config import cfg  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
 
-from node_agent import conf as na_conf  # noqa: E402
+from node_agent.conf import loader  # noqa: E402
 
 DISTRIBUTION = 'node-agent'
+# The configuration cannot work as it is: a restart would not help
+# (EX_CONFIG, the unit's RestartPreventExitStatus=).
+EXIT_CONFIG = 78
 
 
 def version():
@@ -33,20 +36,52 @@ def version():
 
 
 def make_conf(argv, cli_opts=(), project='node-agent'):
-    """Build a fresh ConfigOpts with every agent option registered.
+    """A fresh ConfigOpts with every option registered and ``argv`` parsed,
+    not yet checked (:func:`node_agent.conf.loader.parse`).
 
     ``argv`` excludes the program name.  No global CONF: the returned object
     is passed down explicitly.  ``--version`` prints the package version.
     """
-    conf = cfg.ConfigOpts()
-    na_conf.register_opts(conf)
-    logging.register_options(conf)
-    conf.register_cli_opts(list(cli_opts))
-    conf(argv, project=project, version=version())
-    return conf
+    return loader.parse(argv, cli_opts, version=version(), project=project)
+
+
+def load_conf(argv, cli_opts=()):
+    """The checked ConfigOpts every command runs on
+    (:func:`node_agent.conf.loader.load`); ConfigError naming the first
+    problem."""
+    return loader.load(argv, cli_opts, version=version())
+
+
+def config_error(program, exc):
+    """The one line a bad configuration gets, on stderr; the exit status.
+
+    Said before logging is set up: its options may be the bad ones.
+    """
+    print(f'{program}: {exc}', file=sys.stderr)
+    return EXIT_CONFIG
 
 
 def log_start(conf, log, program):
-    """The first lines of a run: the version, and every option at DEBUG."""
+    """The first lines of a run: the version, what the config files set
+    that nothing reads (a WARNING each), and every option at DEBUG."""
     log.info('%s %s starting', program, version())
+    loader.warn_unknown(conf, log)
     conf.log_opt_values(log, logging.DEBUG)
+
+
+def report_failure(log, program, exc, level, what):
+    """The error that ends a run, once wherever it is read.
+
+    In the log (``<program> <what>: <exc>``), and on stderr as
+    ``<program>: <exc>`` unless the log already goes there; when the log
+    goes to stdout (oslo.log's default, the journal under systemd) the
+    stderr line alone says it.
+    """
+    streams = {getattr(h, 'stream', None)
+               for h in std_logging.getLogger().handlers}
+    if sys.stderr in streams:
+        log.log(level, '%s %s: %s', program, what, exc)
+        return
+    print(f'{program}: {exc}', file=sys.stderr)
+    if sys.stdout not in streams:
+        log.log(level, '%s %s: %s', program, what, exc)

@@ -193,6 +193,7 @@ class AgentService(service.Service):
     # -- the worker -----------------------------------------------------------
 
     def _run(self):
+        fatal = None
         try:
             self._start_udev()
             self._start_domain_events()
@@ -205,7 +206,7 @@ class AgentService(service.Service):
         except _Stopped:
             pass
         except FATAL_ERRORS as exc:
-            LOG.critical('node-agent cannot continue: %s', exc)
+            fatal = exc
             self.exit_code = EXIT_FATAL
         except Exception:
             LOG.exception('node-agent stopped on an unexpected error')
@@ -218,6 +219,10 @@ class AgentService(service.Service):
                 self.domain_events.stop()
             if self.device_health is not None:
                 self.device_health.stop()
+            if fatal is not None:
+                # Outside the except block: oslo.log would append the
+                # exception being handled, saying it twice on one line.
+                LOG.critical('node-agent cannot continue: %s', fatal)
             self._done.set()
 
     def _start_udev(self):

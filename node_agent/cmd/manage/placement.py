@@ -27,12 +27,14 @@ def add_parsers(subparsers):
 
 
 def migrate_inventory(conf):
+    from node_agent.cmd import manage
     from node_agent.placement import embedded
     connection = conf.placement_direct.connection
     if not connection:
         raise exception.ConfigError(
             '[placement_direct] connection is not set: it must name the '
             'Placement database to migrate')
+    manage.require_database(connection, '[placement_direct] connection')
     dry_run = conf.category.dry_run
     pconf = embedded.placement_config(connection)
     with embedded.placement_direct(pconf) as adapter, \
