@@ -192,12 +192,19 @@ class _Names(iniparser.BaseParser):
         super().__init__()
         self.section = 'DEFAULT'
         self.found = []
+        self._key_line = 0
+
+    def _split_key_value(self, line):
+        # An assignment is reported once the next line is read (values
+        # may continue): remember where it began.
+        self._key_line = self.lineno
+        return super()._split_key_value(line)
 
     def new_section(self, section):
         self.section = section
 
     def assignment(self, key, value):
-        self.found.append((self.lineno, self.section, key))
+        self.found.append((self._key_line, self.section, key))
 
 
 def _names(path):
