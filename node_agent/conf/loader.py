@@ -128,10 +128,30 @@ def load(argv, cli_opts=(), version=None, project='node-agent'):
     conf = parse(argv, cli_opts, version=version, project=project)
     resolve_paths(conf)
     check.validate(conf)
+    if conf.placement.embedded:
+        require_embedded('[placement] embedded = true')
     # Imported late: the drivers pull in stevedore and every plugin.
     from node_agent.drivers import overrides
     overrides.load(conf)
     return conf
+
+
+def require_embedded(what):
+    """ConfigError naming the extra when the embedded Placement (package
+    ``openstack-placement``, ``wsgi-intercept``) is not installed.
+
+    ``pip install node-agent`` installs the agent alone: a hypervisor
+    talks to the cloud's Placement.  The quick start and the offline
+    ``placement migrate-inventory`` need ``node-agent[embedded]``.
+    """
+    try:
+        import placement.direct  # noqa: F401
+        import wsgi_intercept  # noqa: F401
+    except ImportError as e:
+        raise exception.ConfigError(
+            f'{what} needs the embedded Placement, which is not installed '
+            f'({e}): install node-agent[embedded] (tools/install.sh '
+            '--embedded)') from None
 
 
 def _file_dir(conf, name, group):
