@@ -2,8 +2,8 @@
 # Set up everything node-agent needs on a fresh Debian machine (Python 3.11+):
 # Debian packages, a virtualenv in .venv with the agent, its embedded
 # Placement (the extra node-agent[embedded], which the quick start runs) and
-# its test dependencies, and .client-venv with Nova and Neutron for the tests that
-# drive them (tools/client-venv.sh).  Safe to run again.
+# its test dependencies, and .client-venv with Nova and Neutron for the
+# tests that drive them (tools/client-venv.sh).  Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
