@@ -61,6 +61,53 @@ def config_error(program, exc):
     return EXIT_CONFIG
 
 
+class _RetryAtDebug(std_logging.Filter):
+    """keystoneauth's WARNING for each retry of one request, at DEBUG.
+
+    keystoneauth retries a refused connection or a 502/503/504 itself
+    (``[placement] connect_retries``, ``status_code_retries``) and warns at
+    every try: an unreachable Placement gave four WARNINGs per attempt of
+    the agent.  The agent logs the wait once when it starts and once when
+    it ends (:mod:`node_agent.tracker.service`); these stay for DEBUG.
+    """
+
+    PREFIXES = ('Failure: ', 'Retriable status code ')
+
+    def filter(self, record):
+        if (record.levelno == std_logging.WARNING
+                and str(record.msg).startswith(self.PREFIXES)
+                and 'Retrying in' in str(record.msg)):
+            record.levelno, record.levelname = std_logging.DEBUG, 'DEBUG'
+            return std_logging.getLogger(record.name).isEnabledFor(
+                std_logging.DEBUG)
+        return True
+
+
+class _NoBorrowedContext(std_logging.Filter):
+    """A record carries a request context only if it was given one.
+
+    oslo.log otherwise takes the thread's current oslo.context, which the
+    embedded Placement leaves behind after each request: the agent's own
+    lines then showed the request id of some earlier Placement request.
+    Placement's own records keep theirs (they are logged inside its
+    request).
+    """
+
+    def filter(self, record):
+        if ('context' not in record.__dict__
+                and not record.name.startswith('placement')):
+            record.context = None
+        return True
+
+
+def setup_logging(conf, program):
+    """oslo.log as ``conf`` says, plus the filters above."""
+    logging.setup(conf, program)
+    std_logging.getLogger('keystoneauth.session').addFilter(_RetryAtDebug())
+    for handler in std_logging.getLogger().handlers:
+        handler.addFilter(_NoBorrowedContext())
+
+
 def log_start(conf, log, program):
     """The first lines of a run: the version, what the config files set
     that nothing reads (a WARNING each), and every option at DEBUG."""

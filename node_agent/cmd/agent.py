@@ -65,7 +65,7 @@ def main(argv=None):
         conf = load_conf(argv)
     except exception.ConfigError as exc:
         return cmd.config_error('node-agent', exc)
-    logging.setup(conf, 'node-agent')
+    cmd.setup_logging(conf, 'node-agent')
     cmd.log_start(conf, LOG, 'node-agent')
     notifier = systemd.Notifier(watchdog=conf.audit.watchdog)
     # The endpoint belongs to the daemon: a --once run beside it must not

@@ -47,6 +47,13 @@ def test_once_on_the_quickstart_config_logs_nothing_to_worry_about(
     assert 'Warning' not in output and 'warning' not in output, output
     assert re.search(r'^in sync: \d+ providers?$', result.stdout, re.M), (
         output)
+    # One line per record (the plan is one summary line), and the agent's
+    # lines carry no request id of the embedded Placement's requests.
+    lines = output.splitlines()
+    assert [line for line in lines if not LEVEL.match(line)] == [
+        result.stdout.splitlines()[-1]], output
+    assert not [line for line in lines if ' node_agent.' in line
+                and ' [-] ' not in line], output
     assert (tmp_path / '.state' / 'placement.sqlite').is_file()
     assert os.listdir(elsewhere) == []
 

@@ -86,7 +86,7 @@ def main(argv=None):
         return cmd.config_error(PROGRAM, exc)
     # Command output goes to stdout (tables, JSON); logs must not mix in.
     conf.set_default('use_stderr', True)
-    logging.setup(conf, PROGRAM)
+    cmd.setup_logging(conf, PROGRAM)
     _quiet_terminal(conf)
     LOG.debug('%s %s', PROGRAM, cmd.version())
     cmd.loader.warn_unknown(conf, LOG)
