@@ -7,7 +7,9 @@ for it with ``import eventlet``: that import alone prints eventlet's
 deprecation warning on every run, ``--help`` included, and loads a green
 threading layer nothing uses.  The entry points therefore block the import
 before anything else is imported; every library involved treats eventlet
-as absent (``ImportError``) and runs on native threads.
+as absent (``ImportError``) and runs on native threads.  The threading
+backend is selected here too, before a library (oslo.messaging imports
+``oslo_service.service``) would pick the default one.
 """
 
 import logging as std_logging
@@ -18,6 +20,9 @@ sys.modules.setdefault('eventlet', None)
 from importlib import metadata  # noqa: E402
 
 from oslo_log import log as logging  # noqa: E402
+from oslo_service import backend  # noqa: E402
+
+backend.init_backend(backend.BackendType.THREADING)
 
 from node_agent.conf import loader  # noqa: E402
 
@@ -49,7 +54,29 @@ def load_conf(argv, cli_opts=()):
     """The checked ConfigOpts every command runs on
     (:func:`node_agent.conf.loader.load`); ConfigError naming the first
     problem."""
-    return loader.load(argv, cli_opts, version=version())
+    return loader.load(argv, cli_opts, version=version(),
+                       register=register_late_opts)
+
+
+def register_late_opts(conf):
+    """Options libraries register only when first used, registered now:
+    oslo.messaging's (``transport_url``, the ``[oslo_messaging_*]``
+    groups) and the options of the ``[placement] auth_type`` plugin
+    (``auth_url``, ``username``...).  They are then checked with every
+    other option and shown by ``debug = true``, secrets masked."""
+    from keystoneauth1 import loading as ks_loading
+    import oslo_messaging.opts
+    from node_agent.claims import rpc
+    rpc.register_transport_opts(conf)
+    for group, opts in oslo_messaging.opts.list_opts():
+        conf.register_opts(opts, group=group)
+    auth_type = conf.placement.auth_type
+    if auth_type:
+        try:
+            opts = ks_loading.get_auth_plugin_conf_options(auth_type)
+        except Exception:   # no such plugin: the adapter names it
+            return
+        conf.register_opts(opts, group='placement')
 
 
 def config_error(program, exc):

@@ -122,10 +122,14 @@ def parse(argv, cli_opts=(), version=None, project='node-agent'):
     return conf
 
 
-def load(argv, cli_opts=(), version=None, project='node-agent'):
+def load(argv, cli_opts=(), version=None, project='node-agent',
+         register=None):
     """The checked ConfigOpts of ``argv``; ConfigError naming the first
-    problem (see the module docstring)."""
+    problem (see the module docstring).  ``register(conf)``, after the
+    files are read, adds options whose set depends on them."""
     conf = parse(argv, cli_opts, version=version, project=project)
+    if register is not None:
+        register(conf)
     resolve_paths(conf)
     check.validate(conf)
     if conf.placement.embedded:
