@@ -5,7 +5,8 @@ with ``bash -euo pipefail``, as a reader would from the repository root,
 with ``.venv/bin`` first on PATH.  It runs in a copy of the repository's
 ``etc/`` and ``tools/`` in a temporary directory, so a block that runs the
 agent on the quick start's configuration keeps its state there, never in
-this checkout.  Each block must exit 0.
+this checkout.  Each block must exit 0.  And every link between the
+pages leads to a file that exists.
 """
 
 import os
@@ -75,3 +76,23 @@ def test_runnable_block(script, tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert 'Traceback' not in done.stderr, done.stderr
+
+
+LINK = re.compile(r'\]\(([^)#\s]+)(#[^)]*)?\)')
+
+
+def test_links_between_the_pages_lead_somewhere():
+    broken = []
+    for page in pages():
+        with open(os.path.join(REPO, page)) as f:
+            text = f.read()
+        for target, _ in LINK.findall(text):
+            if '://' in target:
+                continue
+            path = os.path.normpath(os.path.join(
+                REPO, os.path.dirname(page), target))
+            if not os.path.exists(path):
+                broken.append(f'{page}: {target}')
+    assert broken == []
+    with open(os.path.join(REPO, 'README.md')) as f:
+        assert len(LINK.findall(f.read())) >= 8    # the map is there
