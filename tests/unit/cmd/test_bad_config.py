@@ -34,12 +34,29 @@ def subcommands():
         actions = next(a for a in sub._actions
                        if isinstance(a, argparse._SubParsersAction))
         for action, leaf in actions.choices.items():
-            # '1' passes every positional's type (claim ids included).
-            values = ['1' for a in leaf._actions
-                      if not a.option_strings
-                      and not isinstance(a, argparse._HelpAction)]
+            values = []
+            for a in leaf._actions:
+                if isinstance(a, argparse._HelpAction):
+                    continue
+                if not a.option_strings:
+                    values.append(_valid(a))
+                elif a.required:
+                    values += [a.option_strings[0], _valid(a)]
             result.append((category, action, values))
     return result
+
+
+def _valid(action):
+    """A value that passes ``action``'s type: a count or claim id, else a
+    PCI address (``device drain``)."""
+    for value in ('1', '0000:3b:00.0'):
+        try:
+            if action.type is not None:
+                action.type(value)
+            return value
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            continue
+    raise AssertionError(f'no test value for {action.dest}')
 
 
 def test_every_subcommand_is_walked():
@@ -48,7 +65,8 @@ def test_every_subcommand_is_walked():
             ('placement', 'migrate-inventory'), ('db', 'version'),
             ('db', 'upgrade'), ('claims', 'list'), ('claims', 'show'),
             ('claims', 'create'), ('claims', 'release'),
-            ('claims', 'gc')} <= found
+            ('claims', 'gc'), ('device', 'drain'), ('device', 'undrain'),
+            ('device', 'list')} <= found
 
 
 BASE = '''[DEFAULT]
