@@ -494,6 +494,19 @@ def parse_domain(xml, state):
             except (TypeError, ValueError):
                 LOG.warning('ignoring a bad PCI <hostdev> address in domain '
                             '%s', name)
+    # An SR-IOV port's VF: nova-compute writes <interface type='hostdev'>
+    # (a PCI passthrough with a MAC), not a <hostdev>.
+    for iface in root.findall("devices/interface[@type='hostdev']"):
+        addr = iface.find('source/address')
+        if addr is None or addr.get('type', 'pci') != 'pci':
+            LOG.warning('ignoring an <interface type="hostdev"> without a '
+                        'PCI <source><address> in domain %s', name)
+            continue
+        try:
+            hostdevs.append(_address_of(addr))
+        except (TypeError, ValueError):
+            LOG.warning('ignoring a bad hostdev <interface> address in '
+                        'domain %s', name)
     return snapshot.Domain(
         uuid=uuid, name=name, state=state,
         mdevs=tuple(sorted(mdevs)), hostdevs=tuple(sorted(hostdevs)),

@@ -3,6 +3,7 @@
 import pytest
 
 from tests.fixtures import keystone_server
+from tests.fixtures import libvirtd as libvirtd_fixture
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
 
@@ -26,3 +27,5 @@ def broker(tmp_path_factory):
 
 # Session-scoped: one Keystone per test worker (its setup takes a while).
 keystone = keystone_server.keystone
+# One private libvirtd per test worker, too.
+libvirtd = libvirtd_fixture.libvirtd
