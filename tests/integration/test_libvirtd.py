@@ -12,6 +12,7 @@ own tests).
 import os
 import platform
 import re
+import subprocess
 import time
 import uuid
 from xml.etree import ElementTree
@@ -298,3 +299,53 @@ def test_libvirtd_that_never_comes_back(agent, server, libvirtd):
         assert agent.stop() == 0
     finally:
         libvirtd.start()
+
+
+# -- the quick start ---------------------------------------------------------
+
+QUICKSTART = os.path.join(os.path.dirname(svc.__file__), '..', '..', 'etc',
+                          'node-agent', 'quickstart.conf')
+
+
+def quickstart(tmp_path, *extra):
+    """``node-agent --once``, ``hardware show`` and ``tree show`` on the
+    quick start's config (plus ``extra`` config files), as
+    tools/quickstart.sh runs them; ``(once, hardware, tree)``."""
+    (tmp_path / '.state').mkdir(exist_ok=True)
+    args = ['--config-file', QUICKSTART]
+    for path in extra:
+        args += ['--config-file', str(path)]
+    runs = []
+    for cmd in (['node-agent', *args, '--once'],
+                ['node-agent-manage', *args, 'hardware', 'show'],
+                ['node-agent-manage', *args, 'tree', 'show']):
+        runs.append(subprocess.run(
+            [os.path.join(svc.BIN, cmd[0]), *cmd[1:]], cwd=tmp_path,
+            capture_output=True, text=True, timeout=300))
+        assert runs[-1].returncode == 0, runs[-1].stderr[-3000:]
+    return runs
+
+
+def test_quickstart_on_the_real_libvirtd(tmp_path, libvirtd):
+    extra = tmp_path / 'libvirtd.conf'
+    extra.write_text(f'[libvirt]\nconnection_uri = {libvirtd.uri}\n')
+    once, show, tree = quickstart(tmp_path, extra)
+    conn = libvirtd.connect()
+    try:
+        arch, model = host_cpu(conn)
+    finally:
+        conn.close()
+    assert re.search(rf'^cpu: +{re.escape(model)} {arch}$', show.stdout,
+                     re.M), show.stdout
+    assert '(QEMU ' in show.stdout, show.stdout
+    assert 'WARNING' not in once.stderr + once.stdout
+
+
+def test_quickstart_on_the_test_driver_takes_this_machines_arch(tmp_path):
+    once, show, tree = quickstart(tmp_path)
+    machine = platform.machine()
+    assert f'COMPUTE_ARCH_{machine.upper()}' in tree.stdout
+    assert re.search(rf'^cpu: +- {machine}$', show.stdout, re.M), \
+        show.stdout
+    assert 'i686' not in show.stdout
+    assert f"using this machine's architecture, {machine}" in once.stderr
