@@ -2,7 +2,7 @@
 
 ``[DEFAULT] deployment`` says which part the agent plays on its host.
 The scheduler that reads the tree decides what shape it must have
-(``../shared/DESIGN.md``, "Living with Nova, Neutron and Cyborg"): Nova's
+(``doc/placement-and-nova.md``): Nova's
 scheduler keys every candidate by the compute node's uuid appearing in
 its allocations, so a flavor whose CPU and memory come only from NUMA
 children (boot-from-volume: no DISK_GB) never lands on the host.
