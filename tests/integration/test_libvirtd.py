@@ -173,16 +173,19 @@ def wait_until(predicate, timeout=30):
         time.sleep(0.05)
 
 
-def configure(agent, server, libvirtd, extra=()):
-    """This machine's /sys, the private libvirtd, claims on."""
-    agent.configure(server.url, nested=False, extra=[
-        '[libvirt]', f'connection_uri = {libvirtd.uri}',
-        'scan_timeout = 10',
-        '[hardware]', 'sysfs_root = /sys',
-        '[devices]', 'enabled_mdev_types =',
-        '[audit]', 'interval = 1',
-        '[claims]', 'full_reconcile_interval = 3600',
-        *extra])
+def agent_config(libvirtd):
+    """This machine's /sys, the private libvirtd, claims on, an audit
+    every second and the slow full read far away."""
+    return ['[libvirt]', f'connection_uri = {libvirtd.uri}',
+            'scan_timeout = 10',
+            '[hardware]', 'sysfs_root = /sys',
+            '[devices]', 'enabled_mdev_types =',
+            '[audit]', 'interval = 1',
+            '[claims]', 'full_reconcile_interval = 3600']
+
+
+def configure(agent, server, libvirtd):
+    agent.configure(server.url, nested=False, extra=agent_config(libvirtd))
 
 
 def forget_claims(agent):
@@ -239,6 +242,41 @@ def test_gone_guest_releases_its_claim_at_the_next_audit(agent, server,
     wait_until(lambda: claims(agent) == {})
     assert f'GET /resource_providers/{svc.ROOT}/allocations' in \
         server.requests(since)
+    assert agent.stop() == 0
+
+    # The slow reconcile agrees: a restart reads every allocation and
+    # finds nothing to release, claim or write.
+    agent.configure(server.url, nested=False, extra=agent_config(libvirtd))
+    since = len(server.requests())
+    agent.start()
+    agent.wait_for('READY=1')
+    assert agent.stop() == 0
+    assert claims(agent) == {}
+    assert agent.writes() == []
+    assert 'Released' not in agent.log_text()
+
+
+def test_started_guest_confirms_its_pending_claim(agent, server, libvirtd,
+                                                  guests):
+    configure(agent, server, libvirtd)
+    assert agent.run_once().returncode == 0
+    agent.start()
+    agent.wait_for('READY=1')
+    # The scheduler's claim comes before the guest: pending.
+    consumer = str(uuid.uuid4())
+    made = agent.run_manage('claims', 'create', consumer,
+                            f'{svc.ROOT}:VCPU=1', f'{svc.ROOT}:MEMORY_MB=64')
+    assert made.returncode == 0, made.stderr
+    assert claims(agent) == {consumer: 'pending'}
+    conn = libvirtd.connect()
+    try:
+        dom = conn.defineXML(lv.tiny_guest('booted', uuid=consumer))
+        dom.create()
+        wait_until(lambda: claims(agent) == {consumer: 'active'})
+        dom.destroy()
+        dom.undefine()
+    finally:
+        conn.close()
     assert agent.stop() == 0
 
 
