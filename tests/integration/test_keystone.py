@@ -219,22 +219,32 @@ def test_reshape_refused_without_the_service_role(agent, keystone,
     assert_not_reshaped(before, placement_state.read(api))
 
 
-def test_no_password_in_any_log(agent, keystone, placement, broker,
-                                tmp_path):
-    """Every log of a run with every secret in play: the agent at debug
-    (keystoneauth's request log included), Placement, Keystone, and
-    the RabbitMQ broker, whose password rides in transport_url."""
-    configure(agent, keystone, extra=[
-        '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
-    agent.start()
-    agent.wait_for('READY=1')
-    wait_for_log(agent, LISTENING)
-    time.sleep(ks.TOKEN_FRESH + 2)            # a renewal at debug level
-    assert len(agent_token_requests(keystone)) >= 2
-    assert agent.stop() == 0
-    configure(agent, keystone, password='wrong-' + keystone.passwords[
-        ks.AGENT_USER])
-    assert agent.run_once().returncode == 78
+def test_no_password_in_any_log(agent, keystone, broker, tmp_path):
+    """Every log of a run with every secret in play, each service at
+    debug level: the agent (keystoneauth's request log included),
+    Placement with keystonemiddleware, Keystone, and the RabbitMQ broker,
+    whose password rides in transport_url."""
+    options = keystone.placement_server_options()
+    options['extra_config']['DEFAULT'] = {'debug': 'True'}
+    placement = ps.PlacementServer(tmp_path / 'placement', **options)
+    placement.start()
+    keystone.set_debug(True)
+    try:
+        keystone.point_placement_at(placement.url)
+        configure(agent, keystone, extra=[
+            '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
+        agent.start()
+        agent.wait_for('READY=1')
+        wait_for_log(agent, LISTENING)
+        time.sleep(ks.TOKEN_FRESH + 2)            # a renewal, at debug
+        assert len(agent_token_requests(keystone)) >= 2
+        assert agent.stop() == 0
+        configure(agent, keystone, password='wrong-' + keystone.passwords[
+            ks.AGENT_USER])
+        assert agent.run_once().returncode == 78
+    finally:
+        keystone.set_debug(False)
+        placement.stop()
 
     secrets = list(keystone.passwords.values()) + [broker.password]
     logs = [os.path.join(agent.workdir, name)
@@ -245,6 +255,8 @@ def test_no_password_in_any_log(agent, keystone, placement, broker,
              for root, _, files in os.walk(os.path.join(broker.base, 'log'))
              for name in files]
     assert len(logs) >= 8
+    with open(keystone.log_path) as f:
+        assert ' DEBUG ' in f.read()        # Keystone did log at debug
     for path in logs:
         with open(path, errors='replace') as f:
             text = f.read()
