@@ -126,10 +126,10 @@ def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
     configure(agent, keystone, extra=FAST_AUDITS)
     agent.start()
     agent.wait_for('READY=1')
-    # One sign-in, and a renewal when the startup took longer than
+    # One sign-in, and renewals when the startup took longer than
     # TOKEN_FRESH seconds.
     first = len(agent_token_requests(keystone))
-    assert first in (1, 2)
+    assert first >= 1
     # Audits every second; the token is stale TOKEN_FRESH s after issue.
     deadline = time.monotonic() + ks.TOKEN_FRESH + 30
     while len(agent_token_requests(keystone)) < first + 2:

@@ -297,10 +297,14 @@ def test_libvirtd_restarted_under_the_daemon(agent, server, libvirtd,
     try:
         agent.wait_for('STATUS=waiting for libvirt: cannot connect to '
                        'libvirt at ')
+        # (An audit under way when libvirtd stopped may still sync.)
+        down = len(server.requests())
         wait_for_log(agent, 'the libvirt event connection to')
         time.sleep(2)
         assert agent.proc.poll() is None
         assert claims(agent) == {consumer: 'active'}
+        # No scan, no sync: Placement hears nothing from the agent.
+        assert server.requests(down) == []
     finally:
         libvirtd.start()
     wait_for_log(agent, 'watching libvirt domain events at '
@@ -330,7 +334,9 @@ def test_libvirtd_that_never_comes_back(agent, server, libvirtd):
     libvirtd.stop(guests=False)
     try:
         agent.wait_for('STATUS=waiting for libvirt: ')
+        down = len(server.requests())
         time.sleep(5)
+        assert server.requests(down) == []
         # Up, honest, and still saying so.
         assert agent.proc.poll() is None
         assert statuses(agent)[-1].startswith('waiting for libvirt: ')
