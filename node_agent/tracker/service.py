@@ -234,7 +234,7 @@ class AgentService(service.Service):
     def _start_device_health(self):
         self.device_health = self._start_watcher(
             self.make_device_health, self._health_changed,
-            'GPU health events', 'a failing GPU stays schedulable')
+            'device health', 'a failing device stays schedulable')
 
     def _health_changed(self):
         LOG.info('device health changed: auditing now')

@@ -83,6 +83,7 @@ import time
 
 import tenacity
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
 from node_agent import metrics as metrics_mod
@@ -131,14 +132,6 @@ class _Pending:
         self.allocations = allocations
         self.plan = plan
         self.keeps_last_good = False
-
-
-def unhealthy_line(unhealthy):
-    """``1 GPU unhealthy: 0000:3b:00.0: XID 79 (GPU has fallen off the
-    bus)``: what the status line says of ``{address: Health}``."""
-    devices = ', '.join(f'{a}: {h.reason}'
-                        for a, h in sorted(unhealthy.items()))
-    return f'{text.plural(len(unhealthy), "GPU")} unhealthy: {devices}'
 
 
 class ResourceTracker:
@@ -403,10 +396,23 @@ class ResourceTracker:
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
+        self._reserve_beside_nova(self.last_good)
         self._status(self.status_line())
 
+    def _reserve_beside_nova(self, tree):
+        """Health hook: beside nova-compute, nova's own PCI providers of
+        the devices to reserve (:mod:`node_agent.tracker.nova_pci`)."""
+        if self.health is None or \
+                self.conf.deployment != deployment.BESIDE_NOVA:
+            return
+        from node_agent.tracker import nova_pci
+        root = tree.find(self.nodename)
+        if root is not None:
+            nova_pci.apply(self.rc, tree, root, self.unhealthy(),
+                           nova_pci.Reservations.from_conf(self.conf))
+
     def unhealthy(self):
-        """``{PCI address: Health}`` of the devices unhealthy now."""
+        """``{PCI address: Health}`` of the devices to reserve now."""
         return self.health.unhealthy() if self.health is not None else {}
 
     def status_line(self):
@@ -419,10 +425,8 @@ class ResourceTracker:
         else:
             count = len(self.last_good) if self.last_good is not None else 0
             line = f'in sync: {text.plural(count, "provider")}'
-        unhealthy = self.unhealthy()
-        if unhealthy:
-            line += '; ' + unhealthy_line(unhealthy)
-        return line
+        said = self.health.summary() if self.health is not None else ''
+        return f'{line}; {said}' if said else line
 
     def _status(self, text):
         if self.notifier is not None:

@@ -14,7 +14,8 @@ from oslo_log import log as logging
 from node_agent import cmd
 from node_agent import exception
 
-CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims')
+CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims',
+              'device')
 
 
 def _add_command_parsers(subparsers):
