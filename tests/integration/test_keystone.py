@@ -7,10 +7,12 @@ path), listed in Keystone's catalog.  The agent's ``[placement]`` is
 written as the Nova install guide writes nova.conf's: the password plugin,
 ``auth_url``, user, project and domains, ``region_name``; no endpoint.
 
-Keystone issues tokens for :data:`~tests.fixtures.keystone_server.
-TOKEN_EXPIRATION` seconds, so keystoneauth renews them once they are
-:data:`~tests.fixtures.keystone_server.TOKEN_FRESH` seconds old: a daemon
-that runs longer renews while it runs.
+Where renewals matter, Keystone issues tokens for :data:`~tests.fixtures.
+keystone_server.SHORT_EXPIRATION` seconds (the ``short_tokens`` fixture),
+so keystoneauth renews them once they are :data:`~tests.fixtures.
+keystone_server.TOKEN_FRESH` seconds old: a daemon that runs longer
+renews while it runs.  Elsewhere tokens live an hour, and a run signs in
+once.
 """
 
 import os
@@ -30,6 +32,9 @@ from tests.integration.test_faults import assert_not_reshaped
 from tests.integration.test_faults import statuses
 
 pytestmark = pytest.mark.integration
+# How long a step may take on a loaded machine before the test fails: a
+# bound on liveness, never a timing.
+BOUND = 180
 
 agent = svc.agent
 ROOT = svc.ROOT
@@ -51,6 +56,12 @@ def placement(keystone, tmp_path):
     keystone.point_placement_at(server.url)
     yield server
     server.stop()
+
+
+@pytest.fixture
+def short_tokens(keystone):
+    with keystone.short_tokens():
+        yield keystone
 
 
 def configure(agent, keystone, nested=True, extra=(), **user):
@@ -122,10 +133,10 @@ def test_finds_placement_in_the_catalog_and_syncs(agent, keystone,
 
 
 def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
-                                                 placement):
+                                                 placement, short_tokens):
     configure(agent, keystone, extra=FAST_AUDITS)
     agent.start()
-    agent.wait_for('READY=1')
+    agent.wait_for('READY=1', timeout=BOUND)
     # One sign-in, and renewals when the startup took longer than
     # TOKEN_FRESH seconds.
     first = len(agent_token_requests(keystone))
@@ -149,15 +160,16 @@ def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
     assert seen and all(s.startswith('in sync: ') for s in seen), seen
 
 
-def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement):
+def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
+                                                short_tokens):
     configure(agent, keystone, extra=FAST_AUDITS)
     agent.start()
-    agent.wait_for('READY=1')
+    agent.wait_for('READY=1', timeout=BOUND)
     time.sleep(ks.TOKEN_FRESH + 1)          # the next audit must renew
     keystone.stop()
     try:
-        agent.wait_for('STATUS=waiting for Placement: ', timeout=60)
-        wait_for_log(agent, 'audit: Placement is not reachable')
+        agent.wait_for('STATUS=waiting for Placement: ', timeout=BOUND)
+        wait_for_log(agent, 'audit: Placement is not reachable', timeout=BOUND)
         time.sleep(3)
         assert agent.proc.poll() is None
     finally:
@@ -166,7 +178,7 @@ def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement):
     deadline = time.monotonic() + 60
     while not any('STATUS=in sync: ' in m for m in agent.messages[since:]):
         assert time.monotonic() < deadline, agent.messages
-        agent.wait_for('STATUS=', timeout=30)
+        agent.wait_for('STATUS=', timeout=BOUND)
         statuses(agent)
     assert agent.stop() == 0
     assert 'ConnectFailure' in agent.log_text()
@@ -189,7 +201,7 @@ def test_refused_credentials_exit_78_naming_the_option(agent, keystone,
     assert placement.requests()[1:] == []       # the fixture's GET / only
 
     agent.start()
-    assert agent.proc.wait(timeout=60) == 78
+    assert agent.proc.wait(timeout=BOUND) == 78
     agent.close()
     assert option in agent.log_text()
     assert placement.requests()[1:] == []
@@ -211,7 +223,7 @@ def test_reshape_refused_without_the_service_role(agent, keystone,
     configure(agent, keystone, user=ks.NO_SERVICE_USER)
     since = len(placement.requests())
     agent.start()
-    assert agent.proc.wait(timeout=90) == 78
+    assert agent.proc.wait(timeout=BOUND) == 78
     agent.close()
     assert "only the 'service' role" in agent.log_text()
     assert refused(placement, since) == ['403 POST /reshaper']
@@ -219,7 +231,8 @@ def test_reshape_refused_without_the_service_role(agent, keystone,
     assert_not_reshaped(before, placement_state.read(api))
 
 
-def test_no_password_in_any_log(agent, keystone, broker, tmp_path):
+def test_no_password_in_any_log(agent, keystone, broker, tmp_path,
+                                short_tokens):
     """Every log of a run with every secret in play, each service at
     debug level: the agent (keystoneauth's request log included),
     Placement with keystonemiddleware, Keystone, and the RabbitMQ broker,
@@ -234,8 +247,8 @@ def test_no_password_in_any_log(agent, keystone, broker, tmp_path):
         configure(agent, keystone, extra=[
             '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
         agent.start()
-        agent.wait_for('READY=1')
-        wait_for_log(agent, LISTENING)
+        agent.wait_for('READY=1', timeout=BOUND)
+        wait_for_log(agent, LISTENING, timeout=BOUND)
         time.sleep(ks.TOKEN_FRESH + 2)            # a renewal, at debug
         assert len(agent_token_requests(keystone)) >= 2
         assert agent.stop() == 0
