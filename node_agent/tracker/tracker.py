@@ -76,6 +76,7 @@ Rules:
   every provider's allocations are read.
 """
 
+import collections
 import copy
 import logging
 import random
@@ -132,6 +133,18 @@ class _Pending:
         self.allocations = allocations
         self.plan = plan
         self.keeps_last_good = False
+
+
+def log_plan(plan):
+    """The plan about to be written: one INFO line saying what kinds of
+    change it makes and how many, then one DEBUG line per change (the
+    lines ``node-agent-manage reshape plan`` prints)."""
+    head, *details = plan.lines()
+    counts = collections.Counter(line.split(':', 1)[0] for line in details)
+    LOG.info('%s%s', head, ': ' + ', '.join(
+        f'{what} {n}' for what, n in counts.items()) if counts else '')
+    for line in details:
+        LOG.debug('%s', line)
 
 
 class ResourceTracker:
@@ -219,7 +232,7 @@ class ResourceTracker:
             self._status('reshaping ' + text.plural(
                 len(pending.plan.consumers), 'consumer'))
         if not pending.plan.empty:
-            LOG.info('%s', pending.plan.render())
+            log_plan(pending.plan)
         self.rc.update_from_provider_tree(pending.desired,      # apply
                                           pending.allocations,
                                           pending.plan)

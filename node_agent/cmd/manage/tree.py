@@ -67,7 +67,8 @@ def unclaimed_allocations(conf, tree, allocations):
 
 
 def show(conf):
-    with factory.placement_adapter(conf) as adapter:
+    from node_agent.cmd import manage
+    with manage.placement_adapter(conf) as adapter:
         tree, allocations = _read(conf, adapter)
     usages = status.usages_from_allocations(allocations)
     try:
