@@ -11,10 +11,10 @@ private PostgreSQL cluster (tests/fixtures/postgres.py):
   through (doc/postgresql.md has the whole account);
 - at ``REPEATABLE READ``, what the fixture runs, exactly 10 win, while
   node-agent's own report client rewrites the same PF (its traits) in the
-  middle of the race: its writes meet generation conflicts and
-  serialisation failures (500 once Placement's own retries run out), which
-  it re-reads and retries (``conflict_retries``) or, for a 500, waits out
-  and syncs again as its tracker does at the next audit; every write lands
+  middle of the race: a write of its that meets a generation conflict is
+  re-read and retried (``conflict_retries``), one answered 500 (a
+  serialisation failure past Placement's own retries) is waited out and
+  synced again, as its tracker does at the next audit; every write lands
   and the claims stay exact.
 """
 
