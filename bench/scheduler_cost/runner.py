@@ -10,11 +10,14 @@ wide trees with many identical children.  This measures what the trees
 cost it, for the same hardware in three shapes
 (:mod:`bench.scheduler_cost.trees`):
 
-- *node-agent*: the tree node-agent's drivers build for the host;
-- *Nova 34*: the tree Nova and Neutron themselves write for it (one
+- *node-agent*: the tree node-agent's drivers build for the host in the
+  default deployment mode, ``whole_host`` (CPU and memory on the root);
+- *nova*: the tree Nova 34 and Neutron themselves write for it (one
   provider per vGPU VF, PCI in Placement, Neutron's bandwidth providers);
 - *pooled*: node-agent's tree with each GPU's identical VFs pooled into
-  the GPU provider.
+  the GPU provider;
+- *standalone*: node-agent's tree in the ``standalone`` mode (CPU and
+  memory on the NUMA providers), for schedulers other than Nova's.
 
 A fleet of N hosts, the four kinds of :mod:`bench.scheduler_cost.hosts` in
 turn (generated at run time), is written into a fresh database per shape
@@ -35,7 +38,9 @@ import argparse
 import collections
 import concurrent.futures
 import json
+import logging
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -50,7 +55,7 @@ from tests.fixtures import placement_server as ps
 from tests.fixtures import postgres
 
 TITLE = 'Scheduler cost'
-SHAPES = ('node-agent', 'nova', 'pooled')
+SHAPES = ('node-agent', 'nova', 'pooled', 'standalone')
 MICROVERSION = '1.36'       # what Nova 34's scheduler asks candidates at
 FLAVORS = {
     'plain': harness.flavor_request('plain'),
@@ -75,17 +80,22 @@ def host_name(i):
 
 
 class Kinds:
-    """Per host kind: its options, snapshot; trees per host name."""
+    """Per host kind: its snapshot and configuration in each mode; the
+    rows of each shape per host."""
 
     def __init__(self, workdir):
         self.kinds = []
         for kind, (root, uri) in kinds_mod.kinds(workdir).items():
-            conf = trees.conf_for(kind, root, uri, kinds_mod.options(kind))
-            self.kinds.append((kind, conf, trees.snapshot(kind, conf)))
+            confs = {mode: trees.conf_for(kind, root, uri,
+                                          kinds_mod.options(kind), mode)
+                     for mode in ('whole_host', 'standalone')}
+            self.kinds.append(
+                (kind, confs, trees.snapshot(kind, confs['whole_host'])))
 
     def rows(self, shape, i):
-        kind, conf, snap = self.kinds[i % len(self.kinds)]
-        tree = trees.ours(conf, snap, host_name(i))
+        kind, confs, snap = self.kinds[i % len(self.kinds)]
+        mode = 'standalone' if shape == 'standalone' else 'whole_host'
+        tree = trees.ours(confs[mode], snap, host_name(i))
         if shape == 'nova':
             return trees.nova(tree, snap)
         if shape == 'pooled':
@@ -273,6 +283,11 @@ def report(results, args, queries, wall):
     return '\n'.join(lines)
 
 
+def _dump(path, queries, results):
+    with open(path, 'w') as f:
+        json.dump({'queries': queries, 'results': results}, f, indent=1)
+
+
 def main(argv=None):
     if argv is None:
         argv = sys.argv[1:]
@@ -291,9 +306,11 @@ def main(argv=None):
                         help=f'replace the "{TITLE}" section of '
                              'bench/RESULTS.md')
     args = parser.parse_args(argv)
+    # Stopped (timeout, kill): leave through the context managers, so the
+    # Placement servers and the PostgreSQL cluster go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     started = time.time()
     results, queries = {}, None
-    import logging
     logging.disable(logging.WARNING)
     with postgres.PostgresServer() as pg, \
             tempfile.TemporaryDirectory(prefix='bench-sched-') as tmp:
@@ -303,14 +320,16 @@ def main(argv=None):
             for shape in args.shapes:
                 results.setdefault(str(hosts), {})[shape], queries = \
                     run_shape(shape, hosts, kinds, args, pg, tmp, queries)
+                if args.json:
+                    # As each shape ends: a long run cut short keeps them.
+                    _dump(args.json, queries, results)
     wall = time.time() - started
     text = _results.section(TITLE, 'scheduler-cost', argv,
                             report(results, args, queries, wall),
                             extra=where)
     print(text)
     if args.json:
-        with open(args.json, 'w') as f:
-            json.dump({'queries': queries, 'results': results}, f, indent=1)
+        _dump(args.json, queries, results)
     if args.write_results:
         _results.write_section(TITLE, text)
     return 0

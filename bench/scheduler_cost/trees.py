@@ -2,9 +2,10 @@
 
 *node-agent's*: the tree its drivers build from the host's snapshot
 (discovery over the generated sysfs and libvirt test XML), as its tracker
-builds it (:class:`node_agent.drivers.DriverSet`), in the ``standalone``
-mode (the agent owns the root: CPU and memory on the NUMA children,
-devices under their node).
+builds it (:class:`node_agent.drivers.DriverSet`), in the deployment mode
+given: ``whole_host`` (the default, what a Nova cloud schedules on: CPU
+and memory on the root, NUMA providers without inventory for device
+affinity) or ``standalone`` (CPU and memory on the NUMA providers).
 
 *Nova 34's*, for the same hardware, in the provider shapes Nova's and
 Neutron's own code writes (read from nova 34.0.0 and neutron 29; built
@@ -49,8 +50,9 @@ NEUTRON_AGENT = 'NIC Switch agent'
 NIC_CLASSES = ('NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC')
 
 
-def conf_for(kind, sysfs_root, uri, options):
+def conf_for(kind, sysfs_root, uri, options, mode='whole_host'):
     conf = recorded.make_conf()
+    conf.set_override('deployment', mode)
     conf.set_override('sysfs_root', sysfs_root, 'hardware')
     conf.set_override('nvml_enabled', False, 'hardware')
     conf.set_override('udev_monitor', False, 'hardware')

@@ -32,6 +32,8 @@ SMOKE = {
                       'reference', '--server-processes'],
     'fleet': ['--hosts', '3', '--guests', '2', '--rounds', '2',
               '--processes', '1', '--server-processes', '2'],
+    'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
+                       '--server-processes', '1'],
 }
 
 
@@ -152,3 +154,36 @@ def test_fleet(tmp_path):
     assert nova['steady state']['by_endpoint'] == {
         'GET /resource_providers/{id}/allocations': 2 * 10,
         'GET /allocations/{id}': 7 + 6}
+
+
+@pytest.mark.skipif(postgres.missing() is not None,
+                    reason=postgres.missing() or '')
+def test_scheduler_cost(tmp_path):
+    figures, _ = bench('scheduler-cost', tmp_path)
+    per = figures['results']['4']
+    # One host of each kind: vgpu (root, 2 NUMA, 8 GPUs, 128 VFs), mig
+    # (root, 2 NUMA, 8 GPUs), nic (root, 2 NUMA, 4 cards, 8 PFs), plain
+    # (root, 1 NUMA).  Nova's: no NUMA and no GPU providers, one per VF;
+    # Neutron's agent and its 8 bandwidth providers; pooled: no VFs.
+    ours = {'vgpu': 139, 'mig': 11, 'nic': 15, 'plain': 2}
+    assert {shape: per[shape]['by_kind'] for shape in per} == {
+        'node-agent': ours, 'standalone': ours,
+        'nova': {'vgpu': 129, 'mig': 7, 'nic': 10, 'plain': 1},
+        'pooled': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2}}
+    assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
+                                       'qos_port', 'numa_granular'}
+    # What Placement answers is exact.  node-agent's default tree offers
+    # what Nova's does: one candidate per host and VF, GPU or PF a flavor
+    # needs; pooled, one per GPU; standalone takes CPU and memory from
+    # either NUMA node of a host (4 ways on 2 nodes, 1 on one), and only
+    # it answers a request for CPU and memory from one NUMA node.
+    candidates = {shape: {flavor: f['candidates']
+                          for flavor, f in per[shape]['flavors'].items()}
+                  for shape in per}
+    nova = {'plain': 4, 'vgpu': 128, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
+            'numa_granular': 0}
+    assert candidates == {
+        'node-agent': nova, 'nova': nova,
+        'pooled': dict(nova, vgpu=8),
+        'standalone': {'plain': 13, 'vgpu': 512, 'pgpu': 24, 'pcpu': 13,
+                       'qos_port': 16, 'numa_granular': 256}}
