@@ -268,6 +268,8 @@ def report(results, args, queries, wall):
              'time; p50/p99: time inside Placement (server request log).',
              '']
     for hosts in args.hosts:
+        if str(hosts) not in results:
+            continue
         per = results[str(hosts)]
         sizes = ', '.join(
             f'{shape} {per[shape]["providers"]} providers (per host: '
@@ -316,20 +318,30 @@ def main(argv=None):
             tempfile.TemporaryDirectory(prefix='bench-sched-') as tmp:
         where = f', PostgreSQL {pg.version()}'
         kinds = Kinds(os.path.join(tmp, 'hosts'))
-        for hosts in args.hosts:
-            for shape in args.shapes:
-                results.setdefault(str(hosts), {})[shape], queries = \
-                    run_shape(shape, hosts, kinds, args, pg, tmp, queries)
-                if args.json:
-                    # As each shape ends: a long run cut short keeps them.
-                    _dump(args.json, queries, results)
+        stopped = None
+        try:
+            for hosts in args.hosts:
+                for shape in args.shapes:
+                    figures, queries = run_shape(shape, hosts, kinds, args,
+                                                 pg, tmp, queries)
+                    results.setdefault(str(hosts), {})[shape] = figures
+                    if args.json:
+                        _dump(args.json, queries, results)
+        except SystemExit as exc:
+            # Stopped: report the shapes measured so far, saying so.
+            stopped = exc.code
+            if not results:
+                raise
     wall = time.time() - started
-    text = _results.section(TITLE, 'scheduler-cost', argv,
-                            report(results, args, queries, wall),
+    body = report(results, args, queries, wall)
+    if stopped is not None:
+        body = ('**Stopped before the end**: only the sizes and shapes '
+                'below were measured.\n\n' + body)
+    text = _results.section(TITLE, 'scheduler-cost', argv, body,
                             extra=where)
     print(text)
     if args.json:
         _dump(args.json, queries, results)
     if args.write_results:
         _results.write_section(TITLE, text)
-    return 0
+    return 0 if stopped is None else stopped
