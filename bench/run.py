@@ -34,6 +34,7 @@ RESULTS_RUNS = (
     ('fleet', ['--hosts', '250', '--guests', '5', '--rounds', '3',
                '--processes', '4', '--server-processes', '4']),
     ('scheduler-cost', ['--hosts', '100', '1000']),
+    ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
 )
 
 

@@ -34,6 +34,7 @@ SMOKE = {
               '--processes', '1', '--server-processes', '2'],
     'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
                        '--server-processes', '1'],
+    'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
 }
 
 
@@ -72,6 +73,14 @@ def test_scan_memory(tmp_path):
     # The absurd range is refused, node 0 reported garbled.
     assert rows[0]['unknown'] == [['numa_nodes', 0]]
     assert rows[0]['after_mb'] >= rows[0]['before_mb'] > 0
+
+
+def test_health_sysfs(tmp_path):
+    rows, _ = bench('health-sysfs', tmp_path)
+    # Every PCI function of the host is looked at, each look timed.
+    assert [(r['host'], r['functions'], r['looks']) for r in rows] == [
+        ('host2', 29, 2), ('h100-vm', 7, 2)]
+    assert all(r['min_ms'] <= r['median_ms'] <= r['max_ms'] for r in rows)
 
 
 def test_reshaper_cost(tmp_path):

@@ -106,12 +106,15 @@ class Cloud:
     def _dir(self, name):
         return os.path.join(self.workdir, name)
 
-    def nova_compute(self, host, periodics=1, resources=None, options=()):
-        """nova-compute's start on ``host`` and its periodics."""
+    def nova_compute(self, host, periodics=1, resources=None, options=(),
+                     pci_devices=()):
+        """nova-compute's start on ``host`` and its periodics;
+        ``pci_devices``: what its hypervisor reports (libvirt's JSON)."""
         return drive('nova_compute', {
             'workdir': self._dir(f'nova-compute-{host}'),
             'placement_url': self.server.url, 'host': host,
             'periodics': periodics, 'options': list(options),
+            'pci_devices': list(pci_devices),
             'resources': resources or {'vcpus': 32, 'memory_mb': 131072,
                                        'local_gb': 400}})
 

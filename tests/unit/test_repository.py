@@ -12,7 +12,8 @@ import subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 ARTEFACT = re.compile(
-    r'\.(whl|egg|tar|tar\.gz|tgz|tar\.bz2|tar\.xz|zip|pyc|so)$')
+    r'\.(whl|egg|tar|tar\.gz|tgz|tar\.bz2|tar\.xz|zip|pyc|so)$'
+    r'|^\.[a-z-]*venv(/|$)')
 # Generated at test time by tests/fixtures/hosts/make_hosts.py.
 GENERATED = re.compile(
     r'^tests/fixtures/hosts/(host\d+/|h100-vm/libvirt\.xml$)')
@@ -51,6 +52,7 @@ def test_code_and_docs_refer_only_to_the_repository():
 
 def test_the_guard_sees_what_it_guards_against():
     assert ARTEFACT.search('flake8-7.5.0-py2.py3-none-any.whl')
+    assert ARTEFACT.search('.client-venv')
     assert GENERATED.search('tests/fixtures/hosts/host2/sys/x')
     assert not GENERATED.search('tests/fixtures/hosts/h100-vm/sys/x')
     assert OUTSIDE.search('see ../shared/DESIGN.md')

@@ -4,7 +4,10 @@ Run with ``.client-venv/bin/python``; JSON request on stdin::
 
     {"workdir": DIR, "placement_url": URL, "host": "compute1",
      "resources": {"vcpus": 32, "memory_mb": 131072, "local_gb": 400},
-     "periodics": 1, "options": [[section, option, value], ...]}
+     "periodics": 1, "options": [[section, option, value], ...],
+     "pci_devices": [{"address": "0000:3b:00.0", "vendor_id": "10de",
+                      "product_id": "2330", "dev_type": "type-PCI",
+                      ...}]}                # optional, libvirt's JSON
 
 What one start of nova-compute does towards Placement, in Nova's order:
 
@@ -21,12 +24,17 @@ What one start of nova-compute does towards Placement, in Nova's order:
 Nova's cell database is not there: its two lookups here are answered as
 for a fresh host, an enabled nova-compute service record (for
 COMPUTE_STATUS_DISABLED) and no PCI device records (the PCI tracker).
+``pci_devices`` are what the hypervisor reports (the virt driver's
+``pci_passthrough_devices``): with ``[pci] report_in_placement`` and a
+``[pci] device_spec`` among the options, Nova's PCI tracker takes them
+and its periodic reports them in Placement as it does on a real host.
 Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
 "periodics": [{"ok": true} | {"error": "ExcName: message"}, ...]}``.
 A periodic that fails is reported, as nova-compute logs it, and the next
 one still runs.
 """
 
+import json
 import os
 from unittest import mock
 
@@ -63,7 +71,11 @@ def main():
                            return_value=enabled), \
             mock.patch.object(objects.PciDeviceList, 'get_by_compute_node',
                               return_value=objects.PciDeviceList(objects=[])):
-        tracker._setup_pci_tracker(ctx, compute_node, {})
+        hypervisor = {}
+        if request.get('pci_devices'):
+            hypervisor['pci_passthrough_devices'] = json.dumps(
+                request['pci_devices'])
+        tracker._setup_pci_tracker(ctx, compute_node, hypervisor)
         for n in range(request.get('periodics', 1)):
             try:
                 tracker._update_to_placement(ctx, compute_node,
