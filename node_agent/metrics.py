@@ -39,6 +39,11 @@ What is exported, all prefixed ``node_agent_``::
     device_unhealthy{address,reason}            gauge: 1 per device a
                                                 health source found
                                                 unhealthy (none: healthy)
+    root_shared{service,evidence}               gauge: 1 per kind of
+                                                evidence while a mode that
+                                                owns the root refuses it to
+                                                another writer (compute_id,
+                                                owner_nova, foreign_root)
 
 The tree gauges are set from one frozen view replaced after each sync, so
 a scrape never sees half of one tree and half of the next.
@@ -100,6 +105,9 @@ class NoMetrics:
     def device_health(self, unhealthy):
         pass
 
+    def root_shared(self, service, kinds=()):
+        pass
+
 
 NOOP = NoMetrics()
 
@@ -159,6 +167,11 @@ class Metrics:
         self._restart = make(
             prom.Gauge, 'restart_required',
             '1 while a layout change waits for a restart to be reshaped.')
+        self._shared = make(
+            prom.Gauge, 'root_shared',
+            '1 per kind of evidence while the agent, in a mode that owns '
+            'the root, refuses to write a root another service writes.',
+            ['service', 'evidence'])
         for result in (AUDIT_OK, AUDIT_FAILED, AUDIT_UNAVAILABLE):
             self._audits.labels(result)
         for result in (RESHAPE_OK, RESHAPE_CONFLICT, RESHAPE_FAILED):
@@ -206,6 +219,13 @@ class Metrics:
         """``unhealthy``: ``{PCI address: Health}`` of the devices
         unhealthy now (:meth:`HealthMonitor.unhealthy`)."""
         self._health.view = {a: h.reason for a, h in unhealthy.items()}
+
+    def root_shared(self, service, kinds=()):
+        """``service`` writes the root the agent owns, seen by ``kinds``
+        of evidence; None: nobody else does."""
+        self._shared.clear()
+        for kind in kinds if service is not None else ():
+            self._shared.labels(service, kind).set(1)
 
     def exposition(self):
         """The text a scrape gets."""

@@ -1,7 +1,7 @@
 """``[nova]`` options: how the agent finds nova-compute's compute node.
 
-Read in the ``whole_host`` and ``beside_nova_compute`` deployments
-(:mod:`node_agent.tracker.root`).
+Read beside nova-compute (:mod:`node_agent.tracker.root`), and with
+``deployment = standalone`` to see that nova-compute runs on the host.
 """
 
 from oslo_config import cfg
@@ -16,11 +16,11 @@ opts = [
                help='nova-compute\'s compute node identity file '
                     '($state_path/compute_id of nova, one uuid). Beside '
                     'nova-compute the root provider is the one with this '
-                    'uuid; with deployment = whole_host the agent gives the '
-                    'root this uuid when the file exists, so that '
-                    'nova-scheduler finds the host under nova\'s compute '
-                    'node. A file that exists but cannot be read or holds '
-                    'no uuid stops the agent (exit 78).'),
+                    'uuid. With deployment = standalone the file existing '
+                    'means nova-compute runs here: the agent refuses to '
+                    'write the root (exit 78). A file that exists but '
+                    'cannot be read or holds no uuid stops the agent '
+                    '(exit 78).'),
     cfg.StrOpt('hypervisor_hostname',
                sample_default='<[DEFAULT] host>',
                help='Name of nova-compute\'s compute node root provider '

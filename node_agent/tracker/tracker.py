@@ -165,6 +165,7 @@ class ResourceTracker:
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
+        self.shared_with = None         # RootShared, while refusing
         self._absent = {}               # (field, key) -> scans missing from
         self.scan_state = scan_state
         self._scan_state_loaded = False
@@ -277,6 +278,11 @@ class ResourceTracker:
                         'Placement: %s', self.nodename, exc)
             self._status(self.status_line())
             return None
+        except exception.RootShared as exc:
+            LOG.error('%s: audit skipped, nothing written: %s',
+                      self.nodename, exc)
+            self._status(self.status_line())
+            return None
         self._check_claims(pending, startup=False)
         return pending.plan
 
@@ -321,9 +327,30 @@ class ResourceTracker:
                      self.nodename, self.scan_state.path)
 
     def _read_tree(self, ensure):
+        # A root another service writes is refused before the agent
+        # creates or writes anything (RootShared).
+        self._refuse_shared()
         tree = self.root.read(ensure)
         self.nodename = tree.roots[0].name
+        self._refuse_shared(tree)
         return tree
+
+    def _refuse_shared(self, tree=None):
+        found = self.root.other_writer(
+            tree, self.rc.ownership(tree) if tree is not None else None)
+        if found is None:
+            if self.shared_with is not None:
+                LOG.info('%s: no other writer of the root any more',
+                         self.nodename)
+                self.shared_with = None
+                self.metrics.root_shared(None)
+            return
+        service, evidence = found
+        error = exception.RootShared(self.conf.deployment, self.nodename,
+                                     service, [e for _, e in evidence])
+        self.shared_with = error
+        self.metrics.root_shared(service, [k for k, _ in evidence])
+        raise error
 
     def _ownership(self, current):
         """What the plan may touch: beside nova-compute, not the root."""
@@ -406,6 +433,8 @@ class ResourceTracker:
         return self.health.unhealthy() if self.health is not None else {}
 
     def status_line(self):
+        if self.shared_with is not None:
+            return self.shared_with.status
         if self.scan_problem:
             line = f'audit skipped: {self.scan_problem}'
         elif self.reshape_pending:
@@ -413,6 +442,8 @@ class ResourceTracker:
         else:
             count = len(self.last_good) if self.last_good is not None else 0
             line = f'in sync: {text.plural(count, "provider")}'
+        if self.root.note:
+            line += '; ' + self.root.note
         unhealthy = self.unhealthy()
         if unhealthy:
             line += '; ' + unhealthy_line(unhealthy)
