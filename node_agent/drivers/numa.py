@@ -15,7 +15,7 @@ nova-compute (the default) they are resourceless, ``HW_NUMA_ROOT`` only:
 they give devices their affinity (``same_subtree``), while CPU and memory
 stay on nova-compute's root where nova-scheduler needs them
 (:mod:`node_agent.deployment`).  A node's CPUs include those that are
-present but offline (:func:`node_agent.hardware.topology.with_offline_cpus`):
+present but offline (:func:`node_agent.hardware.topology.with_node_cpus`):
 a power-managed core is still its node's capacity.
 
 Each node offers the CPUs of ``[compute] cpu_shared_set`` it holds as VCPU

@@ -24,7 +24,7 @@ A CPU that is present but offline (Nova's ``[libvirt]
 cpu_power_management``, tuned, cpupower) is still the host's: it leaves
 ``cpu/online`` and its node's ``cpulist`` but keeps its ``cpu<N>/node<M>``
 link, so it is read as a :class:`~node_agent.hardware.snapshot.Cpu` with
-``online=False`` on that node, and :func:`with_offline_cpus` puts it back
+``online=False`` on that node, and :func:`with_node_cpus` puts it back
 in its node's CPUs.  Only ``cpu/present`` says which CPUs exist (a
 ``cpu<N>`` directory outside it is a possible CPU, not a present one);
 without that file every ``cpu<N>`` is present.
@@ -269,18 +269,20 @@ def read_cpus(reader, numa_nodes=(), unknown=None):
     return tuple(cpus)
 
 
-def with_offline_cpus(numa_nodes, cpus):
-    """``numa_nodes`` with each offline CPU back in its node's CPUs: a
-    power-managed core is still capacity of its node."""
-    offline = {}
+def with_node_cpus(numa_nodes, cpus):
+    """``numa_nodes`` with every CPU of ``cpus`` in the node it names.
+
+    A node's ``cpulist`` names its online CPUs only; an offline CPU (a
+    power-managed core) or one held by the removal rule is still capacity
+    of its node.
+    """
+    extra = {}
     for cpu in cpus:
-        if not cpu.online and cpu.numa_node is not None:
-            offline.setdefault(cpu.numa_node, set()).add(cpu.id)
-    if not offline:
-        return numa_nodes
+        if cpu.numa_node is not None:
+            extra.setdefault(cpu.numa_node, set()).add(cpu.id)
     return tuple(
-        dataclasses.replace(n, cpus=n.cpus | offline[n.id])
-        if offline.get(n.id, set()) - n.cpus else n
+        dataclasses.replace(n, cpus=n.cpus | extra[n.id])
+        if extra.get(n.id, set()) - n.cpus else n
         for n in numa_nodes)
 
 
