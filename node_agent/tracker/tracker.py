@@ -26,9 +26,14 @@ Rules:
 
 - Beside nova-compute the root is nova's: the plan treats it as not owned
   (nothing of it is written), the drivers report nothing another service
-  reports in the tree (``ReportedElsewhere``: fatal at startup, those
-  devices left as they are in an audit), and a root not created yet is
+  reports in the tree or nova-compute's configuration says it reports
+  (skipped with a warning and a status note, never fatal: a peer's
+  provider may come and go; the agent's own provider for such a device is
+  withdrawn unless it holds allocations), and a root not created yet is
   ``ComputeNodeMissing``, which the daemon waits out.
+- A mode that owns the root (standalone) writes nothing while another
+  service writes it (``RootShared``: fatal at startup, an audit skipped;
+  :meth:`node_agent.tracker.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
   retried from fresh data ``[audit] reshape_retries`` times;
@@ -166,6 +171,10 @@ class ResourceTracker:
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
+        # Beside nova-compute: (ours, theirs, why) of the devices another
+        # service reports, and those of ours kept as they hold allocations.
+        self.reported_elsewhere = ()
+        self.kept_twice = ()
         self._absent = {}               # (field, key) -> scans missing from
         self.scan_state = scan_state
         self._scan_state_loaded = False
@@ -203,8 +212,8 @@ class ResourceTracker:
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations)
         if not self.root.owns_root:
-            self._refuse_reported_elsewhere(drivers, current, desired,
-                                            startup)
+            self._skip_reported_elsewhere(drivers, current, desired,
+                                          snapshot)
         plan = self._plan(drivers, current, desired, before,      # plan
                           allocations)
         if allocations is not None and not dry_run:
@@ -380,25 +389,56 @@ class ResourceTracker:
             raise
         return plan
 
-    def _refuse_reported_elsewhere(self, drivers, current, desired,
-                                   startup):
-        """Beside nova-compute: no device reported twice.  At startup
-        ``ReportedElsewhere``; in an audit each such device is logged and
-        left as Placement has it."""
-        from node_agent.drivers import coexist    # late, as _drivers
+    def _skip_reported_elsewhere(self, drivers, current, desired,
+                                 snapshot):
+        """Beside nova-compute: no device reported twice, and no refusal
+        loop (a peer's provider may come and go).  A device another
+        service reports, in Placement or by nova-compute's configuration,
+        is not reported; the agent's own provider for it is withdrawn
+        when it holds no allocations, else left as it is and counted."""
+        from node_agent.conf import nova as nova_conf   # late, as _drivers
+        from node_agent.drivers import coexist
         owned = {u for u, own in self._ownership(current).items()
                  if own.owned}
-        conflicts = coexist.reported_elsewhere(
-            drivers.reported(current.roots[0]), current, owned)
-        if not conflicts:
-            return
-        error = exception.ReportedElsewhere(conflicts)
-        if startup:
-            raise error
-        LOG.error('%s: %s; those providers are left as they are',
-                  self.nodename, error)
-        for ours, _, _ in conflicts:
-            coexist.leave_as_is(desired, current, ours)
+        reported = drivers.reported(current.roots[0])
+        conflicts = coexist.reported_elsewhere(reported, current, owned)
+        named = {ours for ours, _, _ in conflicts}
+        conflicts += [c for c in coexist.reported_by_nova(
+            reported, coexist.nova_reported(
+                nova_conf.read_nova_reports(self.conf), snapshot))
+            if c[0] not in named]
+        withdrawn, kept = [], []
+        have = [current.find(ours) for ours, _, _ in conflicts]
+        in_use = self.rc.get_usages(
+            [p.uuid for p in have if p is not None and p.uuid in owned])
+        for (ours, theirs, why), provider in zip(conflicts, have):
+            # Withdrawn only when the other service reports that very
+            # device; a class both report may be another device of theirs.
+            same = theirs == 'nova-compute' or why == 'same name' or \
+                why.startswith('PCI device')
+            if same and provider is not None and provider.uuid in owned:
+                if any(in_use.get(provider.uuid, {}).values()):
+                    kept.append(ours)
+                    coexist.leave_as_is(desired, current, ours)
+                else:
+                    withdrawn.append(ours)
+                    if desired.find(provider.uuid) is not None:
+                        desired.remove(provider.uuid)
+            else:
+                coexist.leave_as_is(desired, current, ours)
+        skipped = tuple(sorted(conflicts))
+        if skipped != self.reported_elsewhere:
+            mine = {p.name for p in have if p is not None
+                    and p.uuid in owned}
+            for ours, theirs, why in skipped:
+                what = ('withdrawn' if ours in withdrawn else
+                        'kept: it holds allocations' if ours in kept else
+                        'left as it is' if ours in mine else
+                        'not reported')
+                LOG.warning('%s: %s is reported by %s (%s): %s',
+                            self.nodename, ours, theirs, why, what)
+        self.reported_elsewhere = skipped
+        self.kept_twice = tuple(sorted(kept))
 
     def _keep_last_good(self, exc, snapshot, drivers, current):
         reason = exc.reason or 'layout changed'
@@ -444,6 +484,14 @@ class ResourceTracker:
             line = f'in sync: {text.plural(count, "provider")}'
         if self.root.note:
             line += '; ' + self.root.note
+        if self.reported_elsewhere:
+            line += '; ' + text.plural(
+                len(self.reported_elsewhere),
+                'device') + ' reported by another service, skipped: ' + \
+                ', '.join(ours for ours, _, _ in self.reported_elsewhere)
+        if self.kept_twice:
+            line += ('; reported twice while they hold allocations: '
+                     + ', '.join(self.kept_twice))
         unhealthy = self.unhealthy()
         if unhealthy:
             line += '; ' + unhealthy_line(unhealthy)

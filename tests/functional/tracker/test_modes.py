@@ -366,22 +366,27 @@ def test_beside_nova_finds_the_root_by_hypervisor_hostname(
     assert f'{HYPERVISOR}_numa_1' in tree_of(placement_adapter, NOVA_UUID)
 
 
-def test_beside_nova_refuses_a_gpu_nova_reports_at_startup(
-        agents, beside, placement_adapter):
+def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
+        agents, beside, placement_adapter, caplog):
     nova_compute_creates_root(placement_adapter)
     theirs = nova_reports_pgpu(placement_adapter)
-    before = placement_state.read(placement_adapter)
+    before = placement_state.read(placement_adapter)['providers']
     agent = agents()
-    with pytest.raises(exception.ReportedElsewhere) as err:
-        agent.tracker.startup()
-    # nova's pGPU provider holds the very name the agent would give it.
-    assert (theirs, theirs, 'same name') in err.value.conflicts
-    assert (f'{HYPERVISOR}_pci_0000_af_00_0', theirs,
-            'both report VGPU') in err.value.conflicts
-    assert f'{theirs} would report what {theirs} already reports ' \
-        '(same name)' in str(err.value)
-    assert agent.writes() == []
-    assert placement_state.read(placement_adapter) == before
+    agent.tracker.startup()
+    # nova's pGPU provider holds the very name the agent would give it:
+    # skipped, said, never fatal (nova's provider may come and go).
+    assert (theirs, theirs, 'same name') in \
+        agent.tracker.reported_elsewhere
+    assert (f'{theirs} is reported by {theirs} (same name): not '
+            'reported') in caplog.text
+    assert '2 devices reported by another service, skipped: ' in \
+        agent.tracker.status_line()
+    after = placement_state.read(placement_adapter)['providers']
+    for uuid, provider in before.items():
+        assert after[uuid] == provider
+    names = {p['name'] for p in after.values()}
+    assert f'{HYPERVISOR}_pci_0000_af_00_0' not in names
+    assert f'{HYPERVISOR}_numa_1' in names
 
 
 def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
@@ -406,5 +411,5 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
     assert agent.tracker.audit().empty
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == had
-    assert (f'{HYPERVISOR}_pci_0000_3b_00_0 would report what {theirs} '
-            'already reports (both report VGPU)') in caplog.text
+    assert (f'{HYPERVISOR}_pci_0000_3b_00_0 is reported by {theirs} '
+            '(both report VGPU): left as it is') in caplog.text
