@@ -24,9 +24,13 @@ root, in either start order::
 nova-compute it refuses (exit 78) naming nova-compute, and writes nothing.
 """
 
+import json
+import os
+
 import pytest
 
 from tests.clients import harness
+from tests.conftest import FIXTURES
 from tests.fixtures import placement_server as ps
 from tests.integration import test_agent_service as svc
 
@@ -122,13 +126,15 @@ def snapshot(cloud):
 
 # -- the shipped default: beside nova-compute ---------------------------
 
-def alternate_three_times(agent, server, cloud):
+def alternate_three_times(agent, server, cloud, nova=None):
     """nova-compute's periodic and node-agent's audit, in turn: neither
-    writes, nova-compute's periodic never fails."""
+    writes, nova-compute's periodic never fails.  ``nova``: how
+    nova-compute runs, ``cloud.nova_compute(HOST)`` by default."""
     before = snapshot(cloud)
     since = len(server.requests())
     for _ in range(3):
-        assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+        node = nova() if nova else cloud.nova_compute(HOST)
+        assert node['periodics'] == [{'ok': True}]
         once(agent)
     assert harness.writes(server.requests(since)) == []
     assert snapshot(cloud) == before
@@ -300,8 +306,9 @@ def test_standalone_started_first_refuses_once_nova_compute_runs(
     # Standalone made the host's root: nova-compute cannot create its
     # compute node under that name (the reason the default is beside).
     node = cloud.nova_compute(HOST)
-    assert 'Conflicting resource provider name' in \
-        node['periodics'][0]['error']
+    assert node['periodics'] == [{
+        'error': 'ResourceProviderCreationFailed: Failed to create resource '
+                 f'provider {HOST}'}]
     before = snapshot(cloud)
     configure(agent, server, cloud, 'standalone')    # a fresh log
 
@@ -311,3 +318,96 @@ def test_standalone_started_first_refuses_once_nova_compute_runs(
 
     assert agent.writes() == []
     assert snapshot(cloud) == before
+
+
+# -- nova-compute's other reporters: PCI in Placement, vGPU --------------
+
+SYS = os.path.join(FIXTURES, 'hosts', 'host1', 'sys')
+FPGA_ADDRESS = '0000:86:00.0'
+NOVA_FPGA = f'{HOST}_{FPGA_ADDRESS}'       # pci_placement_translator's
+NOVA_PCI = (('pci', 'report_in_placement', 'true'),
+            ('pci', 'device_spec', json.dumps({'address': FPGA_ADDRESS})))
+
+
+def nova_with_pci(cloud):
+    """nova-compute reporting the FPGA in Placement (Nova 34's own PCI
+    tracker and translator), from the recorded host's device."""
+    return cloud.nova_compute(
+        HOST, options=NOVA_PCI,
+        pci_devices=harness.pci_devices(SYS, [FPGA_ADDRESS]))
+
+
+def configure_beside_nova(agent, server, cloud):
+    """The shipped default, reading nova-compute's nova.conf."""
+    configure(agent, server, cloud, extra=(
+        '[nova]', f'config_file = {cloud.nova_config_path(HOST)}'))
+
+
+def fpga_providers(cloud):
+    """Names of the providers offering the FPGA, by either side."""
+    return sorted(name for name, p in cloud.providers().items()
+                  if 'FPGA' in p['inventory']
+                  or any(rc.startswith('CUSTOM_PCI_8086_09C4')
+                         for rc in p['inventory']))
+
+
+def test_nova_pci_in_placement_started_first(agent, server, cloud):
+    node = nova_with_pci(cloud)
+    assert node['periodics'] == [{'ok': True}]
+    nova_fpga = cloud.providers()[NOVA_FPGA]
+    assert nova_fpga['inventory'] == {'CUSTOM_PCI_8086_09C4': 1}
+    assert 'COMPUTE_MANAGED_PCI_DEVICE' in nova_fpga['traits']
+    configure_beside_nova(agent, server, cloud)
+
+    once(agent)
+
+    assert fpga_providers(cloud) == [NOVA_FPGA]
+    assert (f'{FPGA} is reported by {NOVA_FPGA} (PCI device '
+            f'{FPGA_ADDRESS}): not reported') in agent.log_text()
+    alternate_three_times(agent, server, cloud, lambda: nova_with_pci(cloud))
+    assert fpga_providers(cloud) == [NOVA_FPGA]
+
+
+def test_nova_pci_in_placement_enabled_after_the_agent(agent, server, cloud):
+    # nova-compute without PCI in Placement: the agent reports the FPGA.
+    node = cloud.nova_compute(HOST)
+    configure_beside_nova(agent, server, cloud)
+    once(agent)
+    assert fpga_providers(cloud) == [FPGA]
+
+    # Then nova-compute is configured to report it too: its periodic
+    # succeeds (its name is not the agent's), and the agent's next audit
+    # withdraws its own provider, which holds no allocation.
+    assert nova_with_pci(cloud)['periodics'] == [{'ok': True}]
+    once(agent)
+    assert fpga_providers(cloud) == [NOVA_FPGA]
+    assert f'{FPGA} is reported by ' in agent.log_text()
+    assert 'withdrawn' in agent.log_text()
+
+    alternate_three_times(agent, server, cloud, lambda: nova_with_pci(cloud))
+    assert cloud.providers()[HOST]['uuid'] == node['node_uuid']
+
+
+def test_nova_vgpus_enabled_the_agent_leaves_the_gpus_to_nova(
+        agent, server, cloud):
+    """nova-compute's vGPU provider for a GPU takes the very name the
+    agent would give it: the agent reads nova's [devices]
+    enabled_mdev_types and never creates it, so nova-compute's periodic
+    cannot fail on it, whichever starts first."""
+    vgpus = (('devices', 'enabled_mdev_types', 'nvidia-222'),)
+    node = cloud.nova_compute(HOST, options=vgpus)
+    configure_beside_nova(agent, server, cloud)
+
+    once(agent)
+
+    names = set(cloud.providers())
+    assert not GPUS & names
+    for gpu in sorted(GPUS):
+        assert (f'{gpu} is reported by nova-compute (nova-compute reports '
+                'its vGPUs: [devices] enabled_mdev_types = nvidia-222 in '
+                f'{cloud.nova_config_path(HOST)}): not reported') in \
+            agent.log_text()
+    assert FPGA in names
+    alternate_three_times(agent, server, cloud,
+                          lambda: cloud.nova_compute(HOST, options=vgpus))
+    assert cloud.providers()[HOST]['uuid'] == node['node_uuid']

@@ -4,7 +4,17 @@ Run with ``.client-venv/bin/python``; JSON request on stdin::
 
     {"workdir": DIR, "placement_url": URL, "host": "compute1",
      "resources": {"vcpus": 32, "memory_mb": 131072, "local_gb": 400},
+     "pci_devices": [{"address": "0000:86:00.0", "vendor_id": "8086",
+                      "product_id": "09c4", "dev_type": "type-PCI",
+                      ...}, ...],
      "periodics": 1, "options": [[section, option, value], ...]}
+
+``pci_devices`` are the host's PCI devices as nova's libvirt driver
+describes them (``LibvirtDriver._get_pci_passthrough_devices``: the
+recorded host's, for a test); with ``[pci] report_in_placement`` and a
+matching ``[pci] device_spec`` in ``options``, nova-compute's PCI tracker
+and ``nova.compute.pci_placement_translator`` report them in Placement
+as Nova 34 does.
 
 What one start of nova-compute does towards Placement, in Nova's order,
 with Nova's own ``ResourceTracker`` and
@@ -30,7 +40,8 @@ answered as for a host with no guests of Nova's own: an enabled
 nova-compute service record (id 1), the compute node record kept in
 ``workdir/cell_db.json`` across calls (created at the first periodic, as
 ``ComputeNode.create`` would), no instances, no migrations, no PCI device
-records, and every consumer found in Placement unknown to the cell
+records at start (the PCI tracker's records are saved nowhere), and every
+consumer found in Placement unknown to the cell
 database (``InstanceNotFound``: nova-compute then leaves its allocations
 alone, as it does for a guest still being built).
 Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
@@ -89,7 +100,16 @@ def main():
     from nova.virt import fake
     from nova.virt import node
 
-    driver = fake.FakeDriverWithoutFakeNodes(virtapi=None)
+    class RecordedHostDriver(fake.FakeDriverWithoutFakeNodes):
+        """Nova's single-node fake driver, with the host's PCI devices."""
+
+        def get_available_resource(self, nodename):
+            resources = super().get_available_resource(nodename)
+            resources['pci_passthrough_devices'] = json.dumps(
+                request.get('pci_devices', []))
+            return resources
+
+    driver = RecordedHostDriver(virtapi=None)
     for name, value in request['resources'].items():
         setattr(driver, name, value)
     driver.init_host(conf.host)
@@ -121,7 +141,9 @@ def main():
             mock.patch.object(objects.Instance, 'get_by_uuid',
                               side_effect=not_in_cell_db), \
             mock.patch.object(objects.PciDeviceList, 'get_by_compute_node',
-                              return_value=objects.PciDeviceList(objects=[])):
+                              return_value=objects.PciDeviceList(
+                                  objects=[])), \
+            mock.patch.object(objects.PciDevice, 'save'):
         for n in range(request.get('periodics', 1)):
             try:
                 tracker.update_available_resource(ctx, nodename,
