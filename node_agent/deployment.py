@@ -1,7 +1,8 @@
 """The deployment modes: who owns the root and where CPU and memory live.
 
 ``[DEFAULT] deployment`` says which part the agent plays on its host.
-The scheduler that reads the tree decides what shape it must have: Nova's
+The scheduler that reads the tree decides what shape it must have
+(``doc/placement-and-nova.md``): Nova's
 scheduler keys every candidate by the compute node's uuid appearing in
 its allocations, and nova-compute, which runs on every Nova hypervisor
 (it spawns the guests), writes that root's inventory and traits at every

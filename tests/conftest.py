@@ -14,9 +14,15 @@ from oslo_config import cfg
 
 from node_agent import conf as na_conf
 from tests.fixtures import placement_server as ps
+from tests.fixtures.hosts import make_hosts
 from tests.fixtures.postgres import postgres  # noqa: F401
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
+
+
+def pytest_configure(config):
+    # The synthetic recorded hosts are generated, not committed.
+    make_hosts.ensure()
 
 
 @pytest.fixture

@@ -813,7 +813,7 @@ class ReportClient:
     # -- allocations and reshape -----------------------------------------
 
     def get_allocations_for_provider_tree(self, nodename, tree=None):
-        """Every consumer with allocations in the tree, seed 000's shape.
+        """Every consumer with allocations in the tree, in Nova's shape.
 
         ``{consumer: {'allocations': {rp: {'generation', 'resources'}},
         'project_id', 'user_id', 'consumer_generation', 'consumer_type'}}``

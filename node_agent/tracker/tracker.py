@@ -1,7 +1,6 @@
 """The resource tracker: keeps this host's provider tree true in Placement.
 
-Seed ``000_74ed081f2e069e50`` lays the algorithm out; here it is (``rc``:
-the report client)::
+The algorithm, step by step (``rc``: the report client)::
 
     discover   snapshot = discovery.scan(), trusted and held (see below)
     read       current  = the tree under this host's root, found (or

@@ -1,7 +1,7 @@
 """placement commands: offline upgrade of this host's tree.
 
-``placement migrate-inventory [--dry-run]`` is the offline path of seed
-``000_74ed081f2e069e50``: with the Placement API and the agent stopped, it
+``placement migrate-inventory [--dry-run]`` is the offline path of the
+startup reshape: with the Placement API and the agent stopped, it
 opens the Placement database at ``[placement_direct] connection`` through
 ``placement.direct.PlacementDirect`` and runs the agent's startup algorithm
 (reshaping if the layout changed).  It prints the plan it applied, or with
