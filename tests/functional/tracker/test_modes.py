@@ -382,8 +382,7 @@ def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
     assert '2 devices reported by another service, skipped: ' in \
         agent.tracker.status_line()
     after = placement_state.read(placement_adapter)['providers']
-    for uuid, provider in before.items():
-        assert after[uuid] == provider
+    assert {u: after[u] for u in before} == before
     names = {p['name'] for p in after.values()}
     assert f'{HYPERVISOR}_pci_0000_af_00_0' not in names
     assert f'{HYPERVISOR}_numa_1' in names
