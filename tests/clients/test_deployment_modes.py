@@ -26,11 +26,13 @@ nova-compute it refuses (exit 78) naming nova-compute, and writes nothing.
 
 import json
 import os
+import shutil
 
 import pytest
 
 from tests.clients import harness
 from tests.conftest import FIXTURES
+from tests.functional.tracker import test_offline_cpus as offline_cpus
 from tests.fixtures import placement_server as ps
 from tests.integration import test_agent_service as svc
 
@@ -263,6 +265,24 @@ def test_neutron_and_node_agent_coexist_through_restarts(
             # Neutron rewrites its own providers at each agent start;
             # everything else stays as it was.
             assert after[name] == before[name], name
+
+
+def test_power_managed_cores_change_nothing(agent, server, cloud, tmp_path):
+    """Nova's cpu_power_management takes idle dedicated cores offline:
+    the agent with cpu_dedicated_set covering them neither stops nor
+    writes, restarted while they are offline."""
+    sysfs = tmp_path / 'sys'
+    shutil.copytree(os.path.join(svc.HOST1, 'sys'), sysfs, symlinks=True)
+    node = cloud.nova_compute(HOST)
+    configure(agent, server, cloud,
+              extra=('[hardware]', f'sysfs_root = {sysfs}'))
+    once(agent)
+    assert_beside_tree(cloud, node['node_uuid'])
+
+    # cpu_dedicated_set = 8-15,24-31: half of each node's dedicated
+    # cores go offline; every once below is a restart.
+    offline_cpus.power_off(str(sysfs), offline_cpus.OFFLINE)
+    alternate_three_times(agent, server, cloud)
 
 
 # -- a mode that owns the root refuses to share it -------------------------

@@ -35,9 +35,9 @@ def host(host1, tmp_path):
     return host1
 
 
-def power_off(conf, cpus):
+def power_off(sysfs_root, cpus):
     """What the kernel does when cpus go offline (not hot-removed)."""
-    base = os.path.join(conf.hardware.sysfs_root, 'devices', 'system')
+    base = os.path.join(sysfs_root, 'devices', 'system')
     off = set(cpus)
     with open(os.path.join(base, 'cpu', 'online'), 'w') as f:
         f.write(cpulist.to_text(set(range(32)) - off) + '\n')
@@ -55,9 +55,9 @@ def power_off(conf, cpus):
                    os.path.join(cpu_dir, f'node{node}'))
 
 
-def unplug(conf, cpus):
+def unplug(sysfs_root, cpus):
     """A real removal: the CPUs leave ``cpu/present`` too."""
-    base = os.path.join(conf.hardware.sysfs_root, 'devices', 'system')
+    base = os.path.join(sysfs_root, 'devices', 'system')
     with open(os.path.join(base, 'cpu', 'present'), 'w') as f:
         f.write(cpulist.to_text(set(range(32)) - set(cpus)) + '\n')
 
@@ -80,7 +80,7 @@ def test_offline_dedicated_cores_change_nothing(agents, host,
     synced = cpu_inventory(agent.tracker.last_good)
     before = placement_state.read(placement_adapter)
 
-    power_off(host, OFFLINE)
+    power_off(host.hardware.sysfs_root, OFFLINE)
     agent.adapter.reset()
     assert agent.tracker.audit().empty
     assert agent.writes() == []
@@ -100,7 +100,7 @@ def test_offline_dedicated_cores_change_nothing(agents, host,
 
 def test_offline_cpus_keep_their_node(host):
     from node_agent.hardware import discovery
-    power_off(host, OFFLINE)
+    power_off(host.hardware.sysfs_root, OFFLINE)
     with discovery.Discovery(host) as d:
         snapshot = d.scan()
     offline = {c.id: c.numa_node for c in snapshot.cpus if not c.online}
@@ -115,8 +115,8 @@ def test_cpus_leaving_present_follow_the_removal_rule(
     agent = agents()
     agent.tracker.startup()
     # Shared CPUs 20-23 hot-removed: offline first, then out of present.
-    power_off(host, (20, 21, 22, 23))
-    unplug(host, (20, 21, 22, 23))
+    power_off(host.hardware.sysfs_root, (20, 21, 22, 23))
+    unplug(host.hardware.sysfs_root, (20, 21, 22, 23))
     for _ in range(host.hardware.removal_scans - 1):
         agent.adapter.reset()
         assert agent.tracker.audit().empty
@@ -131,8 +131,8 @@ def test_dedicated_cpus_leaving_present_are_a_config_error(
     host.set_override('deployment', 'standalone')
     agent = agents()
     agent.tracker.startup()
-    power_off(host, (28, 29, 30, 31))
-    unplug(host, (28, 29, 30, 31))
+    power_off(host.hardware.sysfs_root, (28, 29, 30, 31))
+    unplug(host.hardware.sysfs_root, (28, 29, 30, 31))
     for _ in range(host.hardware.removal_scans - 1):
         assert agent.tracker.audit().empty
     before = placement_state.read(placement_adapter)
