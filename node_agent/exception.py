@@ -5,9 +5,6 @@
     NodeAgentError
      +-- ConfigError                      bad option value or config file
      |    +-- ProviderOverrideError       bad provider override YAML
-     |    +-- ReportedElsewhere           beside nova-compute: a device or
-     |    |                               class another service reports
-     |    |                               (names both providers)
      |    +-- RootShared                  a mode that owns the root found
      |                                    another writer of it (names the
      |                                    service, the evidence, the mode
@@ -68,23 +65,6 @@ class ProviderOverrideError(ConfigError):
         self.reason = reason
         super().__init__(
             f'provider override file {filename}: at {path}: {reason}')
-
-
-class ReportedElsewhere(ConfigError):
-    """Devices the agent is configured to report are reported by another
-    service already (nova-compute's pGPU or PCI providers, Cyborg's).
-
-    ``conflicts``: ``[(ours, theirs, why)]``, provider names.  Fatal at
-    startup; in an audit those devices are left as Placement has them.
-    """
-
-    def __init__(self, conflicts):
-        self.conflicts = list(conflicts)
-        super().__init__('; '.join(
-            f'{ours} would report what {theirs} already reports ({why})'
-            for ours, theirs, why in self.conflicts)
-            + ': not reported twice; stop the other service reporting it '
-            'or stop node-agent reporting it')
 
 
 class RootShared(ConfigError):
