@@ -43,7 +43,8 @@ What is exported, all prefixed ``node_agent_``::
                                                 evidence while a mode that
                                                 owns the root refuses it to
                                                 another writer (compute_id,
-                                                owner_nova, foreign_root)
+                                                owner_nova, foreign_root,
+                                                rewritten)
 
 The tree gauges are set from one frozen view replaced after each sync, so
 a scrape never sees half of one tree and half of the next.

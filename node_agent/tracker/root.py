@@ -36,8 +36,10 @@ A root the agent owns (standalone) is shared with no one
 (:meth:`RootFinder.other_writer`): nova's compute_id file, a provider
 carrying ``OWNER_NOVA`` that the agent did not mark so, or a root that
 another service created (it carries ``COMPUTE_NODE`` or inventory the
-agent never wrote and not the agent's owner trait) is another writer; the
-tracker then writes nothing.
+agent never wrote and not the agent's owner trait) is another writer, and so
+is a root rewritten under the agent again after it corrected it (the
+tracker's check: one operator edit is corrected once); the tracker then
+writes nothing.
 
 The uuid, once found, is kept for the life of the process: audits read
 the tree by it (one ``GET ?in_tree``), and a compute_id file that appears

@@ -90,6 +90,7 @@ import tenacity
 from node_agent import exception
 from node_agent import identity
 from node_agent import metrics as metrics_mod
+from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
@@ -170,6 +171,7 @@ class ResourceTracker:
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
+        self._rewrites = 0              # reads in a row the root moved
         # Beside nova-compute: (ours, theirs, why) of the devices another
         # service reports, and those of ours kept as they hold allocations.
         self.reported_elsewhere = ()
@@ -343,9 +345,36 @@ class ResourceTracker:
         self._refuse_shared(tree)
         return tree
 
+    def _rewritten(self, tree):
+        """Evidence that another service rewrites the root the agent owns:
+        its inventory or traits differ from what the agent last synced at
+        two reads in a row (one operator edit is corrected once; a second
+        writer undoes the correction: a write war)."""
+        if not self.root.owns_root or self.last_good is None:
+            return None
+        root = tree.roots[0]
+        mine = self.last_good.find(root.uuid)
+        if mine is None:
+            return None
+        same = root.traits == mine.traits and {
+            rc: ptree.normalize_inventory(r)
+            for rc, r in root.inventory.items()} == {
+            rc: ptree.normalize_inventory(r)
+            for rc, r in mine.inventory.items()}
+        self._rewrites = 0 if same else self._rewrites + 1
+        if self._rewrites < 2:
+            return None
+        return ('rewritten', f'root {root.name} ({root.uuid}) was rewritten '
+                'under the agent again after it corrected it (generation '
+                f'{root.generation})')
+
     def _refuse_shared(self, tree=None):
         found = self.root.other_writer(
             tree, self.rc.ownership(tree) if tree is not None else None)
+        rewritten = self._rewritten(tree) if tree is not None else None
+        if rewritten is not None:
+            service, evidence = found or ('another service', [])
+            found = service, evidence + [rewritten]
         if found is None:
             if self.shared_with is not None:
                 LOG.info('%s: no other writer of the root any more',

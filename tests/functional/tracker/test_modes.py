@@ -286,6 +286,40 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
         agent.tracker.metrics.exposition()
 
 
+def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    root_uuid = agent.tracker.last_good.roots[0].uuid
+
+    def someone_writes_disk(total):
+        root = tree_of(placement_adapter, root_uuid)['compute1']
+        _ok(placement_adapter.put(
+            f'/resource_providers/{root_uuid}/inventories/DISK_GB',
+            microversion='1.26',
+            json={'resource_provider_generation': root['generation'],
+                  'total': total}))
+
+    # One edit (an operator's, say) is corrected.
+    someone_writes_disk(7)
+    agent.adapter.reset()
+    assert not agent.tracker.audit().empty
+    assert [c.method for c in agent.writes()] == ['PUT']
+    # Undone again: a second writer.  The agent stops writing the root.
+    someone_writes_disk(7)
+    before = placement_state.read(placement_adapter)
+    agent.adapter.reset()
+    assert agent.tracker.audit() is None
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
+    assert agent.tracker.shared_with.evidence == [
+        f'root compute1 ({root_uuid}) was rewritten under the agent again '
+        'after it corrected it (generation '
+        f'{before["providers"][root_uuid]["generation"]})']
+    assert agent.tracker.shared_with.service == 'another service'
+
+
 @pytest.mark.parametrize('content, reason', [
     ('not-a-uuid\n', "holds no uuid ('not-a-uuid')"),
     ('', "holds no uuid ('')"),
