@@ -286,6 +286,22 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
         agent.tracker.metrics.exposition()
 
 
+def test_standalone_audit_writes_nothing_once_novas_compute_id_appears(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    path = write_nova_compute_id(modes)
+    before = placement_state.read(placement_adapter)
+    agent.adapter.reset()
+    assert agent.tracker.audit() is None
+    assert agent.adapter.calls == []
+    assert placement_state.read(placement_adapter) == before
+    assert agent.tracker.shared_with.evidence == [
+        f"nova-compute's compute node identity file {path} exists (uuid "
+        f'{NOVA_UUID})']
+
+
 def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
         agents, modes, placement_adapter):
     modes.set_override('deployment', 'standalone')
