@@ -36,15 +36,21 @@ What is exported, all prefixed ``node_agent_``::
                                                 RPC server serves
     restart_required                            gauge: 1 while a reshape
                                                 waits for a restart
-    device_unhealthy{address,reason}            gauge: 1 per device a
-                                                health source found
-                                                unhealthy (none: healthy)
     root_shared{service,evidence}               gauge: 1 per kind of
                                                 evidence while a mode that
                                                 owns the root refuses it to
                                                 another writer (compute_id,
                                                 owner_nova, foreign_root,
                                                 rewritten)
+    device_unhealthy{address,reason}            gauge: 1 per device
+                                                reserved for its health
+                                                (isolated or drained)
+    device_health{address,state,severity,       gauge: 1 per device not
+                  family,reason,action}         healthy (warning,
+                                                isolated, unmonitored,
+                                                drained; none: healthy)
+    health_source_restarts_total{source}        health sources restarted
+                                                after an unexpected error
 
 The tree gauges are set from one frozen view replaced after each sync, so
 a scrape never sees half of one tree and half of the next.
@@ -103,7 +109,10 @@ class NoMetrics:
     def rpc_server(self, up):
         pass
 
-    def device_health(self, unhealthy):
+    def device_health(self, states):
+        pass
+
+    def health_source_restarted(self, source):
         pass
 
     def root_shared(self, service, kinds=()):
@@ -181,8 +190,13 @@ class Metrics:
         self.registry.register(self._tree)
         self._claims = _ClaimsCollector(core.GaugeMetricFamily)
         self.registry.register(self._claims)
+        # -- device health (node_agent.hardware.health) --
         self._health = _HealthCollector(core.GaugeMetricFamily)
         self.registry.register(self._health)
+        self._source_restarts = make(
+            prom.Counter, 'health_source_restarts',
+            'Health sources started again after they stopped on an '
+            'unexpected error, by source.', ['source'])
 
     def placement_request(self, method, status, seconds):
         self._requests.labels(method, str(status)).inc()
@@ -216,10 +230,13 @@ class Metrics:
     def rpc_server(self, up):
         self._rpc_up.set(1 if up else 0)
 
-    def device_health(self, unhealthy):
-        """``unhealthy``: ``{PCI address: Health}`` of the devices
-        unhealthy now (:meth:`HealthMonitor.unhealthy`)."""
-        self._health.view = {a: h.reason for a, h in unhealthy.items()}
+    def device_health(self, states):
+        """``states``: ``{PCI address: Health}`` of the devices not
+        healthy now (:meth:`HealthMonitor.states`)."""
+        self._health.view = dict(states)
+
+    def health_source_restarted(self, source):
+        self._source_restarts.labels(source).inc()
 
     def root_shared(self, service, kinds=()):
         """``service`` writes the root the agent owns, seen by ``kinds``
@@ -259,21 +276,33 @@ class _TreeCollector:
 
 
 class _HealthCollector:
-    """Unhealthy devices, from the view the health monitor last gave."""
+    """Device health, from the view the health monitor last gave."""
 
     def __init__(self, family):
         self._family = family
-        self.view = {}      # {address: reason}
+        self.view = {}      # {address: Health}, the healthy left out
 
     def collect(self):
-        family = self._family(
+        unhealthy = self._family(
             PREFIX + 'device_unhealthy',
-            'Devices a health source found unhealthy (1 each, with the '
-            'reason); their providers are reserved until healthy again.',
+            'Devices reserved for their health (1 each, with the reason): '
+            'isolated by a health source or drained by an operator.',
             labels=['address', 'reason'])
-        for address, reason in sorted(self.view.items()):
-            family.add_metric([address, reason or ''], 1)
-        return [family]
+        states = self._family(
+            PREFIX + 'device_health',
+            'Devices not healthy (1 each): state warning, isolated, '
+            'unmonitored or drained, with the severity, cause family, '
+            'reason and recommended action.',
+            labels=['address', 'state', 'severity', 'family', 'reason',
+                    'action'])
+        for address, health in sorted(self.view.items()):
+            if health.reserved:
+                unhealthy.add_metric([address, health.reason or ''], 1)
+            states.add_metric(
+                [address, health.state, health.severity or '',
+                 health.family or '', health.reason or '',
+                 health.action or ''], 1)
+        return [unhealthy, states]
 
 
 class _ClaimsCollector:

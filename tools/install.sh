@@ -9,8 +9,14 @@
 #   /etc/node-agent/node-agent.conf   from the sample, never overwritten
 #   /etc/node-agent/provider_config/  provider override files
 #   /var/lib/node-agent/              state (claims, sync state)
-#   /usr/share/doc/node-agent/        README.md and the sample config
+#   /usr/share/doc/node-agent/        README.md, the guides (doc/) and the
+#                                     sample config
 #   user and group node-agent         in group libvirt when it exists
+#
+# The agent alone: a hypervisor talks to the cloud's Placement.
+# --embedded adds the embedded Placement (node-agent[embedded]:
+# openstack-placement, wsgi-intercept), for [placement] embedded = true
+# and node-agent-manage placement migrate-inventory.
 #
 # Running it again upgrades the virtualenv in place and keeps the
 # configuration.  --uninstall removes the virtualenv, the unit, the symlinks
@@ -29,9 +35,13 @@ set -euo pipefail
 
 usage() {
     cat <<EOF
-usage: $0 [--prefix DIR] [--python PYTHON] [--root DIR] [-- PIP_ARGS...]
+usage: $0 [--prefix DIR] [--python PYTHON] [--root DIR] [--embedded]
+          [-- PIP_ARGS...]
        $0 --uninstall [--prefix DIR] [--root DIR]
 
+  --embedded       also the embedded Placement (node-agent[embedded]), for
+                   [placement] embedded = true and placement
+                   migrate-inventory
   --prefix DIR     virtualenv location (default /opt/node-agent)
   --python PYTHON  interpreter the virtualenv is made from (default python3)
   --root DIR       install into DIR as if it were /
@@ -43,6 +53,7 @@ ROOT=""
 PREFIX=/opt/node-agent
 PYTHON=python3
 ACTION=install
+EXTRAS=""
 PIP_ARGS=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -54,6 +65,7 @@ while [ $# -gt 0 ]; do
         --prefix) PREFIX=$(realpath -m "$2"); shift 2 ;;
         --python) PYTHON=$2; shift 2 ;;
         --uninstall) ACTION=uninstall; shift ;;
+        --embedded) EXTRAS="[embedded]"; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; PIP_ARGS=("$@"); break ;;
         *) usage >&2; exit 2 ;;
@@ -149,8 +161,11 @@ install_venv() {
     stage=$(mktemp -d)
     tar -C "$SRC" --exclude=__pycache__ -cf - \
         setup.py setup.cfg README.md node_agent | tar -C "$stage" -xf -
+    if [ -n "$EXTRAS" ]; then
+        say "with the embedded Placement (node-agent$EXTRAS)"
+    fi
     "$VENV/bin/python" -m pip install --disable-pip-version-check \
-        --upgrade "${PIP_ARGS[@]}" "$stage" \
+        --upgrade "${PIP_ARGS[@]}" "$stage$EXTRAS" \
         || { rm -rf "$stage"; die "pip could not install node-agent"; }
     rm -rf "$stage"
 }
@@ -185,9 +200,10 @@ do_install() {
     fi
     install -d -m 0750 "${state_own[@]}" "$ROOT$STATE"
 
-    install -d "$ROOT$DOC"
+    install -d "$ROOT$DOC" "$ROOT$DOC/doc"
     install -m 0644 "$SRC/README.md" \
         "$SRC/etc/node-agent/node-agent.conf.sample" "$ROOT$DOC/"
+    install -m 0644 "$SRC"/doc/*.md "$ROOT$DOC/doc/"
     install -D -m 0644 "$SRC/systemd/node-agent.service" "$ROOT$UNIT"
     daemon_reload
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up everything node-agent needs on a fresh Debian machine (Python 3.11+):
-# Debian packages, a virtualenv in .venv with the agent and its test
-# dependencies, and .client-venv with Nova and Neutron for the tests that
-# drive them (tools/client-venv.sh).  Safe to run again.
+# Debian packages, a virtualenv in .venv with the agent, its embedded
+# Placement (the extra node-agent[embedded], which the quick start runs) and
+# its test dependencies, and .client-venv with Nova and Neutron for the
+# tests that drive them (tools/client-venv.sh).  Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --disable-pip-version-check -U pip setuptools wheel 2>&1 \
     | grep -v "^WARNING: Location" || true
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2>&1 \
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,embedded]' 2>&1 \
     | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import node_agent, libvirt, placement" \
     || { echo "setup failed: node_agent, libvirt or placement does not import" >&2; exit 1; }

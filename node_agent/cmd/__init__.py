@@ -7,21 +7,29 @@ for it with ``import eventlet``: that import alone prints eventlet's
 deprecation warning on every run, ``--help`` included, and loads a green
 threading layer nothing uses.  The entry points therefore block the import
 before anything else is imported; every library involved treats eventlet
-as absent (``ImportError``) and runs on native threads.
+as absent (``ImportError``) and runs on native threads.  The threading
+backend is selected here too, before a library (oslo.messaging imports
+``oslo_service.service``) would pick the default one.
 """
 
+import logging as std_logging
 import sys
 
 sys.modules.setdefault('eventlet', None)
 
 from importlib import metadata  # noqa: E402
 
-from oslo_config import cfg  # noqa: E402
 from oslo_log import log as logging  # noqa: E402
+from oslo_service import backend  # noqa: E402
 
-from node_agent import conf as na_conf  # noqa: E402
+backend.init_backend(backend.BackendType.THREADING)
+
+from node_agent.conf import loader  # noqa: E402
 
 DISTRIBUTION = 'node-agent'
+# The configuration cannot work as it is: a restart would not help
+# (EX_CONFIG, the unit's RestartPreventExitStatus=).
+EXIT_CONFIG = 78
 
 
 def version():
@@ -33,20 +41,121 @@ def version():
 
 
 def make_conf(argv, cli_opts=(), project='node-agent'):
-    """Build a fresh ConfigOpts with every agent option registered.
+    """A fresh ConfigOpts with every option registered and ``argv`` parsed,
+    not yet checked (:func:`node_agent.conf.loader.parse`).
 
     ``argv`` excludes the program name.  No global CONF: the returned object
     is passed down explicitly.  ``--version`` prints the package version.
     """
-    conf = cfg.ConfigOpts()
-    na_conf.register_opts(conf)
-    logging.register_options(conf)
-    conf.register_cli_opts(list(cli_opts))
-    conf(argv, project=project, version=version())
-    return conf
+    return loader.parse(argv, cli_opts, version=version(), project=project)
+
+
+def load_conf(argv, cli_opts=()):
+    """The checked ConfigOpts every command runs on
+    (:func:`node_agent.conf.loader.load`); ConfigError naming the first
+    problem."""
+    return loader.load(argv, cli_opts, version=version(),
+                       register=register_late_opts)
+
+
+def register_late_opts(conf):
+    """Options libraries register only when first used, registered now:
+    oslo.messaging's (``transport_url``, the ``[oslo_messaging_*]``
+    groups) and the options of the ``[placement] auth_type`` plugin
+    (``auth_url``, ``username``...).  They are then checked with every
+    other option and shown by ``debug = true``, secrets masked."""
+    from keystoneauth1 import loading as ks_loading
+    import oslo_messaging.opts
+    from node_agent.claims import rpc
+    rpc.register_transport_opts(conf)
+    for group, opts in oslo_messaging.opts.list_opts():
+        conf.register_opts(opts, group=group)
+    auth_type = conf.placement.auth_type
+    if auth_type:
+        try:
+            opts = ks_loading.get_auth_plugin_conf_options(auth_type)
+        except Exception:   # no such plugin: the adapter names it
+            return
+        conf.register_opts(opts, group='placement')
+
+
+def config_error(program, exc):
+    """The one line a bad configuration gets, on stderr; the exit status.
+
+    Said before logging is set up: its options may be the bad ones.
+    """
+    print(f'{program}: {exc}', file=sys.stderr)
+    return EXIT_CONFIG
+
+
+class _RetryAtDebug(std_logging.Filter):
+    """keystoneauth's WARNING for each retry of one request, at DEBUG.
+
+    keystoneauth retries a refused connection or a 502/503/504 itself
+    (``[placement] connect_retries``, ``status_code_retries``) and warns at
+    every try: an unreachable Placement gave four WARNINGs per attempt of
+    the agent.  The agent logs the wait once when it starts and once when
+    it ends (:mod:`node_agent.tracker.service`); these stay for DEBUG.
+    """
+
+    PREFIXES = ('Failure: ', 'Retriable status code ')
+
+    def filter(self, record):
+        if (record.levelno == std_logging.WARNING
+                and str(record.msg).startswith(self.PREFIXES)
+                and 'Retrying in' in str(record.msg)):
+            record.levelno, record.levelname = std_logging.DEBUG, 'DEBUG'
+            return std_logging.getLogger(record.name).isEnabledFor(
+                std_logging.DEBUG)
+        return True
+
+
+class _NoBorrowedContext(std_logging.Filter):
+    """A record carries a request context only if it was given one.
+
+    oslo.log otherwise takes the thread's current oslo.context, which the
+    embedded Placement leaves behind after each request: the agent's own
+    lines then showed the request id of some earlier Placement request.
+    Placement's own records keep theirs (they are logged inside its
+    request).
+    """
+
+    def filter(self, record):
+        if ('context' not in record.__dict__
+                and not record.name.startswith('placement')):
+            record.context = None
+        return True
+
+
+def setup_logging(conf, program):
+    """oslo.log as ``conf`` says, plus the filters above."""
+    logging.setup(conf, program)
+    std_logging.getLogger('keystoneauth.session').addFilter(_RetryAtDebug())
+    for handler in std_logging.getLogger().handlers:
+        handler.addFilter(_NoBorrowedContext())
 
 
 def log_start(conf, log, program):
-    """The first lines of a run: the version, and every option at DEBUG."""
+    """The first lines of a run: the version, what the config files set
+    that nothing reads (a WARNING each), and every option at DEBUG."""
     log.info('%s %s starting', program, version())
+    loader.warn_unknown(conf, log)
     conf.log_opt_values(log, logging.DEBUG)
+
+
+def report_failure(log, program, exc, level, what):
+    """The error that ends a run, once wherever it is read.
+
+    In the log (``<program> <what>: <exc>``), and on stderr as
+    ``<program>: <exc>`` unless the log already goes there; when the log
+    goes to stdout (oslo.log's default, the journal under systemd) the
+    stderr line alone says it.
+    """
+    streams = {getattr(h, 'stream', None)
+               for h in std_logging.getLogger().handlers}
+    if sys.stderr in streams:
+        log.log(level, '%s %s: %s', program, what, exc)
+        return
+    print(f'{program}: {exc}', file=sys.stderr)
+    if sys.stdout not in streams:
+        log.log(level, '%s %s: %s', program, what, exc)

@@ -42,26 +42,16 @@ def run_once(rt):
 def load_conf(argv):
     """The daemon's ConfigOpts from ``argv``, every option and file checked;
     raises ConfigError naming the first problem."""
-    from node_agent.conf import check
-    from node_agent.drivers import overrides
-    from node_agent.tracker import service
     try:
-        conf = cmd.make_conf(argv, cli_opts=_cli_opts)
-    except cfg.Error as e:   # a file missing or not in INI syntax
-        raise exception.ConfigError(str(e)) from None
+        return cmd.load_conf(argv, cli_opts=_cli_opts)
     except SystemExit as e:
-        # oslo.config checks options that are also command-line options
-        # (--debug...) while parsing, prints what is wrong and exits 1;
-        # argparse exits 2 on a bad command line.  Both are configuration.
+        # argparse refused the command line (its usage is printed): for
+        # the daemon that is configuration too, and systemd must not
+        # restart it as it is.
         if e.code in (0, None):
             raise
         raise exception.ConfigError(
-            'the command line or a command-line option set in a config '
-            'file is not valid (see above)') from None
-    service.register_opts(conf)
-    check.validate(conf)
-    overrides.load(conf)
-    return conf
+            'the command line is not valid (see above)') from None
 
 
 def main(argv=None):
@@ -74,10 +64,8 @@ def main(argv=None):
     try:
         conf = load_conf(argv)
     except exception.ConfigError as exc:
-        # Before logging is set up: its options may be the bad ones.
-        print(f'node-agent: {exc}', file=sys.stderr)
-        return service.EXIT_FATAL
-    logging.setup(conf, 'node-agent')
+        return cmd.config_error('node-agent', exc)
+    cmd.setup_logging(conf, 'node-agent')
     cmd.log_start(conf, LOG, 'node-agent')
     notifier = systemd.Notifier(watchdog=conf.audit.watchdog)
     # The endpoint belongs to the daemon: a --once run beside it must not
@@ -101,13 +89,15 @@ def main(argv=None):
                 load_conf=functools.partial(load_conf, argv),
                 metrics=agent_metrics))
     except service.FATAL_ERRORS as exc:
-        LOG.critical('node-agent cannot continue: %s', exc)
-        print(f'node-agent: {exc}', file=sys.stderr)
-        return service.EXIT_FATAL
+        failure = (exc, logging.CRITICAL, 'cannot continue',
+                   service.EXIT_FATAL)
     except exception.NodeAgentError as exc:
-        LOG.error('node-agent failed: %s', exc)
-        print(f'node-agent: {exc}', file=sys.stderr)
-        return service.EXIT_ERROR
+        failure = (exc, logging.ERROR, 'failed', service.EXIT_ERROR)
+    # Said outside the except block: oslo.log would append the exception
+    # it is handling to the line, saying it twice.
+    exc, level, what, status = failure
+    cmd.report_failure(LOG, 'node-agent', exc, level, what)
+    return status
 
 
 if __name__ == '__main__':

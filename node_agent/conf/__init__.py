@@ -23,6 +23,7 @@ _MODULES = (
     'compute',
     'numa',
     'gpu',
+    'health',
     'devices',
     'nic',
     'pci',

@@ -53,18 +53,6 @@ opts = [
                      'Passthrough GPUs always get their own provider. '
                      'Changing it with '
                      'allocations present is a reshape, done at startup.'),
-    cfg.IntOpt('health_quiet_period',
-               default=600,
-               min=0,
-               max=7 * 24 * 3600,
-               help='Seconds a GPU marked unhealthy (a critical XID, an '
-                    'uncorrectable ECC error, row remapping failed or '
-                    'pending, the GPU lost) must go without a new fault '
-                    'before it is healthy again, by itself. A standing '
-                    'fault (row remapping pending, a lost GPU) is seen '
-                    'again at every check, so the period starts when it '
-                    'clears. 0: healthy at the first check without a '
-                    'fault.'),
     cfg.ListOpt('health_ignored_xids',
                 item_type=types.Integer(min=0, max=(1 << 32) - 1),
                 default=list(APPLICATION_XIDS),

@@ -58,8 +58,9 @@ class DriverSet:
             self.drivers = [ext.obj for ext in manager]
         else:
             self.drivers = []
+        self.health = dict(health or {})
         for driver in self.drivers:
-            driver.health = dict(health or {})
+            driver.health = self.health
         self.overrides = overrides_mod.load(conf)
 
     @property
@@ -69,7 +70,8 @@ class DriverSet:
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):
         compose.compose(self.drivers, self.snapshot, provider_tree,
-                        nodename, allocations, overrides=self.overrides)
+                        nodename, allocations, overrides=self.overrides,
+                        health=self.health)
 
     def reported(self, root):
         """What the drivers report under ``root`` alone: a new tree with a
@@ -79,7 +81,8 @@ class DriverSet:
         copy = tree.new_root(root.name, uuid=root.uuid)
         copy.inventory = {rc: dict(r) for rc, r in root.inventory.items()}
         copy.traits = set(root.traits)
-        compose.compose(self.drivers, self.snapshot, tree, root.name)
+        compose.compose(self.drivers, self.snapshot, tree, root.name,
+                        health=self.health)
         return tree
 
     def hardware_limits(self):

@@ -38,10 +38,10 @@ class Driver:
     def __init__(self, conf, snapshot):
         self.conf = conf
         self.snapshot = snapshot
-        #: ``{PCI address: Health}`` of devices a health source found
-        #: unhealthy (:mod:`node_agent.hardware.health`); a driver gives
-        #: such a device's provider the unhealthy trait
-        #: (:func:`node_agent.drivers.layout.set_health`).
+        #: ``{PCI address: Health}`` of devices to reserve
+        #: (:mod:`node_agent.hardware.health`); the composition gives
+        #: such a device's provider its health traits and reserves it
+        #: (:func:`node_agent.drivers.layout.apply_health`).
         self.health = {}
 
     def applies(self, snapshot):
@@ -107,4 +107,5 @@ class Driver:
         :class:`~node_agent.drivers.DriverSet` (pruning only its kinds)."""
         from node_agent.drivers import compose
         compose.compose([self], self.snapshot, provider_tree, nodename,
-                        allocations, prune_kinds=self.kinds)
+                        allocations, prune_kinds=self.kinds,
+                        health=self.health)

@@ -39,7 +39,7 @@ LOG = logging.getLogger(__name__)
 
 
 def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
-            overrides=None, prune_kinds=None):
+            overrides=None, prune_kinds=None, health=None):
     """Run ``drivers`` over ``provider_tree`` in place (see module doc).
 
     ``prune_kinds``: kinds of owned child provider that may be pruned;
@@ -63,7 +63,7 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     if overrides is not None:
         overrides.apply(provider_tree, nodename)
     # Last, so that no override gives an unhealthy device capacity back.
-    layout.reserve_unhealthy(provider_tree, nodename)
+    layout.apply_health(provider_tree, nodename, health or {})
 
     moves = reshape.find_moves(before, provider_tree, nodename, renames)
     if not moves:

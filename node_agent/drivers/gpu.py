@@ -51,10 +51,11 @@ counted first, as Nova does.
 
 A MIG mode change waiting for a GPU reset is said in the log and carried as
 the trait ``CUSTOM_GPU_MIG_CHANGE_PENDING``: the GPU is reported as its
-current mode is.  An unhealthy GPU (``self.health``) carries
-``CUSTOM_NODE_AGENT_UNHEALTHY`` and the reshape-free rule of
-:func:`node_agent.drivers.layout.reserve_unhealthy` makes it and its VFs
-unschedulable.
+current mode is.  An unhealthy GPU carries ``CUSTOM_NODE_AGENT_UNHEALTHY``
+and the reshape-free rule of :func:`node_agent.drivers.layout.apply_health`
+makes it and its VFs unschedulable.  A MIG GPU instance isolated alone
+(a fault NVML attributes to it) reserves one unit of its profile's class;
+the GPU's other instances stay schedulable.
 
 Models: the GPU provider carries ``CUSTOM_GPU_<VENDOR>_<MODEL>``, the NVML
 name without a leading vendor word ("Tesla T4" ->
@@ -136,6 +137,17 @@ def model_trait(gpu, pci=None):
     if model.startswith(vendor + '_'):
         model = model[len(vendor) + 1:]
     return f'CUSTOM_GPU_{vendor}_{model}'
+
+
+def _isolated_profiles(gpu, health):
+    """``{MIG profile: instances isolated}`` of ``gpu`` by its
+    ``health`` (:attr:`~node_agent.hardware.health.Health.instances`)."""
+    instances = health.instances if health is not None else ()
+    isolated = {}
+    for mig in gpu.mig_devices:
+        if mig.gpu_instance_id in instances and mig.profile:
+            isolated[mig.profile] = isolated.get(mig.profile, 0) + 1
+    return isolated
 
 
 def mig_class(profile):
@@ -449,7 +461,6 @@ class GpuDriver(base.Driver):
                     child, {offer.resource_class: layout.record(1)}, ALL)
             layout.set_inventory(provider, inventory, ALL)
             layout.set_traits(provider, traits, self._managed_traits())
-            layout.set_health(provider, self.health.get(gpu.address))
         root = provider_tree.get(nodename)
         layout.set_inventory(
             root, {rc: layout.record(n) for rc, n in flat.items()},
@@ -521,7 +532,8 @@ class GpuDriver(base.Driver):
                   resource_class,
                   ', '.join(f'{n} x {p}' for p, n in sorted(profiles.items()))
                   or 'none yet')
-        return ({mig_class(p): layout.record(n)
+        isolated = _isolated_profiles(gpu, self.health.get(gpu.address))
+        return ({mig_class(p): layout.record(n, reserved=isolated.get(p, 0))
                  for p, n in profiles.items()}, traits, [])
 
     def _managed_traits(self):

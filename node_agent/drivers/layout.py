@@ -174,28 +174,41 @@ def allocation_ratio(explicit, initial, current, nodename, resource_class):
     return initial if ratio is None else ratio
 
 
-#: Trait of a device provider whose device is unhealthy (see
-#: :func:`reserve_unhealthy`).
+#: Trait of a device provider whose device is reserved for its health
+#: (isolated by a health source, or drained by an operator), beside a
+#: reason trait per cause family: ``CUSTOM_NODE_AGENT_HEALTH_ECC``, ...
+#: (:mod:`node_agent.hardware.health`), so that operators can list them
+#: with ``openstack resource provider list --required ...``.
 UNHEALTHY_TRAIT = 'CUSTOM_NODE_AGENT_UNHEALTHY'
+HEALTH_TRAIT_PREFIX = 'CUSTOM_NODE_AGENT_HEALTH_'
+HEALTH_TRAITS = (UNHEALTHY_TRAIT, HEALTH_TRAIT_PREFIX + '*')
 
 
-def set_health(provider, health):
-    """Give ``provider`` the unhealthy trait when ``health`` (a
-    :class:`~node_agent.hardware.health.Health` or None) says so, take it
-    away otherwise."""
-    bad = health is not None and not health.healthy
-    set_traits(provider, {UNHEALTHY_TRAIT} if bad else set(),
-               (UNHEALTHY_TRAIT,))
+def health_traits(health):
+    """The traits a device provider carries for ``health`` (a
+    :class:`~node_agent.hardware.health.Health` or None): none unless its
+    device is reserved."""
+    if health is None or not health.reserves:
+        return set()
+    family = {HEALTH_TRAIT_PREFIX + (health.family or 'OTHER')}
+    # Isolated MIG instances: the rest of the GPU is still offered.
+    return family if health.instances else family | {UNHEALTHY_TRAIT}
 
 
-def reserve_unhealthy(tree, nodename):
-    """Make every owned provider carrying the unhealthy trait, and the
-    owned providers under it, unschedulable: ``reserved = total`` on each
-    inventory record.  Allocations are left alone (Placement keeps
-    allocations above capacity, it only refuses new ones).  Returns the
-    names of the providers so reserved."""
+def apply_health(tree, nodename, health):
+    """Give every owned device provider the health traits of its device
+    (``health``: ``{PCI address: Health}``) and make each one reserved,
+    and the owned providers under it, unschedulable: ``reserved = total``
+    on each inventory record.  A device's provider is found by its
+    address, whatever driver made it (GPU, accelerator, NIC PF).
+    Allocations are left alone (Placement keeps allocations above
+    capacity, it only refuses new ones).  Returns the names of the
+    providers so reserved."""
     reserved = []
     for provider in owned_providers(tree, nodename):
+        device = identity.device_of(provider, tree)
+        wanted = health_traits(health.get(device[1]) if device else None)
+        set_traits(provider, wanted, HEALTH_TRAITS)
         if UNHEALTHY_TRAIT not in provider.traits:
             continue
         for member in tree.subtree(provider.uuid):

@@ -1,41 +1,54 @@
-"""Device health: sources that wait on the hardware, one rule that decides.
+"""Device health: sources that watch the hardware, one rule that grades.
 
 ::
 
-    NVML event set ---nvmlEventSetWait---> NvmlHealthSource   (its thread)
-      critical XID, uncorrectable ECC,         |  after every wait, event
-      row-remap failure, GPU unavailable       |  or not: remapped rows,
-                                               |  GPU lost
-                                               v
-                          HealthMonitor.observe(address, reason)
-                                               |  observe() / settle():
-                                               |  pure, over Health values
-                                               v
-                          on_change(address, Health)  -> the caller
+    NVML event set + queries --> NvmlHealthSource  --.
+    sysfs AER, link, presence --> SysfsHealthSource --+--> HealthMonitor
+    node-agent-manage device drain --> drain file ----'     |  pure rule:
+                                                            |  observe(),
+       Supervisor: one thread per source, restarted         |  settle(),
+       after an unexpected error (status line, metric)      |  health_of()
+                                                            v
+                                  on_change(address, Health) -> the caller
 
-The rule (:func:`observe`, :func:`settle`):
+Every observation is graded (:class:`Observation`): ``warning`` is logged
+and counted and leaves the device schedulable; ``isolate`` reserves it.  A
+device is in one state (:func:`health_of`), first match wins:
 
-* A device is unhealthy from its first bad observation, with the reason
-  (an XID is named by number and meaning).
-* It is healthy again, by itself, once ``[gpu] health_quiet_period``
-  seconds pass without a bad observation.  A standing condition (row
-  remapping pending or failed, GPU lost) is observed again after every
-  wait, so it keeps the device unhealthy for as long as it lasts, and the
-  quiet period starts when it clears.  The Kubernetes device plugin has no
-  way back from unhealthy; a node agent that did the same would need a
-  person for every transient XID.
-* Application XIDs (``[gpu] health_ignored_xids``: by default 13, 31, 43,
-  45, 68 and 109, which a guest's own program causes) say nothing about the
-  device and change nothing.
-* Health never touches allocations or claims: the caller decides what an
-  unhealthy device means for its provider.
+=============  ===============================================  ========
+state          when                                             reserved
+=============  ===============================================  ========
+drained        an operator drained it (never undone by health)  yes
+isolated       an ``isolate`` observation within the quiet       yes
+               period
+unmonitored    a source cannot watch it now (NVML call failed,  no
+               event wait error, sysfs unreadable)
+warning        a ``warning`` observation within the quiet       no
+               period
+healthy        none of the above                                no
+=============  ===============================================  ========
 
-Sources wait on events, they do not poll every audit: the NVML wait returns
-on an event or after ``wait_s``, and the standing conditions and the quiet
-periods are checked then.  No NVML library or driver is "no data": the
-source says so once and its thread ends.  An NVML error on the wait other
-than a lost GPU is not the device's fault: it is logged and the wait is
-tried again after ``wait_s``.
+Rules:
+
+* A fault counts from its observation until ``[health] quiet_period``
+  seconds pass without another.  A standing condition (row remapping
+  pending, a recovery action pending, the device gone) is observed again
+  at every look, so it holds the device for as long as it lasts and the
+  quiet period starts when it clears.
+* An error of the monitoring itself is never the device's fault: the
+  device is ``unmonitored`` (shown, never reserved) until that source
+  works again.  A fault seen before keeps its reservation until its own
+  quiet period ends.
+* An isolate observation NVML attributes to one MIG GPU instance
+  (``Observation.instance``) isolates that instance's capacity alone
+  (``Health.instances``): the GPU driver reserves one unit of its
+  profile's class, the other instances stay schedulable.
+* Rate conditions (counters that keep rising) are debounced by
+  :class:`Rate`: a warning at the first rise, ``isolate`` only once the
+  rises went on for ``[health] rate_window`` seconds.
+* Application XIDs (``[gpu] health_ignored_xids``) change nothing.
+* Health never touches allocations or claims: the caller decides what a
+  reserved device means for its provider.
 """
 
 import dataclasses
@@ -44,9 +57,38 @@ import time
 
 from oslo_log import log as logging
 
+from node_agent import text
 from node_agent.hardware import nvml as nvml_source
 
 LOG = logging.getLogger(__name__)
+
+# Severities of an observation.
+WARN = 'warning'
+ISOLATE = 'isolate'
+
+# States of a device.
+HEALTHY = 'healthy'
+WARNING = 'warning'
+ISOLATED = 'isolated'
+UNMONITORED = 'unmonitored'
+DRAINED = 'drained'
+STATES = (HEALTHY, WARNING, ISOLATED, UNMONITORED, DRAINED)
+RESERVING = (ISOLATED, DRAINED)
+
+#: Cause families: each gives the reason trait
+#: ``CUSTOM_NODE_AGENT_HEALTH_<FAMILY>`` of a reserved device.
+XID = 'XID'
+ECC = 'ECC'
+GPU_LOST_FAMILY = 'GPU_LOST'
+RECOVERY = 'RECOVERY'
+PCIE = 'PCIE'
+LINK = 'PCIE_LINK'
+GONE = 'GONE'
+CARRIER = 'CARRIER'
+NVLINK = 'NVLINK'
+THERMAL = 'THERMAL'
+POWER = 'POWER'
+DRAIN_FAMILY = 'DRAINED'
 
 #: Names of XIDs worth a word in a log line (NVIDIA's XID catalogue).
 XID_NAMES = {
@@ -70,14 +112,17 @@ XID_NAMES = {
     120: 'GSP error',
     140: 'unrecovered ECC error',
 }
+#: XIDs of the memory: their family is ECC.
+ECC_XIDS = frozenset((48, 63, 64, 92, 94, 95, 140))
 
 #: NVML event types a source registers, with what each one means.  Names
 #: a pynvml lacks (older nvidia-ml-py) are skipped.
 EVENT_REASONS = (
-    ('nvmlEventTypeDoubleBitEccError', 'uncorrectable ECC error'),
-    ('nvmlEventTypeDramRetirementFailure', 'row remapping failed'),
-    ('nvmlEventTypeGpuUnavailableError', 'GPU unavailable'),
-    ('nvmlEventTypeFatalPoisonError', 'fatal poison error'),
+    ('nvmlEventTypeDoubleBitEccError', 'uncorrectable ECC error', ECC),
+    ('nvmlEventTypeDramRetirementFailure', 'row remapping failed', ECC),
+    ('nvmlEventTypeGpuUnavailableError', 'GPU unavailable',
+     GPU_LOST_FAMILY),
+    ('nvmlEventTypeFatalPoisonError', 'fatal poison error', ECC),
 )
 XID_EVENT = 'nvmlEventTypeXidCriticalError'
 NO_INSTANCE = 0xFFFFFFFF             # an event of the whole GPU, not a MIG
@@ -85,29 +130,149 @@ GPU_LOST = 'GPU lost'
 
 
 @dataclasses.dataclass(frozen=True)
+class Observation:
+    """One thing a source saw wrong with a device."""
+    severity: str                    # WARN or ISOLATE
+    reason: str                      # for people: logs, status, metrics
+    family: str                      # cause family (reason trait)
+    action: str | None = None        # what the operator should do
+    instance: int | None = None      # the MIG GPU instance, when NVML
+    #                                  says which: only it is isolated
+
+
+@dataclasses.dataclass(frozen=True)
 class Health:
-    """One device's health.  ``since``/``last_bad``: the caller's clock."""
-    healthy: bool = True
-    reason: str | None = None        # why unhealthy
-    since: float | None = None       # first bad observation of this spell
-    last_bad: float | None = None    # latest bad observation
+    """What is said of one device: its state and why."""
+    state: str = HEALTHY
+    reason: str | None = None
+    family: str | None = None
+    severity: str | None = None
+    action: str | None = None
+    #: MIG GPU instances isolated, the rest of the GPU still offered
+    #: (empty: the state is the whole device's)
+    instances: frozenset = frozenset()
+
+    @property
+    def reserved(self):
+        """Whether the device's provider must offer nothing."""
+        return self.state in RESERVING and not self.instances
+
+    @property
+    def reserves(self):
+        """Whether the drivers must reserve any of it (all of it, or
+        its isolated MIG instances)."""
+        return self.state in RESERVING
+
+    @property
+    def healthy(self):
+        return self.state == HEALTHY
 
 
-HEALTHY = Health()
+HEALTHY_HEALTH = Health()
 
 
-def observe(health, reason, now):
-    """``health`` after a bad observation at ``now``: unhealthy, with the
-    latest reason (what is going on now), since its first one."""
-    since = now if health.healthy else health.since
-    return Health(healthy=False, reason=reason, since=since, last_bad=now)
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """Everything the monitor knows of one device (the caller's clock)."""
+    isolate: Observation | None = None
+    isolate_at: float | None = None       # latest isolate observation
+    warning: Observation | None = None
+    warning_at: float | None = None       # latest warning observation
+    unmonitored: tuple = ()               # ((source, reason), ...)
+    drained: str | None = None            # the operator's reason
+    instances: tuple = ()                 # ((MIG instance, Observation,
+    #                                        at), ...) isolated alone
 
 
-def settle(health, now, quiet_period):
-    """``health`` at ``now``: healthy again after a quiet period."""
-    if not health.healthy and now - health.last_bad >= quiet_period:
-        return HEALTHY
-    return health
+EMPTY = Record()
+
+
+def observe(record, observation, now):
+    """``record`` after ``observation`` at ``now``: the latest one of each
+    severity is kept (what is going on now); an isolate observation of
+    one MIG instance isolates that instance alone."""
+    if observation.severity == ISOLATE and observation.instance is not None:
+        others = tuple(i for i in record.instances
+                       if i[0] != observation.instance)
+        return dataclasses.replace(record, instances=tuple(sorted(
+            others + ((observation.instance, observation, now),),
+            key=lambda i: i[0])))
+    if observation.severity == ISOLATE:
+        return dataclasses.replace(record, isolate=observation,
+                                   isolate_at=now)
+    return dataclasses.replace(record, warning=observation, warning_at=now)
+
+
+def settle(record, now, quiet_period):
+    """``record`` at ``now``: faults older than the quiet period forgotten.
+    """
+    if record.isolate and now - record.isolate_at >= quiet_period:
+        record = dataclasses.replace(record, isolate=None, isolate_at=None)
+    if record.warning and now - record.warning_at >= quiet_period:
+        record = dataclasses.replace(record, warning=None, warning_at=None)
+    if any(now - at >= quiet_period for _, _, at in record.instances):
+        record = dataclasses.replace(record, instances=tuple(
+            i for i in record.instances if now - i[2] < quiet_period))
+    return record
+
+
+def set_unmonitored(record, source, reason):
+    """``record`` with ``source`` unable to watch the device (``reason``),
+    or able again (``reason`` None)."""
+    others = tuple((s, r) for s, r in record.unmonitored if s != source)
+    if reason is not None:
+        others = tuple(sorted(others + ((source, reason),)))
+    return dataclasses.replace(record, unmonitored=others)
+
+
+def health_of(record):
+    """The :class:`Health` ``record`` gives (the table in the module doc).
+    """
+    if record.drained is not None:
+        return Health(DRAINED, record.drained, DRAIN_FAMILY, None,
+                      'undrain when the work is done')
+    if record.isolate is not None:
+        o = record.isolate
+        return Health(ISOLATED, o.reason, o.family, o.severity, o.action)
+    if record.instances:
+        o = record.instances[-1][1]
+        reason = '; '.join(i[1].reason for i in record.instances)
+        return Health(ISOLATED, reason, o.family, o.severity, o.action,
+                      frozenset(i[0] for i in record.instances))
+    if record.unmonitored:
+        reason = '; '.join(f'{s}: {r}' for s, r in record.unmonitored)
+        return Health(UNMONITORED, reason)
+    if record.warning is not None:
+        o = record.warning
+        return Health(WARNING, o.reason, o.family, o.severity, o.action)
+    return HEALTHY_HEALTH
+
+
+class Rate:
+    """Debounce of rate conditions, keyed by (address, what).
+
+    :meth:`rose` says a counter rose at ``now``; a run of rises goes on
+    while each comes within ``window`` seconds of the previous one.
+    :meth:`rose` answers ``isolate`` once the run has lasted ``window``,
+    else ``warning``.  :meth:`quiet` ends a run whose last rise is older
+    than ``window``.
+    """
+
+    def __init__(self, window):
+        self.window = window
+        self._runs = {}                 # key: (first rise, last rise)
+
+    def rose(self, key, now):
+        first, last = self._runs.get(key, (now, now))
+        if now - last > self.window:
+            first = now
+        self._runs[key] = (first, now)
+        return ISOLATE if now - first >= self.window else WARN
+
+    def quiet(self, key, now):
+        run = self._runs.get(key)
+        if run is not None and now - run[1] > self.window:
+            del self._runs[key]
 
 
 def xid_reason(xid, ignored_xids):
@@ -119,34 +284,70 @@ def xid_reason(xid, ignored_xids):
     return f'XID {xid} ({name})' if name else f'XID {xid}'
 
 
-def event_reason(nvml, event, ignored_xids):
+def xid_family(xid):
+    if xid in ECC_XIDS:
+        return ECC
+    if xid == 79:
+        return GPU_LOST_FAMILY
+    if xid == 74:
+        return NVLINK
+    return XID
+
+
+def event_observation(nvml, event, ignored_xids):
     """What an NVML event says is wrong with its GPU, or None."""
     if event.eventType & getattr(nvml, XID_EVENT):
         reason = xid_reason(event.eventData, ignored_xids)
+        family = xid_family(event.eventData)
     else:
-        reason = next((why for name, why in EVENT_REASONS
-                       if event.eventType & getattr(nvml, name, 0)), None)
-    if reason and event.gpuInstanceId != NO_INSTANCE:
-        reason += f' on MIG GPU instance {event.gpuInstanceId}'
-    return reason
+        reason, family = next(((why, fam) for name, why, fam in EVENT_REASONS
+                               if event.eventType & getattr(nvml, name, 0)),
+                              (None, None))
+    if reason is None:
+        return None
+    instance = None
+    if event.gpuInstanceId != NO_INSTANCE:
+        instance = event.gpuInstanceId
+        reason += f' on MIG GPU instance {instance}'
+    return Observation(ISOLATE, reason, family,
+                       'reset the GPU or reboot the host'
+                       if family == GPU_LOST_FAMILY else 'reset the GPU',
+                       instance)
 
 
-def remapped_rows_reason(rows):
+def remapped_rows_observation(rows):
     """NVML's (corrected, uncorrected, pending, failure) row counts: why
     the GPU cannot be trusted, or None."""
     _, _, pending, failure = rows
     if failure:
-        return 'row remapping failed'
+        return Observation(ISOLATE, 'row remapping failed', ECC,
+                           'replace the GPU')
     if pending:
-        return 'row remapping pending (the GPU needs a reset)'
+        return Observation(ISOLATE,
+                           'row remapping pending (the GPU needs a reset)',
+                           ECC, 'reset the GPU')
     return None
+
+
+def summary(states):
+    """``1 device isolated: 0000:3b:00.0: XID 79 (...)``: the status line's
+    words for ``{address: Health}`` (healthy devices left out)."""
+    parts = []
+    for state in (DRAINED, ISOLATED, UNMONITORED, WARNING):
+        devices = sorted((a, h) for a, h in states.items()
+                         if h.state == state)
+        if devices:
+            listed = ', '.join(f'{a}: {h.reason}' for a, h in devices)
+            parts.append(f'{text.plural(len(devices), "device")} {state}: '
+                         f'{listed}')
+    return '; '.join(parts)
 
 
 class HealthMonitor:
     """The health of every watched device; sources feed it, from threads.
 
-    ``on_change(address, health)`` is called, outside the lock, when a
-    device turns unhealthy, changes reason, or is healthy again.
+    ``on_change(address, health)`` is called, outside the lock, when what
+    is said of a device (:func:`health_of`) changes.
     """
 
     def __init__(self, quiet_period, on_change, clock=time.monotonic):
@@ -154,76 +355,194 @@ class HealthMonitor:
         self._on_change = on_change
         self._clock = clock
         self._lock = threading.Lock()
-        self._health = {}
+        self._records = {}
+        self.restarts = {}              # source name: restarts so far
 
     @classmethod
     def from_conf(cls, conf, on_change, clock=time.monotonic):
-        return cls(conf.gpu.health_quiet_period, on_change, clock)
+        return cls(conf.health.quiet_period, on_change, clock)
+
+    def now(self):
+        return self._clock()
 
     def health(self, address):
         with self._lock:
-            return self._health.get(address, HEALTHY)
+            return health_of(self._records.get(address, EMPTY))
+
+    def states(self):
+        """``{address: Health}`` of every device not healthy now."""
+        with self._lock:
+            said = {a: health_of(r) for a, r in self._records.items()}
+        return {a: h for a, h in said.items() if not h.healthy}
 
     def unhealthy(self):
-        """``{address: Health}`` of the devices unhealthy now."""
-        with self._lock:
-            return {a: h for a, h in self._health.items() if not h.healthy}
+        """``{address: Health}`` of the devices to reserve now, all of
+        them (isolated or drained) or their isolated MIG instances."""
+        return {a: h for a, h in self.states().items() if h.reserves}
 
-    def observe(self, address, reason):
-        """A bad observation of ``address`` now."""
-        self._update(lambda health, now: {
-            address: observe(health.get(address, HEALTHY), reason, now)})
+    def summary(self):
+        """The status line's words for the devices not healthy and the
+        sources restarted; '' when there is nothing to say."""
+        parts = [summary(self.states())]
+        with self._lock:
+            restarts = sorted(self.restarts.items())
+        for source, count in restarts:
+            parts.append(f'health source {source} restarted '
+                         f'{text.plural(count, "time")}')
+        return '; '.join(p for p in parts if p)
+
+    def observe(self, address, observation):
+        """``observation`` (an :class:`Observation`) of ``address`` now."""
+        self._update(lambda records, now: {
+            address: observe(records.get(address, EMPTY), observation, now)})
+
+    def unmonitored(self, address, source, reason):
+        """``source`` cannot watch ``address`` (``reason``); None: it can
+        again."""
+        self._update(lambda records, now: {
+            address: set_unmonitored(records.get(address, EMPTY), source,
+                                     reason)})
+
+    def drained(self, drains):
+        """The operator's drains now: ``{address: reason}``; devices not
+        in it are not drained."""
+        self._update(lambda records, now: {
+            a: dataclasses.replace(r, drained=drains.get(a))
+            for a, r in dict(records, **{
+                a: records.get(a, EMPTY) for a in drains}).items()})
 
     def settle(self):
-        """Bring back the devices whose quiet period has passed."""
-        self._update(lambda health, now: {
-            a: settle(h, now, self.quiet_period) for a, h in health.items()})
+        """Forget the faults whose quiet period has passed."""
+        self._update(lambda records, now: {
+            a: settle(r, now, self.quiet_period)
+            for a, r in records.items()})
+
+    def source_restarted(self, source):
+        with self._lock:
+            self.restarts[source] = self.restarts.get(source, 0) + 1
 
     def _update(self, change):
         with self._lock:
-            new = change(self._health, self._clock())
-            changed = [(a, h) for a, h in new.items()
-                       if _said(self._health.get(a, HEALTHY)) != _said(h)]
-            self._health.update(new)
+            new = change(self._records, self._clock())
+            changed = [(a, health_of(r)) for a, r in new.items()
+                       if health_of(self._records.get(a, EMPTY))
+                       != health_of(r)]
+            self._records.update(new)
         for address, health in changed:
-            if health.healthy:
-                LOG.info('GPU %s is healthy again after %ss without a '
-                         'fault', address, self.quiet_period)
-            else:
-                LOG.warning('GPU %s is unhealthy: %s', address,
-                            health.reason)
+            _log(address, health, self.quiet_period)
             self._on_change(address, health)
 
 
-def _said(health):
-    """What the caller is told: a new spell or a new reason, not a time."""
-    return health.healthy, health.reason
+def _log(address, health, quiet_period):
+    if health.state == HEALTHY:
+        LOG.info('device %s is healthy again (%ss without a fault)',
+                 address, quiet_period)
+    elif health.state == UNMONITORED:
+        LOG.warning('device %s is unmonitored: %s; it stays schedulable',
+                    address, health.reason)
+    elif health.state == WARNING:
+        LOG.warning('device %s: warning: %s; it stays schedulable',
+                    address, health.reason)
+    else:
+        LOG.warning('device %s is %s: %s; its provider is reserved%s',
+                    address, health.state, health.reason,
+                    f' (recommended: {health.action})'
+                    if health.action else '')
+
+
+class Supervisor:
+    """Runs health sources, one thread each; a source that stops on an
+    unexpected error is started again after ``restart_delay`` seconds
+    (doubled at each restart in a row, up to 300), counted in the
+    monitor (status line) and ``on_restart(name)`` (metrics).
+
+    A source is an object with ``name``, ``run(stop_event)`` (returns when
+    the event is set, or at once when it has no data) and nothing else.
+    """
+
+    MAX_DELAY = 300.0
+
+    def __init__(self, sources, monitor, restart_delay=5.0,
+                 on_restart=None):
+        self.sources = list(sources)
+        self.monitor = monitor
+        self.restart_delay = restart_delay
+        self._on_restart = on_restart or (lambda name: None)
+        self._stop = threading.Event()
+        self._threads = []
+
+    def start(self):
+        for source in self.sources:
+            thread = threading.Thread(target=self._keep, args=(source,),
+                                      daemon=True,
+                                      name=f'health-{source.name}')
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self, timeout=None):
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _keep(self, source):
+        delay = self.restart_delay
+        while not self._stop.is_set():
+            try:
+                source.run(self._stop)
+                return                      # stopped, or no data here
+            except Exception:
+                LOG.exception('health source %s stopped on an unexpected '
+                              'error; starting it again in %ss',
+                              source.name, delay)
+            self.monitor.source_restarted(source.name)
+            self._on_restart(source.name)
+            if self._stop.wait(delay):
+                return
+            delay = min(max(delay, 0.01) * 2, self.MAX_DELAY)
 
 
 class NvmlHealthSource:
-    """One thread waiting on NVML events for the host's NVIDIA GPUs.
+    """NVML events and queries for the host's NVIDIA GPUs.
 
     ``ignored_xids``: XIDs that change nothing (``[gpu]
     health_ignored_xids``).  ``addresses``: the PCI addresses to watch
     (sysfs form); None: every GPU NVML sees.  ``nvml`` is the pynvml
-    module, or a recording in tests.
+    module, or a recording in tests.  ``rate``: the :class:`Rate` of its
+    counters (default: a window of ``[health] rate_window``).
+
+    After every wait, event or not, the standing conditions are queried
+    (:mod:`node_agent.hardware.nvml_health`).  No NVML library or driver
+    is "no data": the source says so once and returns.  A failed wait
+    (other than a lost GPU) or a failed query is the monitoring's fault:
+    the GPUs are ``unmonitored`` until it works again.
     """
 
+    name = 'nvml'
+    EVENTS = 'NVML events'
+    REGISTRATION = 'NVML event registration'
+    QUERIES = 'NVML queries'
+
     def __init__(self, nvml, monitor, ignored_xids, addresses=None,
-                 wait_s=5.0):
+                 wait_s=5.0, rate=None):
         self.nvml = nvml
         self.monitor = monitor
         self.ignored_xids = frozenset(ignored_xids)
         self.addresses = None if addresses is None else frozenset(addresses)
         self.wait_s = wait_s
+        self.rate = rate or Rate(300)
         self._stop = threading.Event()
+        self._counters = {}
+        self._wait_failed = False
         self._thread = None
 
     @classmethod
     def from_conf(cls, conf, nvml, monitor, addresses=None):
-        return cls(nvml, monitor, conf.gpu.health_ignored_xids, addresses)
+        return cls(nvml, monitor, conf.gpu.health_ignored_xids, addresses,
+                   rate=Rate(conf.health.rate_window))
 
     def start(self):
+        """Run in a thread of its own (without a :class:`Supervisor`)."""
         self._thread = threading.Thread(target=self.run, daemon=True,
                                         name='health-nvml')
         self._thread.start()
@@ -235,8 +554,11 @@ class NvmlHealthSource:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def run(self):
-        """The thread's body: open NVML, register, wait until stopped."""
+    def run(self, stop=None):
+        """Open NVML, register, wait until stopped (``stop``, or
+        :meth:`stop`)."""
+        if stop is not None:
+            self._stop = stop
         nvml = self.nvml
         if nvml is None:
             LOG.info('GPU health: pynvml is not installed; no NVIDIA GPU '
@@ -265,7 +587,7 @@ class NvmlHealthSource:
         """``{address: handle}`` of the watched GPUs, events registered."""
         nvml = self.nvml
         wanted = getattr(nvml, XID_EVENT)
-        for name, _ in EVENT_REASONS:
+        for name, _, _ in EVENT_REASONS:
             wanted |= getattr(nvml, name, 0)
         handles = {}
         for index in range(nvml.nvmlDeviceGetCount()):
@@ -280,9 +602,9 @@ class NvmlHealthSource:
                 nvml.nvmlDeviceRegisterEvents(handle, wanted & supported,
                                               event_set)
             except nvml.NVMLError as exc:
-                LOG.warning('GPU health: no NVML events for GPU %s (%s); '
-                            'only its row remapping and loss are watched',
-                            address, exc)
+                self.monitor.unmonitored(
+                    address, self.REGISTRATION,
+                    f'cannot register for NVML events ({exc})')
         return handles
 
     def step(self, event_set, handles):
@@ -293,26 +615,45 @@ class NvmlHealthSource:
             event = nvml.nvmlEventSetWait(event_set,
                                           int(self.wait_s * 1000))
         except nvml.NVMLError_Timeout:
-            pass
+            self._events_work(handles)
         except nvml.NVMLError_GpuIsLost as exc:
             for address in handles:
-                self.monitor.observe(address, f'{GPU_LOST} ({exc})')
+                self.monitor.observe(address, Observation(
+                    ISOLATE, f'{GPU_LOST} ({exc})', GPU_LOST_FAMILY,
+                    'reset the GPU or reboot the host'))
         except nvml.NVMLError as exc:
             LOG.warning('GPU health: waiting on NVML events failed (%s); '
                         'trying again in %ss', exc, self.wait_s)
+            self._wait_failed = True
+            for address in handles:
+                self.monitor.unmonitored(
+                    address, self.EVENTS,
+                    f'waiting on NVML events failed ({exc})')
             self._stop.wait(self.wait_s)
         else:
+            self._events_work(handles)
             self._on_event(event, handles)
+        from node_agent.hardware import nvml_health
         for address, handle in handles.items():
-            reason = self._standing(handle)
-            if reason:
-                self.monitor.observe(address, reason)
+            observations, problem = nvml_health.standing(
+                nvml, handle, address, self.rate, self._counters,
+                self.monitor.now())
+            self.monitor.unmonitored(address, self.QUERIES, problem)
+            for observation in observations:
+                self.monitor.observe(address, observation)
         self.monitor.settle()
+
+    def _events_work(self, handles):
+        """A wait answered: a failed one before it no longer stands."""
+        if self._wait_failed:
+            self._wait_failed = False
+            for address in handles:
+                self.monitor.unmonitored(address, self.EVENTS, None)
 
     def _on_event(self, event, handles):
         nvml = self.nvml
-        reason = event_reason(nvml, event, self.ignored_xids)
-        if reason is None:
+        observation = event_observation(nvml, event, self.ignored_xids)
+        if observation is None:
             LOG.debug('GPU health: ignoring NVML event type %#x data %s',
                       event.eventType, event.eventData)
             return
@@ -323,19 +664,11 @@ class NvmlHealthSource:
             # The device of the event cannot be named: every watched GPU
             # is suspect until the quiet period says otherwise.
             LOG.warning('GPU health: %s on a GPU NVML cannot name (%s)',
-                        reason, exc)
+                        observation.reason, exc)
+            observation = dataclasses.replace(
+                observation, reason=f'{observation.reason} (GPU unknown)')
             for address in handles:
-                self.monitor.observe(address, f'{reason} (GPU unknown)')
+                self.monitor.observe(address, observation)
             return
         if address in handles:
-            self.monitor.observe(address, reason)
-
-    def _standing(self, handle):
-        nvml = self.nvml
-        try:
-            rows = nvml.nvmlDeviceGetRemappedRows(handle)
-        except nvml.NVMLError_GpuIsLost as exc:
-            return f'{GPU_LOST} ({exc})'
-        except nvml.NVMLError:
-            return None                 # not supported: nothing to watch
-        return remapped_rows_reason(rows)
+            self.monitor.observe(address, observation)

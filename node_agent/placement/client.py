@@ -1077,6 +1077,40 @@ class ReportClient:
         errors.check_reshape(resp, providers=inventories,
                              consumers=allocations)
 
+    def set_reserved(self, uuid, label, reserved):
+        """Set ``reserved`` (``{resource class: amount}``, each clamped to
+        its record's total) on a provider another service reports, every
+        other field as that service left it: read fresh, written
+        compare-and-swap, re-read and retried on a generation conflict.  A
+        class the provider no longer has is skipped.  Returns ``{class:
+        (reserved before, after)}`` of what was written."""
+        if self._read_only:
+            return {}
+        for attempt in self._retrying():
+            with attempt:
+                inv = self._get(f'/resource_providers/{uuid}/inventories',
+                                MV_PROVIDERS, label)
+                records = inv['inventories']
+                changed = {}
+                for rc, amount in reserved.items():
+                    if rc not in records:
+                        continue
+                    want = min(amount, records[rc]['total'])
+                    if records[rc]['reserved'] != want:
+                        changed[rc] = (records[rc]['reserved'], want)
+                if not changed:
+                    return {}
+                body = {rc: dict(rec, reserved=changed[rc][1])
+                        if rc in changed else rec
+                        for rc, rec in records.items()}
+                errors.check(self._request(
+                    'PUT', f'/resource_providers/{uuid}/inventories',
+                    MV_PROVIDERS,
+                    {'resource_provider_generation':
+                     inv['resource_provider_generation'],
+                     'inventories': body}), provider=label)
+                return changed
+
     def invalidate(self):
         """Forget what was read from Placement; ownership records stay.
 

@@ -50,7 +50,7 @@ def placement_config(connection):
     return pconf
 
 
-def _sqlite_file(connection):
+def sqlite_file(connection):
     """The file of a ``sqlite:///`` URL; None for memory or another DB."""
     prefix = 'sqlite:///'
     path = connection[len(prefix):].split('?', 1)[0]
@@ -61,7 +61,7 @@ def _sqlite_file(connection):
 
 def prepare_database(connection):
     """Before Placement opens a SQLite file: recover and protect it."""
-    path = _sqlite_file(connection)
+    path = sqlite_file(connection)
     if path is None:
         return
     reason = local_state.check_sqlite(path)

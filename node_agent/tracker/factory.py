@@ -100,33 +100,77 @@ def domain_events(conf, rt):
 
 
 def device_health(conf, rt, metrics=None, clock=None):
-    """``make(callback) -> watcher`` of GPU health, or None when the gpu
-    driver is off or ``[hardware] nvml_enabled`` is false.
+    """``make(callback) -> watcher`` of device health, or None when no
+    health source applies.
 
-    The watcher is an NVML event source feeding a health monitor, which
-    becomes the tracker's (``rt.health``): every tree built from then on
-    reserves the unhealthy GPUs.  ``callback()`` runs at each change, in
-    either direction, and the metrics hear the devices unhealthy now.
-    ``clock``: the monitor's (default: monotonic time).
+    The watcher is a :class:`~node_agent.hardware.health.Supervisor` of
+    the sources that apply (NVML events and queries while the gpu driver
+    is on and ``[hardware] nvml_enabled``; sysfs while ``[health]
+    sysfs_enabled``; always the operator's drains) feeding one health
+    monitor, which becomes the tracker's (``rt.health``): every tree built
+    from then on reserves the isolated and drained devices.
+    ``callback()`` runs at each change, in either direction, the metrics
+    hear every device's state and, with a transport configured, a
+    ``node_agent.device.health`` notification goes out
+    (:mod:`node_agent.health_notifier`).  ``clock``: the monitor's (default:
+    monotonic time).
     """
-    if 'gpu' not in conf.enabled_drivers or not conf.hardware.nvml_enabled:
-        return None
+    from node_agent import drains
+    from node_agent import health_notifier
     from node_agent import metrics as metrics_mod
     from node_agent.hardware import health
+    from node_agent.hardware import pci_health
     metrics = metrics or metrics_mod.NOOP
+    nvml = 'gpu' in conf.enabled_drivers and conf.hardware.nvml_enabled
 
     def make(callback):
+        notifier = health_notifier.HealthNotifier.from_conf(conf)
+
         def changed(address, state):
-            metrics.device_health(monitor.unhealthy())
+            metrics.device_health(monitor.states())
+            if notifier is not None:
+                notifier.changed(address, state)
             callback()
 
         monitor = health.HealthMonitor.from_conf(
             conf, changed, **({'clock': clock} if clock else {}))
         rt.health = monitor
-        return health.NvmlHealthSource.from_conf(conf, rt.discovery.nvml,
-                                                 monitor)
+        drained = drains.DrainSource(drains.path_for(conf), monitor)
+        drained.look()          # before the startup sync: no flip-flop
+        sources = [drained]
+        if nvml:
+            sources.append(health.NvmlHealthSource.from_conf(
+                conf, rt.discovery.nvml, monitor))
+        if conf.health.sysfs_enabled:
+            sources.append(pci_health.SysfsHealthSource.from_conf(
+                conf, rt.discovery.reader, monitor,
+                functools.partial(watched_devices, rt)))
+        return health.Supervisor(sources, monitor,
+                                 conf.health.source_restart_delay,
+                                 on_restart=metrics.health_source_restarted)
 
     return make
+
+
+def watched_devices(rt):
+    """PCI addresses of the devices the tracker last synced a provider
+    for (GPUs, accelerators, NIC PFs; not the VFs under a GPU), and of
+    those nova-compute reports in Placement beside it."""
+    from node_agent import identity
+    from node_agent.tracker import nova_pci
+    tree = rt.last_good
+    root = tree.find(rt.nodename) if tree is not None else None
+    if root is None:
+        return set()
+    found = nova_pci.watched(tree, root)
+    for provider in tree.subtree(root.uuid):
+        if not identity.is_ours(provider, root):
+            continue
+        device = identity.device_of(provider, tree)
+        parent = tree.find(provider.parent_uuid)
+        if device and device[1] and identity.device_of(parent, tree) is None:
+            found.add(device[1])
+    return found
 
 
 def udev_monitor(conf, on_remove=None):

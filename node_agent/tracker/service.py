@@ -148,6 +148,8 @@ class AgentService(service.Service):
         self._early = threading.Event()
         self._done = threading.Event()
         self._syncing = threading.Event()   # a startup or audit under way
+        self._waited_for = None     # what the startup waits for, if any
+        self._away = None           # (since, failed audits) Placement away
         self._thread = None
 
     # -- oslo.service interface ---------------------------------------------
@@ -193,6 +195,7 @@ class AgentService(service.Service):
     # -- the worker -----------------------------------------------------------
 
     def _run(self):
+        fatal = None
         try:
             self._start_udev()
             self._start_domain_events()
@@ -205,7 +208,7 @@ class AgentService(service.Service):
         except _Stopped:
             pass
         except FATAL_ERRORS as exc:
-            LOG.critical('node-agent cannot continue: %s', exc)
+            fatal = exc
             self.exit_code = EXIT_FATAL
         except Exception:
             LOG.exception('node-agent stopped on an unexpected error')
@@ -218,6 +221,10 @@ class AgentService(service.Service):
                 self.domain_events.stop()
             if self.device_health is not None:
                 self.device_health.stop()
+            if fatal is not None:
+                # Outside the except block: oslo.log would append the
+                # exception being handled, saying it twice on one line.
+                LOG.critical('node-agent cannot continue: %s', fatal)
             self._done.set()
 
     def _start_udev(self):
@@ -234,7 +241,7 @@ class AgentService(service.Service):
     def _start_device_health(self):
         self.device_health = self._start_watcher(
             self.make_device_health, self._health_changed,
-            'GPU health events', 'a failing GPU stays schedulable')
+            'device health', 'a failing device stays schedulable')
 
     def _health_changed(self):
         LOG.info('device health changed: auditing now')
@@ -334,16 +341,29 @@ class AgentService(service.Service):
             LOG.exception('stopping the claims RPC server failed')
 
     def _startup(self):
-        initial = self.conf.audit.startup_backoff_initial
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(WAIT_ERRORS),
-            wait=tenacity.wait_exponential_jitter(
-                initial=initial, max=self.conf.audit.startup_backoff_max,
-                jitter=initial),
+            wait=self._startup_wait,
             sleep=self._sleep,
             before_sleep=self._waiting,
             reraise=True)
-        return retrying(self._startup_once)
+        result = retrying(self._startup_once)
+        attempts = retrying.statistics.get('attempt_number', 1)
+        if attempts > 1:
+            # The end of the wait _waiting announced, once.
+            LOG.info('waited for %s: the startup went through at attempt '
+                     '%d, after %.1f s', self._waited_for, attempts,
+                     retrying.statistics.get('delay_since_first_attempt',
+                                             0.0))
+        return result
+
+    def _startup_wait(self, retry_state):
+        """Capped exponential backoff, jittered by up to one initial
+        step: min(max, initial * 2**(n-1) + U(0, initial))."""
+        audit = self.conf.audit
+        return min(audit.startup_backoff_max,
+                   self._backoff(retry_state.attempt_number)
+                   + random.uniform(0, audit.startup_backoff_initial))
 
     def _startup_once(self):
         self._handle_reload()
@@ -367,20 +387,27 @@ class AgentService(service.Service):
                    audit.startup_backoff_initial * 2 ** (failures - 1))
 
     def _waiting(self, retry_state):
+        """The status line at every failed attempt; the log once when a
+        wait starts (or waits on something else), at DEBUG after."""
         exc = retry_state.outcome.exception()
+        sleep = retry_state.next_action.sleep
         if isinstance(exc, exception.PlacementUnavailable):
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
             what = 'Placement'
         elif isinstance(exc, exception.ComputeNodeMissing):
             self.notifier.set_status(exc.status)
-            LOG.warning('%s; next look in %.1f s', exc,
-                        retry_state.next_action.sleep)
-            return
+            what = 'nova-compute'
         else:
             self.notifier.set_status('waiting for libvirt')
             what = 'libvirt'
-        LOG.warning('%s is not reachable (%s); next attempt in %.1f s',
-                    what, exc, retry_state.next_action.sleep)
+        level = logging.DEBUG if what == self._waited_for else logging.WARNING
+        self._waited_for = what
+        if what == 'nova-compute':
+            LOG.log(level, '%s; next look in %.1f s', exc, sleep)
+        else:
+            LOG.log(level, '%s is not reachable (%s); next attempt in %.1f s '
+                    '(waiting with capped backoff: said again only when it '
+                    'ends)', what, exc, sleep)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds
@@ -449,8 +476,12 @@ class AgentService(service.Service):
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
-            LOG.warning('audit: Placement is not reachable (%s); trying '
-                        'again with backoff', exc)
+            # Once when the wait starts, once when it ends (below).
+            since, failed = self._away or (time.monotonic(), 0)
+            LOG.log(logging.DEBUG if failed else logging.WARNING,
+                    'audit: Placement is not reachable (%s); trying again '
+                    'with backoff', exc)
+            self._away = (since, failed + 1)
             return False
         except exception.ComputeNodeMissing as exc:
             # nova's compute node went (its service deleted): nothing to
@@ -468,6 +499,12 @@ class AgentService(service.Service):
             LOG.exception('audit failed on an unexpected error')
         finally:
             self.metrics.audit(result, time.monotonic() - start)
+        if self._away is not None:
+            since, failed = self._away
+            self._away = None
+            LOG.info('audit: Placement answered again after %s, %.1f s',
+                     text.plural(failed, 'failed audit'),
+                     time.monotonic() - since)
         return True
 
 

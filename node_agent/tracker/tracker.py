@@ -80,6 +80,7 @@ Rules:
   every provider's allocations are read.
 """
 
+import collections
 import copy
 import logging
 import random
@@ -87,6 +88,7 @@ import time
 
 import tenacity
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
 from node_agent import metrics as metrics_mod
@@ -137,12 +139,16 @@ class _Pending:
         self.keeps_last_good = False
 
 
-def unhealthy_line(unhealthy):
-    """``1 GPU unhealthy: 0000:3b:00.0: XID 79 (GPU has fallen off the
-    bus)``: what the status line says of ``{address: Health}``."""
-    devices = ', '.join(f'{a}: {h.reason}'
-                        for a, h in sorted(unhealthy.items()))
-    return f'{text.plural(len(unhealthy), "GPU")} unhealthy: {devices}'
+def log_plan(plan):
+    """The plan about to be written: one INFO line saying what kinds of
+    change it makes and how many, then one DEBUG line per change (the
+    lines ``node-agent-manage reshape plan`` prints)."""
+    head, *details = plan.lines()
+    counts = collections.Counter(line.split(':', 1)[0] for line in details)
+    LOG.info('%s%s', head, ': ' + ', '.join(
+        f'{what} {n}' for what, n in counts.items()) if counts else '')
+    for line in details:
+        LOG.debug('%s', line)
 
 
 class ResourceTracker:
@@ -235,7 +241,7 @@ class ResourceTracker:
             self._status('reshaping ' + text.plural(
                 len(pending.plan.consumers), 'consumer'))
         if not pending.plan.empty:
-            LOG.info('%s', pending.plan.render())
+            log_plan(pending.plan)
         self.rc.update_from_provider_tree(pending.desired,      # apply
                                           pending.allocations,
                                           pending.plan)
@@ -494,10 +500,23 @@ class ResourceTracker:
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
+        self._reserve_beside_nova(self.last_good)
         self._status(self.status_line())
 
+    def _reserve_beside_nova(self, tree):
+        """Health hook: beside nova-compute, nova's own PCI providers of
+        the devices to reserve (:mod:`node_agent.tracker.nova_pci`)."""
+        if self.health is None or \
+                self.conf.deployment != deployment.BESIDE_NOVA:
+            return
+        from node_agent.tracker import nova_pci
+        root = tree.find(self.nodename)
+        if root is not None:
+            nova_pci.apply(self.rc, tree, root, self.unhealthy(),
+                           nova_pci.Reservations.from_conf(self.conf))
+
     def unhealthy(self):
-        """``{PCI address: Health}`` of the devices unhealthy now."""
+        """``{PCI address: Health}`` of the devices to reserve now."""
         return self.health.unhealthy() if self.health is not None else {}
 
     def status_line(self):
@@ -520,10 +539,8 @@ class ResourceTracker:
         if self.kept_twice:
             line += ('; reported twice while they hold allocations: '
                      + ', '.join(self.kept_twice))
-        unhealthy = self.unhealthy()
-        if unhealthy:
-            line += '; ' + unhealthy_line(unhealthy)
-        return line
+        said = self.health.summary() if self.health is not None else ''
+        return f'{line}; {said}' if said else line
 
     def _status(self, text):
         if self.notifier is not None:

@@ -118,7 +118,10 @@ def test_install_creates_the_service_layout(root):
         unit.read_text())
     doc = root / 'usr' / 'share' / 'doc' / 'node-agent'
     assert {p.name for p in doc.iterdir()} == {
-        'README.md', 'node-agent.conf.sample'}
+        'README.md', 'node-agent.conf.sample', 'doc'}
+    # The README's links into doc/ hold where it is installed.
+    assert sorted(p.name for p in (doc / 'doc').iterdir()) == sorted(
+        p for p in os.listdir(os.path.join(REPO, 'doc')) if p.endswith('.md'))
     result = subprocess.run(
         ['systemd-analyze', 'verify', f'--root={root}', 'node-agent.service'],
         capture_output=True, text=True, timeout=60)
@@ -169,7 +172,11 @@ def test_rerun_upgrades_and_uninstall_keeps_config_and_state(root):
         'lib/python3*/site-packages/node_agent/text.py')
     installed_module.unlink()
 
-    out = _install(root)
+    # The embedded Placement only when asked for (the agent alone first).
+    assert 'embedded' not in _install(root)
+    out = _run('--root', str(root), '--python', sys.executable, '--embedded',
+               '--', '--no-deps')
+    assert 'with the embedded Placement (node-agent[embedded])' in out
     assert 'upgrading the virtualenv in /opt/node-agent in place' in out
     assert 'kept /etc/node-agent/node-agent.conf' in out
     assert conf.read_text() == '[DEFAULT]\nhost = compute1\n'

@@ -2,8 +2,10 @@
 etc/node-agent/quickstart.conf (embedded Placement, this machine's /sys,
 libvirt's test driver) succeeds and prints nothing at WARNING or above."""
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -14,16 +16,29 @@ pytestmark = pytest.mark.integration
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 CONF = os.path.join(REPO, 'etc', 'node-agent', 'quickstart.conf')
 AGENT = os.path.join(os.path.dirname(sys.executable), 'node-agent')
+MANAGE = AGENT + '-manage'
 # oslo.log's default format: "<date> <time> <pid> <LEVEL> <logger> ..."
 LEVEL = re.compile(r'^\S+ \S+ \d+ ([A-Z]+) ')
 
 
+def quickstart_conf(tmp_path):
+    """The quick start's config at its place in a copy of the tree:
+    state_path = ../../.state is relative to the file, so the state goes
+    to ``tmp_path/.state``, never to this checkout's."""
+    conf = tmp_path / 'etc' / 'node-agent' / 'quickstart.conf'
+    conf.parent.mkdir(parents=True)
+    shutil.copy(CONF, conf)
+    return str(conf)
+
+
 def test_once_on_the_quickstart_config_logs_nothing_to_worry_about(
         tmp_path):
-    # state_path = .state, relative to where the agent runs.
-    (tmp_path / '.state').mkdir()
-    result = subprocess.run([AGENT, '--config-file', CONF, '--once'],
-                            cwd=tmp_path, capture_output=True, text=True,
+    conf = quickstart_conf(tmp_path)
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    # Run from another directory: the state is still the tree's .state.
+    result = subprocess.run([AGENT, '--config-file', conf, '--once'],
+                            cwd=elsewhere, capture_output=True, text=True,
                             timeout=300)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
@@ -32,3 +47,39 @@ def test_once_on_the_quickstart_config_logs_nothing_to_worry_about(
     assert 'Warning' not in output and 'warning' not in output, output
     assert re.search(r'^in sync: \d+ providers?$', result.stdout, re.M), (
         output)
+    # One line per record (the plan is one summary line), and the agent's
+    # lines carry no request id of the embedded Placement's requests.
+    lines = output.splitlines()
+    assert [line for line in lines if not LEVEL.match(line)] == [
+        result.stdout.splitlines()[-1]], output
+    assert not [line for line in lines if ' node_agent.' in line
+                and ' [-] ' not in line], output
+    assert (tmp_path / '.state' / 'placement.sqlite').is_file()
+    assert os.listdir(elsewhere) == []
+
+    # The operator commands find the same state from any directory.
+    shown = subprocess.run(
+        [MANAGE, '--config-file', conf, 'tree', 'show', '--format', 'json'],
+        cwd=elsewhere, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    providers = json.loads(shown.stdout)['providers']
+    assert providers and all(p['generation'] is not None
+                             for p in providers), shown.stdout
+
+    # A config whose state no agent made: said, and nothing invented.
+    other = tmp_path / 'other' / 'etc' / 'node-agent'
+    other.mkdir(parents=True)
+    shutil.copy(conf, other)
+    for command in (['tree', 'show'], ['reshape', 'plan']):
+        done = subprocess.run(
+            [MANAGE, '--config-file', str(other / 'quickstart.conf'),
+             *command], cwd=elsewhere, capture_output=True, text=True,
+            timeout=300)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == (
+            'error: [placement] embedded_connection = sqlite:///'
+            f'{tmp_path}/other/.state/placement.sqlite: there is no '
+            f'Placement database at {tmp_path}/other/.state/'
+            'placement.sqlite (no agent has synced with this '
+            'configuration); nothing was created\n'), done.stderr
+        assert not (tmp_path / 'other' / '.state').exists()

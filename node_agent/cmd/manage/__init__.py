@@ -4,8 +4,10 @@ Each category module exposes ``add_parsers(subparsers)`` which adds its own
 sub-commands and sets ``action_fn`` (called with the ConfigOpts) on each.
 """
 
+import contextlib
 import importlib
 import logging as std_logging
+import os
 import sys
 
 from oslo_config import cfg
@@ -14,7 +16,10 @@ from oslo_log import log as logging
 from node_agent import cmd
 from node_agent import exception
 
-CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims')
+LOG = logging.getLogger(__name__)
+PROGRAM = 'node-agent-manage'
+CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims',
+              'device')
 
 
 def _add_command_parsers(subparsers):
@@ -27,6 +32,35 @@ def _add_command_parsers(subparsers):
 
 _category_opt = cfg.SubCommandOpt('category', title='Command categories',
                                   handler=_add_command_parsers)
+
+
+def require_database(connection, option):
+    """Refuse a ``sqlite:///`` Placement database that is not there.
+
+    Opening one creates it, empty: a command run with a configuration no
+    agent has synced with (another working directory, a typo in
+    ``state_path``) would then show an empty tree or plan a first sync as
+    if that were this host's state.
+    """
+    from node_agent.placement import embedded
+    path = embedded.sqlite_file(connection)
+    if path is not None and not os.path.exists(path):
+        raise exception.NodeAgentError(
+            f'{option} = {connection}: there is no Placement database '
+            f'at {path} (no agent has synced with this configuration); '
+            'nothing was created')
+
+
+@contextlib.contextmanager
+def placement_adapter(conf):
+    """The daemon's Adapter to Placement, for a command that reads the
+    tree: an embedded Placement must already exist."""
+    from node_agent.tracker import factory
+    if conf.placement.embedded:
+        require_database(conf.placement.embedded_connection,
+                         '[placement] embedded_connection')
+    with factory.placement_adapter(conf) as adapter:
+        yield adapter
 
 
 def _quiet_terminal(conf):
@@ -45,18 +79,27 @@ def _quiet_terminal(conf):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    conf = cmd.make_conf(argv, cli_opts=[_category_opt])
+    try:
+        # The daemon's load and checks: the same line and exit status for
+        # the same bad configuration, before anything is done.
+        conf = cmd.load_conf(argv, cli_opts=[_category_opt])
+    except exception.ConfigError as exc:
+        return cmd.config_error(PROGRAM, exc)
     # Command output goes to stdout (tables, JSON); logs must not mix in.
     conf.set_default('use_stderr', True)
-    logging.setup(conf, 'node-agent-manage')
+    cmd.setup_logging(conf, PROGRAM)
     _quiet_terminal(conf)
+    LOG.debug('%s %s', PROGRAM, cmd.version())
+    cmd.loader.warn_unknown(conf, LOG)
     action_fn = getattr(conf.category, 'action_fn', None)
     if action_fn is None:
-        print(f'usage: node-agent-manage {conf.category.name} <action>; '
+        print(f'usage: {PROGRAM} {conf.category.name} <action>; '
               'see --help', file=sys.stderr)
         return 2
     try:
         return action_fn(conf) or 0
+    except exception.ConfigError as exc:
+        return cmd.config_error(PROGRAM, exc)
     except exception.NodeAgentError as exc:
         print(f'error: {exc}', file=sys.stderr)
         return 1

@@ -133,9 +133,10 @@ def show(conf):
 
 
 def _read_tree(conf):
+    from node_agent.cmd import manage
     from node_agent.tracker import factory
     from node_agent.tracker import tracker
-    with factory.placement_adapter(conf) as adapter:
+    with manage.placement_adapter(conf) as adapter:
         rc = factory.report_client(conf, adapter, stateful=False)
         return tracker.read_tree(conf, rc, ensure=False)
 

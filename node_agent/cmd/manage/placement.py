@@ -6,7 +6,8 @@ opens the Placement database at ``[placement_direct] connection`` through
 ``placement.direct.PlacementDirect`` and runs the agent's startup algorithm
 (reshaping if the layout changed).  It prints the plan it applied, or with
 ``--dry-run`` the plan it would apply, writing nothing; both are the same
-text ``reshape plan`` prints.
+text ``reshape plan`` prints.  It needs the embedded Placement
+(``node-agent[embedded]``).
 """
 
 from node_agent import exception
@@ -27,12 +28,16 @@ def add_parsers(subparsers):
 
 
 def migrate_inventory(conf):
-    from node_agent.placement import embedded
+    from node_agent.cmd import manage
+    from node_agent.conf import loader
     connection = conf.placement_direct.connection
     if not connection:
         raise exception.ConfigError(
             '[placement_direct] connection is not set: it must name the '
             'Placement database to migrate')
+    loader.require_embedded('placement migrate-inventory')
+    from node_agent.placement import embedded
+    manage.require_database(connection, '[placement_direct] connection')
     dry_run = conf.category.dry_run
     pconf = embedded.placement_config(connection)
     with embedded.placement_direct(pconf) as adapter, \

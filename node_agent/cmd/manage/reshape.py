@@ -34,7 +34,8 @@ def print_plan(conf, the_plan):
 
 
 def plan(conf):
-    with factory.placement_adapter(conf) as adapter, \
+    from node_agent.cmd import manage
+    with manage.placement_adapter(conf) as adapter, \
             factory.tracker(conf, adapter, stateful=False, read_state=True,
                             claims=False) as rt:
         print_plan(conf, rt.plan())

@@ -8,12 +8,15 @@ allocations on those providers whose consumer has neither a claim
 (``[claims] claim_db``) nor a libvirt domain here, which the daemon
 removes only with ``[claims] heal_allocations``. When the claims or the
 domains cannot be read, the tree is still shown and the reason goes to
-stderr.
+stderr.  Devices an operator drained (``device drain``) follow, with their
+reason (JSON: ``drained_devices``), when there are any.
 """
 
+import json
 import os
 import sys
 
+from node_agent import drains
 from node_agent import exception
 from node_agent.tracker import factory
 from node_agent.tracker import status
@@ -64,7 +67,8 @@ def unclaimed_allocations(conf, tree, allocations):
 
 
 def show(conf):
-    with factory.placement_adapter(conf) as adapter:
+    from node_agent.cmd import manage
+    with manage.placement_adapter(conf) as adapter:
         tree, allocations = _read(conf, adapter)
     usages = status.usages_from_allocations(allocations)
     try:
@@ -73,9 +77,28 @@ def show(conf):
         unclaimed = None
         print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
               file=sys.stderr)
+    drained = _drained(conf)
     if conf.category.format == 'json':
-        print(status.render_json(tree, usages, unclaimed))
+        shown = status.render_json(tree, usages, unclaimed)
+        if drained:
+            body = json.loads(shown)
+            body['drained_devices'] = drained
+            shown = json.dumps(body, indent=2, sort_keys=True)
+        print(shown)
     else:
         print(status.render_table(tree, usages, unclaimed,
                                   long=conf.category.long))
+        if drained:
+            print('\n'.join(['', f'{drains.TITLE}:']
+                            + drains.render(drained)))
     return 0
+
+
+def _drained(conf):
+    """The operator's drains (``node-agent-manage device drain``); {} with
+    the reason on stderr when the drain file cannot be read."""
+    try:
+        return drains.load(drains.path_for(conf))
+    except drains.DrainFileError as exc:
+        print(f'{drains.TITLE}: not shown: {exc}', file=sys.stderr)
+        return {}

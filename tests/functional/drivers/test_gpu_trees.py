@@ -8,7 +8,9 @@ Placement against the tree the drivers built and the report client synced.
 
 import dataclasses
 import logging
+import os
 
+import pynvml
 import pytest
 
 from node_agent import drivers
@@ -21,6 +23,7 @@ from node_agent.hardware import health as health_mod
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
+from tests.fixtures import recorded_nvml
 from tests.functional.drivers import conftest as c
 from tests.functional.drivers.test_scheduling import candidates
 from tests.functional.drivers.test_scheduling import mapped
@@ -78,6 +81,16 @@ def get(adapter, path, mv='1.36'):
     resp = adapter.get(path, microversion=mv)
     assert resp.status_code == 200, resp.text
     return resp.json()
+
+
+def allocate(adapter, consumer, address, resources):
+    """A new consumer's allocation of ``resources`` on a device."""
+    resp = adapter.put(f'/allocations/{consumer}', microversion='1.28',
+                       json={'allocations': {uuid(address): {
+                           'resources': resources}},
+                             'project_id': c.PROJECT, 'user_id': c.USER,
+                             'consumer_generation': None})
+    assert resp.status_code == 204, resp.text
 
 
 def inventory(adapter, address):
@@ -155,19 +168,16 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
                       {('gpu', 'passthrough_devices'): [H100]})
     agent.sync()
     consumer = 'c0000000-0000-4000-8000-000000000001'
-    resp = adapter.put(f'/allocations/{consumer}', microversion='1.28',
-                       json={'allocations': {uuid(H100): {
-                           'resources': {'PGPU': 1}}},
-                             'project_id': c.PROJECT, 'user_id': c.USER,
-                             'consumer_generation': None})
-    assert resp.status_code == 204, resp.text
+    allocate(adapter, consumer, H100, {'PGPU': 1})
     before = get(adapter, f'/allocations/{consumer}', '1.28')
 
     agent.health = {H100: health_mod.Health(
-        healthy=False, reason='XID 79 (GPU has fallen off the bus)')}
+        health_mod.ISOLATED, 'XID 79 (GPU has fallen off the bus)',
+        health_mod.GPU_LOST_FAMILY, health_mod.ISOLATE)}
     agent.sync()
     assert inventory(adapter, H100) == {'PGPU': (1, 1)}
-    assert layout.UNHEALTHY_TRAIT in traits(adapter, H100)
+    assert {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_GPU_LOST'} \
+        <= traits(adapter, H100)
     after = get(adapter, f'/allocations/{consumer}', '1.28')
     assert {rp: a['resources'] for rp, a in after['allocations'].items()} \
         == {rp: a['resources'] for rp, a in before['allocations'].items()}
@@ -180,7 +190,9 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
     agent.health = {}
     agent.sync()
     assert inventory(adapter, H100) == {'PGPU': (1, 0)}
-    assert layout.UNHEALTHY_TRAIT not in traits(adapter, H100)
+    assert not {t for t in traits(adapter, H100)
+                if t.startswith('CUSTOM_NODE_AGENT_HEALTH_')
+                or t == layout.UNHEALTHY_TRAIT}
     assert [mapped(r) for r in candidates(adapter, '1.36',
                                           resources='PGPU:1')] == [
         {'': uuid(H100)}]
@@ -338,3 +350,55 @@ def test_flat_vgpus_move_to_the_vf_holding_the_guests_mdev(
         'resources': {'VGPU': 1},
         'generation': held[uuid(A10_VFS[0])]['generation']}}
     assert inventory(adapter, A10_VFS[0]) == {'VGPU': (1, 0)}
+
+
+def test_a_fault_of_one_mig_instance_reserves_that_instance_alone(
+        conf, placement_adapter):
+    """NVML names MIG GPU instance 7 of GPU 0000:18:00.0 (7 x 1g.10gb) in
+    an XID 94: one unit of its class is reserved, the GPU keeps offering
+    the other six, and the quiet period gives it back."""
+    adapter = placement_adapter
+    mig_gpu = '0000:18:00.0'
+    bus_id = '00000000:18:00.0'
+    nvml = recorded_nvml.load(
+        os.path.join(hosts.host_dir('host2'), 'nvml.json'),
+        devices={bus_id: {'supported_event_types': 0xffff}},
+        events=[dict(bus_id=bus_id,
+                     event_type=pynvml.nvmlEventTypeXidCriticalError,
+                     event_data=94, gpu_instance_id=7,
+                     compute_instance_id=0, after_s=1)])
+    monitor = health_mod.HealthMonitor(30, lambda a, h: None,
+                                       clock=nvml.clock)
+    source = health_mod.NvmlHealthSource(nvml, monitor, (13,),
+                                         addresses={mig_gpu})
+    nvml.on_exhausted = source.stop
+    source.run()
+    said = monitor.unhealthy()
+    assert said[mig_gpu].instances == frozenset([7])
+    assert not said[mig_gpu].reserved
+
+    agent = agent_for('host2', conf, adapter,
+                      {('gpu', 'passthrough_devices'): ['10de:2330']})
+    agent.sync()
+    consumer = 'c0000000-0000-4000-8000-000000000002'
+    allocate(adapter, consumer, mig_gpu, {'CUSTOM_MIG_1G_10GB': 2})
+    agent.health = said
+    agent.sync()
+    assert inventory(adapter, mig_gpu) == {'CUSTOM_MIG_1G_10GB': (7, 1)}
+    assert 'CUSTOM_NODE_AGENT_HEALTH_ECC' in traits(adapter, mig_gpu)
+    assert layout.UNHEALTHY_TRAIT not in traits(adapter, mig_gpu)
+    assert inventory(adapter, '0000:2a:00.0') == {
+        'CUSTOM_MIG_3G_40GB': (2, 0)}
+    # Four of the seven are still offered: 7 - 2 used - 1 isolated.
+    assert [mapped(r) for r in candidates(
+        adapter, '1.36', resources='CUSTOM_MIG_1G_10GB:4')] == [
+        {'': uuid(mig_gpu)}]
+    assert candidates(adapter, '1.36',
+                      resources='CUSTOM_MIG_1G_10GB:5') == []
+    assert get(adapter, f'/allocations/{consumer}', '1.28')['allocations'][
+        uuid(mig_gpu)]['resources'] == {'CUSTOM_MIG_1G_10GB': 2}
+
+    agent.health = {}
+    agent.sync()
+    assert inventory(adapter, mig_gpu) == {'CUSTOM_MIG_1G_10GB': (7, 0)}
+    assert 'CUSTOM_NODE_AGENT_HEALTH_ECC' not in traits(adapter, mig_gpu)

@@ -32,6 +32,8 @@ H100 = '0000:00:06.0'
 GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))
 QUIET = 600
 REASON = 'XID 79 (GPU has fallen off the bus)'
+FAMILY_TRAIT = 'CUSTOM_NODE_AGENT_HEALTH_GPU_LOST'
+HEALTH_TRAITS = {layout.UNHEALTHY_TRAIT, FAMILY_TRAIT}
 
 
 def paced(nvml, gate):
@@ -51,18 +53,20 @@ def paced(nvml, gate):
 @pytest.fixture
 def running(conf, placement_adapter, request):
     """The service over the H100 host; NVML replays one XID (79 unless the
-    test's parameter says otherwise) once the test opens the gate."""
+    test's parameter says otherwise, or the test's events) once the test
+    opens the gate."""
     conf.set_override('passthrough_devices', [H100], 'gpu')
-    conf.set_override('health_quiet_period', QUIET, 'gpu')
+    conf.set_override('quiet_period', QUIET, 'health')
     conf.set_override('udev_monitor', False, 'hardware')
     service.register_opts(conf)
     conf.set_override('interval', 3600, 'audit')
     conf.set_override('startup_splay', 0, 'audit')
     gate = threading.Event()
-    nvml = paced(hosts.nvml('h100-vm', events=[dict(
+    param = getattr(request, 'param', 79)
+    events = param if isinstance(param, list) else [dict(
         bus_id='00000000:00:06.0',
-        event_type=pynvml.nvmlEventTypeXidCriticalError,
-        event_data=getattr(request, 'param', 79))]), gate)
+        event_type=pynvml.nvmlEventTypeXidCriticalError, event_data=param)]
+    nvml = paced(hosts.nvml('h100-vm', events=events), gate)
     replayed = threading.Event()
     nvml.on_exhausted = replayed.set
     adapter = counting.CountingAdapter(placement_adapter)
@@ -136,7 +140,7 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     gate.set()                                  # NVML delivers XID 79
     # The inventory is written before the traits: wait for both.
     wait_for(lambda: pgpu(api) == (1, 1)
-             and layout.UNHEALTHY_TRAIT in traits(api),
+             and HEALTH_TRAITS <= traits(api),
              'reservation of the GPU')
     assert tc.get_allocations(api, consumer)['allocations'][GPU][
         'resources'] == {'PGPU': 1}
@@ -144,13 +148,18 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     assert resp.status_code == 204              # its guest goes
     assert candidates(api) == []
     assert rt.status_line() == (
-        f'in sync: 3 providers; 1 GPU unhealthy: {H100}: {REASON}')
+        f'in sync: 3 providers; 1 device isolated: {H100}: {REASON}')
     assert (f'node_agent_device_unhealthy{{address="{H100}",'
             f'reason="{REASON}"}} 1.0') in metrics.exposition()
-    # The trait made once in this Placement, one inventory write and one
+    assert ('node_agent_device_health{action="reset the GPU or reboot the '
+            'host",address="0000:00:06.0",family="GPU_LOST",reason="XID 79 '
+            '(GPU has fallen off the bus)",severity="isolate",'
+            'state="isolated"} 1.0') in metrics.exposition()
+    # The traits made once in this Placement, one inventory write and one
     # trait write: nothing else.
     assert [(c.method, c.path) for c in adapter.calls
             if c.method != 'GET'] == [
+        ('PUT', f'/traits/{FAMILY_TRAIT}'),
         ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}'),
         ('PUT', f'/resource_providers/{GPU}/inventories'),
         ('PUT', f'/resource_providers/{GPU}/traits')]
@@ -160,11 +169,12 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     assert pgpu(api) == (1, 1)
     clock.now += 1                              # the quiet period is over
     wait_for(lambda: pgpu(api) == (1, 0)
-             and layout.UNHEALTHY_TRAIT not in traits(api),
+             and not HEALTH_TRAITS & traits(api),
              f'the GPU back after the quiet period ({QUIET} s)')
     assert len(candidates(api)) == 1
     assert rt.status_line() == 'in sync: 3 providers'
     assert 'node_agent_device_unhealthy{' not in metrics.exposition()
+    assert 'node_agent_device_health{' not in metrics.exposition()
 
 
 @pytest.mark.parametrize('running', [13], indirect=True)
@@ -179,3 +189,57 @@ def test_an_application_xid_changes_nothing(running, placement_adapter):
     assert pgpu(placement_adapter) == (1, 0)
     assert [c for c in adapter.calls if c.method != 'GET'] == []
     assert rt.status_line() == 'in sync: 3 providers'
+
+
+@pytest.mark.parametrize('running', [[{'error': 'Unknown'}]], indirect=True)
+def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
+        running, placement_adapter):
+    rt, adapter, gate, metrics, clock, replayed = running
+    adapter.reset()
+    gate.set()
+    wait_for(lambda: rt.health.health(H100).state == 'unmonitored',
+             'the GPU unmonitored')
+    assert rt.status_line() == (
+        f'in sync: 3 providers; 1 device unmonitored: {H100}: NVML events: '
+        'waiting on NVML events failed (Unknown Error)')
+    assert rt.unhealthy() == {}
+    assert ('node_agent_device_health{action="",address="0000:00:06.0",'
+            'family="",reason="NVML events: waiting on NVML events failed '
+            '(Unknown Error)",severity="",state="unmonitored"} 1.0'
+            ) in metrics.exposition()
+    # The next wait works (the recording times out): watched again.
+    wait_for(lambda: rt.health.health(H100).state == 'healthy',
+             'the GPU watched again', timeout=60)
+    assert rt.status_line() == 'in sync: 3 providers'
+    assert pgpu(placement_adapter) == (1, 0)
+    assert [c for c in adapter.calls if c.method != 'GET'] == []
+
+
+@pytest.mark.parametrize('running', [[
+    {'bus_id': '00000000:00:06.0', 'field_values': {'230': 2}},
+    {'error': 'Timeout'}]], indirect=True)
+def test_a_pending_recovery_action_reserves_until_none(
+        running, placement_adapter):
+    """NVML says the GPU needs the host rebooted (a scenario beside the
+    recording: its field values were not recorded)."""
+    rt, adapter, gate, metrics, clock, replayed = running
+    api = placement_adapter
+    adapter.reset()
+    gate.set()
+    wait_for(lambda: pgpu(api) == (1, 1)
+             and {layout.UNHEALTHY_TRAIT,
+                  'CUSTOM_NODE_AGENT_HEALTH_RECOVERY'} <= traits(api),
+             'the GPU reserved')
+    assert rt.status_line() == (
+        f'in sync: 3 providers; 1 device isolated: {H100}: NVML recovery '
+        'action pending: reboot the host')
+    assert [(c.method, c.path) for c in adapter.calls
+            if c.method != 'GET'] == [
+        ('PUT', '/traits/CUSTOM_NODE_AGENT_HEALTH_RECOVERY'),
+        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}'),
+        ('PUT', f'/resource_providers/{GPU}/inventories'),
+        ('PUT', f'/resource_providers/{GPU}/traits')]
+    # A standing condition: the quiet period does not end it.
+    clock.now += QUIET
+    time.sleep(0.5)
+    assert pgpu(api) == (1, 1)

@@ -33,9 +33,23 @@ def _add_root_trait(adapter, root, trait):
 
 
 def _logged_plans(caplog):
-    return [r.getMessage() for r in caplog.records
-            if r.name == tracker_mod.__name__ and r.levelno == logging.INFO
-            and r.getMessage().startswith('compute1: ')]
+    """Each plan the tracker logged, as ``render()`` gives it: its INFO
+    summary line's head, then the DEBUG detail lines right after it."""
+    records = [r for r in caplog.records if r.name == tracker_mod.__name__]
+    plans = []
+    for n, r in enumerate(records):
+        message = r.getMessage()
+        if r.levelno != logging.INFO or not message.startswith('compute1: '):
+            continue
+        assert '\n' not in message
+        head = message.split(')', 1)[0] + ')'
+        details = []
+        for after in records[n + 1:]:
+            if after.levelno != logging.DEBUG:
+                break
+            details.append(after.getMessage())
+        plans.append('\n'.join([head] + details))
+    return plans
 
 
 def test_dry_run_prints_exactly_what_the_write_does(
@@ -58,11 +72,16 @@ def test_dry_run_prints_exactly_what_the_write_does(
         printed.splitlines()
     assert OPERATOR_TRAIT not in printed
 
-    caplog.set_level(logging.INFO, logger=tracker_mod.__name__)
+    caplog.set_level(logging.DEBUG, logger=tracker_mod.__name__)
     caplog.clear()
     real = agents()
     applied = real.tracker.startup()
     assert _logged_plans(caplog) == [printed]
+    summary, = [r.getMessage() for r in caplog.records
+                if r.levelno == logging.INFO
+                and r.getMessage().startswith('compute1: ')]
+    assert summary == ('compute1: sync (0 consumers move): inventory '
+                       'changed 1')
     assert applied.render() == printed
     traits = placement_adapter.get(
         f'/resource_providers/{root.uuid}/traits',

@@ -9,6 +9,7 @@ from importlib import metadata
 import pytest
 
 from node_agent import cmd
+from node_agent import exception
 
 BIN = os.path.dirname(sys.executable)
 VERSION = metadata.version('node-agent')
@@ -63,3 +64,38 @@ def test_log_start_names_the_version_and_dumps_options_at_debug(caplog):
     assert any(m.startswith('state_path') for m in debug), debug
     assert any(m.startswith('audit.interval') for m in debug), debug
     assert all(level == logging.DEBUG for level, _ in records[1:])
+
+
+def test_every_option_is_checked_and_dumped_late_ones_included(
+        tmp_path, caplog):
+    # oslo.messaging's options and the auth plugin's are registered by
+    # their libraries only when first used: the load registers them, so
+    # they are checked with the rest and in the debug dump, masked.
+    path = tmp_path / 'agent.conf'
+    text = (f'[DEFAULT]\nstate_path = {tmp_path}/state\n'
+            'transport_url = rabbit://u:secret@127.0.0.1:5672/\n'
+            '[placement]\nauth_type = password\n'
+            'auth_url = http://127.0.0.1:5000/v3\nusername = agent\n'
+            'password = hidden\n'
+            '[oslo_messaging_rabbit]\nheartbeat_timeout_threshold = {}\n')
+    path.write_text(text.format('abc'))
+    with pytest.raises(exception.ConfigError) as error:
+        cmd.load_conf(['--config-file', str(path)])
+    assert str(error.value) == ('[oslo_messaging_rabbit] '
+                                'heartbeat_timeout_threshold = abc: not an '
+                                'integer')
+    path.write_text(text.format('30'))
+    conf = cmd.load_conf(['--config-file', str(path)])
+    log = logging.getLogger('test_dump')
+    with caplog.at_level(logging.DEBUG, logger='test_dump'):
+        cmd.log_start(conf, log, 'node-agent')
+    dumped = {m.split('=')[0].strip(): m.split('=', 1)[1].strip()
+              for m in (r.getMessage() for r in caplog.records) if ' = ' in m}
+    assert dumped['transport_url'] == '****'
+    assert dumped['placement.auth_url'] == 'http://127.0.0.1:5000/v3'
+    assert dumped['placement.username'] == 'agent'
+    assert dumped['placement.password'] == '****'
+    assert dumped['oslo_messaging_rabbit.heartbeat_timeout_threshold'] == '30'
+    assert 'hidden' not in caplog.text and 'secret' not in caplog.text
+    # No warning about names the load now knows.
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -1,0 +1,301 @@
+"""Devices NVML cannot see, and devices an operator drains, through the
+service as the daemon builds it.
+
+The host is a copy of the recorded h100-vm whose GPU is bound to
+``vfio-pci`` (passthrough: no NVML), given whole; the copy gets the AER
+files the kernel writes and the test changes them over time.  Placement is
+real and in-process; the audit interval is an hour, so every write comes
+from the early audits health changes start.  The health monitor's clock is
+the test's.
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+
+import pytest
+
+from node_agent import drains
+from node_agent import identity
+from node_agent import metrics as metrics_mod
+from node_agent.cmd import manage
+from node_agent.drivers import layout
+from node_agent.placement import client
+from node_agent.placement import state
+from node_agent.tracker import factory
+from node_agent.tracker import service
+from node_agent.tracker import systemd
+from node_agent.tracker import tracker
+from tests.fixtures import counting
+from tests.fixtures import hosts
+from tests.fixtures import provider_names as names
+from tests.fixtures import recorded_nvml
+from tests.functional.tracker import conftest as tc
+from tests.functional.tracker.test_device_health import Clock
+from tests.functional.tracker.test_device_health import wait_for
+from tests.unit.hardware.test_pci_health import aer_text
+
+H100 = '0000:00:06.0'
+GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))
+QUIET = 600
+PCIE_TRAITS = {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_PCIE'}
+DRAIN_TRAITS = {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_DRAINED'}
+HEALTH_PREFIXES = (layout.UNHEALTHY_TRAIT, layout.HEALTH_TRAIT_PREFIX)
+
+
+@pytest.fixture
+def sys_root(tmp_path):
+    return vfio_copy(tmp_path)
+
+
+def vfio_copy(tmp_path):
+    """h100-vm's sysfs, the GPU bound to vfio-pci, AER counters at 0."""
+    root = str(tmp_path / 'sys')
+    shutil.copytree(hosts.sysfs_root('h100-vm'), root, symlinks=True)
+    device = os.path.join(root, 'bus/pci/devices', H100)
+    os.unlink(os.path.join(device, 'driver'))
+    os.makedirs(os.path.join(root, 'bus/pci/drivers/vfio-pci'))
+    os.symlink('../../../bus/pci/drivers/vfio-pci',
+               os.path.join(device, 'driver'))
+    for name in ('aer_dev_fatal', 'aer_dev_nonfatal', 'aer_dev_correctable'):
+        aer(root, name, 0)
+    return root
+
+
+def aer(root, name, total):
+    path = os.path.join(root, 'bus/pci/devices', H100, name)
+    with open(path + '.new', 'w') as f:
+        f.write(aer_text(name, total))
+    os.replace(path + '.new', path)
+
+
+class Running:
+    """One daemon's worth of objects over the copied host."""
+
+    def __init__(self, conf, placement_adapter, sys_root, clock):
+        self.adapter = counting.CountingAdapter(placement_adapter)
+        self.discovery = hosts.discovery_for(
+            'h100-vm', conf, sysfs_root=sys_root,
+            nvml=recorded_nvml.load(None))
+        self.rt = tracker.ResourceTracker(
+            conf, client.ReportClient.from_conf(
+                conf, self.adapter, state=state.SyncState.from_conf(conf)),
+            self.discovery)
+        self.metrics = metrics_mod.Metrics()
+        self.svc = service.AgentService(
+            conf, self.rt, systemd.Notifier(environ={}),
+            device_health=factory.device_health(conf, self.rt, self.metrics,
+                                                clock))
+        self.svc.start()
+        wait_for(lambda: self.rt.last_good is not None, 'the startup sync')
+
+    def writes(self):
+        return [(c.method, c.path) for c in self.adapter.calls
+                if c.method != 'GET']
+
+    def looked(self):
+        """Wait until the sysfs source has looked at the GPU (it learnt
+        where the counters stand): a whole look begun after the startup
+        sync, which told it the device is reported."""
+        source = next(s for s in self.svc.device_health.sources
+                      if s.name == 'sysfs')
+        looks = source.looks
+        wait_for(lambda: source.looks >= looks + 2, 'a look at sysfs')
+
+    def stop(self):
+        self.svc.stop()
+        assert self.svc._done.wait(15)
+        self.discovery.close()
+        assert self.svc.exit_code == service.EXIT_OK
+
+
+@pytest.fixture
+def start(conf, placement_adapter, sys_root):
+    conf.set_override('passthrough_devices', [H100], 'gpu')
+    conf.set_override('quiet_period', QUIET, 'health')
+    conf.set_override('sysfs_interval', 0.1, 'health')
+    conf.set_override('rate_window', 60, 'health')
+    conf.set_override('udev_monitor', False, 'hardware')
+    service.register_opts(conf)
+    conf.set_override('interval', 3600, 'audit')
+    conf.set_override('startup_splay', 0, 'audit')
+    clock = Clock()
+    started = []
+
+    def run():
+        started.append(Running(conf, placement_adapter, sys_root, clock))
+        return started[-1]
+
+    yield run, clock
+    for agent in started:
+        if not agent.svc._done.is_set():
+            agent.stop()
+
+
+def pgpu(api):
+    record = api.get(f'/resource_providers/{GPU}/inventories',
+                     microversion='1.26').json()['inventories']['PGPU']
+    return record['total'], record['reserved']
+
+
+def health_traits(api):
+    found = api.get(f'/resource_providers/{GPU}/traits',
+                    microversion='1.6').json()['traits']
+    return {t for t in found if t.startswith(HEALTH_PREFIXES)}
+
+
+def gpu_writes():
+    return [('PUT', f'/resource_providers/{GPU}/inventories'),
+            ('PUT', f'/resource_providers/{GPU}/traits')]
+
+
+def test_vfio_gpu_with_rising_fatal_aer_is_isolated_then_recovers(
+        start, sys_root, placement_adapter):
+    run, clock = start
+    agent = run()
+    api = placement_adapter
+    consumer = tc.new_consumer()
+    tc.put_allocations(api, consumer, {GPU: {'PGPU': 1}})
+    agent.looked()
+    assert agent.rt.status_line() == 'in sync: 3 providers'
+    agent.adapter.reset()
+
+    aer(sys_root, 'aer_dev_fatal', 1)
+    wait_for(lambda: pgpu(api) == (1, 1) and health_traits(api)
+             == PCIE_TRAITS, 'the GPU isolated')
+    assert agent.rt.status_line() == (
+        f'in sync: 3 providers; 1 device isolated: {H100}: PCIe AER fatal '
+        'errors rising (0 -> 1)')
+    assert agent.writes() == [
+        ('PUT', '/traits/CUSTOM_NODE_AGENT_HEALTH_PCIE'),
+        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}')] + gpu_writes()
+    assert tc.get_allocations(api, consumer)['allocations'][GPU][
+        'resources'] == {'PGPU': 1}
+    assert ('node_agent_device_health{action="reset or replace the device",'
+            f'address="{H100}",family="PCIE",reason="PCIe AER fatal errors '
+            'rising (0 -> 1)",severity="isolate",state="isolated"} 1.0'
+            ) in agent.metrics.exposition()
+
+    agent.adapter.reset()
+    clock.now += QUIET                          # the counter stays at 1
+    wait_for(lambda: pgpu(api) == (1, 0) and not health_traits(api),
+             'the GPU back after the quiet period')
+    assert agent.writes() == gpu_writes()
+    assert agent.rt.status_line() == 'in sync: 3 providers'
+    assert tc.get_allocations(api, consumer)['allocations'][GPU][
+        'resources'] == {'PGPU': 1}
+
+
+def test_a_warning_and_an_unreadable_file_write_nothing(
+        start, sys_root, placement_adapter):
+    run, clock = start
+    agent = run()
+    agent.looked()
+    assert agent.rt.status_line() == 'in sync: 3 providers'
+    agent.adapter.reset()
+
+    aer(sys_root, 'aer_dev_correctable', 3)
+    warned = (f'in sync: 3 providers; 1 device warning: {H100}: PCIe AER '
+              'correctable errors rising (0 -> 3)')
+    wait_for(lambda: agent.rt.status_line() == warned, 'the warning')
+    with open(os.path.join(sys_root, 'bus/pci/devices', H100,
+                           'aer_dev_fatal'), 'w') as f:
+        f.write('garbage\n')
+    wait_for(lambda: agent.rt.health.health(H100).state == 'unmonitored',
+             'the device unmonitored')
+    assert agent.rt.status_line().startswith(
+        f'in sync: 3 providers; 1 device unmonitored: {H100}: sysfs: '
+        'aer_dev_fatal: ')
+    threading.Event().wait(0.3)                 # an early audit ran
+    assert pgpu(placement_adapter) == (1, 0)
+    assert health_traits(placement_adapter) == set()
+    assert agent.writes() == []
+
+
+def test_drain_survives_a_restart_and_health_recovery_never_undrains(
+        start, sys_root, placement_adapter, conf, tmp_path, capsys,
+        monkeypatch):
+    run, clock = start
+    api = placement_adapter
+    agent = run()
+    agent.looked()
+    conf_file = tmp_path / 'manage.conf'
+    conf_file.write_text(
+        f'[DEFAULT]\nstate_path = {conf.state_path}\nhost = compute1\n'
+        'deployment = standalone\n'
+        f'[libvirt]\nconnection_uri = {hosts.libvirt_uri("h100-vm")}\n')
+    # tree show reads this test's Placement.
+    monkeypatch.setattr(factory, 'placement_adapter',
+                        lambda conf: contextlib.nullcontext(api))
+
+    def manage_device(*args):
+        return manage.main(['--config-file', str(conf_file), 'device',
+                            *args])
+
+    agent.adapter.reset()
+    assert manage_device('drain', H100, '--reason', 'fan swap') == 0
+    assert capsys.readouterr().out == f'drained {H100}: fan swap\n'
+    wait_for(lambda: pgpu(api) == (1, 1)
+             and health_traits(api) == DRAIN_TRAITS, 'the drain')
+    assert agent.rt.status_line() == (
+        f'in sync: 3 providers; 1 device drained: {H100}: fan swap')
+    assert agent.writes() == [
+        ('PUT', '/traits/CUSTOM_NODE_AGENT_HEALTH_DRAINED'),
+        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}')] + gpu_writes()
+    assert (f'node_agent_device_unhealthy{{address="{H100}",'
+            'reason="fan swap"} 1.0') in agent.metrics.exposition()
+
+    # A fault comes and goes while drained: the drain stays.
+    aer(sys_root, 'aer_dev_fatal', 1)
+    wait_for(lambda: agent.rt.health._records[H100].isolate is not None,
+             'the fault seen')
+    clock.now += QUIET
+    wait_for(lambda: agent.rt.health._records[H100].isolate is None,
+             'the fault forgotten')
+    assert agent.rt.health.health(H100).state == 'drained'
+    agent.stop()
+
+    agent = run()                               # a restart
+    assert agent.rt.status_line() == (
+        f'in sync: 3 providers; 1 device drained: {H100}: fan swap')
+    assert pgpu(api) == (1, 1) and health_traits(api) == DRAIN_TRAITS
+    assert agent.writes() == []                 # nothing to change
+    assert manage.main(['--config-file', str(conf_file), 'tree', 'show']) \
+        == 0
+    shown = capsys.readouterr().out
+    assert 'PGPU 0/1 r1' in shown
+    assert shown.split('\ndrained devices:\n')[1].startswith(
+        f'  {H100}  since 20')
+    assert manage.main(['--config-file', str(conf_file), 'tree', 'show',
+                        '--format', 'json']) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body['drained_devices'][H100]['reason'] == 'fan swap'
+    assert manage_device('list') == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0] == 'drained devices:'
+    assert listed[1].startswith(f'  {H100}  since 20')
+    assert listed[1].endswith('Z  fan swap')
+
+    assert manage_device('undrain', H100) == 0
+    assert capsys.readouterr().out == f'undrained {H100}\n'
+    wait_for(lambda: pgpu(api) == (1, 0) and not health_traits(api),
+             'the undrain')
+    assert agent.writes() == gpu_writes()
+    assert agent.rt.status_line() == 'in sync: 3 providers'
+    assert drains.load(drains.path_for(conf)) == {}
+    assert manage_device('list') == 0
+    assert capsys.readouterr().out == 'drained devices:\n  none\n'
+
+
+def test_drain_needs_an_address_and_a_reason(conf, tmp_path, capsys):
+    conf_file = tmp_path / 'manage.conf'
+    conf_file.write_text(f'[DEFAULT]\nstate_path = {conf.state_path}\n')
+    with pytest.raises(SystemExit):
+        manage.main(['--config-file', str(conf_file), 'device', 'drain',
+                     'gpu0', '--reason', 'x'])
+    assert manage.main(['--config-file', str(conf_file), 'device', 'drain',
+                        H100, '--reason', ' ']) == 2
+    assert 'a drain needs a reason' in capsys.readouterr().err
+    assert not os.path.exists(drains.path_for(conf))
