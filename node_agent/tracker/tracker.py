@@ -444,7 +444,7 @@ class ResourceTracker:
         withdrawn, kept = [], []
         have = [current.find(ours) for ours, _, _ in conflicts]
         in_use = self.rc.get_usages(
-            [p.uuid for p in have if p is not None and p.uuid in owned])
+            {p.uuid for p in have if p is not None and p.uuid in owned})
         for (ours, theirs, why), provider in zip(conflicts, have):
             # Withdrawn only when the other service reports that very
             # device; a class both report may be another device of theirs.
