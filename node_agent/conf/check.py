@@ -9,6 +9,9 @@ the first problem::
 
     [audit] interval = abc: not an integer
     [DEFAULT] state_path = /etc/passwd/x: /etc/passwd is not a directory
+    [DEFAULT] enabled_drivers names unknown drivers: gpus (installed: ...)
+    [compute] cpu_dedicated_set: invalid CPU range in '0-3,x': ...
+    [pci] device_allow_list: '{"vendor": "8086"}': entry: ...
     provider override file /etc/.../gpu.yaml: at providers[0]...: ...
 
 It writes nothing and creates nothing: a directory that does not exist
@@ -94,6 +97,33 @@ def read_all(conf):
             raise option_error(conf, group, name, e) from None
 
 
+# Kernel filesystems: nothing written there is a file that stays.
+_NOT_STORAGE = frozenset({
+    'proc', 'sysfs', 'cgroup', 'cgroup2', 'devpts', 'securityfs',
+    'debugfs', 'tracefs', 'configfs', 'pstore', 'bpf', 'mqueue',
+    'fusectl', 'efivarfs', 'binfmt_misc'})
+
+
+def _filesystem_type(path, mounts='/proc/self/mounts'):
+    """The type of the filesystem ``path`` is (or would be) on, from the
+    mount table; None when it cannot be read."""
+    try:
+        with open(mounts) as f:
+            table = [line.split() for line in f]
+    except OSError:
+        return None
+    best, fstype = '', None
+    real = os.path.realpath(path)
+    for fields in table:
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace('\\040', ' ')
+        inside = real == point or real.startswith(point.rstrip('/') + '/')
+        if inside and len(point) >= len(best):
+            best, fstype = point, fields[2]
+    return fstype
+
+
 def check_state_path(path):
     """``path`` is, or could be created as, a directory the agent writes.
 
@@ -102,6 +132,11 @@ def check_state_path(path):
     """
     where = f'[DEFAULT] state_path = {path}'
     path = os.path.abspath(path)
+    fstype = _filesystem_type(path)
+    if fstype in _NOT_STORAGE:
+        raise exception.ConfigError(
+            f'{where}: on a {fstype} filesystem, which holds no files the '
+            'agent could keep')
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise exception.ConfigError(f'{where}: not a directory')
@@ -130,6 +165,9 @@ def validate(conf):
     read_all(conf)
     check_state_path(conf.state_path)
     check_deployment(conf)
+    check_enabled_drivers(conf)
+    check_cpu_sets(conf)
+    check_device_allow_list(conf)
     # Imported late: the drivers pull in stevedore and every plugin.
     from node_agent.drivers import gpu
     from node_agent.drivers import nic
@@ -153,3 +191,42 @@ def check_deployment(conf):
             'there; point [placement] at the Placement service nova-compute '
             'uses, or on a host without Nova choose deployment = '
             'standalone')
+
+
+def check_enabled_drivers(conf):
+    """Every name in ``[DEFAULT] enabled_drivers`` is an installed driver
+    (an entry point in ``node_agent.drivers``)."""
+    from importlib import metadata
+
+    from node_agent import drivers
+    known = {ep.name for ep in metadata.entry_points(
+        group=drivers.NAMESPACE)}
+    unknown = sorted(set(conf.enabled_drivers) - known)
+    if unknown:
+        raise exception.ConfigError(
+            f'[DEFAULT] enabled_drivers names unknown drivers: '
+            f'{", ".join(unknown)} (installed: {", ".join(sorted(known))})')
+
+
+def check_cpu_sets(conf):
+    """``[compute] cpu_shared_set`` and ``cpu_dedicated_set`` parse and do
+    not overlap.  Whether the host has those CPUs is the scan's to say."""
+    from node_agent.drivers import compute
+    dedicated = compute.parse_cpu_spec(conf.compute.cpu_dedicated_set,
+                                       'cpu_dedicated_set')
+    if conf.compute.cpu_shared_set is None:
+        return
+    shared = compute.parse_cpu_spec(conf.compute.cpu_shared_set,
+                                    'cpu_shared_set')
+    overlap = shared & dedicated
+    if overlap:
+        raise exception.ConfigError(
+            '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs '
+            + compute.format_cpus(overlap))
+
+
+def check_device_allow_list(conf):
+    """Every entry of ``[pci] device_allow_list`` is JSON the accelerator
+    driver takes (names the entry and the field)."""
+    from node_agent.drivers import accelerator
+    accelerator.parse_allow_list(conf.pci.device_allow_list)

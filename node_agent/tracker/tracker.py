@@ -50,9 +50,10 @@ Rules:
   (``ScanIncomplete``, ``LibvirtConnectionError``) writes nothing: at
   startup it is raised (the daemon exits 78, or waits for libvirt); in an
   audit the last good tree stays in Placement and the status line says
-  ``audit skipped: <why>``.  A device missing from a scan or garbled in it
-  is held as the last good snapshot had it (the rule is
-  :func:`node_agent.hardware.removal.hold`).  The snapshot and the
+  ``audit skipped: <why>`` (``waiting for libvirt: <why>`` when libvirt
+  was away; the next audit connects again).  A device missing from a
+  scan or garbled in it is held as the last good snapshot had it (the
+  rule is :func:`node_agent.hardware.removal.hold`).  The snapshot and the
   absence counts outlive a restart (:mod:`node_agent.tracker.scan_state`,
   stored when a sync changed them): at startup a garbled item is held from
   the stored snapshot, and a device missing from the startup scan has
@@ -102,6 +103,7 @@ LOG = logging.getLogger(__name__)
 
 STATUS_WAITING = 'waiting for Placement'
 STATUS_RESTART = 'restart required: reshape pending'
+STATUS_LIBVIRT = 'waiting for libvirt'
 
 
 def _drivers(conf, snapshot, health=None):
@@ -182,6 +184,9 @@ class ResourceTracker:
         # service reports, and those of ours kept as they hold allocations.
         self.reported_elsewhere = ()
         self.kept_twice = ()
+        # What the last sync left out although it wrote the rest.
+        self.audit_incomplete = None
+        self.libvirt_down = False       # ... because libvirt was away
         self._absent = {}               # (field, key) -> scans missing from
         self.scan_state = scan_state
         self._scan_state_loaded = False
@@ -236,6 +241,7 @@ class ResourceTracker:
         return _Pending(snapshot, current, desired, allocations, plan)
 
     def _sync(self, startup):
+        self.audit_incomplete = None
         pending = self._prepare(startup)
         if pending.plan.reshape:
             self._status('reshaping ' + text.plural(
@@ -290,11 +296,14 @@ class ResourceTracker:
             pending = self._sync(startup=False)
         except exception.HardwareError as exc:
             self.scan_problem = str(exc)
+            self.libvirt_down = isinstance(
+                exc, exception.LibvirtConnectionError)
             LOG.warning('%s: audit skipped, the last good tree stays in '
                         'Placement: %s', self.nodename, exc)
             self._status(self.status_line())
             return None
         except exception.RootShared as exc:
+            self.scan_problem = str(exc)
             LOG.error('%s: audit skipped, nothing written: %s',
                       self.nodename, exc)
             self._status(self.status_line())
@@ -473,6 +482,10 @@ class ResourceTracker:
                             self.nodename, ours, theirs, why, what)
         self.reported_elsewhere = skipped
         self.kept_twice = tuple(sorted(kept))
+        if kept:
+            self.audit_incomplete = (
+                f'{", ".join(self.kept_twice)}: reported by another service '
+                'too, kept while they hold allocations')
 
     def _keep_last_good(self, exc, snapshot, drivers, current):
         reason = exc.reason or 'layout changed'
@@ -522,7 +535,9 @@ class ResourceTracker:
     def status_line(self):
         if self.shared_with is not None:
             return self.shared_with.status
-        if self.scan_problem:
+        if self.scan_problem and self.libvirt_down:
+            line = f'{STATUS_LIBVIRT}: {self.scan_problem}'
+        elif self.scan_problem:
             line = f'audit skipped: {self.scan_problem}'
         elif self.reshape_pending:
             line = STATUS_RESTART

@@ -210,8 +210,8 @@ def test_whole_host_on_a_legacy_nested_host_writes_nothing(
     """The deprecated whole_host on a host the earlier release synced with
     nested NUMA runs beside nova-compute, which cannot take CPU and memory
     (and the guests holding them) off the NUMA providers: nova-compute's
-    root is not the agent's to write.  It stops before any write, naming
-    the provider in use (exit 78); the same host migrates under
+    root is not the agent's to write.  Its plan is refused before any
+    write, naming the provider in use; the same host migrates under
     ``deployment = standalone``
     (:func:`test_startup_migrates_names_uuids_and_allocations`)."""
     before = placement_state.read(placement_adapter)
