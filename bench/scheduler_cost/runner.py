@@ -11,7 +11,8 @@ cost it, for the same hardware in three shapes
 (:mod:`bench.scheduler_cost.trees`):
 
 - *node-agent*: the tree node-agent's drivers build for the host in the
-  default deployment mode, ``whole_host`` (CPU and memory on the root);
+  default deployment mode, ``beside_nova_compute``, under nova-compute's
+  root (CPU and memory on the root, as nova-compute reports them);
 - *nova*: the tree Nova 34 and Neutron themselves write for it (one
   provider per vGPU VF, PCI in Placement, Neutron's bandwidth providers);
 - *pooled*: node-agent's tree with each GPU's identical VFs pooled into
@@ -56,6 +57,7 @@ from tests.fixtures import postgres
 
 TITLE = 'Scheduler cost'
 SHAPES = ('node-agent', 'nova', 'pooled', 'standalone')
+BESIDE = 'beside_nova_compute'      # the default deployment mode
 MICROVERSION = '1.36'       # what Nova 34's scheduler asks candidates at
 FLAVORS = {
     'plain': harness.flavor_request('plain'),
@@ -88,19 +90,21 @@ class Kinds:
         for kind, (root, uri) in kinds_mod.kinds(workdir).items():
             confs = {mode: trees.conf_for(kind, root, uri,
                                           kinds_mod.options(kind), mode)
-                     for mode in ('whole_host', 'standalone')}
+                     for mode in (BESIDE, 'standalone')}
             self.kinds.append(
-                (kind, confs, trees.snapshot(kind, confs['whole_host'])))
+                (kind, confs, trees.snapshot(kind, confs[BESIDE])))
 
     def rows(self, shape, i):
         kind, confs, snap = self.kinds[i % len(self.kinds)]
-        mode = 'standalone' if shape == 'standalone' else 'whole_host'
-        tree = trees.ours(confs[mode], snap, host_name(i))
+        standalone = trees.ours(confs['standalone'], snap, host_name(i))
+        if shape == 'standalone':
+            return trees.as_rows(standalone)
         if shape == 'nova':
-            return trees.nova(tree, snap)
+            return trees.nova(standalone, snap)
+        tree = trees.ours(confs[BESIDE], snap, host_name(i))
         if shape == 'pooled':
-            return trees.pooled(tree)
-        return trees.as_rows(tree)
+            return trees.pooled(tree, standalone, snap)
+        return trees.beside_nova(tree, standalone, snap)
 
 
 class Writer:

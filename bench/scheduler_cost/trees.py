@@ -3,9 +3,11 @@
 *node-agent's*: the tree its drivers build from the host's snapshot
 (discovery over the generated sysfs and libvirt test XML), as its tracker
 builds it (:class:`node_agent.drivers.DriverSet`), in the deployment mode
-given: ``whole_host`` (the default, what a Nova cloud schedules on: CPU
-and memory on the root, NUMA providers without inventory for device
-affinity) or ``standalone`` (CPU and memory on the NUMA providers).
+given: ``beside_nova_compute`` (the default, what a Nova cloud schedules
+on: nova-compute's root with CPU and memory, the agent's NUMA providers
+without inventory for device affinity, its devices under them; see
+:func:`beside_nova`) or ``standalone`` (CPU and memory on the NUMA
+providers).
 
 *Nova 34's*, for the same hardware, in the provider shapes Nova's and
 Neutron's own code writes (read from nova 34.0.0 and neutron 29; built
@@ -50,7 +52,7 @@ NEUTRON_AGENT = 'NIC Switch agent'
 NIC_CLASSES = ('NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC')
 
 
-def conf_for(kind, sysfs_root, uri, options, mode='whole_host'):
+def conf_for(kind, sysfs_root, uri, options, mode='beside_nova_compute'):
     conf = recorded.make_conf()
     conf.set_override('deployment', mode)
     conf.set_override('sysfs_root', sysfs_root, 'hardware')
@@ -144,9 +146,28 @@ def nova(tree, snap):
     return [_row(name, None, inventory, traits, uuid=root.uuid)] + rows
 
 
-def pooled(tree):
+def beside_nova(tree, standalone, snap):
+    """node-agent's default tree as Placement holds it: nova-compute's
+    root, with what nova-compute reports on it (CPU, memory, disk and the
+    CPU traits: the root of :func:`nova`, made from the ``standalone``
+    tree's NUMA inventories), and the agent's children from ``tree``, the
+    ``beside_nova_compute`` tree (list of provider dicts, parents first)."""
+    nova_root = nova(standalone, snap)[0]
+    return _with_root(as_rows(tree), nova_root)
+
+
+def _with_root(rows, nova_root):
+    root = dict(rows[0], inventory=nova_root['inventory'],
+                traits=sorted(set(nova_root['traits'])
+                              | set(rows[0]['traits'])))
+    return [root] + rows[1:]
+
+
+def pooled(tree, standalone=None, snap=None):
     """node-agent's tree with each GPU's identical one-unit VF children
-    pooled into the GPU (list of provider dicts, parents first)."""
+    pooled into the GPU (list of provider dicts, parents first); with
+    ``standalone`` and ``snap``, under nova-compute's root as in
+    :func:`beside_nova`."""
     pooled_into = {}
     for p in _rows(tree):
         kids = [tree.get(c) for c in tree.children(p.uuid)]
@@ -171,6 +192,8 @@ def pooled(tree):
             inventory[rc] = ptree.normalize_inventory({'total': count})
         rows.append(_row(p.name, p.parent_uuid, inventory, p.traits,
                          uuid=p.uuid))
+    if standalone is not None:
+        return _with_root(rows, nova(standalone, snap)[0])
     return rows
 
 

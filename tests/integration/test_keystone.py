@@ -157,7 +157,11 @@ def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
     assert error_lines(agent) == []
     assert 'audit failed' not in agent.log_text()
     assert 'not reachable' not in agent.log_text()
-    assert seen and all(s.startswith('in sync: ') for s in seen), seen
+    # Once in sync, never anything else (the start says what it awaits).
+    synced = [i for i, s in enumerate(seen) if s.startswith('in sync: ')]
+    assert synced and all(s.startswith('in sync: ')
+                          for s in seen[synced[0]:]), seen
+    assert all(s.startswith('starting: ') for s in seen[:synced[0]]), seen
 
 
 def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
