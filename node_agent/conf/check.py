@@ -21,9 +21,13 @@ import os
 
 from oslo_config import cfg
 from oslo_config import types
+from stevedore import extension
 
 from node_agent import exception
 from node_agent.conf import devices
+
+# The driver plugins' entry point namespace (node_agent.drivers.NAMESPACE).
+DRIVER_NAMESPACE = 'node_agent.drivers'
 
 # What a value that does not convert at all is not, per option type.
 _KINDS = (
@@ -123,18 +127,32 @@ def validate(conf):
     """Every option, then the cross-checks of options; raises ConfigError.
 
     Files the options name are checked by their readers (the provider
-    override files: :func:`node_agent.drivers.overrides.load`).
+    override files: :func:`node_agent.drivers.overrides.load`, which
+    :func:`node_agent.cmd.load_conf` runs next).
     """
     # The [mdev_<type>] sections exist once the types are known.
     devices.register_dynamic_opts(conf)
     read_all(conf)
     check_state_path(conf.state_path)
     check_deployment(conf)
-    # Imported late: the drivers pull in stevedore and every plugin.
-    from node_agent.drivers import gpu
-    from node_agent.drivers import nic
-    nic.check_options(conf)
-    gpu.check_options(conf)
+    check_drivers(conf)
+
+
+def _load_failure(manager, entrypoint, error):
+    raise error
+
+
+def check_drivers(conf):
+    """Every installed driver's own option checks (``check_options`` of
+    the plugins in the ``node_agent.drivers`` entry point namespace), in
+    the drivers' order.  The configuration knows no driver by name: a
+    driver owns its options and their checks."""
+    manager = extension.ExtensionManager(
+        DRIVER_NAMESPACE, on_load_failure_callback=_load_failure)
+    plugins = sorted((ext.plugin for ext in manager),
+                     key=lambda plugin: (plugin.order, plugin.name))
+    for plugin in plugins:
+        plugin.check_options(conf)
 
 
 def check_deployment(conf):

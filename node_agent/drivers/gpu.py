@@ -406,6 +406,10 @@ class GpuDriver(base.Driver):
     order = 20
     kinds = (identity.PCI,)
 
+    @classmethod
+    def check_options(cls, conf):
+        check_options(conf)
+
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.passthrough = _Passthrough(conf)

@@ -214,6 +214,10 @@ class NicDriver(base.Driver):
     order = 30
     kinds = (identity.NIC, identity.PF)
 
+    @classmethod
+    def check_options(cls, conf):
+        check_options(conf)
+
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.mappings = parse_mappings(conf.nic.physical_device_mappings)
