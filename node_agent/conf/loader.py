@@ -12,9 +12,10 @@ option a command of the agent reads (the agent's groups, oslo.log's,
 oslo.service's), resolves relative paths, checks every option
 (:func:`node_agent.conf.check.validate`, every driver's own checks
 included); :func:`node_agent.cmd.load_conf` then loads the provider
-override files.  Whichever command reads a configuration judges it the same way;
-the first problem is one :class:`~node_agent.exception.ConfigError`, one
-line, before anything is logged, created or asked of Placement::
+override files.  Whichever command reads a configuration judges it the
+same way; the first problem is one
+:class:`~node_agent.exception.ConfigError`, one line, before anything is
+logged, created or asked of Placement::
 
     --config-file /etc/node-agent: Is a directory
     Failed to parse a.conf: at a.conf:1, No ':' or '=' found in ...

@@ -41,10 +41,17 @@ def report_client(conf, adapter, stateful=True, read_state=False,
                                          metrics=metrics)
 
 
-def claim_manager(conf):
-    """The claim manager over the claim database under state_path."""
+def claim_manager(conf, upgrade=True):
+    """The claim manager over the claim database under state_path, which
+    asks the enabled drivers what a snapshot's devices are."""
     from node_agent.claims import manager
-    return manager.ClaimManager(conf)
+    from node_agent import drivers
+
+    def drivers_for(snapshot):
+        return drivers.DriverSet(conf, snapshot).drivers
+
+    return manager.ClaimManager(conf, upgrade=upgrade,
+                                drivers_for=drivers_for)
 
 
 @contextlib.contextmanager

@@ -115,7 +115,7 @@ def _placement_view(adapter, consumers):
 
 
 def _claims_view(conf):
-    mgr = claims_manager.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     return {c.consumer_uuid: c.resources for c in mgr.list()}
 
 

@@ -21,7 +21,7 @@ import pytest
 from node_agent import drivers
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent.claims import manager
+from node_agent.tracker import factory
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.fixtures import legacy_tree
@@ -178,7 +178,7 @@ def test_a_migration_cut_short_after_the_rename_is_finished(
 def test_claims_follow_the_migration(agents, nested_host1, placement_adapter,
                                      legacy):
     mapping = legacy
-    claims = manager.ClaimManager(nested_host1)
+    claims = factory.claim_manager(nested_host1)
     old_tree = agents().rc.get_provider_tree(ROOT)
     snapshot = hosts.discover('host1', nested_host1)
     claims.rebuild((), {}, tree=old_tree)

@@ -11,6 +11,7 @@ import pytest
 
 from node_agent import exception
 from node_agent import provider_tree as ptree
+from node_agent.tracker import factory
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import provider_names as names
 from tests.functional.tracker import conftest as h
@@ -259,8 +260,7 @@ def test_mover_changed_while_reshape_is_prepared_is_read_again(
 
 def test_claims_follow_the_reshape(agents, host1, placement_adapter,
                                    flat_with_consumers):
-    from node_agent.claims import manager
-    claims = manager.ClaimManager(host1)
+    claims = factory.claim_manager(host1)
     h.set_layout(host1, nested=True)
     agent = agents(claims=claims)
     agent.tracker.startup()
