@@ -126,6 +126,7 @@ def device_health(conf, rt, metrics=None, clock=None):
     from node_agent import health_notifier
     from node_agent import metrics as metrics_mod
     from node_agent.hardware import health
+    from node_agent.hardware import nvml_health
     from node_agent.hardware import pci_health
     metrics = metrics or metrics_mod.NOOP
     nvml = 'gpu' in conf.enabled_drivers and conf.hardware.nvml_enabled
@@ -146,7 +147,7 @@ def device_health(conf, rt, metrics=None, clock=None):
         drained.look()          # before the startup sync: no flip-flop
         sources = [drained]
         if nvml:
-            sources.append(health.NvmlHealthSource.from_conf(
+            sources.append(nvml_health.NvmlHealthSource.from_conf(
                 conf, rt.discovery.nvml, monitor))
         if conf.health.sysfs_enabled:
             sources.append(pci_health.SysfsHealthSource.from_conf(

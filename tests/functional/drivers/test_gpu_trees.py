@@ -20,6 +20,7 @@ from node_agent.conf import devices as devices_conf
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.drivers import layout
 from node_agent.hardware import health as health_mod
+from node_agent.hardware import nvml_health
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
@@ -369,8 +370,8 @@ def test_a_fault_of_one_mig_instance_reserves_that_instance_alone(
                      compute_instance_id=0, after_s=1)])
     monitor = health_mod.HealthMonitor(30, lambda a, h: None,
                                        clock=nvml.clock)
-    source = health_mod.NvmlHealthSource(nvml, monitor, (13,),
-                                         addresses={mig_gpu})
+    source = nvml_health.NvmlHealthSource(nvml, monitor, (13,),
+                                          addresses={mig_gpu})
     nvml.on_exhausted = source.stop
     source.run()
     said = monitor.unhealthy()
