@@ -37,9 +37,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.report_client import scenario  # noqa: E402
-from node_agent import provider_tree as ptree  # noqa: E402
 from node_agent.placement import client as client_mod  # noqa: E402
 from node_agent.placement import embedded  # noqa: E402
+from node_agent import identity  # noqa: E402
 
 PHASES = (('consumer checks', 'placement.handlers.allocation',
            'inspect_consumers'),
@@ -141,7 +141,7 @@ def _reshape_body(adapter, consumers):
 
 def _sequential_reads(adapter, consumers):
     """Seconds for the reads a reshape needs, one request at a time."""
-    root = ptree.provider_uuid(scenario.HOST)
+    root = identity.legacy_uuid(scenario.HOST)
     start = time.perf_counter()
     listing = scenario._get(adapter, f'/resource_providers?in_tree={root}',
                             client_mod.MV_PROVIDERS)['resource_providers']

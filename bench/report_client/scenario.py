@@ -41,6 +41,7 @@ import urllib.parse
 import uuid as uuidlib
 
 from node_agent import provider_tree as ptree
+from node_agent import identity
 
 HOST = 'compute1'
 TREES = ('reference', 'rich')
@@ -72,7 +73,7 @@ def providers(tree='rich'):
     result = []
 
     def add(name, parent, inventory=None, traits=(), aggregates=()):
-        result.append({'name': name, 'uuid': ptree.provider_uuid(name),
+        result.append({'name': name, 'uuid': identity.legacy_uuid(name),
                        'parent': parent, 'inventory': inventory or {},
                        'traits': set(traits), 'aggregates': set(aggregates)})
 
@@ -128,12 +129,12 @@ def consumer_uuid(i):
 
 def consumer_allocations(i):
     """``{rp_uuid: {resource class: amount}}`` for consumer ``i``."""
-    root = ptree.provider_uuid(HOST)
-    numa = ptree.provider_uuid(ptree.child_name(HOST, 'numa', i % 2))
+    root = identity.legacy_uuid(HOST)
+    numa = identity.legacy_uuid(ptree.child_name(HOST, 'numa', i % 2))
     allocs = {root: {'DISK_GB': 4, 'VGPU': 1},
               numa: {'VCPU': 2, 'MEMORY_MB': 2048}}
     if i % 2 == 0:
-        allocs[ptree.provider_uuid(pf_names()[(i // 2) % 4])] = {
+        allocs[identity.legacy_uuid(pf_names()[(i // 2) % 4])] = {
             'SRIOV_NET_VF': 1}
     return allocs
 
@@ -166,8 +167,8 @@ def move_vgpu(allocations):
     Every consumer's VGPU leaves the root for one GPU provider, round robin
     in consumer uuid order, so each GPU gets at most VGPU_PER_GPU.
     """
-    root = ptree.provider_uuid(HOST)
-    gpus = [ptree.provider_uuid(n) for n in gpu_names()]
+    root = identity.legacy_uuid(HOST)
+    gpus = [identity.legacy_uuid(n) for n in gpu_names()]
     moved = 0
     for n, consumer in enumerate(sorted(allocations)):
         by_rp = allocations[consumer]['allocations']
@@ -186,7 +187,7 @@ def move_vgpu(allocations):
 
 def read_host(adapter):
     """``{name: {uuid, parent_uuid, inventory, traits, aggregates}}``."""
-    root = ptree.provider_uuid(HOST)
+    root = identity.legacy_uuid(HOST)
     rps = _get(adapter, f'/resource_providers?in_tree={root}',
                '1.14')['resource_providers']
     result = {}
@@ -233,8 +234,8 @@ def check_host(adapter, expected):
 
 def check_consumers(adapter, count, reshaped):
     """Problems with the consumers' allocations in Placement."""
-    root = ptree.provider_uuid(HOST)
-    gpus = {ptree.provider_uuid(n) for n in gpu_names()}
+    root = identity.legacy_uuid(HOST)
+    gpus = {identity.legacy_uuid(n) for n in gpu_names()}
     problems = []
     vgpu_on_gpus = 0
     with concurrent.futures.ThreadPoolExecutor(8) as pool:

@@ -40,9 +40,9 @@ above, ``HW_NIC_SRIOV`` and ``CUSTOM_PHYSNET_*``.
 
 import collections
 import dataclasses
-import logging
 
 import os_traits
+from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity

@@ -8,8 +8,9 @@ local: a command pays only for the layers it uses.
 
 import contextlib
 import functools
-import logging
 import os
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

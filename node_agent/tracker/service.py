@@ -64,13 +64,14 @@ agent (the unit's
 """
 
 import contextlib
-import logging
+import logging as std_logging
 import random
 import signal
 import threading
 import time
 
 import tenacity
+from oslo_log import log as logging
 from oslo_service import backend
 
 backend.init_backend(backend.BackendType.THREADING)
@@ -460,7 +461,7 @@ class AgentService(service.Service):
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
                  'Placement state')
         self.conf.reload_config_files()
-        self.tracker.rc.invalidate()
+        self.tracker.report_client.invalidate()
         return True
 
     def _audit(self):
@@ -508,7 +509,7 @@ class AgentService(service.Service):
         return True
 
 
-class _OneProcessIsTheDesign(logging.Filter):
+class _OneProcessIsTheDesign(std_logging.Filter):
     """Drops the launcher's warning that ``no_fork=True`` is in use.
 
     The threading launcher warns on every start that the service runs in
@@ -524,7 +525,7 @@ class _OneProcessIsTheDesign(logging.Filter):
 
 def run(conf, agent_service):
     """Run ``agent_service`` in this process until stopped; exit status."""
-    launcher_log = logging.getLogger(service.ProcessLauncher.__module__)
+    launcher_log = std_logging.getLogger(service.ProcessLauncher.__module__)
     launcher_log.addFilter(_OneProcessIsTheDesign())
     launcher = service.ProcessLauncher(conf, no_fork=True,
                                        restart_method='reload')

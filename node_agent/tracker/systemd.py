@@ -13,11 +13,12 @@ between audits, and :meth:`Notifier.progress` on every answer from
 Placement during a sync.  A call that hangs feeds nothing.
 """
 
-import logging
 import os
 import socket
 import threading
 import time
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ import os
 
 import pytest
 
-from node_agent import provider_tree as ptree
 from node_agent.claims import manager as manager_mod
 from node_agent.tracker import factory
+from node_agent import identity
 from tests.functional.tracker import conftest as h
 
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 PERIOD = 600
 
 

@@ -22,15 +22,15 @@ import logging
 
 import pytest
 
-from node_agent import provider_tree as ptree
 from node_agent.cmd.manage import tree as tree_cmd
 from node_agent.placement import client
 from node_agent.tracker import status
 from node_agent.tracker import factory
+from node_agent import identity
 from tests.functional.tracker import conftest as h
 
-ROOT = ptree.provider_uuid('compute1')
-OTHER_ROOT = ptree.provider_uuid('compute2')
+ROOT = identity.legacy_uuid('compute1')
+OTHER_ROOT = identity.legacy_uuid('compute2')
 GUEST = '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001'      # guest-numa0
 CLAIMED = 'c1a1c1a1-0000-4000-8000-000000000001'
 ORPHAN = '0f0f0f0f-0000-4000-8000-000000000001'

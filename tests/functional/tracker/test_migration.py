@@ -29,13 +29,13 @@ from tests.functional.drivers import conftest as drivers_conf
 from tests.functional.tracker import conftest as h
 
 HOST = 'compute1'
-ROOT = ptree.provider_uuid(HOST)
+ROOT = identity.legacy_uuid(HOST)
 OTHER_PROJECT = 'a0b1c2d3-0000-4000-8000-000000000011'
 OTHER_USER = 'a0b1c2d3-0000-4000-8000-000000000012'
 
 
 def legacy_uuid(kind, stable):
-    return ptree.provider_uuid(f'{HOST}_{kind}_{stable}')
+    return identity.legacy_uuid(f'{HOST}_{kind}_{stable}')
 
 
 NUMA0, NUMA1 = legacy_uuid('numa', 0), legacy_uuid('numa', 1)
@@ -77,8 +77,8 @@ def legacy(nested_host1, agents, placement_adapter):
         current, HOST)
     old, mapping = legacy_tree.legacy_copy(current)
     writer = agents()
-    writer.rc.get_provider_tree_and_ensure_root(HOST)
-    writer.rc.update_from_provider_tree(old)
+    writer.report_client.get_provider_tree_and_ensure_root(HOST)
+    writer.report_client.update_from_provider_tree(old)
     for consumer, (resources, project, user, kind) in CONSUMERS.items():
         allocs.put(placement_adapter, consumer, resources, project, user,
                    consumer_type=kind)
@@ -179,7 +179,7 @@ def test_claims_follow_the_migration(agents, nested_host1, placement_adapter,
                                      legacy):
     mapping = legacy
     claims = factory.claim_manager(nested_host1)
-    old_tree = agents().rc.get_provider_tree(ROOT)
+    old_tree = agents().report_client.get_provider_tree(ROOT)
     snapshot = hosts.discover('host1', nested_host1)
     claims.rebuild((), {}, tree=old_tree)
     held = {}

@@ -14,8 +14,8 @@ import uuid
 import pytest
 
 from node_agent import exception
-from node_agent import provider_tree as ptree
 from node_agent.tracker import root as root_mod
+from node_agent import identity
 from tests.fixtures import placement_state
 from tests.fixtures import provider_names
 from tests.functional.tracker import conftest as h
@@ -96,7 +96,7 @@ def test_standalone_builds_the_nested_tree_with_the_owner_trait(
         agents, modes, placement_adapter):
     modes.set_override('deployment', 'standalone')
     agents().tracker.startup()
-    root_uuid = ptree.provider_uuid('compute1')
+    root_uuid = identity.legacy_uuid('compute1')
     tree = tree_of(placement_adapter, root_uuid)
     root = tree['compute1']
     assert root['traits'] == ['COMPUTE_NODE', 'CUSTOM_OWNER_NODE_AGENT']
@@ -113,7 +113,7 @@ def test_whole_host_plays_nova_compute_and_records_the_uuid(
         agents, modes, placement_adapter):
     agent = agents()
     agent.tracker.startup()
-    legacy = ptree.provider_uuid('compute1')
+    legacy = identity.legacy_uuid('compute1')
     own = root_mod.own_compute_id_path(modes)
     with open(own) as f:
         assert f.read() == legacy + '\n'
@@ -195,7 +195,7 @@ def test_whole_host_upgrade_moves_cpu_and_memory_back_to_the_root(
     # Synced by the previous release: nested NUMA, a guest on numa_0.
     modes.set_override('deployment', 'standalone')
     agents().tracker.startup()
-    legacy = ptree.provider_uuid('compute1')
+    legacy = identity.legacy_uuid('compute1')
     numa0 = provider_names.uuid_of('compute1_numa_0')
     consumer = h.new_consumer()
     h.put_allocations(placement_adapter, consumer,

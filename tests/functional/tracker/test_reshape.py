@@ -10,13 +10,13 @@ import threading
 import pytest
 
 from node_agent import exception
-from node_agent import provider_tree as ptree
 from node_agent.tracker import factory
+from node_agent import identity
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import provider_names as names
 from tests.functional.tracker import conftest as h
 
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
 GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
 NUMA0 = names.uuid_of('compute1_numa_0')
