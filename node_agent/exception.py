@@ -18,6 +18,9 @@
      |                                    itself (names source and path); the
      |                                    scan is not used: fatal at startup,
      |                                    an audit keeps the last good tree
+     |    +-- SourceSilent                sysfs or NVML gave no answer within
+     |                                    its deadline (names source and
+     |                                    option): waited out
      +-- PlacementError                   anything Placement said (or not)
      |    +-- PlacementUnavailable        unreachable / 5xx / timeout after
      |    |                               retries: transient, waited out
@@ -31,6 +34,8 @@
      |    +-- ReshapeFailed               POST /reshaper failed for good; fatal
      |                                    at startup
      +-- ReshapeNeeded                    signal from drivers: run a reshape
+     +-- Stopping                         a stop was asked for: the sync ends
+     |                                    before its next request
      +-- UnsafePlan                       a plan failed its check before the
      |                                    first write (names provider, class);
      |                                    nothing written; fatal at startup
@@ -141,6 +146,34 @@ class ScanIncomplete(HardwareError):
         self.lost = lost
         state = 'lost' if lost else 'garbled'
         super().__init__(f'{source} {state} ({detail})')
+
+
+class SourceSilent(HardwareError):
+    """A hardware source did not answer within its deadline.
+
+    Transient as far as the agent can tell (a driver call stuck on a
+    device that may recover): the scan is not used, the daemon waits and
+    tries again, the status line naming the source.
+    """
+
+    def __init__(self, source, reason):
+        self.source = source
+        self.reason = reason
+        super().__init__(f'{source}: {reason}')
+
+
+class Stopping(NodeAgentError):
+    """The daemon is stopping: the request named was not sent.
+
+    Raised by the report client between two requests, never during one,
+    so a stop ends a sync at a request boundary, where capacity is exact
+    (see :mod:`node_agent.placement.client`); the next start finishes it.
+    """
+
+    def __init__(self, method, path):
+        self.method = method
+        self.path = path
+        super().__init__(f'stopping: {method} {path} not sent')
 
 
 class PlacementError(NodeAgentError):

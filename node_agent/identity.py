@@ -60,7 +60,9 @@ the next start finishes the migration.
 import re
 import uuid as uuidlib
 
-from node_agent import provider_tree as ptree
+# The previous release's namespace: uuid5 of a provider's name.  Never
+# change it.
+PROVIDER_NAMESPACE = uuidlib.UUID('7f0c58a4-4a5e-4f1b-9d8e-4b1c5a9b0e21')
 
 #: On every provider the agent owns (the root too while it owns the root).
 OWNER_TRAIT = 'CUSTOM_OWNER_NODE_AGENT'
@@ -159,7 +161,7 @@ def legacy_uuid(name):
     """The uuid the previous release gave the provider called ``name``
     (uuid5 of the name): its providers are recognised by it, and a root
     nobody gave a uuid gets it."""
-    return ptree.provider_uuid(name)
+    return str(uuidlib.uuid5(PROVIDER_NAMESPACE, name))
 
 
 def legacy_root_uuid(name):

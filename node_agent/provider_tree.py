@@ -24,20 +24,9 @@ providers).
 
 import copy
 import dataclasses
-import uuid as uuidlib
-
-# The previous release's namespace: uuid5 of a provider's name (see
-# node_agent.identity.legacy_uuid).  Never change it.
-PROVIDER_NAMESPACE = uuidlib.UUID('7f0c58a4-4a5e-4f1b-9d8e-4b1c5a9b0e21')
 
 INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
                     'allocation_ratio')
-
-
-def provider_uuid(name):
-    """The uuid the previous release gave the provider called ``name``:
-    use :func:`node_agent.identity.legacy_uuid`."""
-    return str(uuidlib.uuid5(PROVIDER_NAMESPACE, name))
 
 
 def normalize_inventory(record):

@@ -9,6 +9,9 @@ the first problem::
 
     [audit] interval = abc: not an integer
     [DEFAULT] state_path = /etc/passwd/x: /etc/passwd is not a directory
+    [DEFAULT] enabled_drivers names unknown drivers: gpus (installed: ...)
+    [compute] cpu_dedicated_set: invalid CPU range in '0-3,x': ...
+    [pci] device_allow_list: '{"vendor": "8086"}': entry: ...
     provider override file /etc/.../gpu.yaml: at providers[0]...: ...
 
 It writes nothing and creates nothing: a directory that does not exist
@@ -98,6 +101,33 @@ def read_all(conf):
             raise option_error(conf, group, name, e) from None
 
 
+# Kernel filesystems: nothing written there is a file that stays.
+_NOT_STORAGE = frozenset({
+    'proc', 'sysfs', 'cgroup', 'cgroup2', 'devpts', 'securityfs',
+    'debugfs', 'tracefs', 'configfs', 'pstore', 'bpf', 'mqueue',
+    'fusectl', 'efivarfs', 'binfmt_misc'})
+
+
+def _filesystem_type(path, mounts='/proc/self/mounts'):
+    """The type of the filesystem ``path`` is (or would be) on, from the
+    mount table; None when it cannot be read."""
+    try:
+        with open(mounts) as f:
+            table = [line.split() for line in f]
+    except OSError:
+        return None
+    best, fstype = '', None
+    real = os.path.realpath(path)
+    for fields in table:
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace('\\040', ' ')
+        inside = real == point or real.startswith(point.rstrip('/') + '/')
+        if inside and len(point) >= len(best):
+            best, fstype = point, fields[2]
+    return fstype
+
+
 def check_state_path(path):
     """``path`` is, or could be created as, a directory the agent writes.
 
@@ -106,6 +136,11 @@ def check_state_path(path):
     """
     where = f'[DEFAULT] state_path = {path}'
     path = os.path.abspath(path)
+    fstype = _filesystem_type(path)
+    if fstype in _NOT_STORAGE:
+        raise exception.ConfigError(
+            f'{where}: on a {fstype} filesystem, which holds no files the '
+            'agent could keep')
     if os.path.exists(path):
         if not os.path.isdir(path):
             raise exception.ConfigError(f'{where}: not a directory')
@@ -135,6 +170,7 @@ def validate(conf):
     read_all(conf)
     check_state_path(conf.state_path)
     check_deployment(conf)
+    check_enabled_drivers(conf)
     check_drivers(conf)
 
 
@@ -169,3 +205,17 @@ def check_deployment(conf):
             'in-process Placement, so its compute node would never appear '
             'there; point [placement] at the Placement service nova-compute '
             'uses, or choose deployment = whole_host')
+
+
+def check_enabled_drivers(conf):
+    """Every name in ``[DEFAULT] enabled_drivers`` is an installed driver
+    (an entry point in ``node_agent.drivers``)."""
+    from importlib import metadata
+
+    known = {ep.name for ep in metadata.entry_points(
+        group=DRIVER_NAMESPACE)}
+    unknown = sorted(set(conf.enabled_drivers) - known)
+    if unknown:
+        raise exception.ConfigError(
+            f'[DEFAULT] enabled_drivers names unknown drivers: '
+            f'{", ".join(unknown)} (installed: {", ".join(sorted(known))})')

@@ -19,6 +19,16 @@ opts = [
                      'pynvml module) for GPU identity, MIG and vGPU data. '
                      'Without the library or the driver, GPUs are still '
                      'found through sysfs and libvirt.'),
+    cfg.IntOpt('scan_timeout',
+               default=60,
+               min=1,
+               help='Seconds the sysfs part of a scan, and the NVML part, '
+                    'may each take. A source that does not answer in time '
+                    '(a driver call stuck on a device) fails the scan, '
+                    'which writes nothing: the daemon waits and tries '
+                    'again, its status line naming the source, and while '
+                    'the stuck call has not returned the next scans fail '
+                    'at once instead of piling up threads.'),
     cfg.BoolOpt('udev_monitor',
                 default=True,
                 help='Watch udev for PCI and network device events (add, '

@@ -24,7 +24,20 @@ opts = [
                             'loopback or a management network.'),
     cfg.PortOpt('port',
                 default=9469,
-                help='TCP port of the metrics endpoint.'),
+                help='TCP port of the metrics endpoint. A port another '
+                     'process holds is tried again with capped backoff '
+                     '(the status line says so meanwhile); the agent runs '
+                     'on.'),
+    cfg.IntOpt('max_connections',
+               default=8,
+               min=1,
+               help='Connections the metrics endpoint serves at once; '
+                    'more are closed at once, unanswered.'),
+    cfg.FloatOpt('idle_timeout',
+                 default=10.0,
+                 min=0.1,
+                 help='Seconds a connection to the metrics endpoint may '
+                      'stay silent before it is closed.'),
 ]
 
 

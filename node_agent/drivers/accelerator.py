@@ -169,6 +169,12 @@ class AcceleratorDriver(base.Driver):
     order = 40
     kinds = (identity.PCI,)
 
+    @classmethod
+    def check_options(cls, conf):
+        """Every entry of ``[pci] device_allow_list`` is JSON this driver
+        takes (names the entry and the field)."""
+        parse_allow_list(conf.pci.device_allow_list)
+
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.matchers = parse_allow_list(conf.pci.device_allow_list)

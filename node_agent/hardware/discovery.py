@@ -37,6 +37,13 @@ overlapping node cpulists) raises
 :class:`~node_agent.exception.ScanIncomplete`; libvirt unreachable or
 silent for ``[libvirt] scan_timeout`` seconds raises
 :class:`~node_agent.exception.LibvirtConnectionError`.  Never an empty host.
+
+Every source has a deadline: the sysfs reads and the NVML calls each run
+on a worker thread for at most ``[hardware] scan_timeout`` seconds
+(:class:`Deadline`), libvirt for ``[libvirt] scan_timeout``.  A source that
+does not answer raises :class:`~node_agent.exception.SourceSilent` naming
+it; its stuck call is abandoned (neither can be cancelled) and, until it
+returns, later scans fail at once instead of piling up threads.
 """
 
 import dataclasses
@@ -45,6 +52,7 @@ import threading
 
 from oslo_log import log as logging
 
+from node_agent import exception
 from node_agent.hardware import cpulist
 from node_agent.hardware import libvirt_host
 from node_agent.hardware import net
@@ -62,6 +70,46 @@ GPU_VENDORS = {'10de': 'nvidia', '1002': 'amd', '8086': 'intel',
 _NO_NVML = object()
 
 
+class Deadline:
+    """Runs calls to one source on a worker thread, ``timeout`` seconds
+    each at most; :class:`~node_agent.exception.SourceSilent` otherwise."""
+
+    def __init__(self, source, timeout, option):
+        self.source = source
+        self.timeout = timeout
+        self.option = option
+        self._stuck = None
+
+    def __call__(self, fn, *args):
+        if self._stuck is not None:
+            if self._stuck.is_alive():
+                raise exception.SourceSilent(
+                    self.source, f'a call made {self.timeout} s ago or '
+                    f'more has still not returned ({self.option})')
+            LOG.info('%s answered again', self.source)
+            self._stuck = None
+        box = {}
+
+        def work():
+            try:
+                box['result'] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                box['error'] = exc
+
+        worker = threading.Thread(target=work, daemon=True,
+                                  name=f'scan-{self.source}')
+        worker.start()
+        worker.join(self.timeout)
+        if worker.is_alive():
+            self._stuck = worker
+            raise exception.SourceSilent(
+                self.source, f'no answer within {self.timeout} s '
+                f'({self.option})')
+        if 'error' in box:
+            raise box['error']
+        return box['result']
+
+
 class Discovery:
     """Scans the host; one instance keeps its libvirt connection open."""
 
@@ -77,6 +125,11 @@ class Discovery:
             nvml = (nvml_source.import_pynvml()
                     if conf.hardware.nvml_enabled else _NO_NVML)
         self._nvml = nvml
+        timeout = conf.hardware.scan_timeout
+        self._sysfs_deadline = Deadline('sysfs', timeout,
+                                        '[hardware] scan_timeout')
+        self._nvml_deadline = Deadline('NVML', timeout,
+                                       '[hardware] scan_timeout')
         self._nvml_absent = False       # said "no NVML data" already
         self._said_no_node = set()      # devices logged as without a node
         self._removed = set()           # udev said these are gone
@@ -110,22 +163,15 @@ class Discovery:
 
     def scan(self):
         """One full look at the host: a HostSnapshot."""
-        self.reader.check_root()
         unknown = []
-        numa_nodes = topology.read_numa_nodes(self.reader, unknown)
-        cpus = topology.read_cpus(self.reader, numa_nodes, unknown)
-        # A garbled node still exists: devices on it keep their affinity.
-        node_ids = frozenset(n.id for n in numa_nodes) | {
-            u.key for u in unknown if u.field == 'numa_nodes'}
-        devices = pci.read_pci_devices(self.reader, node_ids or None,
-                                       unknown)
-        nics = net.read_nics(self.reader, devices, unknown)
+        numa_nodes, cpus, node_ids, devices, nics = self._sysfs_deadline(
+            self._read_sysfs, unknown)
         facts = self.libvirt.collect()
         sources = ['sysfs', 'libvirt']
         nvml_gpus = None
         if self._nvml is not _NO_NVML:
-            nvml_gpus = nvml_source.collect(self._nvml,
-                                            quiet=self._nvml_absent)
+            nvml_gpus = self._nvml_deadline(
+                nvml_source.collect, self._nvml, self._nvml_absent)
             self._nvml_absent = nvml_gpus is None
         if nvml_gpus is not None:
             sources.append('nvml')
@@ -146,6 +192,18 @@ class Discovery:
             sources=tuple(sources),
             unknown=tuple(unknown),
         )
+
+    def _read_sysfs(self, unknown):
+        self.reader.check_root()
+        numa_nodes = topology.read_numa_nodes(self.reader, unknown)
+        cpus = topology.read_cpus(self.reader, numa_nodes, unknown)
+        # A garbled node still exists: devices on it keep their affinity.
+        node_ids = frozenset(n.id for n in numa_nodes) | {
+            u.key for u in unknown if u.field == 'numa_nodes'}
+        devices = pci.read_pci_devices(self.reader, node_ids or None,
+                                       unknown)
+        nics = net.read_nics(self.reader, devices, unknown)
+        return numa_nodes, cpus, node_ids, devices, nics
 
     def _say_no_node(self, devices, gpus):
         """Log, once per device, one that no source could place on a node.

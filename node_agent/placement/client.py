@@ -57,8 +57,15 @@ Order of a flush, so that Placement never advertises more than exists::
 
 A reshape (allocations move) writes all inventory with the allocations in
 one ``POST /reshaper``, atomic: rename, create, traits and aggregates, the
-reshape, then move and delete (the reshape took the allocations off the
-providers about to go).
+reshape, then move and delete.  The reshape took the allocations off the
+providers about to go and emptied their inventories in the same request
+(:func:`~node_agent.placement.plan.replaced`), so capacity is exact at
+every request boundary: a DELETE that fails, or a crash before it, leaves
+an empty provider that the next sync deletes.  No listing follows the
+reshape: the generations it leaves are computed
+(:func:`reshaped_generations`), so a reshape of C moving consumers on P
+providers costs P + C + 2 calls (the tree, P allocation reads, C consumer
+reads, the reshape) before its moves and deletes.
 
 Writes are compare-and-swap on the provider generation.  A 409
 ``placement.concurrent_update`` re-reads only that provider, recomputes its
@@ -81,14 +88,15 @@ Every request pins a microversion from :data:`DECLARED_MICROVERSIONS`.
 import concurrent.futures
 import copy
 import dataclasses
-import logging
 import time
 import urllib.parse
 
 import tenacity
 from keystoneauth1 import exceptions as ks_exc
+from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
@@ -151,6 +159,9 @@ class ReportClient:
         # a reshape that moved allocations).
         self._written_from = {}
         self._unsure = set()
+        # () -> bool: the daemon is stopping.  Checked before every
+        # request: a stop ends a sync between two requests, never in one.
+        self.stop_requested = None
 
     @classmethod
     def from_conf(cls, conf, adapter, state=None, read_only=False,
@@ -162,6 +173,8 @@ class ReportClient:
     # -- HTTP ------------------------------------------------------------
 
     def _request(self, method, path, microversion, body=None):
+        if self.stop_requested is not None and self.stop_requested():
+            raise exception.Stopping(method, path)
         # Placement answers errors as JSON (with their codes) only to
         # clients that accept JSON.
         kwargs = {'microversion': microversion,
@@ -364,7 +377,7 @@ class ReportClient:
     def _root_uuid(self, nodename, uuid=None):
         return (uuid or self._roots.get(nodename)
                 or (self._state.root_uuid(nodename) if self._state else None)
-                or ptree.provider_uuid(nodename))
+                or identity.legacy_root_uuid(nodename))
 
     def _claim_root(self, tree):
         root = tree.roots[0]
@@ -555,7 +568,8 @@ class ReportClient:
             self._sync_provider(tree, desired.get(change.uuid),
                                 inventory=change.uuid not in deferred)
         if reshaping:
-            self._reshape_tree(tree, desired, deferred, allocations)
+            self._reshape_tree(tree, desired, deferred, allocations,
+                               plan_mod.replaced(plan, tree))
             self._moves_and_deletes(tree, plan)
         elif deferred:
             self._bulk_inventories(tree, desired, deferred)
@@ -711,7 +725,13 @@ class ReportClient:
             if rec['uuid'] in uuids:
                 tree.get(rec['uuid']).generation = rec['generation']
 
-    def _reshape_tree(self, tree, desired, uuids, allocations):
+    def _reshape_tree(self, tree, desired, uuids, allocations, replaced):
+        """One ``POST /reshaper``: the changed inventories, the moving
+        allocations, and ``replaced`` (providers the plan deletes after
+        it) emptied in the same request, so that Placement never offers
+        a replaced provider's capacity beside its successors' (their
+        DELETEs after it are cleanup: if one fails, or the agent dies
+        first, the empty provider is deleted at the next sync)."""
         inventories = {}
         for uuid in sorted(uuids):
             have = tree.get(uuid)
@@ -720,6 +740,10 @@ class ReportClient:
             inventories[uuid] = {
                 'resource_provider_generation': have.generation,
                 'inventories': change.inventory}
+        for uuid in sorted(replaced):
+            inventories[uuid] = {
+                'resource_provider_generation': tree.get(uuid).generation,
+                'inventories': {}}
         touched = set(inventories)
         for record in allocations.values():
             touched.update(u for u in record.get('allocations', {})
@@ -745,14 +769,17 @@ class ReportClient:
             for uuid in touched:
                 tree.get(uuid).generation = None
             raise
-        # What it wrote is known: read the generations it left, as after
-        # a bulk inventory write, so the next audit re-reads nothing.
-        if touched:
-            self._learn_generations(tree, touched)
-        for uuid, body in inventories.items():
-            tree.get(uuid).inventory = copy.deepcopy(body['inventories'])
-            self._own(uuid, resource_classes=set(
-                desired.get(uuid).inventory))
+        # What it wrote is known, and so are the generations it left
+        # (the answer is a bare 204): no listing follows.
+        for uuid, generation in reshaped_generations(
+                {u: tree.get(u).generation for u in touched}, body,
+                allocations).items():
+            tree.get(uuid).generation = generation
+        for uuid, sent in inventories.items():
+            tree.get(uuid).inventory = copy.deepcopy(sent['inventories'])
+            if uuid in desired:
+                self._own(uuid, resource_classes=set(
+                    desired.get(uuid).inventory))
 
     def _move(self, tree, move):
         """Re-parent one provider; Placement moves its subtree with it.
@@ -1124,6 +1151,33 @@ class ReportClient:
         self._reconciled.clear()
         if self._state is not None:
             self._state.forget_generations()
+
+
+def reshaped_generations(before, inventories, allocations):
+    """``{uuid: generation}`` a successful ``POST /reshaper`` leaves.
+
+    ``before``: the generations the providers had (the ones sent).
+    Placement (16.0.0, ``placement.objects.reshaper.reshape``) bumps a
+    provider once for its interim inventory (when the new one is not
+    empty), once when any listed consumer allocates on it, and once for
+    its final inventory.  A provider another writer touched meanwhile
+    then lists at another generation than this, and the next audit
+    re-reads it, as after any unexplained move.
+    """
+    allocated = {rp for rec in allocations.values()
+                 for rp, a in rec.get('allocations', {}).items()
+                 if a.get('resources')}
+    result = {}
+    for uuid, generation in before.items():
+        if generation is None:
+            result[uuid] = None
+            continue
+        if uuid in inventories:
+            generation += 1 + bool(inventories[uuid]['inventories'])
+        if uuid in allocated:
+            generation += 1
+        result[uuid] = generation
+    return result
 
 
 def _name(tree, uuid):

@@ -43,7 +43,9 @@ Checked before the first write (:func:`check`, raising
                usage is the one the moved allocations leave
     hardware   no class grows above what the host has, totals summed
                over the tree before allocation ratios (VCPU + PCPU vs
-               online CPUs, MEMORY_MB vs memory, devices vs devices)
+               online CPUs, MEMORY_MB vs memory, devices vs devices),
+               at every write boundary (:func:`boundaries`): after each
+               request of the client's order, not only at the end
 
 Order of a plan::
 
@@ -107,6 +109,8 @@ lowered_inventory = safety.lowered_inventory
 usages_needed = safety.usages_needed
 usages_after = safety.usages_after
 check = safety.check
+replaced = safety.replaced
+boundaries = safety.boundaries
 
 CUSTOM_PREFIX = 'CUSTOM_'
 

@@ -101,7 +101,8 @@ def check(plan, current, usages, limits=None):
                     f'{ptree.capacity(record)}) would be below its usage '
                     f'{used}')
     if limits:
-        _check_hardware(current, outcome.apply(current, plan), limits)
+        for where, tree in boundaries(current, plan):
+            _check_hardware(current, tree, limits, where)
 
 
 def _capacity_lost(record, provider, rc):
@@ -117,7 +118,89 @@ def _capacity_lost(record, provider, rc):
     return ptree.capacity(dict(record, reserved=reserved))
 
 
-def _check_hardware(current, after, limits):
+def replaced(plan, current):
+    """Uuids of the providers ``plan`` deletes that hold inventory.
+
+    In a reshape the one ``POST /reshaper`` empties them, together with
+    the inventory and allocations their successors take: their deletes
+    afterwards are cleanup, and a delete that fails (or an agent that
+    dies first) leaves an empty provider that the next sync deletes.
+    """
+    return tuple(u for u in plan.delete
+                 if u in current and current.get(u).inventory)
+
+
+def boundaries(current, plan):
+    """``(after what, tree)`` for every state Placement passes through
+    while the report client writes ``plan`` over ``current``, in its
+    order (see :mod:`node_agent.placement.client`)::
+
+        sync      each shrinking inventory, each delete, then each
+                  inventory that grows or appears
+        reshape   POST /reshaper (every inventory change, the replaced
+                  providers emptied), then each delete
+
+    Names, parents, traits and aggregates change no capacity: those
+    writes are not boundaries of their own.  Pure.
+    """
+    tree = current.copy() if current is not None else ptree.ProviderTree()
+    for rename in plan.rename:
+        tree.rename(rename.uuid, rename.name)
+    for create in plan.create:
+        if create.parent_uuid is None:
+            tree.new_root(create.name, uuid=create.uuid)
+        else:
+            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
+    result = []
+
+    def step(where):
+        result.append((where, tree.copy()))
+
+    def label(uuid):
+        return f'{tree.get(uuid).name} ({uuid})'
+
+    if plan.reshape:
+        for change in plan.changes:
+            if change.inventory is not None:
+                tree.get(change.uuid).inventory = copy.deepcopy(
+                    change.inventory)
+        for uuid in replaced(plan, current):
+            tree.get(uuid).inventory = {}
+        step('POST /reshaper')
+    else:
+        for change in plan.changes:
+            have = tree.get(change.uuid)
+            lowered = lowered_inventory(have.inventory, change.inventory)
+            if lowered is not None:
+                have.inventory = lowered
+                step(f'lowering {label(change.uuid)}')
+    for move in plan.move:
+        tree.move(move.uuid, move.parent_uuid)
+    for uuid in plan.delete:
+        if uuid in tree:
+            where = f'deleting {label(uuid)}'
+            tree.remove(uuid)
+            step(where)
+    if not plan.reshape:
+        for change in plan.changes:
+            if change.inventory is not None:
+                tree.get(change.uuid).inventory = copy.deepcopy(
+                    change.inventory)
+                step(f'writing {label(change.uuid)}')
+    for change in plan.changes:
+        provider = tree.get(change.uuid)
+        if change.traits is not None:
+            provider.traits = set(change.traits)
+        if change.aggregates is not None:
+            provider.aggregates = set(change.aggregates)
+    step('the plan')
+    return result
+
+
+def _check_hardware(current, after, limits, where='the plan'):
+    """No class above what the host has once ``where`` is written
+    (unless it was already: a host that lost CPUs is not refused for
+    the capacity it still shows)."""
     def carriers(tree, classes):
         return [(p.name, rc, p.inventory[rc]['total'])
                 for p in tree.providers() for rc in classes
@@ -128,8 +211,9 @@ def _check_hardware(current, after, limits):
         held = carriers(after, classes)
         total = sum(t for _, _, t in held)
         if total > limit and total > had:
-            where = ', '.join(f'{n} {rc} {t}' for n, rc, t in sorted(held))
+            held_at = ', '.join(f'{n} {rc} {t}'
+                                for n, rc, t in sorted(held))
             raise exception.UnsafePlan(
-                where, '+'.join(classes),
+                held_at, '+'.join(classes),
                 f'total {total} would be above the {limit} {what} this '
-                'host has')
+                f'host has, after {where}')

@@ -72,6 +72,23 @@ class ScanState:
                 raw = f.read()
         except FileNotFoundError:
             return None, {}
+        except OSError as exc:
+            # A directory in its place, a file this user cannot read:
+            # what is held starts empty; a directory goes aside so that
+            # the next sync can store the scan again.
+            if os.path.isdir(self.path):
+                try:
+                    local_state.move_aside(
+                        self.path, 'stored scan', 'a directory, not a file',
+                        'the next sync (until then nothing is held from '
+                        'before this start)')
+                    return None, {}
+                except OSError as move_exc:
+                    exc = move_exc
+            LOG.error('Cannot read the stored scan %s (%s): nothing is held '
+                      'from before this start', self.path,
+                      exc.strerror or exc)
+            return None, {}
         try:
             self._stored = self._parse(raw)
             return self._stored

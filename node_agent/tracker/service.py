@@ -54,8 +54,16 @@ during a sync (:meth:`~node_agent.tracker.systemd.Notifier.progress`): a
 long sync keeps it fed, a hung call starves it and systemd restarts the
 service.
 
-Every write happens in the worker, between two checks of the stop flag, so
-a stop never interrupts one.  Exit status: 0 stopped, 1 unexpected error,
+Every request to Placement is made in the worker after a check of the stop
+flag (:attr:`~node_agent.placement.client.ReportClient.stop_requested`),
+so a stop never interrupts one and sends no other: the sync ends at that
+request boundary, where capacity is exact, and the next start finishes
+it.  The request in flight (at most [placement] timeout, 30 s, per try)
+completes within [DEFAULT] graceful_shutdown_timeout (10 s) or is
+abandoned at that bound; Placement applies each request atomically.
+STOPPING=1 is the last notification: no READY nor status after it.
+
+Exit status: 0 stopped, 1 unexpected error,
 :data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
 restarted as is: a reshape that failed for good, credentials Placement
 does not take, a bad configuration, or a state file written by a newer
@@ -91,12 +99,38 @@ EXIT_FATAL = 78
 
 # Errors a restart would not cure: systemd is told not to restart.
 FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
-                exception.ScanIncomplete, exception.UnsafePlan,
+                exception.ScanIncomplete,
                 exception.PlacementCredentialsError, exception.StateTooNew)
-# Errors of a dependency that is not there yet: wait, never crash-loop.
+# Errors that may pass by themselves (a dependency not there yet, a guest
+# still holding a device that went, another service's provider that may
+# go): waited out with capped backoff, the status line saying on what,
+# never a crash loop nor an exit 78.  Checked before FATAL_ERRORS
+# (ReportedElsewhere is a ConfigError: its fix may be the other side's).
 WAIT_ERRORS = (exception.PlacementUnavailable,
                exception.LibvirtConnectionError,
-               exception.ComputeNodeMissing)
+               exception.SourceSilent,
+               exception.ComputeNodeMissing,
+               exception.ReportedElsewhere,
+               exception.UnsafePlan)
+
+# What the daemon does with an error that ends its startup (see
+# ``disposition``): the exit-code policy.
+WAIT, FATAL, ERROR, STOPPED = 'wait', 'fatal', 'error', 'stopped'
+
+
+def disposition(error_class):
+    """``WAIT`` (retried with backoff, shown), ``FATAL`` (exit 78),
+    ``STOPPED`` (exit 0) or ``ERROR`` (exit 1, restarted by systemd) for
+    an error class that reaches the daemon's startup."""
+    if issubclass(error_class, (_Stopped, exception.Stopping)):
+        return STOPPED
+    if issubclass(error_class, WAIT_ERRORS):
+        return WAIT
+    if issubclass(error_class, FATAL_ERRORS):
+        return FATAL
+    return ERROR
+
+
 # The status line's note on the claims RPC server: "claims RPC down: ...".
 RPC_NOTE = 'claims RPC'
 RPC_SLOW_START = 5.0    # seconds
@@ -152,6 +186,12 @@ class AgentService(service.Service):
         self._waited_for = None     # what the startup waits for, if any
         self._away = None           # (since, failed audits) Placement away
         self._thread = None
+        # A stop ends a sync before its next Placement request.
+        tracker.report_client.stop_requested = self._stop.is_set
+        # What is wrong now: {what: (since, detail)}, shown in the status
+        # line and in the metrics (node_agent_problem_since_seconds).
+        self._problems = {}
+        self.metrics.listen(self._note)
 
     # -- oslo.service interface ---------------------------------------------
 
@@ -167,7 +207,8 @@ class AgentService(service.Service):
     def stop(self, graceful=True):
         if not self._stop.is_set():
             if self._syncing.is_set():
-                LOG.info('stopping: waiting for the current Placement write')
+                LOG.info('stopping: waiting for the current Placement '
+                         'request; no other is sent')
             else:
                 LOG.info('stopping')
             self.notifier.stopping()
@@ -203,10 +244,11 @@ class AgentService(service.Service):
             self._start_device_health()
             self._splay()
             self._startup()
+            self._solved('startup')
             self.notifier.ready(status=self.tracker.status_line())
             self._start_rpc()
             self._loop()
-        except _Stopped:
+        except (_Stopped, exception.Stopping):
             pass
         except FATAL_ERRORS as exc:
             fatal = exc
@@ -231,36 +273,120 @@ class AgentService(service.Service):
     def _start_udev(self):
         self.udev_monitor = self._start_watcher(
             self.make_udev_monitor, self.early_audit, 'udev events',
-            'changes are picked up by the periodic audit')
+            'changes are picked up by the periodic audit',
+            self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _start_domain_events(self):
         self.domain_events = self._start_watcher(
             self.make_domain_events, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
-            'full read every [claims] full_reconcile_interval')
+            'full read every [claims] full_reconcile_interval',
+            self.conf.libvirt.scan_timeout, '[libvirt] scan_timeout')
 
     def _start_device_health(self):
         self.device_health = self._start_watcher(
             self.make_device_health, self._health_changed,
-            'device health', 'a failing device stays schedulable')
+            'device health', 'a failing device stays schedulable',
+            self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _health_changed(self):
         LOG.info('device health changed: auditing now')
         self.early_audit()
 
-    @staticmethod
-    def _start_watcher(make, callback, what, instead):
+    def _start_watcher(self, make, callback, what, instead, timeout,
+                       option):
         """``make(callback)`` started, or None (not configured, or it
-        cannot start here: no udev in a container, no libvirt events)."""
+        cannot start here: no udev in a container, no libvirt events).
+
+        Connecting and registering may block (a libvirt that accepts and
+        never answers): it runs on a thread of its own for ``timeout``
+        seconds at most, the status line saying what is awaited and the
+        watchdog fed (the wait is bounded).  One that does not start in
+        time is done without, and said so in the status line; should it
+        start later after all, it is stopped again.
+        """
         if make is None:
             return None
-        try:
-            watcher = make(callback)
-            watcher.start()
-        except Exception as exc:
-            LOG.info('%s are not watched (%s): %s', what, exc, instead)
+        self.notifier.set_status(f'starting: waiting for {what} (up to '
+                                 f'{timeout} s, {option})')
+        box = {}
+        done = threading.Event()
+
+        def work():
+            try:
+                watcher = make(callback)
+                box['watcher'] = watcher
+                watcher.start()
+                box['started'] = True
+            except Exception as exc:  # noqa: BLE001 - logged below
+                box['error'] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name=f'start {what}',
+                         daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                break
+            self.notifier.watchdog()
+            done.wait(min(left, self.notifier.watchdog_interval or left))
+        if not done.is_set():
+            if self._stop.is_set():
+                raise _Stopped()
+            LOG.warning('%s are not watched: no answer within %s s (%s); '
+                        '%s', what, timeout, option, instead)
+            self._note(what, f'not watched: no answer within {timeout} s')
+            threading.Thread(target=self._stop_late, name=f'late {what}',
+                             args=(done, box, what), daemon=True).start()
             return None
-        return watcher
+        if 'error' in box:
+            LOG.info('%s are not watched (%s): %s', what, box['error'],
+                     instead)
+            return None
+        return box['watcher']
+
+    # -- what is wrong -----------------------------------------------------
+
+    def _problem(self, what, detail):
+        """Record that ``what`` is wrong (``detail``); returns since when,
+        as text.  The time is that of the first report since the last
+        time it was fine."""
+        since = self._problems.get(what, (time.time(), None))[0]
+        self._problems[what] = (since, detail)
+        self.metrics.problem(what, detail, since)
+        return _stamp(since)
+
+    def _solved(self, what):
+        if self._problems.pop(what, None) is not None:
+            self.metrics.problem(what, None, None)
+            return True
+        return False
+
+    def _note(self, what, detail):
+        """A problem beside the tracker's line: ``...; <what> <detail>
+        since <time>``; None: solved."""
+        if detail is None:
+            if self._solved(what):
+                self.notifier.note(what, None)
+            return
+        since = self._problem(what, detail)
+        self.notifier.note(what, f'{detail} (since {since})')
+
+    def _audit_problem(self, kind, detail):
+        """The audit failed or was skipped: the status line says so, and
+        since when, instead of the last good tree's "in sync"."""
+        since = self._problem('audit', f'{kind}: {detail}')
+        self.notifier.set_status(f'audit {kind} since {since}: {detail}')
+
+    @staticmethod
+    def _stop_late(done, box, what):
+        done.wait()
+        if box.get('started'):
+            LOG.info('%s answered after all; not watched until the next '
+                     'start', what)
+            box['watcher'].stop()
 
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
@@ -342,6 +468,8 @@ class AgentService(service.Service):
             LOG.exception('stopping the claims RPC server failed')
 
     def _startup(self):
+        self.notifier.set_status('starting: scanning the host and reading '
+                                 'Placement')
         retrying = tenacity.Retrying(
             retry=tenacity.retry_if_exception_type(WAIT_ERRORS),
             wait=self._startup_wait,
@@ -398,8 +526,24 @@ class AgentService(service.Service):
         elif isinstance(exc, exception.ComputeNodeMissing):
             self.notifier.set_status(exc.status)
             what = 'nova-compute'
+        elif isinstance(exc, exception.SourceSilent):
+            self.notifier.set_status(
+                f'waiting for {exc.source}: {exc.reason}')
+            what = exc.source
+        elif isinstance(exc, (exception.ReportedElsewhere,
+                              exception.UnsafePlan)):
+            since = self._problem('startup', str(exc))
+            self.notifier.set_status(f'waiting since {since}: {exc}')
+            what = 'startup'
+            level = (logging.DEBUG if what == self._waited_for
+                     else logging.ERROR)
+            self._waited_for = what
+            LOG.log(level, 'startup: %s; trying again in %.1f s (with '
+                    'capped backoff: said again only when it ends)', exc,
+                    sleep)
+            return
         else:
-            self.notifier.set_status('waiting for libvirt')
+            self.notifier.set_status(f'waiting for libvirt: {exc.reason}')
             what = 'libvirt'
         level = logging.DEBUG if what == self._waited_for else logging.WARNING
         self._waited_for = what
@@ -457,7 +601,10 @@ class AgentService(service.Service):
             except exception.ConfigError as exc:
                 LOG.error('SIGHUP: the config files are not valid, the '
                           'configuration in effect stays: %s', exc)
+                self._note('SIGHUP', f'refused, the configuration in effect '
+                                     f'stays: {exc}')
                 return False
+        self._note('SIGHUP', None)
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
                  'Placement state')
         self.conf.reload_config_files()
@@ -472,10 +619,20 @@ class AgentService(service.Service):
             with self._sync_under_way():
                 applied = self.tracker.audit()
             # None: the scan was not trusted and nothing was synced.
-            if applied is not None:
+            if applied is None:
+                self._audit_problem('skipped', self.tracker.scan_problem)
+            elif self.tracker.audit_incomplete:
                 result = metrics_mod.AUDIT_OK
+                self._audit_problem('incomplete',
+                                    self.tracker.audit_incomplete)
+            else:
+                result = metrics_mod.AUDIT_OK
+                self._solved('audit')
+        except exception.Stopping as exc:
+            LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
+            self._problem('audit', f'waiting for Placement: {exc.reason}')
             self.notifier.set_status(f'waiting for Placement: {exc.reason}')
             # Once when the wait starts, once when it ends (below).
             since, failed = self._away or (time.monotonic(), 0)
@@ -487,16 +644,21 @@ class AgentService(service.Service):
         except exception.ComputeNodeMissing as exc:
             # nova's compute node went (its service deleted): nothing to
             # hang the devices under until nova-compute makes it again.
+            self._problem('audit', exc.status)
             self.notifier.set_status(exc.status)
             LOG.error('audit failed: %s', exc)
         except exception.PlacementCredentialsError as exc:
             # Not fatal here: the last good tree stays in Placement and a
             # SIGHUP with corrected credentials resumes.
-            self.notifier.set_status('Placement refused the credentials')
+            self._audit_problem('failed', 'Placement refused the '
+                                          'credentials')
             LOG.error('audit failed: %s', exc)
         except exception.NodeAgentError as exc:
+            self._audit_problem('failed', exc)
             LOG.error('audit failed: %s', exc)
-        except Exception:
+        except Exception as exc:
+            self._audit_problem('failed', f'unexpected error: '
+                                          f'{type(exc).__name__}: {exc}')
             LOG.exception('audit failed on an unexpected error')
         finally:
             self.metrics.audit(result, time.monotonic() - start)
@@ -507,6 +669,11 @@ class AgentService(service.Service):
                      text.plural(failed, 'failed audit'),
                      time.monotonic() - since)
         return True
+
+
+def _stamp(seconds):
+    """``2026-11-24 10:58:21Z``: when a problem began, in UTC."""
+    return time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(seconds))
 
 
 class _OneProcessIsTheDesign(std_logging.Filter):

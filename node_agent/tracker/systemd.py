@@ -11,6 +11,17 @@ reporting must not take the agent down.
 The watchdog is fed only by progress: the daemon's loop while it waits
 between audits, and :meth:`Notifier.progress` on every answer from
 Placement during a sync.  A call that hangs feeds nothing.
+
+Before READY systemd runs no watchdog; the unit's finite
+``TimeoutStartSec`` (:data:`START_TIMEOUT`) bounds the start instead.  The
+same progress that feeds the watchdog extends it
+(``EXTEND_TIMEOUT_USEC``, every :data:`EXTEND_EVERY` seconds at most):
+waiting for Placement with backoff, a long reshape that keeps getting
+answers, a bounded wait for libvirt or NVML all keep the start alive; a
+call that hangs with no deadline sends nothing and systemd gives up on
+the start after :data:`START_TIMEOUT` seconds.  Every bounded wait before
+READY is shorter than that (the longest: a scan whose sysfs, libvirt and
+NVML parts each take their full ``scan_timeout``, 3 x 60 s by default).
 """
 
 import os
@@ -21,6 +32,11 @@ import time
 from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
+
+# The unit's TimeoutStartSec, and what each sign of progress before READY
+# extends the start by.
+START_TIMEOUT = 300
+EXTEND_EVERY = 10.0
 
 
 class Notifier:
@@ -45,7 +61,9 @@ class Notifier:
         self._notes = {}            # what else is wrong: {what: state}
         self._line = None           # the line last shown
         self._last_ping = None
-        self._lock = threading.Lock()
+        self._ready = False
+        self._stopping = False
+        self._lock = threading.RLock()
 
     @property
     def enabled(self):
@@ -64,6 +82,10 @@ class Notifier:
             return False
         message = '\n'.join(f'{key}={value}' for key, value in fields.items())
         with self._lock:
+            if self._stopping and 'STOPPING' not in fields:
+                # STOPPING is the last word: nothing after it, READY
+                # least of all.
+                return False
             try:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
                     sock.connect(self.address)
@@ -102,15 +124,28 @@ class Notifier:
         return False
 
     def ready(self, status=None):
-        if status is not None:
-            return self.notify(READY=1, STATUS=self._status_line(status))
-        return self.notify(READY=1)
+        """READY=1, unless STOPPING was sent: that is the last word."""
+        with self._lock:
+            if self._stopping:
+                return False
+            self._ready = True
+            if status is not None:
+                return self.notify(READY=1,
+                                   STATUS=self._status_line(status))
+            return self.notify(READY=1)
 
     def watchdog(self):
-        if self.watchdog_usec is None or not self.watchdog_enabled:
+        """Progress: WATCHDOG=1 (when systemd watches), and before READY
+        EXTEND_TIMEOUT_USEC, which keeps a start that moves alive."""
+        fields = {}
+        if not self._ready and not self._stopping:
+            fields['EXTEND_TIMEOUT_USEC'] = START_TIMEOUT * 1000000
+        if self.watchdog_usec is not None and self.watchdog_enabled:
+            fields['WATCHDOG'] = 1
+        if not fields:
             return False
         self._last_ping = time.monotonic()
-        return self.notify(WATCHDOG=1)
+        return self.notify(**fields)
 
     def progress(self):
         """The agent got something done (Placement answered): ping the
@@ -121,6 +156,8 @@ class Notifier:
         restarts the service once the period has passed.
         """
         interval = self.watchdog_interval
+        if not self._ready:
+            interval = min(interval or EXTEND_EVERY, EXTEND_EVERY)
         if interval is None:
             return False
         last = self._last_ping
@@ -129,4 +166,6 @@ class Notifier:
         return self.watchdog()
 
     def stopping(self):
-        return self.notify(STOPPING=1, STATUS='stopping')
+        with self._lock:
+            self._stopping = True
+            return self.notify(STOPPING=1, STATUS='stopping')

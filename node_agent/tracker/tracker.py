@@ -170,6 +170,8 @@ class ResourceTracker:
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
+        # What the last sync left out although it wrote the rest.
+        self.audit_incomplete = None
         self._absent = {}               # (field, key) -> scans missing from
         self.scan_state = scan_state
         self._scan_state_loaded = False
@@ -224,6 +226,7 @@ class ResourceTracker:
         return _Pending(snapshot, current, desired, allocations, plan)
 
     def _sync(self, startup):
+        self.audit_incomplete = None
         pending = self._prepare(startup)
         if pending.plan.reshape:
             self._status('reshaping ' + text.plural(
@@ -374,6 +377,7 @@ class ResourceTracker:
             raise error
         LOG.error('%s: %s; those providers are left as they are',
                   self.nodename, error)
+        self.audit_incomplete = f'{error}; left as they are'
         for ours, _, _ in conflicts:
             coexist.leave_as_is(desired, current, ours)
 

@@ -236,9 +236,19 @@ def test_config_typos_exit_78_before_anything_happens(agent, server,
          '[audit] interval = abc: not an integer'),
         ('[numa]\nenabled = maybe\n', None,
          '[numa] enabled = maybe: not a boolean (true or false)'),
+        ('[DEFAULT]\nenabled_drivers = compute,numa,gpus\n', None,
+         '[DEFAULT] enabled_drivers names unknown drivers: gpus'),
+        ('[pci]\ndevice_allow_list = {"vendor": "8086"}\n', None,
+         '[pci] device_allow_list: \'{"vendor": "8086"}\': entry: '),
+        ('[compute]\ncpu_shared_set = 0-7\ncpu_dedicated_set = 4-9\n', None,
+         '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs '
+         '4,5,6,7'),
         (f'[DEFAULT]\nstate_path = {blocker}/state\n', None,
          f'[DEFAULT] state_path = {blocker}/state: {blocker} is not a '
          'directory'),
+        ('[DEFAULT]\nstate_path = /proc/node-agent\n', None,
+         '[DEFAULT] state_path = /proc/node-agent: on a proc filesystem, '
+         'which holds no files the agent could keep'),
         (f'[provider_overrides]\nconfig_location = {overrides}\n',
          {'data': b'meta: \x00\xff\xfe binary'},
          'gpu.yaml: at byte 7: not UTF-8 text'),
@@ -380,3 +390,23 @@ def test_unreachable_broker_is_shown_down(agent, server):
     agent.wait_for('; claims RPC down: no answer from the broker')
     assert agent.proc.poll() is None
     assert agent.stop() == 0
+
+
+# -- crash paths --------------------------------------------------------------
+
+def test_a_directory_in_place_of_the_stored_scan_is_moved_aside(
+        agent, server):
+    before = first_sync(agent, server)
+    stored = os.path.join(agent.state, 'last_scan.json')
+    os.unlink(stored)
+    os.makedirs(os.path.join(stored, 'junk'))
+    agent.configure(server.url, nested=True)
+    agent.start()
+    agent.wait_for('READY=1')
+    assert agent.stop() == 0
+    log = agent.log_text()
+    assert f'Stored scan {stored} is corrupt (a directory, not a file): ' \
+        f'moved aside to {stored}.corrupt-' in log
+    assert 'Traceback' not in log
+    assert os.path.isfile(stored)
+    assert read(server) == before

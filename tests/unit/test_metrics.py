@@ -3,13 +3,13 @@
 import inspect
 import logging
 import socket
+import time
 import urllib.error
 import urllib.request
 
 import prometheus_client
 import pytest
 
-from node_agent import exception
 from node_agent import metrics
 from node_agent import provider_tree as ptree
 from node_agent.claims import model
@@ -66,7 +66,7 @@ def test_every_metric_is_prefixed_and_documented():
         'node_agent_reshapes', 'node_agent_last_sync_timestamp_seconds',
         'node_agent_rpc_server_up', 'node_agent_restart_required',
         'node_agent_providers', 'node_agent_inventory', 'node_agent_claims',
-        'node_agent_device_unhealthy',
+        'node_agent_device_unhealthy', 'node_agent_problem_since_seconds',
         'node_agent_device_health', 'node_agent_health_source_restarts'}
     for name, (kind, doc) in families.items():
         assert doc, name
@@ -223,15 +223,83 @@ def test_serves_where_configured_until_the_block_ends(conf):
                                timeout=5)
 
 
-def test_a_port_taken_names_the_options(conf):
-    with socket.socket() as taken:
-        taken.bind(('127.0.0.1', 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        conf.set_override('enabled', True, group='metrics')
-        conf.set_override('port', port, group='metrics')
-        with pytest.raises(exception.ConfigError) as err:
-            with metrics.serve(conf):
-                pass
-    assert f'[metrics] listen_address = 127.0.0.1, port = {port}' in str(
-        err.value)
+def test_a_port_taken_is_tried_again_and_shown_meanwhile(conf):
+    taken = socket.socket()
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken.bind(('127.0.0.1', 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    conf.set_override('enabled', True, group='metrics')
+    conf.set_override('port', port, group='metrics')
+    heard = []
+    try:
+        with metrics.serve(conf) as m:
+            m.listen(lambda what, detail: heard.append((what, detail)))
+            assert m.address is None
+            assert heard == [(metrics.ENDPOINT, f'cannot listen on '
+                              f'127.0.0.1 port {port}: Address already in '
+                              'use')]
+            taken.close()
+            deadline = time.monotonic() + 10
+            while m.address is None:
+                assert time.monotonic() < deadline, 'never bound'
+                time.sleep(0.1)
+            assert heard[-1] == (metrics.ENDPOINT, None)
+            s = prometheus.get(f'http://127.0.0.1:{port}/metrics')
+            assert s.families
+    finally:
+        taken.close()
+
+
+def test_the_endpoint_is_bounded(conf):
+    conf.set_override('enabled', True, group='metrics')
+    conf.set_override('port', 0, group='metrics')
+    conf.set_override('max_connections', 2, group='metrics')
+    conf.set_override('idle_timeout', 1.0, group='metrics')
+    with metrics.serve(conf) as m:
+        host, port = m.address
+        idle = [socket.create_connection((host, port)) for _ in range(2)]
+        try:
+            time.sleep(0.2)
+            # Every slot taken by a silent client: the next one is closed
+            # unanswered.
+            with socket.create_connection((host, port)) as third:
+                third.settimeout(5)
+                third.sendall(b'GET /metrics HTTP/1.0\r\n\r\n')
+                assert third.recv(100) == b''
+            # The silent ones are dropped after idle_timeout...
+            for conn in idle:
+                conn.settimeout(5)
+                assert conn.recv(100) == b''
+        finally:
+            for conn in idle:
+                conn.close()
+        # ...and the endpoint answers again.
+        time.sleep(0.2)
+        s = prometheus.get(f'http://{host}:{port}/metrics')
+        assert s.families
+
+
+def test_a_bind_beyond_loopback_is_a_warning(conf, caplog):
+    conf.set_override('enabled', True, group='metrics')
+    conf.set_override('port', 0, group='metrics')
+    conf.set_override('listen_address', '0.0.0.0', group='metrics')
+    with caplog.at_level(logging.WARNING, logger='node_agent.metrics'):
+        with metrics.serve(conf):
+            pass
+    assert [r.getMessage() for r in caplog.records
+            if r.levelno == logging.WARNING] == [
+        'metrics endpoint on 0.0.0.0: not loopback, and it has no '
+        "authentication: anyone who can reach that address reads this "
+        "host's tree and claims ([metrics] listen_address)"]
+
+
+def test_problems_are_exported_with_since_when():
+    m = metrics.Metrics()
+    m.problem('audit', 'failed: unsafe plan', 1700000000.0)
+    s = prometheus.parse(m.exposition())
+    assert s.value('node_agent_problem_since_seconds', what='audit',
+                   detail='failed: unsafe plan') == 1700000000.0
+    m.problem('audit', None, None)
+    s = prometheus.parse(m.exposition())
+    assert s.labels('node_agent_problem_since_seconds') == []

@@ -80,6 +80,22 @@ def test_sandbox_leaves_state_dir_writable():
     assert 'AF_UNIX' in families and 'AF_NETLINK' in families
 
 
+def test_start_timeout_is_finite_and_covers_the_longest_bounded_wait():
+    from oslo_config import cfg
+    from node_agent.tracker import systemd
+    c = cfg.ConfigOpts()
+    na_conf.register_opts(c)
+    c([], default_config_files=[])
+    start = int(_unit()['Service']['TimeoutStartSec'])
+    assert start == systemd.START_TIMEOUT
+    # A scan: sysfs, libvirt and NVML each up to their deadline, with no
+    # sign of progress in between; the backoff between two attempts
+    # extends the start as it goes.
+    assert start > (2 * c.hardware.scan_timeout + c.libvirt.scan_timeout
+                    + systemd.EXTEND_EVERY)
+    assert start > c.audit.startup_backoff_max
+
+
 def test_stop_timeout_covers_graceful_shutdown():
     from oslo_config import cfg
     c = cfg.ConfigOpts()

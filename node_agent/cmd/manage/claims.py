@@ -97,7 +97,13 @@ def parse_resources(items):
         except ValueError:
             raise exception.InvalidClaimRequest(
                 'resources', f'{item!r} is not RP_UUID:RESOURCE_CLASS=AMOUNT')
-        allocation.setdefault(rp, {'resources': {}})['resources'][rc] = amount
+        resources = allocation.setdefault(rp, {'resources': {}})['resources']
+        if rc in resources:
+            raise exception.InvalidClaimRequest(
+                'resources', f'{item!r}: {rp}:{rc} is already given '
+                f'({rp}:{rc}={resources[rc]}): name each provider and class '
+                'once')
+        resources[rc] = amount
     schema.validate(allocation, schema.ALLOCATION, root='allocation')
     return allocation
 

@@ -1,6 +1,7 @@
 """SIGTERM during a Placement write: the daemon says it waits for that
-write, lets it finish, then exits cleanly.  (Stopping while idle logs a
-plain "stopping": tests/integration/test_operator.py.)
+request, lets it finish, sends no other, then exits cleanly (no READY).
+(Stopping while idle logs a plain "stopping":
+tests/integration/test_operator.py.)
 
 The service runs its real worker thread over the real tracker, in-process
 Placement and recorded host 1; the test holds the startup's first write
@@ -13,7 +14,8 @@ import threading
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 
-WAITING = 'stopping: waiting for the current Placement write'
+WAITING = ('stopping: waiting for the current Placement request; no other '
+           'is sent')
 
 
 def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
@@ -28,8 +30,10 @@ def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
             assert release.wait(30), 'the test never released the write'
 
     agent.adapter.before_request = hold_first_write
-    svc = service.AgentService(host1, agent.tracker,
-                               systemd.Notifier(environ={}))
+    notifier = systemd.Notifier(environ={})
+    readies = []
+    notifier.ready = lambda status=None: readies.append(status)
+    svc = service.AgentService(host1, agent.tracker, notifier)
     with caplog.at_level(logging.INFO, logger='node_agent'):
         svc.start()
         assert writing.wait(30), 'startup made no write'
@@ -43,8 +47,13 @@ def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
         assert svc._done.wait(15)
 
     assert svc.exit_code == service.EXIT_OK
-    # The held write and the rest of the startup pass went through.
-    assert agent.tracker.last_good is not None
+    # The held write went through and was the last request: the startup
+    # pass ended there, unfinished, and never said READY.
+    writes = agent.writes()
+    assert len(writes) == 1, writes
+    assert agent.adapter.calls[-1] == writes[0]
+    assert agent.tracker.last_good is None
+    assert readies == []
     messages = [r.getMessage() for r in caplog.records
                 if r.getMessage().startswith('stopping')]
     assert messages == [WAITING]

@@ -112,3 +112,28 @@ def test_gpu_options_are_checked_before_any_scan(tmp_path, text, message):
     with pytest.raises(exception.ConfigError) as err:
         check.validate(conf)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize('text, message', [
+    ('[DEFAULT]\nenabled_drivers = compute,gpus\n',
+     '[DEFAULT] enabled_drivers names unknown drivers: gpus (installed: '
+     'accelerator, compute, gpu, nic, numa)'),
+    ('[compute]\ncpu_dedicated_set = 0-3,x\n',
+     "[compute] cpu_dedicated_set: invalid CPU range in '0-3,x': bad part "
+     "'x'"),
+    ('[compute]\ncpu_shared_set = 0-7\ncpu_dedicated_set = 6-9\n',
+     '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs 6,7'),
+    ('[pci]\ndevice_allow_list = {"vendor": "8086"}\n',
+     '[pci] device_allow_list: \'{"vendor": "8086"}\': entry: Additional '
+     "properties are not allowed ('vendor' was unexpected)"),
+    ('[pci]\ndevice_allow_list = vendor_id=8086\n',
+     "[pci] device_allow_list: 'vendor_id=8086' is not JSON: Expecting "
+     'value: line 1 column 1 (char 0)'),
+])
+def test_drivers_cpu_sets_and_allow_lists_are_checked_up_front(
+        tmp_path, text, message):
+    conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {tmp_path}\n'
+                               + text)
+    with pytest.raises(exception.ConfigError) as err:
+        check.validate(conf)
+    assert str(err.value) == message

@@ -62,3 +62,16 @@ def test_a_custom_limit_names_itself():
 def test_to_text_inverts_parse(cpus, text):
     assert cpulist.to_text(cpus) == text
     assert cpulist.parse(text) == frozenset(cpus)
+
+
+def test_a_long_list_of_repeated_ranges_is_expanded_once():
+    """64 KB of ``0-65535,0-65535,...`` (a corrupt or hostile file) is the
+    union of its ranges: each id is produced once, never once per part."""
+    text = ','.join(['0-65535'] * 8000)
+    assert len(text) > 60000
+    assert cpulist.parse(text) == frozenset(range(65536))
+    assert len(cpulist._expand([(0, 65535)] * 8000)) == 65536
+    assert cpulist._expand([(4, 9), (0, 5), (2, 3), (12, 12)]) == [
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 12]
+    with pytest.raises(ValueError, match='65536'):
+        cpulist.parse(text + ',0-65536')

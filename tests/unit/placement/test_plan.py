@@ -670,3 +670,56 @@ def test_check_lets_a_reservation_rise_above_usage():
                    CPU_AND_GPU)
     assert 'total 2 (capacity 0) would be below its usage 3' in \
         str(err.value)
+
+
+def _class_totals(tree):
+    totals = {}
+    for provider in tree.providers():
+        for rc, record in provider.inventory.items():
+            totals[rc] = totals.get(rc, 0) + record['total']
+    return totals
+
+
+def test_a_reshape_empties_the_providers_it_replaces_in_the_reshaper():
+    """nested -> flat: the GPU providers go.  POST /reshaper takes their
+    VGPU (and allocations) to the root and empties them in the same
+    request; the deletes after it change no capacity."""
+    current = _nested()
+    before = {C1: _alloc((GPU0, 'VGPU', 2))}
+    after = {C1: _alloc((ROOT, 'VGPU', 2))}
+    p = _make(current, _flat(), before, after)
+    assert p.reshape and len(p.delete) == 2
+    assert set(plan.replaced(p, current)) == set(p.delete)
+    steps = plan.boundaries(current, p)
+    assert [where for where, _ in steps][0] == 'POST /reshaper'
+    assert [where.split(' ')[0] for where, _ in steps[1:-1]] == [
+        'deleting', 'deleting']
+    for where, tree in steps:
+        assert _class_totals(tree) == {'VCPU': 32, 'VGPU': 32}, where
+    reshaped = steps[0][1]
+    for uuid in p.delete:
+        assert reshaped.get(uuid).inventory == {}
+    plan.check(p, current, plan.usages_after(after), CPU_AND_GPU)
+
+
+def test_a_sync_lowers_and_deletes_before_anything_grows():
+    """Without a reshape the same change goes delete first, grow last:
+    at no boundary is VGPU above 32."""
+    current = _nested()
+    p = _make(current, _flat())
+    steps = plan.boundaries(current, p)
+    assert [where.split(' ')[0] for where, _ in steps] == [
+        'deleting', 'deleting', 'writing', 'the']
+    assert [_class_totals(t).get('VGPU', 0) for _, t in steps] == [
+        16, 0, 32, 32]
+    plan.check(p, current, {}, CPU_AND_GPU)
+
+
+def test_the_hardware_check_names_the_boundary():
+    current = _flat()
+    desired = _nested()
+    desired.set_inventory('compute1', 'PCPU', {'total': 4})
+    p = _make(current, desired)
+    with pytest.raises(exception.UnsafePlan,
+                       match=r'after writing compute1 \('):
+        plan.check(p, current, {}, CPU_AND_GPU)

@@ -126,3 +126,19 @@ def test_a_failed_write_keeps_the_old_record(path, caplog):
         assert store(path).save(SNAP, {}) is False
     assert f'Cannot store the last good scan in {path}: ' in caplog.text
     assert store(path).load() == (SNAP, ABSENT)
+
+
+def test_a_directory_in_its_place_is_moved_aside(path, caplog):
+    os.makedirs(path)
+    with caplog.at_level(logging.CRITICAL):
+        assert store(path).load() == (None, {})
+    assert not os.path.exists(path)
+    aside = [n for n in os.listdir(os.path.dirname(path))
+             if n.startswith(scan_state.FILENAME + '.corrupt-')]
+    assert len(aside) == 1
+    assert os.path.isdir(os.path.join(os.path.dirname(path), aside[0]))
+    assert f'Stored scan {path} is corrupt (a directory, not a file)' in \
+        caplog.text
+    # The next sync stores it again.
+    assert store(path).save(SNAP, ABSENT) is True
+    assert store(path).load() == (SNAP, ABSENT)

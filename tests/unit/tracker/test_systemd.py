@@ -42,14 +42,47 @@ def test_status_and_stopping(notify_socket):
 def test_watchdog_only_when_systemd_asks(notify_socket):
     path, sock = notify_socket
     silent = systemd.Notifier({'NOTIFY_SOCKET': path})
+    silent.ready()
+    assert _recv(sock) == ['READY=1']
     assert silent.watchdog_interval is None
     assert not silent.watchdog()
     pinging = systemd.Notifier({'NOTIFY_SOCKET': path,
                                 'WATCHDOG_USEC': '4000000',
                                 'WATCHDOG_PID': str(os.getpid())})
+    pinging.ready()
+    assert _recv(sock) == ['READY=1']
     assert pinging.watchdog_interval == 2.0
     assert pinging.watchdog()
     assert _recv(sock) == ['WATCHDOG=1']
+
+
+def test_progress_before_ready_extends_the_start(notify_socket):
+    """systemd watches no watchdog before READY: progress extends the
+    unit's finite start timeout instead."""
+    path, sock = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
+    assert notifier.progress()
+    assert _recv(sock) == [
+        f'EXTEND_TIMEOUT_USEC={systemd.START_TIMEOUT * 1000000}']
+    # At most every EXTEND_EVERY seconds.
+    assert not notifier.progress()
+    notifier.ready()
+    assert _recv(sock) == ['READY=1']
+    assert not notifier.watchdog()
+
+
+def test_stopping_is_the_last_notification(notify_socket):
+    path, sock = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path,
+                                 'WATCHDOG_USEC': '4000000'})
+    notifier.stopping()
+    assert _recv(sock) == ['STOPPING=1', 'STATUS=stopping']
+    assert not notifier.ready(status='in sync: 13 providers')
+    assert not notifier.set_status('in sync: 13 providers')
+    assert not notifier.watchdog()
+    sock.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        sock.recv(4096)
 
 
 def test_watchdog_meant_for_another_process(notify_socket):
@@ -105,15 +138,19 @@ def test_progress_pings_once_per_half_period(notify_socket):
     # A 10-minute period: the second call comes well within its half.
     notifier = systemd.Notifier({'NOTIFY_SOCKET': path,
                                  'WATCHDOG_USEC': '600000000'})
+    notifier.ready()
+    assert _recv(sock) == ['READY=1']
     assert notifier.progress()
     assert _recv(sock) == ['WATCHDOG=1']
     assert not notifier.progress()
 
 
 def test_watchdog_off_in_config_never_pings(notify_socket):
-    path, _ = notify_socket
+    path, sock = notify_socket
     notifier = systemd.Notifier({'NOTIFY_SOCKET': path,
                                  'WATCHDOG_USEC': '4000000'},
                                 watchdog=False)
+    notifier.ready()
+    assert _recv(sock) == ['READY=1']
     assert not notifier.watchdog()
     assert not notifier.progress()

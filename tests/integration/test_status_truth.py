@@ -1,0 +1,131 @@
+"""The status line is the truth, and the metrics say the same.
+
+The shipped daemon under a real ``$NOTIFY_SOCKET``, the real Placement
+server, the metrics endpoint on.  What goes wrong while the daemon runs
+is shown in the status line with since when, and as
+``node_agent_problem_since_seconds{what,detail}``, and goes away from
+both when it is fixed:
+
+- the metrics port held by another process: the daemon starts anyway,
+  says so, and binds once the port is free (never exit 78);
+- an audit whose plan is refused (a guest holds the vGPU of a driver
+  turned off by SIGHUP): "audit failed since ...", never "in sync";
+- a SIGHUP with a bad config file: "SIGHUP refused ..." beside the rest.
+"""
+
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from tests.fixtures import allocations as allocs
+from tests.fixtures import prometheus
+from tests.fixtures import provider_names as names
+from tests.integration import test_agent_service as service_tests
+from tests.integration.test_agent_rpc import wait_for_log
+
+pytestmark = pytest.mark.integration
+
+PROBLEM = 'node_agent_problem_since_seconds'
+GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
+NO_GPU = 'compute,numa,nic,accelerator'
+
+
+@pytest.fixture
+def agent(tmp_path):
+    a = service_tests.Agent(tmp_path)
+    yield a
+    a.cleanup()
+
+
+def _statuses(agent):
+    agent.sock.settimeout(0.5)
+    while True:
+        try:
+            agent.messages.append(agent.sock.recv(4096).decode())
+        except TimeoutError:
+            break
+    return [line[len('STATUS='):] for m in agent.messages
+            for line in m.split('\n') if line.startswith('STATUS=')]
+
+
+def _wait_status(agent, predicate, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        statuses = _statuses(agent)
+        if statuses and predicate(statuses[-1]):
+            return statuses[-1]
+        assert agent.proc.poll() is None, agent.log_text()[-3000:]
+        assert time.monotonic() < deadline, statuses[-5:]
+
+
+def _problems(port):
+    scrape = prometheus.get(f'http://127.0.0.1:{port}/metrics')
+    return {labels['what']: labels['detail']
+            for labels in scrape.labels(PROBLEM)}
+
+
+def _configure(agent, url, port, extra=()):
+    agent.configure(url, nested=True, extra=(
+        '[metrics]', 'enabled = true', f'port = {port}',
+        '[audit]', 'interval = 1', *extra))
+
+
+def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
+    taken = socket.socket()
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken.bind(('127.0.0.1', 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        _configure(agent, server.url, port)
+        agent.start()
+        agent.wait_for('READY=1')
+        line = _wait_status(agent, lambda s: 'metrics endpoint' in s)
+        assert line.startswith('in sync: ')
+        assert (f'metrics endpoint cannot listen on 127.0.0.1 port {port}: '
+                'Address already in use (since ') in line
+    finally:
+        taken.close()
+    _wait_status(agent, lambda s: 'metrics endpoint' not in s)
+    assert _problems(port) == {}
+
+    # A guest holds a vGPU; SIGHUP turns the gpu driver off: deleting its
+    # provider is refused at every audit, and said.
+    allocs.put(service_tests.api(server), service_tests.OTHER,
+               {GPU0: {'VGPU': 1}}, 'p1', 'u1')
+    _configure(agent, server.url, port,
+               ('[DEFAULT]', f'enabled_drivers = {NO_GPU}'))
+    agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')
+    agent.proc.send_signal(signal.SIGHUP)
+    line = _wait_status(agent, lambda s: s.startswith('audit failed'))
+    assert line.startswith('audit failed since ')
+    assert 'unsafe plan, nothing written: VGPU on compute1_pci_0000_3b_00_0' \
+        in line
+    problems = _problems(port)
+    assert problems['audit'].startswith('failed: unsafe plan, nothing '
+                                        'written: VGPU on ')
+
+    # A bad file on SIGHUP: refused, shown beside the failing audit.
+    with open(agent.conf, 'a') as f:
+        f.write('[audit]\ninterval = abc\n')
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_for_log(agent, 'SIGHUP: the config files are not valid')
+    line = _wait_status(agent, lambda s: 'SIGHUP refused' in s)
+    assert ('SIGHUP refused, the configuration in effect stays: [audit] '
+            'interval = abc: not an integer (since ') in line
+    assert 'SIGHUP' in _problems(port)
+
+    # Fixed: the guest goes, the file is put right.
+    allocs_gone = service_tests.api(server).delete(
+        f'/allocations/{service_tests.OTHER}', microversion='1.28')
+    assert allocs_gone.status_code == 204, allocs_gone.text
+    _configure(agent, server.url, port,
+               ('[DEFAULT]', f'enabled_drivers = {NO_GPU}'))
+    agent.proc.send_signal(signal.SIGHUP)
+    line = _wait_status(agent, lambda s: s.startswith('in sync: ')
+                        and 'SIGHUP' not in s)
+    assert _problems(port) == {}
+    assert agent.stop() == 0
