@@ -9,10 +9,12 @@ the median time of one look and per device.  Runs every
 ``[health] sysfs_interval`` (10 s) in the daemon, so the figure is the
 source's share of one CPU: median / 10 s.
 
-    .venv/bin/python bench/run.py health-sysfs [--runs 200] [--host host2]
+    .venv/bin/python bench/run.py health-sysfs [--runs 200]
+        [--host host2 h100-vm] [--json FILE] [--write-results]
 """
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -26,18 +28,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from node_agent.hardware import health  # noqa: E402
 from node_agent.hardware import pci_health  # noqa: E402
 from node_agent.hardware import sysfs  # noqa: E402
+from bench import _results  # noqa: E402
 from tests.fixtures import hosts  # noqa: E402
 
+TITLE = 'Sysfs health source: one look'
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--runs', type=int, default=200)
-    parser.add_argument('--host', default='host2', choices=hosts.NAMES)
-    args = parser.parse_args(argv)
-    logging.disable(logging.WARNING)
+
+def looks(host, runs):
+    """Times of ``runs`` looks at every PCI function of ``host``."""
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, 'sys')
-        shutil.copytree(hosts.sysfs_root(args.host), root, symlinks=True)
+        shutil.copytree(hosts.sysfs_root(host), root, symlinks=True)
         devices = os.path.join(root, 'bus/pci/devices')
         addresses = sorted(os.listdir(devices))
         for address in addresses:
@@ -48,14 +49,52 @@ def main(argv=None):
         source = pci_health.SysfsHealthSource(
             sysfs.SysfsReader(root), monitor, lambda: addresses)
         times = []
-        for _ in range(args.runs):
+        for _ in range(runs):
             start = time.perf_counter()
             source.look()
             times.append((time.perf_counter() - start) * 1000)
     median = statistics.median(times)
-    print(f'host {args.host}: {len(addresses)} PCI functions watched, '
-          f'{args.runs} looks')
-    print(f'one look: median {median:.2f} ms (min {min(times):.2f}, max '
-          f'{max(times):.2f}); per device {median / len(addresses):.3f} ms; '
-          f'{median / 10000 * 100:.3f}% of a CPU at a 10 s interval')
+    return {'host': host, 'functions': len(addresses), 'looks': runs,
+            'median_ms': median, 'min_ms': min(times),
+            'max_ms': max(times), 'per_device_ms': median / len(addresses),
+            'cpu_share_percent': median / 10000 * 100}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--runs', type=int, default=200)
+    parser.add_argument('--host', nargs='+', default=['host2'],
+                        choices=hosts.NAMES)
+    parser.add_argument('--json', help='write the figures here too')
+    parser.add_argument('--write-results', action='store_true',
+                        help=f'replace the "{TITLE}" section of '
+                             'bench/RESULTS.md')
+    args = parser.parse_args(argv)
+    logging.disable(logging.WARNING)
+    rows = [looks(host, args.runs) for host in args.host]
+    text = '\n'.join(
+        ['One look of `SysfsHealthSource` '
+         '(`node_agent/hardware/pci_health.py`) at every PCI function of a '
+         'recorded host, each given the three AER files in a temporary '
+         'copy of its sysfs: the AER counters, the link state, the '
+         "device's presence.  The daemon looks every `[health] "
+         'sysfs_interval` (10 s), at the devices it reports only (fewer '
+         'than every function).', '',
+         '| host | functions | looks | median | min | max | per device | '
+         'CPU share at 10 s |', '|---|---:|---:|---:|---:|---:|---:|---:|']
+        + [f'| {r["host"]} | {r["functions"]} | {r["looks"]} | '
+           f'{r["median_ms"]:.2f} ms | {r["min_ms"]:.2f} ms | '
+           f'{r["max_ms"]:.2f} ms | {r["per_device_ms"]:.3f} ms | '
+           f'{r["cpu_share_percent"]:.3f} % |' for r in rows])
+    print(text)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(rows, f, indent=1)
+    if args.write_results:
+        _results.write_section(TITLE, _results.section(
+            TITLE, 'health-sysfs', argv, text))
     return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

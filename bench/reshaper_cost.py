@@ -19,10 +19,12 @@ in_tree``, P provider-allocation reads, C consumer reads), sent one at a
 time so their sum is Placement's own work for them.  Each run uses a fresh
 database.
 
-    .venv/bin/python bench/run.py reshaper-cost [--consumers 400] [--runs 3]
+    .venv/bin/python bench/run.py reshaper-cost [--consumers 40 400]
+        [--runs 3] [--json FILE] [--write-results]
 """
 
 import argparse
+import json
 import collections
 import contextlib
 import functools
@@ -36,16 +38,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench import _results  # noqa: E402
 from bench.report_client import scenario  # noqa: E402
 from node_agent.placement import client as client_mod  # noqa: E402
 from node_agent.placement import embedded  # noqa: E402
-from node_agent import identity  # noqa: E402
 
 PHASES = (('consumer checks', 'placement.handlers.allocation',
            'inspect_consumers'),
           ('provider lookups', 'placement.handlers.allocation',
            'create_allocation_list'),
           ('writes', 'placement.objects.reshaper', 'reshape'))
+TITLE = 'What one POST /reshaper costs Placement'
 
 
 class Meter:
@@ -141,7 +144,7 @@ def _reshape_body(adapter, consumers):
 
 def _sequential_reads(adapter, consumers):
     """Seconds for the reads a reshape needs, one request at a time."""
-    root = identity.legacy_uuid(scenario.HOST)
+    root = scenario.ROOT_UUID
     start = time.perf_counter()
     listing = scenario._get(adapter, f'/resource_providers?in_tree={root}',
                             client_mod.MV_PROVIDERS)['resource_providers']
@@ -192,45 +195,80 @@ def one_run(workdir, consumers, meter):
                 'providers_written': len(body['inventories'])}
 
 
+def measure(consumers, runs, meter):
+    """Medians over ``runs`` fresh databases at ``consumers``."""
+    done = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix='reshaper-cost-') as d:
+            done.append(one_run(d, consumers, meter))
+
+    def median(key, phase=None):
+        return statistics.median(
+            r['phases'].get(phase, 0.0) if phase else r[key] for r in done)
+
+    last = done[-1]
+    return {'consumers': consumers, 'runs': runs,
+            'write_ms': median('write') * 1000,
+            'phases_ms': {label: median(None, label) * 1000
+                          for label, _, _ in PHASES},
+            'statements': last['statements'],
+            'connections': last['connections'],
+            'pairs': last['pairs'],
+            'providers_written': last['providers_written'],
+            'read_calls': last['read_calls'],
+            'reads_ms': median('reads') * 1000}
+
+
+def table(rows):
+    lines = ['| C | POST /reshaper | ' + ' | '.join(
+        label for label, _, _ in PHASES) + ' | SQL statements | DB '
+        'connections | reads a reshape needs, one at a time | write / '
+        '(write + reads) |',
+        '|---:|' + '---:|' * (len(PHASES) + 5)]
+    for r in rows:
+        lines.append(
+            f'| {r["consumers"]} | {r["write_ms"]:.0f} ms | '
+            + ' | '.join(f'{r["phases_ms"][label]:.0f} ms'
+                         for label, _, _ in PHASES)
+            + f' | {r["statements"]} | {r["connections"]} | '
+            f'{r["read_calls"]} GETs, {r["reads_ms"]:.0f} ms | '
+            f'{r["write_ms"] / (r["write_ms"] + r["reads_ms"]):.2f} |')
+    return '\n'.join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--consumers', type=int, default=400)
+    parser.add_argument('--consumers', type=int, nargs='+', default=[400])
     parser.add_argument('--runs', type=int, default=3)
+    parser.add_argument('--json', help='write the figures here too')
+    parser.add_argument('--write-results', action='store_true',
+                        help=f'replace the "{TITLE}" section of '
+                             'bench/RESULTS.md')
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
 
     meter = Meter()
-    runs = []
     with meter.installed():
-        for _ in range(args.runs):
-            with tempfile.TemporaryDirectory(prefix='reshaper-cost-') as d:
-                runs.append(one_run(d, args.consumers, meter))
-
-    def median(key, phase=None):
-        values = [r['phases'].get(phase, 0.0) if phase else r[key]
-                  for r in runs]
-        return statistics.median(values)
-
-    write = median('write')
-    reads = median('reads')
-    last = runs[-1]
-    print(f'openstack-placement '
-          f'{importlib.metadata.version("openstack-placement")}, '
-          f'in-process over SQLite; reference tree, C={args.consumers}, '
-          f'{args.runs} runs (medians)')
-    print(f'POST /reshaper: {write * 1000:.0f} ms '
-          f'({last["pairs"]} consumer-provider pairs, '
-          f'{last["providers_written"]} inventories; '
-          f'{last["statements"]} SQL statements, '
-          f'{last["connections"]} database connections opened)')
-    for label, _, _ in PHASES:
-        print(f'  {label}: {median(None, label) * 1000:.0f} ms')
-    print(f'reads a reshape needs, one at a time ({last["read_calls"]} '
-          f'GETs): {reads * 1000:.0f} ms')
-    print(f'the write alone is {write / (write + reads):.2f} of the '
-          f'write plus those reads: a client that halves a step made of '
-          f'both needs the write under the reads '
-          f'({"possible" if write < reads else "not possible"} here)')
+        rows = [measure(c, args.runs, meter) for c in args.consumers]
+    versions = (f'openstack-placement '
+                f'{importlib.metadata.version("openstack-placement")}, '
+                f'SQLAlchemy {importlib.metadata.version("sqlalchemy")}')
+    text = (f'{versions}, in-process over SQLite; reference tree of the '
+            f'report-client benchmark; medians of {args.runs} runs, each '
+            'on a fresh database.\n\n' + table(rows) + '\n\n' + '\n'.join(
+                f'- C={r["consumers"]}: the write alone is '
+                f'{r["write_ms"] / (r["write_ms"] + r["reads_ms"]):.2f} of '
+                'the write plus the reads: a client that halves a step made '
+                'of both needs the write under the reads ('
+                + ('possible' if r['write_ms'] < r['reads_ms']
+                   else 'not possible') + ' here).' for r in rows))
+    print(text)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(rows, f, indent=1)
+    if args.write_results:
+        _results.write_section(TITLE, _results.section(
+            TITLE, 'reshaper-cost', argv, text))
     return 0
 
 

@@ -3,8 +3,16 @@
 ``<benchmark>`` names a module of this package, dashes for underscores
 (``report-client`` -> :mod:`bench.report_client`), whose ``main(argv)``
 runs it; its options follow (``python bench/run.py report-client --help``).
+Modules whose name starts with ``_`` are helpers, not benchmarks.
 Benchmarks measure, they do not assert: results go to bench/RESULTS.md with
-the exact command, never into the test suite.
+the exact command, never into pass/fail tests.  Every benchmark takes
+``--json FILE`` (its figures, for the smoke test in tests/bench/, which
+runs each one at a size of seconds) and ``--write-results`` (its section of
+bench/RESULTS.md, stamped with commit, command and machine).
+
+``python bench/run.py results`` runs every benchmark at the size its
+RESULTS.md section reports (:data:`RESULTS_RUNS`) and rewrites the file;
+``results NAME...`` only those.  The largest take many minutes on 2 cores.
 """
 
 import importlib
@@ -17,11 +25,43 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 # is not on sys.path yet.
 sys.path.insert(0, os.path.dirname(BENCH))
 
+# What `results` runs, in RESULTS.md's order: (benchmark, options).
+RESULTS_RUNS = (
+    ('bench-discovery', ['--runs', '200']),
+    ('scan-memory', ['--cpulist', '0-20000000', '0-2000000000']),
+    ('report-client', []),
+    ('reshaper-cost', ['--consumers', '40', '400', '--runs', '3']),
+    ('fleet', ['--hosts', '250', '--guests', '5', '--rounds', '3',
+               '--processes', '4', '--server-processes', '4']),
+    ('scheduler-cost', ['--hosts', '100', '1000']),
+    ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
+)
+
 
 def available():
     return sorted(m.name.replace('_', '-')
                   for m in pkgutil.iter_modules([BENCH])
-                  if m.name != 'run')
+                  if m.name != 'run' and not m.name.startswith('_'))
+
+
+def run_one(name, argv):
+    module = importlib.import_module('bench.' + name.replace('-', '_'))
+    return module.main(argv)
+
+
+def results(names):
+    unknown = set(names) - {n for n, _ in RESULTS_RUNS}
+    if unknown:
+        print(f'not in RESULTS_RUNS: {", ".join(sorted(unknown))}',
+              file=sys.stderr)
+        return 2
+    status = 0
+    for name, argv in RESULTS_RUNS:
+        if names and name not in names:
+            continue
+        print(f'== {name} {" ".join(argv)}', file=sys.stderr, flush=True)
+        status = run_one(name, argv + ['--write-results']) or status
+    return status
 
 
 def main(argv=None):
@@ -31,12 +71,13 @@ def main(argv=None):
         print('benchmarks:', ', '.join(available()))
         return 0 if argv else 2
     name = argv[0]
+    if name == 'results':
+        return results(argv[1:])
     if name not in available():
         print(f'unknown benchmark {name!r}; benchmarks: '
               f'{", ".join(available())}', file=sys.stderr)
         return 2
-    module = importlib.import_module('bench.' + name.replace('-', '_'))
-    return module.main(argv[1:])
+    return run_one(name, argv[1:])
 
 
 if __name__ == '__main__':

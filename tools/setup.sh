@@ -2,8 +2,10 @@
 # Set up everything node-agent needs on a fresh Debian machine (Python 3.11+):
 # Debian packages, a virtualenv in .venv with the agent, its embedded
 # Placement (the extra node-agent[embedded], which the quick start runs) and
-# its test dependencies, and .client-venv with Nova and Neutron for the
-# tests that drive them (tools/client-venv.sh).  Safe to run again.
+# its test dependencies, .client-venv with Nova and Neutron for the tests
+# that drive them (tools/client-venv.sh), and .keystone-venv with the
+# Keystone the tests sign in to (tools/keystone-venv.sh).  Safe to run
+# again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +19,10 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # systemd: systemd-analyze verify for the unit file test.
 # postgresql: Placement over a production database in the concurrency
 # tests and the fleet benchmark (tests/fixtures/postgres.py).
+# libvirt-daemon, libvirt-daemon-driver-qemu, qemu-system-x86: the real
+# libvirtd and QEMU guests of tests/fixtures/libvirtd.py.
 DEBS="libvirt-dev pkg-config gcc python3-dev python3-venv rabbitmq-server systemd postgresql"
+DEBS="$DEBS libvirt-daemon libvirt-daemon-driver-qemu qemu-system-x86"
 missing=""
 for p in $DEBS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -28,6 +33,18 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
         --no-install-recommends $missing >/dev/null
+fi
+
+# A privileged libvirtd's QEMU driver will not start without the user and
+# group it runs guests as; libvirt-daemon-system's install scripts make
+# them, and that package (with its systemd units) is not needed here.
+if ! getent group libvirt-qemu >/dev/null; then
+    $SUDO groupadd --system libvirt-qemu
+fi
+if ! getent passwd libvirt-qemu >/dev/null; then
+    $SUDO useradd --system --gid libvirt-qemu --home-dir /var/lib/libvirt \
+        --no-create-home --shell /usr/sbin/nologin \
+        --comment "Libvirt Qemu" libvirt-qemu
 fi
 
 PYTHON=${PYTHON:-python3}
@@ -43,4 +60,6 @@ fi
 # Nova's and Neutron's own code for tests/clients/ (cached: rebuilt only
 # when its pinned requirements change).
 bash tools/client-venv.sh
-echo "setup done: .venv and .client-venv ready"
+# Keystone for the tests that sign in as a deployment does (cached too).
+bash tools/keystone-venv.sh
+echo "setup done: .venv, .client-venv and .keystone-venv ready"

@@ -1,9 +1,12 @@
 """Report-client benchmark: node-agent's ReportClient beside Nova's.
 
-``python bench/run.py report-client [--consumers 40 400] [--repeat 3]
-[--tree reference|rich|both] [--server-processes 1 2] [--write-results]``,
-from the benchmark virtualenv (``tools/bench-setup.sh`` creates
-``.bench-venv`` with nova 34.0.0, openstack-placement and this project).
+``.venv/bin/python bench/run.py report-client [--consumers 40 400]
+[--repeat 3] [--tree reference|rich|both] [--server-processes 1 2]
+[--write-results]``.  node-agent's side and the Placement servers run in
+this interpreter (node-agent's ``.venv``); Nova's side runs in
+``.client-venv`` (Nova 34 from PyPI, built by ``tools/client-venv.sh``,
+which ``tools/setup.sh`` runs), so Nova never enters the agent's
+environment.
 
 For every tree, every C and every repetition, each side gets a fresh real
 Placement server process (tests/fixtures/placement_server.py: same code,
@@ -26,19 +29,18 @@ wrong is reported as such, never silently timed.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from bench import _results
 from bench.report_client import scenario
 from bench.report_client.sides import RESHAPE
 from tests.fixtures.placement_server import PlacementServer
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-RESULTS = os.path.join(REPO, 'bench', 'RESULTS.md')
 SECTION = '## Report client'
 SIDES = ('nova', 'ours')
 
@@ -59,12 +61,20 @@ STEP_LABELS = {
 }
 
 
-def run_side(side, consumers, workdir, python, tree, steps='all',
+NOVA_PYTHON = os.path.join(REPO, '.client-venv', 'bin', 'python')
+
+
+def run_side(side, consumers, workdir, nova_python, tree, steps='all',
              processes=1):
-    """One side, one C, on a fresh Placement server; returns its JSON."""
+    """One side, one C, on a fresh Placement server; returns its JSON.
+
+    The server and node-agent's side run in this interpreter, Nova's side
+    in ``nova_python``.
+    """
     os.makedirs(workdir)
     output = os.path.join(workdir, 'result.json')
-    with PlacementServer(os.path.join(workdir, 'placement'), python=python,
+    python = nova_python if side == 'nova' else sys.executable
+    with PlacementServer(os.path.join(workdir, 'placement'),
                          processes=processes) as server:
         proc = subprocess.run(
             [python, '-m', 'bench.report_client.sides', '--side', side,
@@ -402,9 +412,9 @@ def _half_time_line(label, runs):
             f'{theirs[1] * 1000:.0f} ms, {"met" if ok else "**missed**"}')
     rest = [_rest_seconds(r, RESHAPE, 'POST /reshaper') for r in runs]
     if None not in rest:
-        line += (f'; outside POST /reshaper: {rest[0] * 1000:.0f} ms vs '
-                 f'{rest[1] * 1000:.0f} ms ({rest[0] / rest[1]:.2f} of '
-                 "Nova's)")
+        line += (f'; client side (everything but POST /reshaper): '
+                 f'{rest[0] * 1000:.0f} ms vs {rest[1] * 1000:.0f} ms, '
+                 f'ratio {rest[0] / rest[1]:.2f} (goal <= 0.5)')
     write = _endpoint_seconds(runs[0], RESHAPE, 'POST /reshaper')
     if write is not None:
         # The write itself, the same for any client: a floor no client
@@ -426,15 +436,6 @@ def _load():
     return ', '.join(f'{x:.1f}' for x in os.getloadavg())
 
 
-def machine(load_at_start):
-    # Timings on a shared machine mean little without its load.
-    return (f'{platform.system()} {platform.release()}, '
-            f'{platform.machine()}, '
-            f'nproc={os.cpu_count()}, Python {platform.python_version()}, '
-            f'load average at the start {load_at_start}, at the end '
-            f'{_load()}')
-
-
 def versions(results):
     found = {}
     for runs in results.values():
@@ -453,14 +454,10 @@ TREE_TITLES = {
 }
 
 
-def report(results, trees, consumer_counts, repeat, processes, command,
+def report(results, trees, consumer_counts, repeat, processes, argv,
            load_at_start):
     parts = [
-        SECTION,
-        '',
-        f'Command: `{command}` (after `bash tools/bench-setup.sh`).',
-        '',
-        f'Machine: {machine(load_at_start)}. '
+        f'Load average at the start {load_at_start}.  '
         f'Versions: {versions(results)}.',
         f'Placement: one fresh server per side and run (cheroot, 8 threads '
         f'per process, SQLite in WAL mode, noauth2) on 127.0.0.1. '
@@ -501,28 +498,6 @@ def report(results, trees, consumer_counts, repeat, processes, command,
     return '\n'.join(parts)
 
 
-def write_section(text, path=RESULTS):
-    """Replace (or append) the "Report client" section of RESULTS.md.
-
-    Other sections are left exactly as they are.
-    """
-    try:
-        with open(path) as f:
-            current = f.read()
-    except FileNotFoundError:
-        current = '# Benchmark results\n\n'
-    start = current.find(SECTION + '\n')
-    if start < 0:
-        new = current.rstrip('\n') + '\n\n' + text.rstrip('\n') + '\n'
-    else:
-        end = current.find('\n## ', start + len(SECTION))
-        tail = '' if end < 0 else current[end + 1:]
-        new = (current[:start] + text.rstrip('\n') + '\n'
-               + ('\n' + tail if tail else ''))
-    with open(path, 'w') as f:
-        f.write(new)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='bench/run.py report-client',
@@ -538,9 +513,9 @@ def main(argv=None):
                         help='worker process counts for the extra reshape '
                              'runs at the largest C (default: 1 2; none '
                              'given: no extra runs)')
-    parser.add_argument('--python', default=sys.executable,
-                        help='interpreter with nova, placement and '
-                             'node-agent (default: this one)')
+    parser.add_argument('--nova-python', default=NOVA_PYTHON,
+                        help="interpreter with Nova 34 for Nova's side "
+                             '(default: .client-venv/bin/python)')
     parser.add_argument('--write-results', action='store_true',
                         help=f'replace the "{SECTION[3:]}" section of '
                              'bench/RESULTS.md')
@@ -553,17 +528,16 @@ def main(argv=None):
     trees = list(scenario.TREES) if args.tree == 'both' else [args.tree]
 
     load_at_start = _load()
-    results = measure(trees, args.consumers, args.repeat, args.python,
+    results = measure(trees, args.consumers, args.repeat, args.nova_python,
                       args.server_processes)
-    command = ('.bench-venv/bin/python bench/run.py report-client '
-               + ' '.join(argv))
     text = report(results, trees, args.consumers, args.repeat,
-                  args.server_processes, command.strip(), load_at_start)
+                  args.server_processes, argv, load_at_start)
+    text = _results.section(SECTION[3:], 'report-client', argv, text)
     print(text)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump({'-'.join(map(str, k)): r
                        for k, r in results.items()}, f, indent=1)
     if args.write_results:
-        write_section(text)
+        _results.write_section(SECTION[3:], text)
     return 1 if failures(results) else 0

@@ -8,12 +8,17 @@ inventories; only traits and aggregates differ::
 
     compute1                        DISK_GB, VGPU (before the reshape)
      +-- compute1_numa_0            HW_NUMA_ROOT, VCPU, MEMORY_MB
-     |    +-- compute1_gpu_0000:3b:00.0    (VGPU after the reshape)
-     |    +-- compute1_gpu_0000:3c:00.0
-     |    +-- compute1_nic_0000:5e:00
-     |         +-- compute1_pf_0000:5e:00.0    SRIOV_NET_VF
-     |         +-- compute1_pf_0000:5e:00.1
+     |    +-- compute1_pci_0000_3b_00_0    a GPU (VGPU after the reshape)
+     |    +-- compute1_pci_0000_3c_00_0
+     |    +-- compute1_nic_0000_5e_00      a NIC card
+     |         +-- compute1_pci_0000_5e_00_0   a PF: SRIOV_NET_VF
+     |         +-- compute1_pci_0000_5e_00_1
      +-- compute1_numa_1            (the same: 2 GPUs, 1 NIC, 2 PFs)
+
+Names and uuids are node-agent's own (:mod:`node_agent.identity`): the
+root's uuid is the default one for its name, each child's derives from the
+root's uuid and the child's device id.  Both clients are handed the same
+uuids.
 
     provider   "reference"                   "rich": in addition, or instead
     root       COMPUTE_NODE, ..._MULTI_ATTACH  an aggregate
@@ -40,8 +45,8 @@ import time
 import urllib.parse
 import uuid as uuidlib
 
-from node_agent import provider_tree as ptree
 from node_agent import identity
+from node_agent import provider_tree as ptree
 
 HOST = 'compute1'
 TREES = ('reference', 'rich')
@@ -54,6 +59,21 @@ GPU_ADDRESSES = ('0000:3b:00.0', '0000:3c:00.0', '0000:86:00.0',
                  '0000:87:00.0')
 NIC_ADDRESSES = ('0000:5e:00', '0000:d8:00')
 VGPU_PER_GPU = 128
+
+
+ROOT_UUID = identity.legacy_root_uuid(HOST)
+
+
+def name_of(device_id):
+    """The provider name of a child of the host."""
+    return identity.child_name(HOST, device_id)
+
+
+def uuid_of(name):
+    """The uuid of the host's provider ``name`` (the root or a child)."""
+    if name == HOST:
+        return ROOT_UUID
+    return identity.child_uuid(ROOT_UUID, identity.device_id(name, HOST))
 
 
 def _inv(total, **fields):
@@ -73,7 +93,7 @@ def providers(tree='rich'):
     result = []
 
     def add(name, parent, inventory=None, traits=(), aggregates=()):
-        result.append({'name': name, 'uuid': identity.legacy_uuid(name),
+        result.append({'name': name, 'uuid': uuid_of(name),
                        'parent': parent, 'inventory': inventory or {},
                        'traits': set(traits), 'aggregates': set(aggregates)})
 
@@ -83,19 +103,19 @@ def providers(tree='rich'):
         ['COMPUTE_NODE', 'COMPUTE_VOLUME_MULTI_ATTACH'],
         [AGGREGATE] if rich else [])
     for node in (0, 1):
-        numa = ptree.child_name(HOST, 'numa', node)
+        numa = name_of(identity.numa_id(node))
         add(numa, HOST,
             {'VCPU': _inv(32, reserved=2, allocation_ratio=16.0),
              'MEMORY_MB': _inv(524288, reserved=4096)},
             ['HW_NUMA_ROOT', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_AVX512F'])
         for address in GPU_ADDRESSES[2 * node:2 * node + 2]:
-            add(ptree.child_name(HOST, 'gpu', address), numa, None,
+            add(name_of(identity.pci_id(address)), numa, None,
                 ['CUSTOM_GPU_NVIDIA_A16' if rich else 'HW_GPU_API_VULKAN'])
-        nic = ptree.child_name(HOST, 'nic', NIC_ADDRESSES[node])
+        nic = name_of(identity.nic_id(NIC_ADDRESSES[node]))
         add(nic, numa, None, ['CUSTOM_NIC_ROOT' if rich else 'HW_NIC_SRIOV'])
         for function in (0, 1):
-            add(ptree.child_name(HOST, 'pf',
-                                 f'{NIC_ADDRESSES[node]}.{function}'),
+            add(name_of(identity.pci_id(
+                    f'{NIC_ADDRESSES[node]}.{function}')),
                 nic, {'SRIOV_NET_VF': _inv(64)},
                 ['HW_NIC_SRIOV'] + ([f'CUSTOM_PHYSNET_PHYSNET{function}']
                                     if rich else []))
@@ -103,7 +123,7 @@ def providers(tree='rich'):
 
 
 def gpu_names():
-    return [ptree.child_name(HOST, 'gpu', a) for a in GPU_ADDRESSES]
+    return [name_of(identity.pci_id(a)) for a in GPU_ADDRESSES]
 
 
 def reshaped_providers(tree='rich'):
@@ -119,7 +139,7 @@ def reshaped_providers(tree='rich'):
 
 
 def pf_names():
-    return [ptree.child_name(HOST, 'pf', f'{nic}.{f}')
+    return [name_of(identity.pci_id(f'{nic}.{f}'))
             for nic in NIC_ADDRESSES for f in (0, 1)]
 
 
@@ -129,12 +149,12 @@ def consumer_uuid(i):
 
 def consumer_allocations(i):
     """``{rp_uuid: {resource class: amount}}`` for consumer ``i``."""
-    root = identity.legacy_uuid(HOST)
-    numa = identity.legacy_uuid(ptree.child_name(HOST, 'numa', i % 2))
+    root = ROOT_UUID
+    numa = uuid_of(name_of(identity.numa_id(i % 2)))
     allocs = {root: {'DISK_GB': 4, 'VGPU': 1},
               numa: {'VCPU': 2, 'MEMORY_MB': 2048}}
     if i % 2 == 0:
-        allocs[identity.legacy_uuid(pf_names()[(i // 2) % 4])] = {
+        allocs[uuid_of(pf_names()[(i // 2) % 4])] = {
             'SRIOV_NET_VF': 1}
     return allocs
 
@@ -167,8 +187,8 @@ def move_vgpu(allocations):
     Every consumer's VGPU leaves the root for one GPU provider, round robin
     in consumer uuid order, so each GPU gets at most VGPU_PER_GPU.
     """
-    root = identity.legacy_uuid(HOST)
-    gpus = [identity.legacy_uuid(n) for n in gpu_names()]
+    root = ROOT_UUID
+    gpus = [uuid_of(n) for n in gpu_names()]
     moved = 0
     for n, consumer in enumerate(sorted(allocations)):
         by_rp = allocations[consumer]['allocations']
@@ -187,7 +207,7 @@ def move_vgpu(allocations):
 
 def read_host(adapter):
     """``{name: {uuid, parent_uuid, inventory, traits, aggregates}}``."""
-    root = identity.legacy_uuid(HOST)
+    root = ROOT_UUID
     rps = _get(adapter, f'/resource_providers?in_tree={root}',
                '1.14')['resource_providers']
     result = {}
@@ -234,8 +254,8 @@ def check_host(adapter, expected):
 
 def check_consumers(adapter, count, reshaped):
     """Problems with the consumers' allocations in Placement."""
-    root = identity.legacy_uuid(HOST)
-    gpus = {identity.legacy_uuid(n) for n in gpu_names()}
+    root = ROOT_UUID
+    gpus = {uuid_of(n) for n in gpu_names()}
     problems = []
     vgpu_on_gpus = 0
     with concurrent.futures.ThreadPoolExecutor(8) as pool:

@@ -29,10 +29,9 @@ import sys
 import time
 
 from bench.report_client import scenario
-from node_agent import identity
-from tests.fixtures.placement_server import admin_adapter
+from tests.fixtures.placement_admin import admin_adapter
 
-ROOT_UUID = identity.legacy_uuid(scenario.HOST)
+ROOT_UUID = scenario.ROOT_UUID
 
 
 class NovaSide:
@@ -63,7 +62,7 @@ class NovaSide:
         # What a virt driver's update_provider_tree() does.
         for p in spec:
             if not tree.exists(p['uuid']):
-                parent = identity.legacy_uuid(p['parent'])
+                parent = scenario.uuid_of(p['parent'])
                 tree.new_child(p['name'], parent, uuid=p['uuid'])
             tree.update_inventory(p['uuid'], p['inventory'])
             tree.update_traits(

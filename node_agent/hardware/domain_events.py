@@ -13,10 +13,19 @@ own with a ``VIR_DOMAIN_EVENT_ID_LIFECYCLE`` callback.  The connection is
 its own because libvirt delivers events only on connections opened after
 the loop was registered.  The test driver (``test:///default``) delivers
 these events for changes made through any connection of the process.
+
+A libvirtd that restarts (or dies) closes the connection: libvirt's close
+callback starts a reconnection on a thread of its own, tried with capped
+exponential backoff (:data:`RECONNECT_INITIAL` to :data:`RECONNECT_MAX`
+seconds) until it succeeds or the watcher is stopped, and the lifecycle
+callback is registered again on the new connection.  Guests may have gone
+while nobody listened: once reconnected, ``callback(None)`` says so, and
+the caller reads every allocation as for a guest gone.
 """
 
 import threading
 
+import tenacity
 from oslo_log import log as logging
 
 from node_agent.hardware import libvirt_host
@@ -27,6 +36,9 @@ LOG = logging.getLogger(__name__)
 EVENT_UNDEFINED = 1
 EVENT_STOPPED = 5
 GONE = frozenset({EVENT_UNDEFINED, EVENT_STOPPED})
+
+RECONNECT_INITIAL = 0.5     # seconds
+RECONNECT_MAX = 30.0
 
 _loop_lock = threading.Lock()
 _loop_started = False
@@ -58,23 +70,91 @@ def _ensure_event_loop(libvirt):
 
 
 class DomainEventWatcher:
-    """Calls ``callback(domain_uuid)`` when a domain stops or goes."""
+    """Calls ``callback(domain_uuid)`` when a domain stops or goes, and
+    ``callback(None)`` after a reconnection (events may have been
+    missed)."""
 
     def __init__(self, uri, callback):
         self.uri = uri
         self.callback = callback
         self._conn = None
         self._callback_id = None
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._reconnecting = None
+        self.reconnects = 0             # connections made after the first
 
     def start(self):
         """Raises ``LibvirtConnectionError`` or ``libvirtError`` when
         events cannot be watched (the caller logs and does without)."""
         libvirt = libvirt_host._libvirt()
         _ensure_event_loop(libvirt)
-        self._conn = libvirt_host.LibvirtHost(self.uri).connect()
-        self._callback_id = self._conn.domainEventRegisterAny(
-            None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._event, None)
+        self._stopped.clear()
+        self._register(libvirt)
         LOG.info('watching libvirt domain events at %s', self.uri)
+
+    def _register(self, libvirt):
+        """Connect, and register the lifecycle and close callbacks."""
+        conn = libvirt_host.LibvirtHost(self.uri).connect()
+        try:
+            callback_id = conn.domainEventRegisterAny(
+                None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._event,
+                None)
+            conn.registerCloseCallback(self._closed, None)
+        except libvirt.libvirtError:
+            _close_quietly(conn, self.uri)
+            raise
+        with self._lock:
+            if self._stopped.is_set():
+                _close_quietly(conn, self.uri)
+                return
+            self._conn, self._callback_id = conn, callback_id
+
+    def _closed(self, conn, reason, opaque):
+        # On libvirt's event loop thread: never block it.
+        with self._lock:
+            if self._stopped.is_set() or conn is not self._conn:
+                return
+            self._conn = self._callback_id = None
+            LOG.warning('the libvirt event connection to %s closed (reason '
+                        '%s): reconnecting with backoff', self.uri, reason)
+            self._reconnecting = threading.Thread(
+                target=self._reconnect, name='libvirt-events-reconnect',
+                daemon=True)
+            self._reconnecting.start()
+
+    def _reconnect(self):
+        libvirt = libvirt_host._libvirt()
+        attempts = []
+
+        def failed(retry_state):
+            exc = retry_state.outcome.exception()
+            attempts.append(exc)
+            LOG.info('libvirt at %s: event connection not back yet (%s); '
+                     'next try in %.1f s', self.uri, exc,
+                     retry_state.next_action.sleep)
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(Exception),
+            stop=lambda retry_state: self._stopped.is_set(),
+            wait=tenacity.wait_exponential(multiplier=RECONNECT_INITIAL,
+                                           max=RECONNECT_MAX),
+            sleep=self._stopped.wait,
+            before_sleep=failed, reraise=True)
+        try:
+            retrying(self._register, libvirt)
+        except Exception:  # noqa: BLE001 - stopped while reconnecting
+            return
+        if self._stopped.is_set():
+            return
+        self.reconnects += 1
+        LOG.info('watching libvirt domain events at %s again (reconnected '
+                 'after %d failed attempts, callbacks registered again)',
+                 self.uri, len(attempts))
+        try:
+            self.callback(None)
+        except Exception:  # noqa: BLE001 - the watcher stays up
+            LOG.exception('domain event callback failed')
 
     def _event(self, conn, domain, event, detail, opaque):
         if not is_gone(event):
@@ -89,13 +169,25 @@ class DomainEventWatcher:
             LOG.exception('domain event callback failed')
 
     def stop(self):
-        conn, self._conn = self._conn, None
+        with self._lock:
+            self._stopped.set()
+            conn, self._conn = self._conn, None
+            callback_id, self._callback_id = self._callback_id, None
         if conn is None:
             return
         try:
-            if self._callback_id is not None:
-                conn.domainEventDeregisterAny(self._callback_id)
-            conn.close()
+            conn.unregisterCloseCallback()
+            if callback_id is not None:
+                conn.domainEventDeregisterAny(callback_id)
         except Exception:  # noqa: BLE001 - already gone is fine
-            LOG.debug('closing the event connection to %s failed', self.uri,
+            LOG.debug('deregistering from %s failed', self.uri,
                       exc_info=True)
+        _close_quietly(conn, self.uri)
+
+
+def _close_quietly(conn, uri):
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - already gone is fine
+        LOG.debug('closing the event connection to %s failed', uri,
+                  exc_info=True)

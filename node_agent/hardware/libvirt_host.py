@@ -23,10 +23,16 @@ model lacks, so (as nova does) the model is expanded with
 driver's capabilities carry no CPU model; there the model from
 ``<node><cpu><model>`` (``getInfo()``) is used when libvirt's CPU map knows
 it.
+
+libvirt's built-in test host (``test:///default``, the quick start's) is
+invented whole, its CPU an ``i686``: there the architecture is this
+machine's (``platform.machine()``), so the root gets the right
+``COMPUTE_ARCH_*`` trait, and the log says so once.
 """
 
 import dataclasses
 import functools
+import platform
 import re
 import threading
 from xml.etree import ElementTree
@@ -89,6 +95,8 @@ class _ConnectionLost(Exception):
 
 
 _SILENT_HINT = 'is libvirtd (or virtqemud) alive and answering?'
+# libvirt's test driver with its built-in host: nothing in it is real.
+INVENTED_HOST = 'test:///default'
 
 
 @functools.cache
@@ -223,6 +231,8 @@ class LibvirtHost:
 
     def _host_info(self, conn):
         cpu = parse_capabilities_cpu(conn.getCapabilities())
+        if self.uri == INVENTED_HOST:
+            cpu['arch'] = self._machine_arch(cpu['arch'])
         info = conn.getInfo()
         if cpu['model'] is None:
             cpu['model'] = _known_model(conn, cpu['arch'], info[0])
@@ -241,6 +251,17 @@ class LibvirtHost:
             hypervisor_version=_version(conn.getVersion()),
             memory_mb=int(info[1]),
         )
+
+    def _machine_arch(self, invented):
+        arch = platform.machine() or None
+        if not getattr(self, '_said_invented', False):
+            self._said_invented = True
+            LOG.info('libvirt at %s is the test driver\'s invented host '
+                     '(CPU %s): using this machine\'s architecture, %s; '
+                     'point [libvirt] connection_uri at libvirtd '
+                     '(qemu:///system) for the real host', self.uri,
+                     invented, arch)
+        return arch
 
     def _node_devices(self, conn):
         libvirt = _libvirt()
@@ -494,6 +515,19 @@ def parse_domain(xml, state):
             except (TypeError, ValueError):
                 LOG.warning('ignoring a bad PCI <hostdev> address in domain '
                             '%s', name)
+    # An SR-IOV port's VF: nova-compute writes <interface type='hostdev'>
+    # (a PCI passthrough with a MAC), not a <hostdev>.
+    for iface in root.findall("devices/interface[@type='hostdev']"):
+        addr = iface.find('source/address')
+        if addr is None or addr.get('type', 'pci') != 'pci':
+            LOG.warning('ignoring an <interface type="hostdev"> without a '
+                        'PCI <source><address> in domain %s', name)
+            continue
+        try:
+            hostdevs.append(_address_of(addr))
+        except (TypeError, ValueError):
+            LOG.warning('ignoring a bad hostdev <interface> address in '
+                        'domain %s', name)
     return snapshot.Domain(
         uuid=uuid, name=name, state=state,
         mdevs=tuple(sorted(mdevs)), hostdevs=tuple(sorted(hostdevs)),

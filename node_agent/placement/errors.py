@@ -35,6 +35,11 @@ RESHAPER_ROLE = 'service'
 # Statuses that say the credentials are wrong, not the request.
 REFUSED = (401, 403)
 CREDENTIALS_HINT = 'check the credentials in [placement]'
+# What Keystone checks when it refuses a password sign-in (401).  It says
+# neither which one was wrong, nor whether the user exists.
+SIGN_IN_OPTIONS = ('[placement] username and [placement] password (with '
+                   'user_domain_name; project_name and project_domain_name '
+                   'for the scope)')
 
 
 def error_info(response):
@@ -148,7 +153,7 @@ def transport_error(method, path, error):
     if isinstance(error, (ks_exc.Unauthorized, ks_exc.Forbidden)):
         return exception.PlacementCredentialsError(
             f'the identity service refused the [placement] credentials: '
-            f'{name}: {error}')
+            f'{name}: {error}; check {SIGN_IN_OPTIONS}')
     return exception.PlacementUnavailable(
         f'{method} {path}: Placement unreachable after retries: '
         f'{name}: {error}', reason=f'{method} {path}: {name}')

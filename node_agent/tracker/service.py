@@ -619,7 +619,12 @@ class AgentService(service.Service):
             with self._sync_under_way():
                 applied = self.tracker.audit()
             # None: the scan was not trusted and nothing was synced.
-            if applied is None:
+            if applied is None and self.tracker.libvirt_down:
+                # libvirt away (restarted, say): a wait, not a fault.
+                since = self._problem('audit', self.tracker.status_line())
+                self.notifier.set_status(
+                    f'{self.tracker.status_line()} (since {since})')
+            elif applied is None:
                 self._audit_problem('skipped', self.tracker.scan_problem)
             elif self.tracker.audit_incomplete:
                 result = metrics_mod.AUDIT_OK

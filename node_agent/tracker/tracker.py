@@ -45,9 +45,10 @@ Rules:
   (``ScanIncomplete``, ``LibvirtConnectionError``) writes nothing: at
   startup it is raised (the daemon exits 78, or waits for libvirt); in an
   audit the last good tree stays in Placement and the status line says
-  ``audit skipped: <why>``.  A device missing from a scan or garbled in it
-  is held as the last good snapshot had it (the rule is
-  :func:`node_agent.hardware.removal.hold`).  The snapshot and the
+  ``audit skipped: <why>`` (``waiting for libvirt: <why>`` when libvirt
+  was away; the next audit connects again).  A device missing from a
+  scan or garbled in it is held as the last good snapshot had it (the
+  rule is :func:`node_agent.hardware.removal.hold`).  The snapshot and the
   absence counts outlive a restart (:mod:`node_agent.tracker.scan_state`,
   stored when a sync changed them): at startup a garbled item is held from
   the stored snapshot, and a device missing from the startup scan has
@@ -96,6 +97,7 @@ LOG = logging.getLogger(__name__)
 
 STATUS_WAITING = 'waiting for Placement'
 STATUS_RESTART = 'restart required: reshape pending'
+STATUS_LIBVIRT = 'waiting for libvirt'
 
 
 def _drivers(conf, snapshot, health=None):
@@ -172,6 +174,7 @@ class ResourceTracker:
         self.scan_problem = None        # why the last audit was skipped
         # What the last sync left out although it wrote the rest.
         self.audit_incomplete = None
+        self.libvirt_down = False       # ... because libvirt was away
         self._absent = {}               # (field, key) -> scans missing from
         self.scan_state = scan_state
         self._scan_state_loaded = False
@@ -280,6 +283,8 @@ class ResourceTracker:
             pending = self._sync(startup=False)
         except exception.HardwareError as exc:
             self.scan_problem = str(exc)
+            self.libvirt_down = isinstance(
+                exc, exception.LibvirtConnectionError)
             LOG.warning('%s: audit skipped, the last good tree stays in '
                         'Placement: %s', self.nodename, exc)
             self._status(self.status_line())
@@ -427,7 +432,9 @@ class ResourceTracker:
         return self.health.unhealthy() if self.health is not None else {}
 
     def status_line(self):
-        if self.scan_problem:
+        if self.scan_problem and self.libvirt_down:
+            line = f'{STATUS_LIBVIRT}: {self.scan_problem}'
+        elif self.scan_problem:
             line = f'audit skipped: {self.scan_problem}'
         elif self.reshape_pending:
             line = STATUS_RESTART

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.fixtures import keystone_server
+from tests.fixtures import libvirtd as libvirtd_fixture
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
 
@@ -21,3 +23,9 @@ def broker(tmp_path_factory):
     server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
     yield server
     server.stop()
+
+
+# Session-scoped: one Keystone per test worker (its setup takes a while).
+keystone = keystone_server.keystone
+# One private libvirtd per test worker, too.
+libvirtd = libvirtd_fixture.libvirtd

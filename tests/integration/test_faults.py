@@ -357,7 +357,8 @@ def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
                                                     tmp_path):
     # A user the broker does not know yet: every login is refused.
     rpc_tests.configure(agent, server.url,
-                        f'rabbit://agent:secret@127.0.0.1:{broker.port}/')
+                        f'rabbit://agent:secret@127.0.0.1:{broker.port}/'
+                        f'{broker.vhost}')
     agent.start()
     agent.wait_for('READY=1')
     agent.wait_for('; claims RPC down: AccessRefused: ')
@@ -368,7 +369,8 @@ def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
     assert down[0].startswith('in sync: ')
 
     broker.ctl('add_user', 'agent', 'secret')
-    broker.ctl('set_permissions', '-p', '/', 'agent', '.*', '.*', '.*')
+    broker.ctl('set_permissions', '-p', broker.vhost, 'agent', '.*', '.*',
+               '.*')
     wait_for_log(agent, rpc_tests.LISTENING)
     wait_for_log(agent, 'claims RPC server started after')
     assert 'claims RPC' not in statuses(agent)[-1]

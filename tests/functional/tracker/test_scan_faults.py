@@ -136,7 +136,8 @@ def test_silent_libvirt_skips_the_audit(synced, placement_adapter,
     assert agent.tracker.audit() is None
     assert_unchanged(placement_adapter, before)
     assert agent.tracker.status_line() == (
-        f"audit skipped: cannot connect to libvirt at '{silent_libvirt}': "
+        f"waiting for libvirt: cannot connect to libvirt at "
+        f"'{silent_libvirt}': "
         'no answer within 1 s ([libvirt] scan_timeout) (is libvirtd (or '
         'virtqemud) alive and answering?)')
 

@@ -132,3 +132,20 @@ def test_connection_hints():
         'qemu:///system', 'Permission denied')
     assert 'test driver file' in libvirt_host.connection_hint(
         'test:///nowhere.xml', 'anything')
+
+
+def test_sriov_port_interface_is_a_pci_hostdev(caplog):
+    # nova-compute gives a port's VF as <interface type='hostdev'>.
+    xml = DOMAIN.replace('<devices>', """<devices>
+    <interface type='hostdev' managed='yes'>
+      <mac address='fa:16:3e:11:22:33'/>
+      <source><address type='pci' domain='0x0000' bus='0xd8' slot='0x02'
+               function='0x3'/></source>
+    </interface>
+    <interface type='hostdev'><source/></interface>
+    <interface type='bridge'><source bridge='br0'/></interface>""")
+    with caplog.at_level(logging.WARNING):
+        dom = libvirt_host.parse_domain(xml, 'running')
+    assert dom.hostdevs == ('0000:5e:01.1', '0000:d8:02.3')
+    assert 'interface type="hostdev"' in caplog.text
+    assert 'vm1' in caplog.text

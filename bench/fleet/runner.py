@@ -1,20 +1,25 @@
 """Fleet benchmark: N hosts' agents against one Placement on PostgreSQL.
 
-``python bench/run.py fleet [--hosts 200] [--guests 5] [--rounds 3]
-[--processes 4] [--server-processes 4] [--sides ours nova]
-[--write-results]``, from the benchmark virtualenv (``tools/bench-setup.sh``
-creates ``.bench-venv`` with nova 34.0.0 beside this project).
+``.venv/bin/python bench/run.py fleet [--hosts 200] [--guests 5]
+[--rounds 3] [--processes 4] [--server-processes 4] [--sides ours nova]
+[--json FILE] [--write-results]``.  node-agent's hosts run in this
+interpreter, Nova's in ``.client-venv`` (``--nova-python``; Nova 34 from
+PyPI, built by ``tools/client-venv.sh``, which ``tools/setup.sh`` runs).
 
 Placement is the real server (tests/fixtures/placement_server.py) with
 ``--server-processes`` workers over a private PostgreSQL cluster
 (tests/fixtures/postgres.py); each side gets a fresh database.  The N
-hosts are spread over ``--processes`` processes, each driving its hosts
-from a pool of threads.  Host i is recorded host ``host1..3`` (i mod 3)
-under its own name ``fleet-NNNN``:
+hosts are spread over ``--processes`` worker processes
+(:mod:`bench.fleet.hosts`), each driving its hosts from a pool of
+threads.  Host i is recorded host ``host1..3`` (i mod 3) under its own
+name ``fleet-NNNN``:
 
 - *ours*: a real ``ResourceTracker`` from ``node_agent.tracker.factory``
   (real discovery over the recorded sysfs tree and libvirt test XML, its
-  own state dir, sync state and claim database);
+  own state dir, sync state and claim database), with the service's
+  libvirt domain-event wiring: the scheduler's guests are domains in the
+  worker's libvirt test driver, and a deleted guest's domain is destroyed
+  there, so the agent learns of the delete as on a hypervisor;
 - *nova*: Nova 34's ``SchedulerReportClient``, one per host, driven as
   nova-compute 34's ``ResourceTracker._update_to_placement`` does each
   periodic: ``get_provider_subtree_and_ensure_root``,
@@ -29,7 +34,9 @@ hosts only; the "scheduler" that makes guests is counted apart):
 2. *steady state*: ``--rounds`` audit rounds, one per simulated 60 s
    audit interval; before each, the scheduler makes one allocation change
    (a new guest or a deleted one, alternately) on N/10 hosts: one change
-   per host per 10 minutes.
+   per host per 10 minutes.  A deleted guest's domain is destroyed and
+   undefined, and the host has heard the libvirt event before the round's
+   audit.
 3. *restart storm*: every host restarts at once (ours: a new tracker over
    the existing state dir; Nova: a new report client, then its periodic).
 4. *reshape wave*: every host's layout changes with guests present
@@ -44,247 +51,87 @@ Placement's WSGI application); counts are exact.
 import argparse
 import collections
 import json
-import multiprocessing
 import os
-import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 
+from bench import _results
+from bench.fleet.hosts import KINDS
+from bench.fleet.hosts import MOVED
+from bench.fleet.hosts import host_name
+from node_agent import identity
 from tests.fixtures import placement_server as ps
 from tests.fixtures import postgres
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULTS = os.path.join(REPO, 'bench', 'RESULTS.md')
-SECTION = '## Fleet'
-KINDS = ('host1', 'host2', 'host3')
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+NOVA_PYTHON = os.path.join(REPO, '.client-venv', 'bin', 'python')
+TITLE = 'Fleet'
 SCHEDULER = 'fleet-scheduler'
 PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
 USER = 'a0b1c2d3-0000-4000-8000-000000000002'
 GUEST = {'VCPU': 1, 'MEMORY_MB': 512}
-MOVED = ('VCPU', 'MEMORY_MB')
 PHASES = ('first start', 'steady state', 'restart storm', 'reshape wave')
 
 
-def host_name(i):
-    return f'fleet-{i:04d}'
-
-
-def host_kind(i):
-    return KINDS[i % len(KINDS)]
-
-
-# -- the hosts' side, in worker processes -------------------------------------
-
-class OursHost:
-    """One host's node-agent: a real tracker, restarted as the daemon is."""
-
-    def __init__(self, i, workdir, adapter):
-        from tests.fixtures import hosts
-        self.name = host_name(i)
-        kind = host_kind(i)
-        conf = hosts.make_conf()
-        conf.set_override('host', self.name)
-        conf.set_override('state_path',
-                          os.path.join(workdir, 'hosts', self.name))
-        conf.set_override('sysfs_root', hosts.sysfs_root(kind), 'hardware')
-        conf.set_override('nvml_enabled', False, 'hardware')
-        conf.set_override('udev_monitor', False, 'hardware')
-        conf.set_override('connection_uri', hosts.libvirt_uri(kind),
-                          'libvirt')
-        if kind == 'host1':
-            conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
-        os.makedirs(conf.state_path, exist_ok=True)
-        self.conf = conf
-        self.adapter = adapter
-        self._tracker = None
-
-    def _new_tracker(self):
-        from node_agent.tracker import factory
-        self.close()
-        self._tracker = factory.tracker(self.conf, self.adapter)
-        return self._tracker.__enter__()
-
-    def start(self):
-        self.rt = self._new_tracker()
-        self.rt.startup()
-
-    def audit(self):
-        self.rt.audit()
-
-    def restart(self):
-        self.start()
-
-    def reshape(self, spec):
-        self.conf.set_override('enabled', False, 'numa')
-        self.conf.set_override('per_gpu_providers', False, 'gpu')
-        self.start()
-
-    def close(self):
-        if self._tracker is not None:
-            self._tracker.__exit__(None, None, None)
-            self._tracker = None
-
-
-class NovaHost:
-    """One host's nova-compute 34 periodic, over SchedulerReportClient."""
-
-    _nova = None
-
-    def __init__(self, i, workdir, adapter, specs):
-        if NovaHost._nova is None:
-            import nova.conf
-            from nova import context as nova_context
-            from nova.scheduler.client import report
-            nova.conf.CONF([], project='nova', default_config_files=[])
-            NovaHost._nova = (report, nova_context.get_admin_context())
-        self.report, self.ctx = NovaHost._nova
-        self.name = host_name(i)
-        self.kind = host_kind(i)
-        self.specs = specs
-        self.root = str(uuid.uuid5(uuid.NAMESPACE_DNS, self.name))
-        self.adapter = adapter
-        self.spec = specs['nested'][self.kind]
-
-    def _uuid(self, suffix):
-        return (self.root if not suffix else
-                str(uuid.uuid5(uuid.NAMESPACE_DNS, self.name + suffix)))
-
-    def _populate(self, tree, spec):
-        # What a virt driver's update_provider_tree() does, then the
-        # resource tracker's root traits (COMPUTE_NODE, OWNER_NOVA).
-        for p in spec:
-            rp = self._uuid(p['suffix'])
-            if not tree.exists(rp):
-                tree.new_child(self.name + p['suffix'],
-                               self._uuid(p['parent']), uuid=rp)
-            tree.update_inventory(rp, p['inventory'])
-            traits = set(tree.data(rp).traits) | set(p['traits'])
-            if not p['suffix']:
-                traits |= {'COMPUTE_NODE', 'OWNER_NOVA'}
-            tree.update_traits(rp, traits)
-
-    def periodic(self, allocations_hook=None):
-        tree = self.client.get_provider_subtree_and_ensure_root(
-            self.ctx, self.root, name=self.name)
-        allocs = self.client.get_allocations_for_provider_tree(
-            self.ctx, self.name)
-        self._populate(tree, self.spec)
-        if allocations_hook is not None:
-            allocations_hook(allocs)
-        else:
-            allocs = None
-        self.client.update_from_provider_tree(self.ctx, tree,
-                                              allocations=allocs)
-
-    def start(self):
-        self.client = self.report.SchedulerReportClient(adapter=self.adapter)
-        self.periodic()
-
-    def audit(self):
-        self.periodic()
-
-    def restart(self):
-        self.start()
-
-    def reshape(self, spec):
-        numa = {self._uuid(p['suffix']) for p in self.spec
-                if 'HW_NUMA_ROOT' in p['traits']}
-        self.spec = self.specs['flat'][self.kind]
-
-        def move(allocs):
-            # VCPU and MEMORY_MB leave the NUMA children for the root.
-            for consumer in allocs.values():
-                held = consumer['allocations']
-                for rp in numa & set(held):
-                    resources = held[rp]['resources']
-                    moving = {rc: resources.pop(rc) for rc in MOVED
-                              if rc in resources}
-                    if not resources:
-                        del held[rp]
-                    root = held.setdefault(self.root,
-                                           {'resources': {}})['resources']
-                    for rc, amount in moving.items():
-                        root[rc] = root.get(rc, 0) + amount
-
-        self.client = self.report.SchedulerReportClient(adapter=self.adapter)
-        self.periodic(allocations_hook=move)
-
-    def close(self):
-        pass
-
-
-def _worker(side, indexes, workdir, url, specs, conn):
-    """A process driving ``indexes`` hosts; obeys commands on ``conn``."""
-    import concurrent.futures
-    import logging
-    # The hosts' own warnings (guests made by the scheduler have no libvirt
-    # domain here) would drown the progress lines.
-    logging.basicConfig(level=logging.ERROR)
-    adapter = ps.admin_adapter(url, client_name=f'fleet-{side}')
-    made = {}
-    for i in indexes:
-        made[i] = (OursHost(i, workdir, adapter) if side == 'ours' else
-                   NovaHost(i, workdir, adapter, specs))
-    pool = concurrent.futures.ThreadPoolExecutor(8)
-    conn.send(('ready', None))
-    while True:
-        command, arg = conn.recv()
-        if command == 'quit':
-            break
-        errors = []
-
-        def one(host):
-            try:
-                getattr(host, command)(*([arg] if command == 'reshape'
-                                         else []))
-            except Exception:
-                errors.append(f'{host.name}: {traceback.format_exc()}')
-
-        list(pool.map(one, made.values()))
-        conn.send(('done', errors[:3] + ([f'... {len(errors)} in all']
-                                         if len(errors) > 3 else [])))
-    for host in made.values():
-        host.close()
-    pool.shutdown()
-
-
 class Fleet:
-    """The worker processes of one side."""
+    """The worker processes of one side (:mod:`bench.fleet.hosts`)."""
 
-    def __init__(self, side, hosts, processes, workdir, url, specs=None):
-        ctx = multiprocessing.get_context('spawn')
-        self.conns, self.procs = [], []
+    def __init__(self, side, hosts, processes, workdir, url, python,
+                 specs=None):
+        args = [python, '-m', 'bench.fleet.hosts', '--side', side,
+                '--workdir', workdir, '--url', url]
+        if specs is not None:
+            path = os.path.join(workdir, 'specs.json')
+            os.makedirs(workdir, exist_ok=True)
+            with open(path, 'w') as f:
+                json.dump(specs, f)
+            args += ['--specs', path]
+        self.procs = []
         for n in range(processes):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=_worker,
-                args=(side, list(range(n, hosts, processes)), workdir, url,
-                      specs, child))
-            proc.start()
-            self.conns.append(parent)
-            self.procs.append(proc)
-        for conn in self.conns:
-            conn.recv()
+            indexes = ','.join(map(str, range(n, hosts, processes)))
+            self.procs.append(subprocess.Popen(
+                args + ['--indexes', indexes], cwd=REPO, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+        for proc in self.procs:
+            self._answer(proc)
+
+    @staticmethod
+    def _answer(proc):
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f'fleet worker {proc.pid} exited with '
+                               f'{proc.wait()} (its stderr is above)')
+        return json.loads(line)[1]
 
     def do(self, command, arg=None):
-        for conn in self.conns:
-            conn.send((command, arg))
+        for proc in self.procs:
+            proc.stdin.write(json.dumps([command, arg]) + '\n')
+            proc.stdin.flush()
         errors = []
-        for conn in self.conns:
-            errors += conn.recv()[1]
+        for proc in self.procs:
+            errors += self._answer(proc)
         if errors:
             raise RuntimeError(f'{command} failed on some hosts:\n'
                                + '\n'.join(errors))
 
     def close(self):
-        for conn in self.conns:
-            conn.send(('quit', None))
         for proc in self.procs:
-            proc.join(timeout=60)
+            try:
+                proc.stdin.write(json.dumps(['quit', None]) + '\n')
+                proc.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 # -- the scheduler and the specs, in the main process -------------------------
@@ -324,6 +171,7 @@ class Scheduler:
             raise RuntimeError(f'guest on {name}: {resp.status_code} '
                                f'{resp.text}')
         self.guests[name].append(consumer)
+        return consumer
 
     def delete(self, name):
         consumer = self.guests[name].pop(0)
@@ -332,12 +180,15 @@ class Scheduler:
         if resp.status_code != 204:
             raise RuntimeError(f'delete {consumer} on {name}: '
                                f'{resp.status_code} {resp.text}')
+        return consumer
 
     def populate(self, names, per_host):
+        """``{host: [guest, ...]}``: ``per_host`` new guests on each."""
         import concurrent.futures
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda n: [self.create(n) for _ in range(per_host)],
-                          names))
+            made = pool.map(
+                lambda n: [self.create(n) for _ in range(per_host)], names)
+            return dict(zip(names, made))
 
 
 def read_specs(url, hosts_count):
@@ -369,7 +220,8 @@ def read_specs(url, hosts_count):
                 'inventory': inv,
                 'traits': sorted(t for t in traits
                                  if not t.startswith('CUSTOM_NODE_AGENT')
-                                 and not t.startswith('OWNER_'))})
+                                 and not t.startswith('OWNER_')
+                                 and t != identity.OWNER_TRAIT)})
         # Parents before children.
         spec.sort(key=lambda p: (p['parent'] is not None, len(p['suffix'])))
         specs[kind] = spec
@@ -438,16 +290,17 @@ def _collapse(path):
                     for p in path.split('?')[0].split('/'))
 
 
-def run_side(side, args, pg, python, workdir, specs):
+def run_side(side, args, pg, workdir, specs):
     """Every phase for one side; returns ``{phase: stats}``."""
-    url_db = pg.placement_database(python=python)
+    url_db = pg.placement_database()
     out = {}
+    python = args.nova_python if side == 'nova' else sys.executable
     with ps.PlacementServer(os.path.join(workdir, 'placement'),
-                            python=python, database=url_db,
+                            database=url_db,
                             processes=args.server_processes,
                             threads=args.server_threads) as server:
         fleet = Fleet(side, args.hosts, args.processes, workdir, server.url,
-                      specs)
+                      python, specs)
         scheduler = Scheduler(server.url)
         names = [host_name(i) for i in range(args.hosts)]
         try:
@@ -464,19 +317,28 @@ def run_side(side, args, pg, python, workdir, specs):
             phase('first start', 'start')
             if specs is None:
                 specs = {'nested': read_specs(server.url, args.hosts)}
-            scheduler.populate(names, args.guests)
+            fleet.do('spawn', scheduler.populate(names, args.guests))
 
             def churn(n):
-                # One change per host per 10 audit intervals.
+                # One change per host per 10 audit intervals; a deleted
+                # guest's domain goes too, a new one's starts.
                 step = max(1, args.hosts // 10)
+                made, gone = {}, {}
                 for k in range(n * step, (n + 1) * step):
                     name = names[k % args.hosts]
                     if (k // args.hosts + n) % 2 and scheduler.guests[name]:
-                        scheduler.delete(name)
+                        gone.setdefault(name, []).append(
+                            scheduler.delete(name))
                     else:
-                        scheduler.create(name)
+                        made.setdefault(name, []).append(
+                            scheduler.create(name))
+                deletions[0] += sum(map(len, gone.values()))
+                fleet.do('spawn', made)
+                fleet.do('gone', gone)
 
+            deletions = [0]
             phase('steady state', 'audit', rounds=args.rounds, before=churn)
+            out['steady state']['deletions'] = deletions[0]
             phase('restart storm', 'restart')
             phase('reshape wave', 'reshape')
             if 'flat' not in specs:
@@ -484,14 +346,6 @@ def run_side(side, args, pg, python, workdir, specs):
         finally:
             fleet.close()
     return out, specs
-
-
-def machine(pg):
-    mem = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30
-    return (f'{platform.system()} {platform.release()}, nproc='
-            f'{os.cpu_count()}, {mem:.0f} GiB memory, Python '
-            f'{platform.python_version()}, PostgreSQL {pg.version()}, load '
-            f'average {os.getloadavg()[0]:.1f} at the start')
 
 
 def table(results, args):
@@ -515,6 +369,8 @@ def table(results, args):
 
 
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, default=200)
     parser.add_argument('--guests', type=int, default=5,
@@ -526,23 +382,25 @@ def main(argv=None):
     parser.add_argument('--server-threads', type=int, default=8)
     parser.add_argument('--sides', nargs='+', choices=('ours', 'nova'),
                         default=['ours', 'nova'])
+    parser.add_argument('--nova-python', default=NOVA_PYTHON,
+                        help="interpreter with Nova 34 for Nova's hosts "
+                             '(default: .client-venv/bin/python)')
     parser.add_argument('--json', help='write every figure here too')
     parser.add_argument('--write-results', action='store_true',
-                        help=f'replace the "{SECTION}" section of '
+                        help=f'replace the "{TITLE}" section of '
                              'bench/RESULTS.md')
     args = parser.parse_args(argv)
     # ours first: Nova's hosts are given the trees node-agent made.
     sides = sorted(args.sides, key=lambda s: s != 'ours')
-    python = sys.executable
     results, specs = {}, None
     started = time.time()
     with postgres.PostgresServer(max_connections=500) as pg, \
             tempfile.TemporaryDirectory(prefix='bench-fleet-') as tmp:
-        where = machine(pg)
+        where = f', PostgreSQL {pg.version()}'
         for side in sides:
             if side == 'nova' and specs is None:
                 raise SystemExit('the nova side needs the ours side first')
-            out, got = run_side(side, args, pg, python,
+            out, got = run_side(side, args, pg,
                                 os.path.join(tmp, side),
                                 None if side == 'ours' else
                                 {'nested': specs['nested'],
@@ -550,13 +408,14 @@ def main(argv=None):
             results[side] = out
             specs = specs or got
     wall = time.time() - started
-    text = report(results, args, where, wall)
+    text = _results.section(TITLE, 'fleet', argv,
+                            report(results, args, wall), extra=where)
     print(text)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)
     if args.write_results:
-        write_results(text)
+        _results.write_section(TITLE, text)
     return 0
 
 
@@ -569,16 +428,10 @@ def _ratio(results, phase):
     return ours / nova if nova else None
 
 
-def report(results, args, where, wall):
-    cmd = ('.bench-venv/bin/python bench/run.py fleet ' + ' '.join(
-        f'--{k.replace("_", "-")} {v}' for k, v in (
-            ('hosts', args.hosts), ('guests', args.guests),
-            ('rounds', args.rounds), ('processes', args.processes),
-            ('server_processes', args.server_processes))))
-    lines = [SECTION, '',
-             f'Command: `{cmd} --write-results` (after '
-             '`bash tools/bench-setup.sh`).', '',
-             f'Machine: {where}; whole run {wall:.0f} s.', '',
+def report(results, args, wall):
+    deletions = results.get('ours', {}).get('steady state', {}).get(
+        'deletions')
+    lines = [f'Whole run {wall:.0f} s.', '',
              f'N = {args.hosts} hosts (recorded hosts 1-3 in turn), '
              f'{args.guests} guests per host, {args.rounds} audit rounds, '
              f'{args.processes} agent processes; Placement 16.0.0 with '
@@ -587,7 +440,10 @@ def report(results, args, where, wall):
              'READ); one fresh database per side.  Requests and latency '
              'from the server\'s request log (time inside Placement), '
              'hosts\' requests only; the scheduler\'s guest writes are the '
-             'same for both sides and not counted.', '',
+             'same for both sides and not counted.'
+             + (f'  The steady state deleted {deletions} guests, each '
+                'through its libvirt domain (destroyed and undefined) as '
+                'well as in Placement.' if deletions else ''), '',
              table(results, args), '']
     ratio = _ratio(results, 'steady state')
     if ratio is not None:
@@ -606,23 +462,6 @@ def report(results, args, where, wall):
     lines.append('')
     lines.append('</details>')
     return '\n'.join(lines) + '\n'
-
-
-def write_results(text):
-    """Replace (or append) the section in bench/RESULTS.md, keeping any
-    hand-written text after the generated part (below the marker)."""
-    marker = '<!-- end of generated fleet figures -->'
-    with open(RESULTS) as f:
-        current = f.read()
-    start = current.find(SECTION + '\n')
-    if start < 0:
-        new = current.rstrip('\n') + '\n\n' + text + '\n' + marker + '\n'
-    else:
-        end = current.find(marker, start)
-        tail = current[end:] if end >= 0 else marker + '\n'
-        new = current[:start] + text + '\n' + tail
-    with open(RESULTS, 'w') as f:
-        f.write(new)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,90 @@
+"""bench/RESULTS.md: one section per benchmark, each stamped.
+
+Every benchmark's ``--write-results`` replaces its own section (``## <title>``
+up to the line :data:`END`) and leaves every other section, and any text a
+person wrote after the marker, as it is.  The stamp says what produced the
+figures: the commit (``+ local changes`` when the work tree differs), the
+exact command and the machine, with its load, since timings on a shared
+machine mean little without it.
+
+``python bench/run.py results`` runs every benchmark at its results size
+and rewrites every section (:data:`bench.run.RESULTS_RUNS`).
+"""
+
+import os
+import platform
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(REPO, 'bench', 'RESULTS.md')
+END = '<!-- end of generated figures -->'
+
+
+def commit():
+    """``<sha>``, with ``+ local changes`` when the work tree differs."""
+    def git(*args):
+        return subprocess.run(['git', *args], cwd=REPO, capture_output=True,
+                              text=True).stdout.strip()
+    sha = git('rev-parse', '--short=12', 'HEAD') or 'unknown'
+    dirty = git('status', '--porcelain', '--untracked-files=no')
+    return sha + (' + local changes' if dirty else '')
+
+
+def machine(extra=''):
+    mem = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30
+    load = ', '.join(f'{x:.1f}' for x in os.getloadavg())
+    return (f'{platform.system()} {platform.release()} {platform.machine()}, '
+            f'nproc={os.cpu_count()}, {mem:.0f} GiB memory, Python '
+            f'{platform.python_version()}{extra}, load average {load}')
+
+
+def command(name, argv):
+    """The command line that reproduces a run, as a reader types it
+    (``--json FILE`` and ``--write-results`` left out)."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == '--json':
+            skip = True
+        elif arg != '--write-results' and not arg.startswith('--json='):
+            shown.append(arg)
+    return ' '.join(['.venv/bin/python bench/run.py', name, *shown])
+
+
+def stamp(name, argv, extra=''):
+    """The lines that head a generated section."""
+    return (f'Commit: {commit()}.  Command: `{command(name, argv)}`.\n'
+            f'Machine: {machine(extra)}.\n')
+
+
+def section(title, name, argv, body, extra=''):
+    """A whole section: title, stamp, body, end marker."""
+    return (f'## {title}\n\n{stamp(name, argv, extra)}\n'
+            f'{body.rstrip()}\n\n{END}\n')
+
+
+def write_section(title, text, path=RESULTS):
+    """Replace (or append) section ``## title`` of RESULTS.md with
+    ``text``; what follows its end marker up to the next section stays."""
+    try:
+        with open(path) as f:
+            current = f.read()
+    except FileNotFoundError:
+        current = '# Benchmark results\n'
+    head = f'## {title}\n'
+    start = current.find(head)
+    if start < 0:
+        new = current.rstrip('\n') + '\n\n' + text
+    else:
+        nxt = current.find('\n## ', start + len(head))
+        nxt = len(current) if nxt < 0 else nxt + 1
+        end = current.find(END, start, nxt)
+        kept = (current[end + len(END):nxt].strip('\n')
+                if end >= 0 else '')
+        after = current[nxt:]
+        new = (current[:start] + text
+               + ('\n' + kept + '\n' if kept else '')
+               + ('\n' + after if after else ''))
+    with open(path, 'w') as f:
+        f.write(new)

@@ -1,0 +1,347 @@
+"""Scheduler-cost benchmark: ``GET /allocation_candidates`` over the trees.
+
+``.venv/bin/python bench/run.py scheduler-cost [--hosts 100 1000]
+[--repetitions 30] [--server-processes 4] [--json FILE]
+[--write-results]``.
+
+Every scheduling request in a cloud runs ``GET /allocation_candidates``
+over every tree in Placement, and Placement's candidate generation slows on
+wide trees with many identical children.  This measures what the trees
+cost it, for the same hardware in three shapes
+(:mod:`bench.scheduler_cost.trees`):
+
+- *node-agent*: the tree node-agent's drivers build for the host in the
+  default deployment mode, ``whole_host`` (CPU and memory on the root);
+- *nova*: the tree Nova 34 and Neutron themselves write for it (one
+  provider per vGPU VF, PCI in Placement, Neutron's bandwidth providers);
+- *pooled*: node-agent's tree with each GPU's identical VFs pooled into
+  the GPU provider;
+- *standalone*: node-agent's tree in the ``standalone`` mode (CPU and
+  memory on the NUMA providers), for schedulers other than Nova's.
+
+A fleet of N hosts, the four kinds of :mod:`bench.scheduler_cost.hosts` in
+turn (generated at run time), is written into a fresh database per shape
+of a real Placement server with ``--server-processes`` workers over a
+private PostgreSQL cluster (REPEATABLE READ, tests/fixtures/postgres.py).
+The requests are the ones Nova 34 sends for each flavor kind, built by
+Nova's own code (``tests/clients/drivers/nova_scheduler.py`` records the
+query strings its scheduler sends; the QoS port's request comes from
+Neutron's code): plain, vGPU, PGPU, dedicated CPUs (PCPU), a port with a
+minimum-bandwidth rule, and a granular request asking for CPU and memory
+from one NUMA node beside a vGPU.  Each is sent ``--repetitions`` times,
+one at a time, after one unmeasured warm-up; p50 and p99 are the time
+Placement's WSGI application spent on it (the server's request log), and
+the candidates are those Placement returned (Nova's ``limit`` included).
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import logging
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import urllib.parse
+
+from bench import _results
+from bench.scheduler_cost import hosts as kinds_mod
+from bench.scheduler_cost import trees
+from tests.clients import harness
+from tests.fixtures import placement_server as ps
+from tests.fixtures import postgres
+
+TITLE = 'Scheduler cost'
+SHAPES = ('node-agent', 'nova', 'pooled', 'standalone')
+MICROVERSION = '1.36'       # what Nova 34's scheduler asks candidates at
+FLAVORS = {
+    'plain': harness.flavor_request('plain'),
+    'vgpu': harness.flavor_request('vgpu'),
+    'pgpu': {'name': 'pgpu', 'flavor': {
+        'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
+        'extra_specs': {'resources:PGPU': '1'}}},
+    'pcpu': dict(harness.flavor_request('dedicated_cpu'), name='pcpu'),
+    'qos_port': None,       # the plain flavor with Neutron's port request
+    'numa_granular': {'name': 'numa_granular', 'flavor': {
+        'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
+        'extra_specs': {'resources1:VCPU': '2',
+                        'resources1:MEMORY_MB': '2048',
+                        'trait1:HW_NUMA_ROOT': 'required',
+                        'resources2:VGPU': '1',
+                        'group_policy': 'none'}}},
+}
+
+
+def host_name(i):
+    return f'sc-{i:04d}'
+
+
+class Kinds:
+    """Per host kind: its snapshot and configuration in each mode; the
+    rows of each shape per host."""
+
+    def __init__(self, workdir):
+        self.kinds = []
+        for kind, (root, uri) in kinds_mod.kinds(workdir).items():
+            confs = {mode: trees.conf_for(kind, root, uri,
+                                          kinds_mod.options(kind), mode)
+                     for mode in ('whole_host', 'standalone')}
+            self.kinds.append(
+                (kind, confs, trees.snapshot(kind, confs['whole_host'])))
+
+    def rows(self, shape, i):
+        kind, confs, snap = self.kinds[i % len(self.kinds)]
+        mode = 'standalone' if shape == 'standalone' else 'whole_host'
+        tree = trees.ours(confs[mode], snap, host_name(i))
+        if shape == 'nova':
+            return trees.nova(tree, snap)
+        if shape == 'pooled':
+            return trees.pooled(tree)
+        return trees.as_rows(tree)
+
+
+class Writer:
+    """Writes provider rows straight through Placement's API."""
+
+    def __init__(self, adapter):
+        self.adapter = adapter
+        self.made = set()
+
+    def _ok(self, resp, what):
+        if resp.status_code not in (200, 201, 204):
+            raise RuntimeError(f'{what}: {resp.status_code} {resp.text}')
+        return resp
+
+    def prepare(self, rows):
+        """Custom traits and resource classes the rows use."""
+        for row in rows:
+            for trait in row['traits']:
+                if trait.startswith('CUSTOM_') and trait not in self.made:
+                    self._ok(self.adapter.put(f'/traits/{trait}',
+                                              microversion='1.6'), trait)
+                    self.made.add(trait)
+            for rc in row['inventory']:
+                if rc.startswith('CUSTOM_') and rc not in self.made:
+                    self._ok(self.adapter.put(f'/resource_classes/{rc}',
+                                              microversion='1.7'), rc)
+                    self.made.add(rc)
+
+    def write(self, rows):
+        for row in rows:
+            body = {'name': row['name'], 'uuid': row['uuid']}
+            if row['parent']:
+                body['parent_provider_uuid'] = row['parent']
+            rp = self._ok(self.adapter.post(
+                '/resource_providers', json=body, microversion='1.20'),
+                row['name']).json()
+            generation = rp['generation']
+            base = f'/resource_providers/{row["uuid"]}'
+            if row['inventory']:
+                generation = self._ok(self.adapter.put(
+                    base + '/inventories', microversion='1.26', json={
+                        'resource_provider_generation': generation,
+                        'inventories': row['inventory']}),
+                    row['name']).json()['resource_provider_generation']
+            if row['traits']:
+                self._ok(self.adapter.put(
+                    base + '/traits', microversion='1.6', json={
+                        'resource_provider_generation': generation,
+                        'traits': row['traits']}), row['name'])
+
+
+def nova_queries(server, workdir):
+    """``{flavor kind: query string}``: the first query Nova 34's
+    scheduler sends for each, recorded by the nova_scheduler driver."""
+    cloud = harness.Cloud(server, workdir)
+    port, = cloud.neutron(host_name(0), report=False,
+                          ports=[harness.QOS_PORT])['ports']
+    requests = []
+    for name, request in FLAVORS.items():
+        if request is None:
+            request = harness.flavor_request(
+                'plain', port_resource_request=port) | {'name': name}
+        requests.append(request)
+    found = {}
+    for result in cloud.schedule([], requests, upgraded=False):
+        if not result['queries']:
+            raise RuntimeError(f'{result["name"]}: Nova sent no query '
+                               f'({result["error"]})')
+        found[result['name']] = result['queries'][0]
+    return found
+
+
+def measure(server, queries, repetitions):
+    """``{flavor: {p50_ms, p99_ms, candidates, providers, ...}}``."""
+    adapter = ps.admin_adapter(server.url, client_name='scheduler-cost')
+    out = {}
+    for name, query in queries.items():
+        url = '/allocation_candidates?' + query
+        first = adapter.get(url, microversion=MICROVERSION)
+        if first.status_code != 200:
+            raise RuntimeError(f'{name}: {first.status_code} {first.text}')
+        body = first.json()
+        since = time.time()
+        wall = []
+        for _ in range(repetitions):
+            start = time.perf_counter()
+            resp = adapter.get(url, microversion=MICROVERSION)
+            wall.append(time.perf_counter() - start)
+            if resp.status_code != 200:
+                raise RuntimeError(f'{name}: {resp.status_code}')
+        path = urllib.parse.urlsplit(server.url + url).path
+        seconds = sorted(
+            r.seconds for r in ps.read_request_log(
+                server.request_log_path, since)
+            if r.path.startswith(path) and 'scheduler-cost' in r.agent)
+        if len(seconds) != repetitions:
+            raise RuntimeError(f'{name}: {len(seconds)} requests in the '
+                               f'server log, {repetitions} sent')
+        out[name] = {
+            'query': query,
+            'candidates': len(body['allocation_requests']),
+            'providers': len(body['provider_summaries']),
+            'p50_ms': 1000 * statistics.median(seconds),
+            'p99_ms': 1000 * seconds[min(len(seconds) - 1,
+                                         int(0.99 * len(seconds)))],
+            'client_p50_ms': 1000 * statistics.median(wall),
+        }
+    return out
+
+
+def run_shape(shape, hosts, kinds, args, pg, workdir, queries):
+    """Write the fleet in ``shape`` and measure; (figures, queries)."""
+    print(f'  N={hosts} {shape}: writing', file=sys.stderr, flush=True)
+    with ps.PlacementServer(os.path.join(workdir, f'{shape}-{hosts}'),
+                            database=pg.placement_database(),
+                            processes=args.server_processes) as server:
+        writer = Writer(ps.admin_adapter(server.url,
+                                         client_name='scheduler-cost-writer'))
+        started = time.time()
+        all_rows = [kinds.rows(shape, i) for i in range(hosts)]
+        writer.prepare([r for rows in all_rows for r in rows])
+        with concurrent.futures.ThreadPoolExecutor(args.writers) as pool:
+            list(pool.map(writer.write, all_rows))
+        written = time.time() - started
+        if queries is None:
+            queries = nova_queries(server, os.path.join(workdir, 'nova'))
+        print(f'  N={hosts} {shape}: measuring', file=sys.stderr, flush=True)
+        figures = measure(server, queries, args.repetitions)
+    providers = sum(len(rows) for rows in all_rows)
+    return {'providers': providers, 'write_s': written,
+            'by_kind': providers_by_kind(all_rows),
+            'flavors': figures}, queries
+
+
+def providers_by_kind(all_rows):
+    counts = collections.Counter()
+    for i, rows in enumerate(all_rows):
+        counts[kinds_mod.KINDS[i % len(kinds_mod.KINDS)]] = len(rows)
+    return dict(counts)
+
+
+def table(results, hosts):
+    lines = ['| flavor | shape | candidates | p50 | p99 | vs Nova p99 |',
+             '|---|---|---:|---:|---:|---:|']
+    per = results[str(hosts)]
+    for flavor in FLAVORS:
+        nova = per.get('nova', {}).get('flavors', {}).get(flavor)
+        for shape in SHAPES:
+            f = per.get(shape, {}).get('flavors', {}).get(flavor)
+            if f is None:
+                continue
+            ratio = (f'{f["p99_ms"] / nova["p99_ms"]:.2f}'
+                     if nova and shape != 'nova' else '-')
+            lines.append(f'| {flavor} | {shape} | {f["candidates"]} | '
+                         f'{f["p50_ms"]:.1f} ms | {f["p99_ms"]:.1f} ms | '
+                         f'{ratio} |')
+    return '\n'.join(lines)
+
+
+def report(results, args, queries, wall):
+    lines = [f'Whole run {wall:.0f} s.  Placement 16.0.0, '
+             f'{args.server_processes} worker processes over PostgreSQL '
+             f'(REPEATABLE READ), one fresh database per shape and N; '
+             f'{args.repetitions} requests per flavor and shape, one at a '
+             'time; p50/p99: time inside Placement (server request log).',
+             '']
+    for hosts in args.hosts:
+        if str(hosts) not in results:
+            continue
+        per = results[str(hosts)]
+        sizes = ', '.join(
+            f'{shape} {per[shape]["providers"]} providers (per host: '
+            + ', '.join(f'{k} {n}' for k, n in
+                        per[shape]['by_kind'].items()) + ')'
+            for shape in SHAPES if shape in per)
+        lines += [f'### N = {hosts} hosts', '', f'Trees: {sizes}.', '',
+                  table(results, hosts), '']
+    lines += ['<details><summary>The queries Nova 34 sent (its own code)'
+              '</summary>', '', '```']
+    lines += [f'{name}: {q}' for name, q in queries.items()]
+    lines += ['```', '', '</details>']
+    return '\n'.join(lines)
+
+
+def _dump(path, queries, results):
+    with open(path, 'w') as f:
+        json.dump({'queries': queries, 'results': results}, f, indent=1)
+
+
+def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = argparse.ArgumentParser(
+        prog='bench/run.py scheduler-cost',
+        description=__doc__.splitlines()[0])
+    parser.add_argument('--hosts', type=int, nargs='+', default=[100])
+    parser.add_argument('--repetitions', type=int, default=30)
+    parser.add_argument('--server-processes', type=int, default=4)
+    parser.add_argument('--writers', type=int, default=8,
+                        help='threads writing the fleet')
+    parser.add_argument('--shapes', nargs='+', choices=SHAPES,
+                        default=list(SHAPES))
+    parser.add_argument('--json', help='write every figure here too')
+    parser.add_argument('--write-results', action='store_true',
+                        help=f'replace the "{TITLE}" section of '
+                             'bench/RESULTS.md')
+    args = parser.parse_args(argv)
+    # Stopped (timeout, kill): leave through the context managers, so the
+    # Placement servers and the PostgreSQL cluster go too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = time.time()
+    results, queries = {}, None
+    logging.disable(logging.WARNING)
+    with postgres.PostgresServer() as pg, \
+            tempfile.TemporaryDirectory(prefix='bench-sched-') as tmp:
+        where = f', PostgreSQL {pg.version()}'
+        kinds = Kinds(os.path.join(tmp, 'hosts'))
+        stopped = None
+        try:
+            for hosts in args.hosts:
+                for shape in args.shapes:
+                    figures, queries = run_shape(shape, hosts, kinds, args,
+                                                 pg, tmp, queries)
+                    results.setdefault(str(hosts), {})[shape] = figures
+                    if args.json:
+                        _dump(args.json, queries, results)
+        except SystemExit as exc:
+            # Stopped: report the shapes measured so far, saying so.
+            stopped = exc.code
+            if not results:
+                raise
+    wall = time.time() - started
+    body = report(results, args, queries, wall)
+    if stopped is not None:
+        body = ('**Stopped before the end**: only the sizes and shapes '
+                'below were measured.\n\n' + body)
+    text = _results.section(TITLE, 'scheduler-cost', argv, body,
+                            extra=where)
+    print(text)
+    if args.json:
+        _dump(args.json, queries, results)
+    if args.write_results:
+        _results.write_section(TITLE, text)
+    return 0 if stopped is None else stopped

@@ -1,0 +1,186 @@
+"""The three trees of one host: node-agent's, Nova 34's, and pooled.
+
+*node-agent's*: the tree its drivers build from the host's snapshot
+(discovery over the generated sysfs and libvirt test XML), as its tracker
+builds it (:class:`node_agent.drivers.DriverSet`), in the deployment mode
+given: ``whole_host`` (the default, what a Nova cloud schedules on: CPU
+and memory on the root, NUMA providers without inventory for device
+affinity) or ``standalone`` (CPU and memory on the NUMA providers).
+
+*Nova 34's*, for the same hardware, in the provider shapes Nova's and
+Neutron's own code writes (read from nova 34.0.0 and neutron 29; built
+here from node-agent's tree, not by running their drivers)::
+
+    <host>                            VCPU, PCPU, MEMORY_MB, DISK_GB and
+     |                                the CPU traits (no NUMA providers:
+     |                                nova.virt.libvirt.driver reports
+     |                                CPU and memory on the root)
+     +-- <host>_pci_0000_17_00_4      VGPU: 1, one per vGPU parent device
+     |                                (_update_provider_tree_for_vgpu:
+     |                                "<nodename>_<libvirt device name>",
+     |                                a child of the root)
+     +-- <host>_0000:97:00.0          PGPU: 1, PCI in Placement
+     |                                (pci_placement_translator:
+     |                                "<nodename>_<ADDRESS>", the class
+     |                                [pci] device_spec gives, OWNER_NOVA)
+     +-- <host>:NIC Switch agent      Neutron's SR-IOV agent (no inventory)
+          +-- <host>:NIC Switch agent:ens1f0   NET_BW_EGR/IGR_KILOBIT_PER_SEC,
+                                      CUSTOM_PHYSNET_*, CUSTOM_VNIC_TYPE_*
+
+Nova has no provider for SR-IOV NIC VFs (its PCI tracker, not Placement,
+counts them for ports) nor for MIG devices given to guests as such (MIG
+reaches Nova only as MIG-backed vGPU types): those inventories have no
+counterpart in Nova's tree.
+
+*pooled*: node-agent's tree with the identical vGPU VFs of each GPU (one
+unit of the same class, the same traits) pooled into the GPU provider,
+the count as its inventory: the shape this benchmark weighs.
+"""
+
+import uuid as uuidlib
+
+from node_agent import drivers
+from node_agent import identity
+from node_agent import provider_tree as ptree
+from node_agent.hardware import discovery
+from tests.fixtures import hosts as recorded
+from tests.fixtures import recorded_nvml
+
+NEUTRON_AGENT = 'NIC Switch agent'
+NIC_CLASSES = ('NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC')
+
+
+def conf_for(kind, sysfs_root, uri, options, mode='whole_host'):
+    conf = recorded.make_conf()
+    conf.set_override('deployment', mode)
+    conf.set_override('sysfs_root', sysfs_root, 'hardware')
+    conf.set_override('nvml_enabled', False, 'hardware')
+    conf.set_override('udev_monitor', False, 'hardware')
+    conf.set_override('connection_uri', uri, 'libvirt')
+    for group, name, value in options:
+        conf.set_override(name, value, group)
+    return conf
+
+
+def snapshot(kind, conf):
+    nvml = (recorded.nvml('host2') if kind == 'mig'
+            else recorded_nvml.load(None))
+    d = discovery.Discovery(conf, nvml=nvml)
+    try:
+        return d.scan()
+    finally:
+        d.close()
+
+
+def ours(conf, snap, name):
+    """node-agent's tree for host ``name``, built by its drivers."""
+    tree = ptree.ProviderTree()
+    tree.new_root(name, uuid=root_uuid(name))
+    drivers.DriverSet(conf, snap).update_provider_tree(tree, name)
+    return tree
+
+
+def root_uuid(name):
+    return identity.legacy_root_uuid(name)
+
+
+def _rows(tree):
+    """Parents first: ``[Provider]``."""
+    out, todo = [], list(tree.roots)
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(tree.children(p.uuid))
+    return out
+
+
+def nova(tree, snap):
+    """Nova 34's tree for the same hardware (see the module doc), as a
+    list of provider dicts, parents first."""
+    root = tree.roots[0]
+    name = root.name
+    inventory = dict(root.inventory)
+    traits = set(root.traits) | {'COMPUTE_NODE', 'OWNER_NOVA'}
+    rows = []
+    ifnames = {n.pci_address: n.name for n in snap.nics
+               if getattr(n, 'pci_address', None)}
+    agent = None
+    for p in _rows(tree)[1:]:
+        kind = identity.kind_of(p, tree)
+        if kind == identity.NUMA:
+            for rc, rec in p.inventory.items():
+                if rc in inventory:
+                    merged = dict(inventory[rc])
+                    merged['total'] += rec['total']
+                    merged['reserved'] += rec['reserved']
+                    merged['max_unit'] = max(merged['max_unit'],
+                                             rec['max_unit'])
+                    inventory[rc] = merged
+                else:
+                    inventory[rc] = dict(rec)
+            traits |= set(p.traits) - {'HW_NUMA_ROOT', identity.OWNER_TRAIT}
+            continue
+        classes = set(p.inventory)
+        if kind == identity.PF and classes & set(NIC_CLASSES):
+            if agent is None:
+                agent = _row(f'{name}:{NEUTRON_AGENT}', root.uuid, {}, ())
+                rows.append(agent)
+            address = identity.pci_address(identity.device_id(p.name))
+            ifname = ifnames.get(address, address)
+            rows.append(_row(
+                f'{name}:{NEUTRON_AGENT}:{ifname}', agent['uuid'],
+                {rc: p.inventory[rc] for rc in NIC_CLASSES},
+                {t for t in p.traits if t.startswith(('CUSTOM_PHYSNET_',
+                                                      'CUSTOM_VNIC_TYPE_'))}))
+            continue
+        if kind != identity.PCI or not classes:
+            continue
+        if classes == {'PGPU'}:
+            address = identity.pci_address(identity.device_id(p.name))
+            rows.append(_row(f'{name}_{address.upper()}', root.uuid,
+                             dict(p.inventory), {'OWNER_NOVA'}))
+        elif 'VGPU' in classes and len(classes) == 1:
+            rows.append(_row(p.name, root.uuid, dict(p.inventory), ()))
+    return [_row(name, None, inventory, traits, uuid=root.uuid)] + rows
+
+
+def pooled(tree):
+    """node-agent's tree with each GPU's identical one-unit VF children
+    pooled into the GPU (list of provider dicts, parents first)."""
+    pooled_into = {}
+    for p in _rows(tree):
+        kids = [tree.get(c) for c in tree.children(p.uuid)]
+        if identity.kind_of(p, tree) != identity.PCI or not kids:
+            continue
+        shapes = {(tuple(sorted(k.inventory)), frozenset(k.traits))
+                  for k in kids}
+        units = {rec['total'] for k in kids for rec in k.inventory.values()}
+        (classes, _), = shapes if len(shapes) == 1 else ((((), ()),))
+        if len(classes) == 1 and units == {1} and not any(
+                tree.children(k.uuid) for k in kids):
+            pooled_into[p.uuid] = (classes[0], len(kids))
+            for k in kids:
+                pooled_into[k.uuid] = None
+    rows = []
+    for p in _rows(tree):
+        if pooled_into.get(p.uuid, ()) is None:
+            continue
+        inventory = dict(p.inventory)
+        if p.uuid in pooled_into:
+            rc, count = pooled_into[p.uuid]
+            inventory[rc] = ptree.normalize_inventory({'total': count})
+        rows.append(_row(p.name, p.parent_uuid, inventory, p.traits,
+                         uuid=p.uuid))
+    return rows
+
+
+def as_rows(tree):
+    return [_row(p.name, p.parent_uuid, dict(p.inventory), p.traits,
+                 uuid=p.uuid) for p in _rows(tree)]
+
+
+def _row(name, parent, inventory, traits, uuid=None):
+    return {'name': name,
+            'uuid': uuid or str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, name)),
+            'parent': parent, 'inventory': inventory,
+            'traits': sorted(traits)}

@@ -1,0 +1,198 @@
+"""Every benchmark runs, at a size of seconds, through the shipped command.
+
+A benchmark that nobody runs rots (a rename in node_agent broke
+``report-client`` unseen).  Each test here runs ``bench/run.py <name>``
+as a reader would, with ``--json``, and fails on a non-zero exit or a
+figure of the wrong shape.  Where a scenario has call counts they are
+asserted exactly; timings never are (they belong in bench/RESULTS.md).
+:func:`test_every_benchmark_has_a_smoke_run` fails when a benchmark is
+added without one here.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.fixtures import postgres
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+RUN = os.path.join(REPO, 'bench', 'run.py')
+TIMEOUT = 600
+
+# Smoke size of every benchmark: the options each test below passes.
+SMOKE = {
+    'bench-discovery': ['--runs', '2', '--host', 'host2'],
+    'scan-memory': ['--cpulist', '0-2000000000'],
+    'reshaper-cost': ['--consumers', '4', '--runs', '1'],
+    'report-client': ['--consumers', '4', '--repeat', '1', '--tree',
+                      'reference', '--server-processes'],
+    'fleet': ['--hosts', '3', '--guests', '2', '--rounds', '2',
+              '--processes', '1', '--server-processes', '2'],
+    'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
+                       '--server-processes', '1'],
+    'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
+}
+
+
+def bench(name, tmp_path):
+    """Run one benchmark at its smoke size; its ``--json`` figures."""
+    out = tmp_path / f'{name}.json'
+    proc = subprocess.run(
+        [sys.executable, RUN, name, *SMOKE[name], '--json', str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, (
+        f'bench/run.py {name} exited {proc.returncode}:\n'
+        f'{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
+    with open(out) as f:
+        return json.load(f), proc.stdout
+
+
+def test_every_benchmark_has_a_smoke_run():
+    proc = subprocess.run([sys.executable, RUN, '--help'], cwd=REPO,
+                          capture_output=True, text=True, check=True)
+    listed = proc.stdout.split('benchmarks:')[1].strip().split(', ')
+    assert sorted(listed) == sorted(SMOKE)
+
+
+def test_bench_discovery(tmp_path):
+    figures, _ = bench('bench-discovery', tmp_path)
+    assert figures['runs'] == 2
+    # Recorded host 2: 2 x 48 cores x 2 threads, 8 H100, 2 guests.
+    assert (figures['cpus'], figures['gpus'], figures['domains']) == (
+        192, 8, 2)
+    assert figures['min_ms'] <= figures['median_ms'] <= figures['max_ms']
+
+
+def test_scan_memory(tmp_path):
+    rows, _ = bench('scan-memory', tmp_path)
+    assert [r['cpulist'] for r in rows] == ['0-2000000000']
+    # The absurd range is refused, node 0 reported garbled.
+    assert rows[0]['unknown'] == [['numa_nodes', 0]]
+    assert rows[0]['after_mb'] >= rows[0]['before_mb'] > 0
+
+
+def test_health_sysfs(tmp_path):
+    rows, _ = bench('health-sysfs', tmp_path)
+    # Every PCI function of the host is looked at, each look timed.
+    assert [(r['host'], r['functions'], r['looks']) for r in rows] == [
+        ('host2', 29, 2), ('h100-vm', 7, 2)]
+    assert all(r['min_ms'] <= r['median_ms'] <= r['max_ms'] for r in rows)
+
+
+def test_reshaper_cost(tmp_path):
+    rows, _ = bench('reshaper-cost', tmp_path)
+    (row,) = rows
+    # Consumers 0 and 2 hold a VF too: 4 + 3 + 4 + 3 provider pairs after
+    # VGPU moved; the root and the 4 GPUs get new inventory; the reads are
+    # the tree listing, 13 providers' and 4 consumers' allocations.
+    assert (row['consumers'], row['pairs'], row['providers_written'],
+            row['read_calls']) == (4, 14, 5, 18)
+    assert set(row['phases_ms']) == {'consumer checks', 'provider lookups',
+                                     'writes'}
+
+
+def _steps(results, key):
+    (run,) = results[key]
+    assert 'error' not in run, run.get('error')
+    assert run['problems'] == {}
+    return {s['step']: s for s in run['steps']}
+
+
+def test_report_client(tmp_path):
+    results, text = bench('report-client', tmp_path)
+    nova = _steps(results, 'full-reference-nova-4')
+    ours = _steps(results, 'full-reference-ours-4')
+    p, c = 13, 4
+    # Nova 34.0.0's own report client, as measured and explained in
+    # RESULTS.md: 13 x (GET + POST + GET /traits + PUT traits) + 7
+    # inventories; 3P + 1 per refresh; P + C allocation reads.
+    assert {k: s['calls'] for k, s in nova.items()} == {
+        'first sync': 59,
+        'audit after C consumers were allocated out of band': 0,
+        'audit, nothing changed': 0,
+        'audit, nothing changed, association refresh due': 3 * p + 1,
+        'get_allocations_for_provider_tree': p + c,
+        'restart, nothing changed': 3 * p + 1,
+        'reshape VGPU root -> 4 GPUs (at startup)': 71,
+        'restart after the reshape, nothing changed': 3 * p + 1,
+    }
+    assert {k: s['calls'] for k, s in ours.items()
+            if not k.startswith('reshape')} == {
+        'first sync': 28,
+        'audit after C consumers were allocated out of band': 8,
+        'audit, nothing changed': 1,
+        'get_allocations_for_provider_tree': 1 + p + c,
+        'restart, nothing changed': 1,
+        'restart after the reshape, nothing changed': 1,
+    }
+    reshape = ours['reshape VGPU root -> 4 GPUs (at startup)']['by_endpoint']
+    # P + C + 2: P provider reads, C consumer reads, the tree listing
+    # once before and one POST /reshaper, whose answer gives the new
+    # generations (no listing after it).
+    assert reshape.pop('GET /resource_providers') == 1
+    assert reshape == {'GET /resource_providers/{id}/allocations': p,
+                       'GET /allocations/{id}': c, 'POST /reshaper': 1}
+    assert 'client side (everything but POST /reshaper)' in text
+
+
+@pytest.mark.skipif(postgres.missing() is not None,
+                    reason=postgres.missing() or '')
+def test_fleet(tmp_path):
+    results, _ = bench('fleet', tmp_path)
+    ours, nova = results['ours'], results['nova']
+    phases = ('first start', 'steady state', 'restart storm', 'reshape wave')
+    for side in (ours, nova):
+        assert {phase: s['errors'] for phase, s in side.items()} == \
+            dict.fromkeys(phases, 0)
+    # 3 hosts, 2 audit rounds: round 1 adds a guest to fleet-0000 (one
+    # provider's generation moves: 1 read), round 2 deletes one on
+    # fleet-0001, whose libvirt domain goes: the event makes that host
+    # read every one of its 5 providers' allocations.
+    assert ours['steady state']['deletions'] == 1
+    assert ours['steady state']['by_endpoint'] == {
+        'GET /resource_providers': 3 * 2,
+        'GET /resource_providers/{id}/allocations': 1 + 5}
+    assert ours['restart storm']['by_endpoint'] == {
+        'GET /resource_providers': 3}
+    # Nova reads every provider (10) and every guest (7, then 6) each
+    # periodic.
+    assert nova['steady state']['by_endpoint'] == {
+        'GET /resource_providers/{id}/allocations': 2 * 10,
+        'GET /allocations/{id}': 7 + 6}
+
+
+@pytest.mark.skipif(postgres.missing() is not None,
+                    reason=postgres.missing() or '')
+def test_scheduler_cost(tmp_path):
+    figures, _ = bench('scheduler-cost', tmp_path)
+    per = figures['results']['4']
+    # One host of each kind: vgpu (root, 2 NUMA, 8 GPUs, 128 VFs), mig
+    # (root, 2 NUMA, 8 GPUs), nic (root, 2 NUMA, 4 cards, 8 PFs), plain
+    # (root, 1 NUMA).  Nova's: no NUMA and no GPU providers, one per VF;
+    # Neutron's agent and its 8 bandwidth providers; pooled: no VFs.
+    ours = {'vgpu': 139, 'mig': 11, 'nic': 15, 'plain': 2}
+    assert {shape: per[shape]['by_kind'] for shape in per} == {
+        'node-agent': ours, 'standalone': ours,
+        'nova': {'vgpu': 129, 'mig': 7, 'nic': 10, 'plain': 1},
+        'pooled': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2}}
+    assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
+                                       'qos_port', 'numa_granular'}
+    # What Placement answers is exact.  node-agent's default tree offers
+    # what Nova's does: one candidate per host and VF, GPU or PF a flavor
+    # needs; pooled, one per GPU; standalone takes CPU and memory from
+    # either NUMA node of a host (4 ways on 2 nodes, 1 on one), and only
+    # it answers a request for CPU and memory from one NUMA node.
+    candidates = {shape: {flavor: f['candidates']
+                          for flavor, f in per[shape]['flavors'].items()}
+                  for shape in per}
+    nova = {'plain': 4, 'vgpu': 128, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
+            'numa_granular': 0}
+    assert candidates == {
+        'node-agent': nova, 'nova': nova,
+        'pooled': dict(nova, vgpu=8),
+        'standalone': {'plain': 13, 'vgpu': 512, 'pgpu': 24, 'pcpu': 13,
+                       'qos_port': 16, 'numa_granular': 256}}

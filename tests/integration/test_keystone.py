@@ -1,0 +1,283 @@
+"""node-agent signed in to a real Keystone, as a deployment runs it.
+
+Keystone is :class:`tests.fixtures.keystone_server.KeystoneServer` (one per
+test session); Placement is the real server process with
+keystonemiddleware checking every token against it (no noauth on this
+path), listed in Keystone's catalog.  The agent's ``[placement]`` is
+written as the Nova install guide writes nova.conf's: the password plugin,
+``auth_url``, user, project and domains, ``region_name``; no endpoint.
+
+Where renewals matter, Keystone issues tokens for :data:`~tests.fixtures.
+keystone_server.SHORT_EXPIRATION` seconds (the ``short_tokens`` fixture),
+so keystoneauth renews them once they are :data:`~tests.fixtures.
+keystone_server.TOKEN_FRESH` seconds old: a daemon that runs longer
+renews while it runs.  Elsewhere tokens live an hour, and a run signs in
+once.
+"""
+
+import os
+import re
+import time
+
+import pytest
+
+from keystoneauth1 import adapter as ks_adapter
+from tests.fixtures import keystone_server as ks
+from tests.fixtures import placement_server as ps
+from tests.fixtures import placement_state
+from tests.integration import test_agent_service as svc
+from tests.integration.test_agent_rpc import LISTENING
+from tests.integration.test_agent_rpc import wait_for_log
+from tests.integration.test_faults import assert_not_reshaped
+from tests.integration.test_faults import statuses
+
+pytestmark = pytest.mark.integration
+# How long a step may take on a loaded machine before the test fails: a
+# bound on liveness, never a timing.
+BOUND = 180
+
+agent = svc.agent
+ROOT = svc.ROOT
+TOKENS = 'POST /v3/auth/tokens'
+# Options the noauth configuration of the other integration tests sets in
+# [placement]; this module's agent has none of them.
+NOAUTH = re.compile(r'^(auth_type|endpoint|token|noauth_roles) = ')
+FAST_AUDITS = ('[audit]', 'interval = 1')
+# What every audit reads first.
+AUDIT_READ = f'GET /resource_providers?in_tree={ROOT}'
+
+
+@pytest.fixture
+def placement(keystone, tmp_path):
+    """A Placement server behind keystonemiddleware, in the catalog."""
+    server = ps.PlacementServer(tmp_path / 'placement',
+                                **keystone.placement_server_options())
+    server.start()
+    keystone.point_placement_at(server.url)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def short_tokens(keystone):
+    with keystone.short_tokens():
+        yield keystone
+
+
+def configure(agent, keystone, nested=True, extra=(), **user):
+    """The agent's config with ``[placement]`` as the install guide has
+    it (``user``: ``user=``, ``password=`` to sign in as someone else)."""
+    agent.configure('http://unused', nested=nested)
+    with open(agent.conf) as f:
+        lines = [line for line in f.read().splitlines()
+                 if not NOAUTH.match(line)]
+    lines += keystone.placement_conf_lines(**user) + list(extra)
+    with open(agent.conf, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+def admin_api(keystone, placement):
+    """Placement as the cloud admin reaches it: through the catalog."""
+    return ks_adapter.Adapter(keystone.admin_session(),
+                              service_type='placement', interface='public',
+                              region_name=ks.REGION, raise_exc=False)
+
+
+def agent_requests(keystone, since=0):
+    """Requests to Keystone whose user agent is node-agent's."""
+    return [r for r in ps.read_request_log(keystone.request_log_path)[since:]
+            if r.agent.startswith('node-agent ')]
+
+
+def agent_token_requests(keystone, since=0):
+    """Token requests (sign-ins and renewals) of node-agent."""
+    return [r for r in agent_requests(keystone, since)
+            if f'{r.method} {r.path}' == TOKENS]
+
+
+def refused(placement, since=0):
+    return [f'{r.status} {r.method} {r.path}'
+            for r in ps.read_request_log(placement.request_log_path)[since:]
+            if r.status in (401, 403)]
+
+
+def error_lines(agent):
+    return [line for line in agent.log_text().splitlines()
+            if re.match(r'\S+ \S+ \d+ (ERROR|CRITICAL) ', line)]
+
+
+def test_finds_placement_in_the_catalog_and_syncs(agent, keystone,
+                                                  placement, server,
+                                                  tmp_path):
+    configure(agent, keystone)
+    since = len(keystone.requests())
+    done = agent.run_once()
+    assert done.returncode == 0, done.stderr[-3000:]
+    # One token, asked once; Placement's endpoint from the catalog.
+    assert [f'{r.method} {r.path}' for r in agent_requests(keystone, since)
+            ] == ['GET /v3', TOKENS]
+    assert refused(placement) == []
+    names = svc.generations(admin_api(keystone, placement))
+    assert {'compute1', 'compute1_numa_0', 'compute1_numa_1'} <= set(names)
+
+    # Exactly the calls the same first sync sends to a noauth Placement.
+    os.makedirs(tmp_path / 'noauth')
+    plain = svc.Agent(tmp_path / 'noauth')
+    try:
+        plain.configure(server.url, nested=True)
+        assert plain.run_once().returncode == 0
+    finally:
+        plain.cleanup()
+    assert placement.requests()[1:] == server.requests()[1:]
+    assert placement.requests()[0] == server.requests()[0] == 'GET /'
+
+
+def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
+                                                 placement, short_tokens):
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    # One sign-in, and renewals when the startup took longer than
+    # TOKEN_FRESH seconds.
+    first = len(agent_token_requests(keystone))
+    assert first >= 1
+    # Audits every second; the token is stale TOKEN_FRESH s after issue.
+    deadline = time.monotonic() + ks.TOKEN_FRESH + 30
+    while len(agent_token_requests(keystone)) < first + 2:
+        assert time.monotonic() < deadline, agent.log_text()[-3000:]
+        assert agent.proc.poll() is None
+        time.sleep(0.5)
+    renewed = agent_token_requests(keystone)
+    assert all(r.status == 201 for r in renewed)
+    audits = placement.requests().count(AUDIT_READ)
+    assert audits >= 3
+    seen = statuses(agent)
+    assert agent.stop() == 0
+    assert refused(placement) == []
+    assert error_lines(agent) == []
+    assert 'audit failed' not in agent.log_text()
+    assert 'not reachable' not in agent.log_text()
+    assert seen and all(s.startswith('in sync: ') for s in seen), seen
+
+
+def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
+                                                short_tokens):
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    time.sleep(ks.TOKEN_FRESH + 1)          # the next audit must renew
+    keystone.stop()
+    try:
+        agent.wait_for('STATUS=waiting for Placement: ', timeout=BOUND)
+        wait_for_log(agent, 'audit: Placement is not reachable', timeout=BOUND)
+        time.sleep(3)
+        assert agent.proc.poll() is None
+    finally:
+        keystone.start()
+    since = len(agent.messages)
+    deadline = time.monotonic() + 60
+    while not any('STATUS=in sync: ' in m for m in agent.messages[since:]):
+        assert time.monotonic() < deadline, agent.messages
+        agent.wait_for('STATUS=', timeout=BOUND)
+        statuses(agent)
+    assert agent.stop() == 0
+    assert 'ConnectFailure' in agent.log_text()
+    assert refused(placement) == []
+
+
+@pytest.mark.parametrize('who', ['wrong password', 'unknown user'])
+def test_refused_credentials_exit_78_naming_the_option(agent, keystone,
+                                                       placement, who):
+    if who == 'wrong password':
+        configure(agent, keystone, password='not-' + keystone.passwords[
+            ks.AGENT_USER])
+        option = '[placement] password'
+    else:
+        configure(agent, keystone, user='nobody-' + ks.AGENT_USER)
+        option = '[placement] username'
+    done = agent.run_once()
+    assert done.returncode == 78, done.stderr[-3000:]
+    assert option in done.stderr
+    assert placement.requests()[1:] == []       # the fixture's GET / only
+
+    agent.start()
+    assert agent.proc.wait(timeout=BOUND) == 78
+    agent.close()
+    assert option in agent.log_text()
+    assert placement.requests()[1:] == []
+
+
+def test_reshape_refused_without_the_service_role(agent, keystone,
+                                                  placement):
+    # A flat tree with guests' allocations, synced by the right user.
+    configure(agent, keystone, nested=False)
+    assert agent.run_once().returncode == 0
+    api = admin_api(keystone, placement)
+    for consumer in svc.DOMAINS:
+        svc.put_allocations(api, consumer,
+                            {ROOT: {'VCPU': 4, 'MEMORY_MB': 8192}})
+    before = placement_state.read(api)
+
+    # The nested layout needs a reshape; this user is an admin without
+    # the service role Placement's policy requires for it.
+    configure(agent, keystone, user=ks.NO_SERVICE_USER)
+    since = len(placement.requests())
+    agent.start()
+    assert agent.proc.wait(timeout=BOUND) == 78
+    agent.close()
+    assert "only the 'service' role" in agent.log_text()
+    assert refused(placement, since) == ['403 POST /reshaper']
+    # Nothing moved: the reshape is one call, and it was refused.
+    assert_not_reshaped(before, placement_state.read(api))
+
+
+def test_no_password_in_any_log(agent, keystone, broker, tmp_path,
+                                short_tokens):
+    """Every log of a run with every secret in play, each service at
+    debug level: the agent (keystoneauth's request log included),
+    Placement with keystonemiddleware, Keystone, and the RabbitMQ broker,
+    whose password rides in transport_url."""
+    options = keystone.placement_server_options()
+    options['extra_config']['DEFAULT'] = {'debug': 'True'}
+    placement = ps.PlacementServer(tmp_path / 'placement', **options)
+    placement.start()
+    keystone.set_debug(True)
+    try:
+        keystone.point_placement_at(placement.url)
+        configure(agent, keystone, extra=[
+            '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
+        agent.start()
+        agent.wait_for('READY=1', timeout=BOUND)
+        wait_for_log(agent, LISTENING, timeout=BOUND)
+        time.sleep(ks.TOKEN_FRESH + 2)            # a renewal, at debug
+        assert len(agent_token_requests(keystone)) >= 2
+        assert agent.stop() == 0
+        configure(agent, keystone, password='wrong-' + keystone.passwords[
+            ks.AGENT_USER])
+        assert agent.run_once().returncode == 78
+    finally:
+        keystone.set_debug(False)
+        placement.stop()
+
+    secrets = list(keystone.passwords.values()) + [broker.password]
+    logs = [os.path.join(agent.workdir, name)
+            for name in os.listdir(agent.workdir) if name.endswith('.log')]
+    logs += keystone.logs() + [placement.log_path,
+                               placement.request_log_path, broker.log_path]
+    logs += [os.path.join(root, name)
+             for root, _, files in os.walk(os.path.join(broker.base, 'log'))
+             for name in files]
+    assert len(logs) >= 8
+    with open(keystone.log_path) as f:
+        assert ' DEBUG ' in f.read()        # Keystone did log at debug
+    for path in logs:
+        with open(path, errors='replace') as f:
+            text = f.read()
+        for secret in secrets:
+            assert secret not in text, f'a password in {path}'
+    # The broker really is the agent's own: no guest.
+    import amqp
+    guest = amqp.Connection(f'127.0.0.1:{broker.port}', userid='guest',
+                            password='guest', connect_timeout=2)
+    with pytest.raises(Exception, match='ACCESS_REFUSED|refused'):
+        guest.connect()
