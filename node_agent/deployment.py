@@ -4,20 +4,28 @@
 The scheduler that reads the tree decides what shape it must have
 (``doc/placement-and-nova.md``): Nova's
 scheduler keys every candidate by the compute node's uuid appearing in
-its allocations, so a flavor whose CPU and memory come only from NUMA
-children (boot-from-volume: no DISK_GB) never lands on the host.
-
-::
+its allocations, and nova-compute, which runs on every Nova hypervisor
+(it spawns the guests), writes that root's inventory and traits at every
+``update_available_resource`` periodic.  A second writer of the root
+gives a write war, and a root of the host's name created before
+nova-compute makes every one of its periodics fail with 409.  So the
+default is the mode that never writes the root::
 
     mode                 root                       CPU, memory   NUMA nodes
+    beside_nova_compute  nova-compute's: never      root, written no inventory
+      (the default)      created nor written        by nova       (affinity of
+                                                                  devices only)
     standalone           the agent's, named after   NUMA nodes    VCPU, PCPU,
                          [DEFAULT] host, COMPUTE_   (root when    MEMORY_MB
                          NODE + owner trait         NUMA is off)
-    whole_host           the agent's, nova's        root          no inventory
-                         compute node uuid,                       (affinity of
-                         COMPUTE_NODE + OWNER_NOVA                devices only)
-    beside_nova_compute  nova-compute's: never      root, written no inventory
-                         created nor written        by nova
+
+``whole_host`` (the agent writing nova's root for a nova-compute that
+never reports) has no host it is right on: on a Nova hypervisor
+nova-compute reports, and a Placement cloud without Nova is
+``standalone``.  The value is still accepted, logged once as deprecated,
+and runs as ``beside_nova_compute`` (:func:`mode`): its children keep
+their names and uuids (both derive from the root's uuid), and the root is
+left to nova-compute.
 
 Pure: nothing here reads a file or Placement.
 """
@@ -27,7 +35,8 @@ from node_agent import identity
 STANDALONE = 'standalone'
 WHOLE_HOST = 'whole_host'
 BESIDE_NOVA = 'beside_nova_compute'
-MODES = (STANDALONE, WHOLE_HOST, BESIDE_NOVA)
+DEFAULT = BESIDE_NOVA
+MODES = (BESIDE_NOVA, STANDALONE, WHOLE_HOST)
 
 #: Traits that say which service owns a provider (os-traits has the
 #: first two; the last is the agent's own).
@@ -37,51 +46,47 @@ OWNER_NODE_AGENT = identity.OWNER_TRAIT
 COMPUTE_NODE = 'COMPUTE_NODE'
 COMPUTE_ACCELERATORS = 'COMPUTE_ACCELERATORS'
 
-#: Why whole_host keeps CPU and memory off the NUMA providers, logged once
-#: at start when ``[numa] enabled`` asks for NUMA nodes.
-NUMA_MADE_SAFE = (
-    '[numa] enabled = true with [DEFAULT] deployment = whole_host: NUMA '
-    'providers are reported without VCPU, PCPU or MEMORY_MB (devices still '
-    'hang under them), because nova-scheduler drops every candidate that '
-    'takes nothing from the compute node root, so CPU and memory nested '
-    'under NUMA nodes would strand boot-from-volume flavors; they stay on '
-    'the root')
+#: The WARNING a configuration still naming whole_host gets, once.
+WHOLE_HOST_DEPRECATED = (
+    '[DEFAULT] deployment = whole_host is deprecated and runs as '
+    'deployment = beside_nova_compute: nova-compute runs on every Nova '
+    'hypervisor and writes the compute node root itself, so the agent '
+    'leaves the root (and VCPU, PCPU, MEMORY_MB, DISK_GB and the root\'s '
+    'traits) to it and keeps reporting its devices under it with the same '
+    'names and uuids; set deployment = beside_nova_compute (or standalone '
+    'on a Placement cloud without Nova) to silence this')
+
+
+def mode(conf):
+    """The mode the agent runs in: ``whole_host`` runs as beside nova."""
+    if conf.deployment == WHOLE_HOST:
+        return BESIDE_NOVA
+    return conf.deployment
+
+
+def deprecation(conf):
+    """The WARNING ``conf`` owes the operator, or None."""
+    if conf.deployment == WHOLE_HOST:
+        return WHOLE_HOST_DEPRECATED
+    return None
 
 
 def owns_root(conf):
     """Whether the agent creates and writes the root provider."""
-    return conf.deployment != BESIDE_NOVA
+    return mode(conf) == STANDALONE
 
 
 def cpu_on_root(conf, numa_active):
     """Whether VCPU, PCPU and MEMORY_MB go on the root (else on the NUMA
     providers).  Beside nova-compute they are nova's, on its root."""
-    if conf.deployment == STANDALONE:
-        return not numa_active
-    return conf.deployment == WHOLE_HOST
+    return owns_root(conf) and not numa_active
 
 
 def numa_has_resources(conf):
     """Whether NUMA providers carry CPU and memory inventory."""
-    return conf.deployment == STANDALONE
+    return owns_root(conf)
 
 
 def root_traits(conf):
-    """The provider traits the agent puts on a root it owns.
-
-    In whole_host the root also carries the capability Nova 34's scheduler
-    asks of a host for a flavor with a Cyborg device profile
-    (``root_required=COMPUTE_ACCELERATORS``), which nova-compute's libvirt
-    driver reports on every host.
-    """
-    if conf.deployment == WHOLE_HOST:
-        return {COMPUTE_NODE, OWNER_NOVA, COMPUTE_ACCELERATORS}
+    """The provider traits the agent puts on a root it owns."""
     return {COMPUTE_NODE, OWNER_NODE_AGENT}
-
-
-def numa_made_safe(conf):
-    """The log line whole_host owes an operator who enabled NUMA, or None."""
-    if conf.deployment == WHOLE_HOST and conf.numa.enabled \
-            and 'numa' in conf.enabled_drivers:
-        return NUMA_MADE_SAFE
-    return None

@@ -5,9 +5,10 @@
     NodeAgentError
      +-- ConfigError                      bad option value or config file
      |    +-- ProviderOverrideError       bad provider override YAML
-     |    +-- ReportedElsewhere           beside nova-compute: a device or
-     |                                    class another service reports
-     |                                    (names both providers)
+     |    +-- RootShared                  a mode that owns the root found
+     |                                    another writer of it (names the
+     |                                    service, the evidence, the mode
+     |                                    to use): nothing written
      +-- ComputeNodeMissing               beside nova-compute: its root is
      |                                    not in Placement yet; waited out
      +-- HardwareError
@@ -86,6 +87,27 @@ class ReportedElsewhere(ConfigError):
             for ours, theirs, why in self.conflicts)
             + ': not reported twice; stop the other service reporting it '
             'or stop node-agent reporting it')
+
+
+class RootShared(ConfigError):
+    """A mode that owns the root (standalone) found another writer of it.
+
+    ``service`` (``nova-compute`` or ``another service``) and
+    ``evidence`` (sentences) say who and how it shows.  Nothing is
+    written to the root: fatal at startup, an audit is skipped.
+    """
+
+    def __init__(self, mode, name, service, evidence):
+        self.service = service
+        self.evidence = list(evidence)
+        self.status = (f'refusing to share root {name} with {service}: '
+                       'set [DEFAULT] deployment = beside_nova_compute')
+        super().__init__(
+            f'[DEFAULT] deployment = {mode}: the root provider {name} has '
+            f'another writer, {service}: ' + '; '.join(self.evidence)
+            + f'; deployment = {mode} owns the root and shares it with no '
+            'one, so nothing is written to it; where nova-compute runs '
+            'set [DEFAULT] deployment = beside_nova_compute')
 
 
 class ComputeNodeMissing(NodeAgentError):

@@ -36,6 +36,12 @@ What is exported, all prefixed ``node_agent_``::
                                                 RPC server serves
     restart_required                            gauge: 1 while a reshape
                                                 waits for a restart
+    root_shared{service,evidence}               gauge: 1 per kind of
+                                                evidence while a mode that
+                                                owns the root refuses it to
+                                                another writer (compute_id,
+                                                owner_nova, foreign_root,
+                                                rewritten)
     device_unhealthy{address,reason}            gauge: 1 per device
                                                 reserved for its health
                                                 (isolated or drained)
@@ -127,6 +133,9 @@ class NoMetrics:
     def health_source_restarted(self, source):
         pass
 
+    def root_shared(self, service, kinds=()):
+        pass
+
     def problem(self, what, detail, since):
         pass
 
@@ -192,6 +201,11 @@ class Metrics:
         self._restart = make(
             prom.Gauge, 'restart_required',
             '1 while a layout change waits for a restart to be reshaped.')
+        self._shared = make(
+            prom.Gauge, 'root_shared',
+            '1 per kind of evidence while the agent, in a mode that owns '
+            'the root, refuses to write a root another service writes.',
+            ['service', 'evidence'])
         for result in (AUDIT_OK, AUDIT_FAILED, AUDIT_UNAVAILABLE):
             self._audits.labels(result)
         for result in (RESHAPE_OK, RESHAPE_CONFLICT, RESHAPE_FAILED):
@@ -251,6 +265,13 @@ class Metrics:
 
     def health_source_restarted(self, source):
         self._source_restarts.labels(source).inc()
+
+    def root_shared(self, service, kinds=()):
+        """``service`` writes the root the agent owns, seen by ``kinds``
+        of evidence; None: nobody else does."""
+        self._shared.clear()
+        for kind in kinds if service is not None else ():
+            self._shared.labels(service, kind).set(1)
 
     def problem(self, what, detail, since):
         """``what`` is wrong since ``since`` (unix time); ``detail`` None:

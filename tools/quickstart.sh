@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The quick start: install everything (tools/setup.sh), run the agent once
-# on the embedded defaults (etc/node-agent/quickstart.conf: embedded
+# on the embedded defaults (etc/node-agent/quickstart.conf: deployment =
+# standalone, as there is no nova-compute here to own the root; embedded
 # Placement over SQLite in ./.state, this machine's /sys, NVML if present),
 # then print the provider tree it built.  libvirt is the libvirtd of this
 # machine (qemu:///system) when one answers, else libvirt's test driver,

@@ -198,13 +198,15 @@ def check_deployment(conf):
     the cloud's Placement; nova-compute cannot reach an in-process one, so
     the wait would never end.
     """
-    if conf.deployment == 'beside_nova_compute' and conf.placement.embedded:
+    if (conf.deployment in ('beside_nova_compute', 'whole_host')
+            and conf.placement.embedded):
         raise exception.ConfigError(
-            '[DEFAULT] deployment = beside_nova_compute with [placement] '
+            f'[DEFAULT] deployment = {conf.deployment} with [placement] '
             'embedded = true: nova-compute cannot reach the agent\'s '
             'in-process Placement, so its compute node would never appear '
             'there; point [placement] at the Placement service nova-compute '
-            'uses, or choose deployment = whole_host')
+            'uses, or on a host without Nova choose deployment = '
+            'standalone')
 
 
 def check_enabled_drivers(conf):

@@ -15,44 +15,43 @@ opts = [
                default=socket.gethostname(),
                sample_default='<current hostname>',
                help='Name of this compute host. With deployment = '
-                    'standalone or whole_host the root resource provider '
-                    'in Placement is named after it (beside nova-compute '
-                    'the root is nova\'s, see [nova] hypervisor_hostname). '
-                    'Child providers are named after the root. Changing it '
+                    'standalone the root resource provider in Placement '
+                    'is named after it (beside nova-compute the root is '
+                    'nova\'s, see [nova] hypervisor_hostname). Child '
+                    'providers are named after the root. Changing it '
                     'makes the agent manage a different tree.'),
     cfg.StrOpt('deployment',
-               default=deployment.WHOLE_HOST,
+               default=deployment.DEFAULT,
                choices=[
-                   (deployment.WHOLE_HOST,
-                    'The agent is the host\'s only reporter and plays '
-                    'nova-compute\'s part towards nova-scheduler. Root: '
-                    'named after [DEFAULT] host, uuid = nova\'s compute node '
-                    'uuid ([nova] compute_id_path when the file exists, '
-                    'else $state_path/compute_id, written once with the '
-                    'uuid the root already has in Placement), traits '
-                    'COMPUTE_NODE and OWNER_NOVA, the CPU traits, VCPU, '
-                    'PCPU, MEMORY_MB and DISK_GB. NUMA providers (with '
-                    '[numa] enabled) carry no CPU or memory inventory, only '
-                    'HW_NUMA_ROOT and the devices affined to them, so that '
-                    'every Nova flavor (boot-from-volume included) lands.'),
                    (deployment.BESIDE_NOVA,
-                    'nova-compute runs on the host and owns the root: the '
-                    'agent finds it by nova\'s compute node uuid ([nova] '
-                    'compute_id_path), else by [nova] hypervisor_hostname, '
-                    'waits until nova-compute has created it, and never '
-                    'creates, renames or deletes it nor writes its '
-                    'inventory, traits or aggregates. The agent reports '
-                    'only devices under it (NICs and PFs, accelerators, '
-                    'GPUs nova does not report; NUMA providers without '
-                    'inventory) and refuses, naming both sides, a device or '
-                    'resource class another service already reports.'),
+                    'The default: right on every Nova hypervisor, where '
+                    'nova-compute runs (or will run) and owns the root. '
+                    'The agent finds it by nova\'s compute node uuid '
+                    '([nova] compute_id_path), else by [nova] '
+                    'hypervisor_hostname, waits until nova-compute has '
+                    'created it, and never creates, renames or deletes it '
+                    'nor writes its inventory, traits or aggregates. The '
+                    'agent reports only devices under it (NICs and PFs, '
+                    'accelerators, GPUs nova does not report; NUMA '
+                    'providers without inventory) and skips, naming both '
+                    'sides, a device another service already reports.'),
                    (deployment.STANDALONE,
-                    'For a scheduler that understands nested trees, not for '
-                    'Nova clouds. Root: named after [DEFAULT] host, traits '
-                    'COMPUTE_NODE and CUSTOM_OWNER_NODE_AGENT, DISK_GB; '
-                    'VCPU, PCPU, MEMORY_MB and the CPU traits on one '
-                    'HW_NUMA_ROOT provider per NUMA node (on the root when '
-                    '[numa] enabled is false).'),
+                    'For a Placement cloud without Nova (a scheduler that '
+                    'understands nested trees). Root: named after '
+                    '[DEFAULT] host, traits COMPUTE_NODE and '
+                    'CUSTOM_OWNER_NODE_AGENT, DISK_GB; VCPU, PCPU, '
+                    'MEMORY_MB and the CPU traits on one HW_NUMA_ROOT '
+                    'provider per NUMA node (on the root when [numa] '
+                    'enabled is false). The agent owns the root and shares '
+                    'it with no one: nova\'s compute_id file, a provider '
+                    'carrying OWNER_NOVA or a root another service created '
+                    'stops it (exit 78 at start; an audit writes nothing) '
+                    'naming the other writer.'),
+                   (deployment.WHOLE_HOST,
+                    'Deprecated: runs as beside_nova_compute (a WARNING '
+                    'says so). Hosts it synced keep their root and their '
+                    'providers\' names and uuids; the root\'s inventory '
+                    'and traits are left to nova-compute.'),
                ],
                help='Which part the agent plays on this host, and so which '
                     'tree it builds. Changing it on a host with allocations '

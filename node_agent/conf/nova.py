@@ -1,12 +1,36 @@
-"""``[nova]`` options: how the agent finds nova-compute's compute node.
+"""``[nova]`` options: how the agent finds nova-compute's compute node,
+and what nova-compute reports itself.
 
-Read in the ``whole_host`` and ``beside_nova_compute`` deployments
-(:mod:`node_agent.tracker.root`).
+Read beside nova-compute (:mod:`node_agent.tracker.root`), and with
+``deployment = standalone`` to see that nova-compute runs on the host.
+
+:func:`read_nova_reports` reads, from nova's own configuration file, the
+options that make nova-compute report devices in Placement::
+
+    [devices] enabled_mdev_types        vGPU providers per GPU (or VF),
+    [mdev_<type>] device_addresses      named <root>_pci_0000_3b_00_0,
+                                        the agent's name for that GPU
+    [pci] report_in_placement = true    a provider per device_spec match
+    [pci] device_spec                   (physical_network aside), named
+                                        <root>_0000:86:00.0
+
+A missing file, or one the agent may not read, is no evidence: nova's
+providers are then still found in Placement once they exist
+(:mod:`node_agent.drivers.coexist`).  A file that does not parse stops
+the agent (``ConfigError`` naming it): a guess could report a device
+twice.
 """
+
+import dataclasses
+import json
+import logging
 
 from oslo_config import cfg
 
+from node_agent import exception
 from node_agent.conf import base
+
+LOG = logging.getLogger(__name__)
 
 GROUP = cfg.OptGroup('nova')
 
@@ -16,18 +40,89 @@ opts = [
                help='nova-compute\'s compute node identity file '
                     '($state_path/compute_id of nova, one uuid). Beside '
                     'nova-compute the root provider is the one with this '
-                    'uuid; with deployment = whole_host the agent gives the '
-                    'root this uuid when the file exists, so that '
-                    'nova-scheduler finds the host under nova\'s compute '
-                    'node. A file that exists but cannot be read or holds '
-                    'no uuid stops the agent (exit 78).'),
+                    'uuid. With deployment = standalone the file existing '
+                    'means nova-compute runs here: the agent refuses to '
+                    'write the root (exit 78). A file that exists but '
+                    'cannot be read or holds no uuid stops the agent '
+                    '(exit 78).'),
     cfg.StrOpt('hypervisor_hostname',
                sample_default='<[DEFAULT] host>',
                help='Name of nova-compute\'s compute node root provider '
                     '(nova\'s hypervisor hostname), used beside nova-compute '
                     'to find the root while [nova] compute_id_path does not '
                     'exist. Default: [DEFAULT] host.'),
+    cfg.StrOpt('config_file',
+               default='/etc/nova/nova.conf',
+               help='nova-compute\'s configuration file. Beside '
+                    'nova-compute the agent reads its [devices] '
+                    'enabled_mdev_types, [mdev_<type>] device_addresses, '
+                    '[pci] report_in_placement and [pci] device_spec, and '
+                    'reports none of the GPUs and PCI devices nova-compute '
+                    'reports itself (in either start order: nova\'s vGPU '
+                    'provider takes the very name the agent would give the '
+                    'GPU). A missing or unreadable file is no evidence; '
+                    'empty: not read.'),
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class NovaReports:
+    """What nova-compute's configuration makes it report."""
+    path: str
+    mdev_types: tuple = ()
+    mdev_addresses: tuple = ()      # ((type, (address, ...)), ...)
+    pci_in_placement: bool = False
+    device_specs: tuple = ()        # dicts, as nova parses them
+
+
+def _values(sections, section, key):
+    return [v for name, opts in sections.items() if name == section
+            for k, values in opts.items() if k == key for v in values]
+
+
+def _list(values):
+    return tuple(item.strip() for v in values for item in v.split(',')
+                 if item.strip())
+
+
+def read_nova_reports(conf):
+    """:class:`NovaReports` from ``[nova] config_file``, or None."""
+    path = conf.nova.config_file
+    if not path:
+        return None
+    sections = {}
+    try:
+        cfg.ConfigParser(path, sections).parse()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        LOG.warning('[nova] config_file = %s cannot be read (%s): what '
+                    'nova-compute reports is seen in Placement only', path,
+                    exc)
+        return None
+    except cfg.ParseError as exc:
+        raise exception.ConfigError(
+            f'[nova] config_file = {path}: not a nova configuration file: '
+            f'{exc}') from None
+    types = _list(_values(sections, 'devices', 'enabled_mdev_types'))
+    addresses = tuple(
+        (t, _list(_values(sections, f'mdev_{t}', 'device_addresses')))
+        for t in types)
+    report = _values(sections, 'pci', 'report_in_placement')
+    specs = []
+    for text in _values(sections, 'pci', 'device_spec'):
+        try:
+            spec = json.loads(text)
+        except ValueError as exc:
+            raise exception.ConfigError(
+                f'[nova] config_file = {path}: [pci] device_spec {text!r} '
+                f'is not JSON: {exc}') from None
+        specs += spec if isinstance(spec, list) else [spec]
+    return NovaReports(
+        path=path, mdev_types=types, mdev_addresses=addresses,
+        pci_in_placement=bool(report) and report[-1].strip().lower() in (
+            'true', '1', 'yes', 'on'),
+        device_specs=tuple(s for s in specs if isinstance(s, dict)))
 
 
 def register_opts(conf):

@@ -15,9 +15,19 @@ providers already in Placement that are not the agent's, or carry
     compute1_gpu_0000:3b:00.0    compute1_pci_0000_3b_00_0    PCI 0000:3b:00.0
     compute1_accel_0000:86:00.0  (Cyborg) FPGA provider       both: FPGA
 
+nova-compute's configuration says the same before its providers exist
+(:func:`nova_reported`, from :func:`node_agent.conf.nova.
+read_nova_reports`): a GPU offering one of its ``enabled_mdev_types``
+(its vGPU provider would take the agent's name for the GPU, and
+nova-compute's periodic would fail with 409 on it), and with ``[pci]
+report_in_placement`` every device its ``device_spec`` matches without a
+``physical_network``.  Those are conflicts too, ``theirs`` being
+``nova-compute``, so the agent reports none of them in either start order.
+
 Pure: trees in, ``[(ours, theirs, why)]`` out.
 """
 
+import json
 import re
 
 from node_agent import deployment
@@ -98,3 +108,95 @@ def leave_as_is(desired, current, name):
     provider.inventory = {rc: dict(r) for rc, r in have.inventory.items()}
     provider.traits = set(have.traits)
     provider.aggregates = set(have.aggregates)
+
+
+def _hex_field(pattern, value):
+    if pattern in (None, '', '*'):
+        return True
+    try:
+        return int(pattern, 16) == int(value, 16)
+    except ValueError:
+        return False
+
+
+def _address_matches(spec, address):
+    """Whether nova's ``device_spec`` address (glob string or regex
+    dict) names PCI function ``address`` ("0000:86:00.0")."""
+    domain, bus, rest = address.split(':')
+    slot, function = rest.split('.')
+    if spec is None:
+        return True
+    if isinstance(spec, dict):
+        fields = {'domain': domain, 'bus': bus, 'slot': slot,
+                  'function': function}
+        return all(re.fullmatch(str(spec.get(k, '.*')), v, re.I)
+                   for k, v in fields.items())
+    text = str(spec)
+    want_function = None
+    if '.' in text:
+        text, want_function = text.rsplit('.', 1)
+    parts = text.split(':') if text else []
+    parts = [None] * (3 - len(parts)) + parts
+    want_domain, want_bus, want_slot = parts[-3:]
+    return all(_hex_field(p, v) for p, v in (
+        (want_domain, domain), (want_bus, bus), (want_slot, slot),
+        (want_function, function)))
+
+
+def spec_matches(spec, device):
+    """Whether one nova ``[pci] device_spec`` entry matches ``device``."""
+    if 'devname' in spec and 'address' not in spec:
+        return False
+    for key, value in (('vendor_id', device.vendor_id),
+                       ('product_id', device.product_id)):
+        want = spec.get(key)
+        if want not in (None, '*') and str(want).lower() != value:
+            return False
+    return _address_matches(spec.get('address'), device.address)
+
+
+def nova_reported(nova, snapshot):
+    """``{PCI address: why}`` of the devices nova-compute's configuration
+    (``nova``: :class:`node_agent.conf.nova.NovaReports` or None) makes it
+    report; a GPU counts by its own address when nova reports its VFs."""
+    if nova is None:
+        return {}
+    found = {}
+    addresses = dict(nova.mdev_addresses)
+    for gpu in snapshot.gpus:
+        offered = {t.type_id: gpu.address for t in gpu.mdev_types}
+        for vf in gpu.vfs:
+            offered.update({t.type_id: vf.address for t in vf.mdev_types})
+        for mdev_type in nova.mdev_types:
+            if mdev_type not in offered:
+                continue
+            named = addresses.get(mdev_type)
+            mine = {gpu.address} | {vf.address for vf in gpu.vfs}
+            if not named or mine & set(named):
+                found[gpu.address] = (
+                    f'nova-compute reports its vGPUs: [devices] '
+                    f'enabled_mdev_types = {mdev_type} in {nova.path}')
+    if nova.pci_in_placement:
+        for device in snapshot.pci_devices:
+            for spec in nova.device_specs:
+                if spec.get('physical_network') is None and \
+                        spec_matches(spec, device):
+                    found.setdefault(device.address, (
+                        'nova-compute reports it in Placement: [pci] '
+                        'report_in_placement = true, device_spec '
+                        f'{json.dumps(spec, sort_keys=True)} in '
+                        f'{nova.path}'))
+                    break
+    return found
+
+
+def reported_by_nova(reported, nova_devices):
+    """``[(ours, 'nova-compute', why)]``: the agent's providers (of the
+    tree ``reported``) for devices nova-compute's configuration makes it
+    report (:func:`nova_reported`)."""
+    result = []
+    for ours in reported.providers():
+        address = None if ours.is_root else pci_address(ours.name)
+        if address in nova_devices:
+            result.append((ours.name, 'nova-compute', nova_devices[address]))
+    return sorted(result)

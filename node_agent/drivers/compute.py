@@ -3,23 +3,24 @@
 What goes on the root depends on ``[DEFAULT] deployment``
 (:mod:`node_agent.deployment`)::
 
+    beside_nova_compute   nothing: the root is nova-compute's (the default;
+                          deprecated whole_host runs as it)
     standalone   <host>   COMPUTE_NODE, CUSTOM_OWNER_NODE_AGENT,
                           COMPUTE_ARCH_*, DISK_GB; VCPU, PCPU, MEMORY_MB
                           and HW_CPU_* traits only while NUMA modelling is
                           off (else they are the NUMA driver's)
-    whole_host   <host>   COMPUTE_NODE, OWNER_NOVA, COMPUTE_ACCELERATORS,
-                          COMPUTE_ARCH_*, HW_CPU_*,
-                          VCPU, PCPU, MEMORY_MB, DISK_GB, always: nova's
-                          scheduler needs every candidate to take from the
-                          root
-    beside_nova_compute   nothing: the root is nova-compute's
 
-VCPU comes from ``[compute] cpu_shared_set`` (default: every online CPU
+VCPU comes from ``[compute] cpu_shared_set`` (default: every present CPU
 not in ``cpu_dedicated_set``), PCPU from ``cpu_dedicated_set`` with ratio
 1.0, MEMORY_MB from the host's memory, DISK_GB from
-``HostInfo.disk_total_gb``.  Ratios follow Nova's precedence
-(:func:`node_agent.drivers.layout.allocation_ratio`).  The CPU feature
-traits follow VCPU/PCPU wherever that inventory lives.
+``HostInfo.disk_total_gb``.  A CPU that is present but offline is
+capacity: Nova's ``[libvirt] cpu_power_management`` (and tuned or
+cpupower) take idle dedicated cores offline and online them again for
+the guest pinned to them, so both sets are checked against the present
+CPUs, and a CPU leaves them only when it leaves ``cpu/present`` (after
+the removal rule of :mod:`node_agent.hardware.removal`).  Ratios follow
+Nova's precedence (:func:`node_agent.drivers.layout.allocation_ratio`).
+The CPU feature traits follow VCPU/PCPU wherever that inventory lives.
 
 Managed on the root: the classes above, the provider and owner traits of
 every mode (so a mode switched, or the previous release's
@@ -58,9 +59,10 @@ def parse_cpu_spec(spec, option):
             f'{exc}') from None
 
 
-def online_cpus(snapshot):
-    cpus = {c.id for c in snapshot.cpus if c.online}
-    if not cpus and not snapshot.cpus:
+def present_cpus(snapshot):
+    """CPU ids present on the host, online or not (power-managed)."""
+    cpus = {c.id for c in snapshot.cpus}
+    if not cpus:
         for node in snapshot.numa_nodes:
             cpus.update(node.cpus)
     return frozenset(cpus)
@@ -68,14 +70,14 @@ def online_cpus(snapshot):
 
 def cpu_sets(conf, snapshot):
     """``(shared, dedicated)`` CPU ids, validated against the snapshot."""
-    online = online_cpus(snapshot)
+    present = present_cpus(snapshot)
     dedicated = parse_cpu_spec(conf.compute.cpu_dedicated_set,
                                'cpu_dedicated_set')
     if conf.compute.cpu_shared_set is not None:
         shared = parse_cpu_spec(conf.compute.cpu_shared_set,
                                 'cpu_shared_set')
     else:
-        shared = online - dedicated
+        shared = present - dedicated
     overlap = shared & dedicated
     if overlap:
         raise exception.ConfigError(
@@ -83,11 +85,11 @@ def cpu_sets(conf, snapshot):
             + format_cpus(overlap))
     for option, cpus in (('cpu_shared_set', shared),
                          ('cpu_dedicated_set', dedicated)):
-        offline = cpus - online
-        if offline:
+        absent = cpus - present
+        if absent:
             raise exception.ConfigError(
-                f'[compute] {option} names CPUs that are not online on this '
-                f'host: {format_cpus(offline)}')
+                f'[compute] {option} names CPUs that are not present on '
+                f'this host: {format_cpus(absent)}')
     return shared, dedicated
 
 

@@ -5,7 +5,7 @@ out, which :func:`node_agent.placement.plan.check` compares with the totals
 a plan would leave in the tree (summed over every provider, before
 allocation ratios: overcommit is a ratio, never a total)::
 
-    ('PCPU', 'VCPU')     online CPUs
+    ('PCPU', 'VCPU')     present CPUs (online or not)
     ('MEMORY_MB',)       the host's memory (MemTotal)
     ('FPGA', 'PGPU')     display and accelerator PCI functions
     ('SRIOV_NET_VF',)    VFs enabled on the PFs (sriov_numvfs)
@@ -33,8 +33,8 @@ def hardware_limits(snapshot):
     vfs = {d.address: d.sriov_numvfs for d in snapshot.pci_devices}
     vfs.update({pf.address: pf.sriov_numvfs for pf in snapshot.pfs})
     figures = {
-        ('PCPU', 'VCPU'): (len(compute.online_cpus(snapshot)),
-                           'online CPUs'),
+        ('PCPU', 'VCPU'): (len(compute.present_cpus(snapshot)),
+                           'present CPUs'),
         ('MEMORY_MB',): (compute.host_memory_mb(snapshot), 'MB of memory'),
         ('FPGA', 'PGPU'): (
             len({d.address for d in snapshot.pci_devices

@@ -10,11 +10,13 @@
 Active when ``numa`` is an enabled driver, ``[numa] enabled`` is true and
 the snapshot has NUMA nodes (:func:`node_agent.drivers.layout.numa_active`).
 Only with ``[DEFAULT] deployment = standalone`` do the nodes carry CPU and
-memory (the compute driver then leaves them off the root).  In the Nova
-deployments (``whole_host``, ``beside_nova_compute``) they are
-resourceless, ``HW_NUMA_ROOT`` only: they give devices their affinity
-(``same_subtree``), while CPU and memory stay on the root where
-nova-scheduler needs them (:mod:`node_agent.deployment`).
+memory (the compute driver then leaves them off the root).  Beside
+nova-compute (the default) they are resourceless, ``HW_NUMA_ROOT`` only:
+they give devices their affinity (``same_subtree``), while CPU and memory
+stay on nova-compute's root where nova-scheduler needs them
+(:mod:`node_agent.deployment`).  A node's CPUs include those that are
+present but offline (:func:`node_agent.hardware.topology.with_node_cpus`):
+a power-managed core is still its node's capacity.
 
 Each node offers the CPUs of ``[compute] cpu_shared_set`` it holds as VCPU
 and those of ``cpu_dedicated_set`` as PCPU, and its own memory as

@@ -177,6 +177,9 @@ class Discovery:
             sources.append('nvml')
         devices = _merge_libvirt_devices(devices, facts)
         devices = _place_by_local_cpus(devices, numa_nodes, node_ids)
+        # After placing devices by their local CPUs, which name online
+        # CPUs only: an offline CPU is still capacity of its node.
+        numa_nodes = topology.with_node_cpus(numa_nodes, cpus)
         gpus = _gpus(devices, nvml_gpus or ())
         self._say_no_node(devices, gpus)
         return snapshot.HostSnapshot(

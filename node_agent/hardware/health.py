@@ -90,6 +90,7 @@ CARRIER = 'CARRIER'
 NVLINK = 'NVLINK'
 THERMAL = 'THERMAL'
 POWER = 'POWER'
+INFOROM = 'INFOROM'
 DRAIN_FAMILY = 'DRAINED'
 
 #: Names of XIDs worth a word in a log line (NVIDIA's XID catalogue).

@@ -3,13 +3,18 @@
 :class:`NvmlHealthSource` waits on NVML's events (XIDs, ECC, a GPU lost:
 :func:`node_agent.hardware.health.event_observation`) and after every
 wait asks NVML the standing conditions, graded by :func:`standing`, in
-two calls per GPU: ``nvmlDeviceGetRemappedRows``
-and one ``nvmlDeviceGetFieldValues`` for every field below.
+three calls per GPU: ``nvmlDeviceGetRemappedRows``,
+``nvmlDeviceValidateInforom`` and one ``nvmlDeviceGetFieldValues`` for
+every field below.
 
 =====================================  ==================================
 field                                  observation
 =====================================  ==================================
 remapped rows: failure / pending       isolate (replace / reset the GPU)
+InfoROM checksum invalid               warning: the GPU runs, but the
+                                       records it keeps (ECC, retired
+                                       pages) cannot be trusted; as
+                                       DCGM's InfoROM watch
 GPU recovery action (NVML field 230)   reset, reboot, drain and reset:
                                        isolate; drain peer-to-peer:
                                        warning
@@ -115,11 +120,32 @@ def standing(nvml, handle, address, rate, counters, now):
         observation = health.remapped_rows_observation(rows)
         if observation:
             observations.append(observation)
+    observation, problem = inforom(nvml, handle)
+    if observation:
+        observations.append(observation)
+    if problem:
+        problems.append(problem)
     values, problem = field_values(nvml, handle)
     if problem:
         problems.append(problem)
     observations.extend(grade(values, address, rate, counters, now))
     return observations, '; '.join(problems) or None
+
+
+def inforom(nvml, handle):
+    """``(Observation or None, problem)`` of the GPU's InfoROM check."""
+    try:
+        nvml.nvmlDeviceValidateInforom(handle)
+    except nvml.NVMLError_CorruptedInforom:
+        return health.Observation(
+            health.WARN, 'InfoROM corrupted (its ECC and retired-page '
+            'records cannot be trusted)', health.INFOROM,
+            'flash the InfoROM, or replace the GPU'), None
+    except _unsupported(nvml):
+        pass
+    except nvml.NVMLError as exc:
+        return None, f'nvmlDeviceValidateInforom failed ({exc})'
+    return None, None
 
 
 def grade(values, address, rate, counters, now):

@@ -13,8 +13,9 @@ One pure step between a scan and its use by the drivers::
   missing from ``[hardware] removal_scans`` consecutive scans, or a udev
   ``remove`` event named it (its PCI address or interface name).
 * Derived items follow their source: a GPU or PF follows its PCI function,
-  a PF also its netdev, a CPU its NUMA node.  Held NUMA nodes count in the
-  host's memory.  Domains are never held: libvirt names them directly.
+  a PF also its netdev, a CPU its NUMA node, and a held CPU stays in its
+  node's CPUs.  Held NUMA nodes count in the host's memory.  Domains are
+  never held: libvirt names them directly.
 
 The tracker keeps the last good snapshot and the counts
 (:meth:`node_agent.tracker.tracker.ResourceTracker`), across restarts too
@@ -26,6 +27,7 @@ refuses a scan with unknown items instead of using it.
 import dataclasses
 
 from node_agent.hardware import snapshot as snapshot_mod
+from node_agent.hardware import topology
 
 # Collections that are held, with the field that keys their items: every
 # keyed collection of the snapshot but the guests, which come and go with
@@ -60,6 +62,9 @@ def hold(last, scan, absent, removal_scans, removed=frozenset()):
                     merged[k] = item
         if merged != after:
             changes[field] = tuple(merged[k] for k in sorted(merged))
+    if 'cpus' in changes:
+        changes['numa_nodes'] = topology.with_node_cpus(
+            changes.get('numa_nodes', scan.numa_nodes), changes['cpus'])
     if 'numa_nodes' in changes:
         changes['host'] = dataclasses.replace(
             scan.host,

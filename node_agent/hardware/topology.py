@@ -8,8 +8,10 @@ and NVML does not know it).  Layout read, relative to the sysfs root::
     devices/system/node/node<N>/distance           "10 21"
     devices/system/node/node<N>/hugepages/hugepages-<size>kB/
                                                    {nr,free}_hugepages
-    devices/system/cpu/online                      "0-31"
+    devices/system/cpu/present                     "0-31"
+    devices/system/cpu/online                      "0-11,16-31"
     devices/system/cpu/cpu<N>/online               absent for cpu0
+    devices/system/cpu/cpu<N>/node<M>              link, offline CPUs too
     devices/system/cpu/cpu<N>/topology/{core_id,physical_package_id,
                                         thread_siblings_list}
 
@@ -18,6 +20,15 @@ a warning naming the file and listed in ``unknown`` (seen, not read: not a
 removal); optional parts (hugepages, distances) are left empty with a
 warning.  Nothing is filled in with a guess.
 
+A CPU that is present but offline (Nova's ``[libvirt]
+cpu_power_management``, tuned, cpupower) is still the host's: it leaves
+``cpu/online`` and its node's ``cpulist`` but keeps its ``cpu<N>/node<M>``
+link, so it is read as a :class:`~node_agent.hardware.snapshot.Cpu` with
+``online=False`` on that node, and :func:`with_node_cpus` puts it back
+in its node's CPUs.  Only ``cpu/present`` says which CPUs exist (a
+``cpu<N>`` directory outside it is a possible CPU, not a present one);
+without that file every ``cpu<N>`` is present.
+
 A lost source is not an empty host: no node directory, no ``node<N>``, no
 CPU directory or no ``cpu<N>`` raise
 :class:`~node_agent.exception.ScanIncomplete` naming the path, and so do
@@ -25,6 +36,7 @@ node cpulists that overlap (each CPU is on one node), after a warning naming
 both files.
 """
 
+import dataclasses
 import re
 
 from oslo_log import log as logging
@@ -45,6 +57,7 @@ MAX_MEM_KB = 1 << 44          # 16 PiB per node
 MAX_HUGEPAGES = 1 << 40
 
 _NODE_RE = re.compile(r'^node(\d+)$')
+_NODE_LINK_RE = _NODE_RE
 _CPU_RE = re.compile(r'^cpu(\d+)$')
 _HUGEPAGE_RE = re.compile(r'^hugepages-(\d+)kB$')
 _MEMTOTAL_RE = re.compile(r'^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB$', re.M)
@@ -188,14 +201,37 @@ def _online_cpus(reader):
         return None
 
 
+def _present_cpus(reader):
+    """Present CPU ids, or None when the kernel gives no list."""
+    rel = f'{CPU_DIR}/present'
+    if not reader.exists(rel):
+        return None
+    try:
+        return reader.read_cpulist(rel)
+    except exception.SysfsReadError as exc:
+        LOG.warning('cannot read the present CPU list: %s', exc)
+        return None
+
+
+def _linked_node(reader, base):
+    """The node of ``cpu<N>/node<M>``, or None without one."""
+    try:
+        links = _numbered(reader, base, _NODE_LINK_RE)
+    except exception.SysfsReadError:
+        return None
+    return links[0][0] if len(links) == 1 else None
+
+
 def read_cpus(reader, numa_nodes=(), unknown=None):
-    """Logical CPUs by id, with their core, socket, siblings and node.
+    """Present logical CPUs by id, with their core, socket, siblings and
+    node; offline ones with their node only.
 
     Garbled ones are appended to ``unknown``.
     """
     unknown = [] if unknown is None else unknown
     entries = _entries(reader, CPU_DIR, _CPU_RE, 'cpu<N>')
     online_set = _online_cpus(reader)
+    present_set = _present_cpus(reader)
     node_of = {cpu: node.id for node in numa_nodes for cpu in node.cpus}
     cpus = []
     for cpu_id, name in entries:
@@ -203,11 +239,16 @@ def read_cpus(reader, numa_nodes=(), unknown=None):
         if cpu_id > MAX_CPU_ID:
             LOG.warning('skipping CPU %s: id is implausible', base)
             continue
+        if present_set is not None and cpu_id not in present_set:
+            continue
         try:
             online = _cpu_online(reader, base, cpu_id, online_set)
             if not online:
+                node = node_of.get(cpu_id)
+                if node is None:
+                    node = _linked_node(reader, base)
                 cpus.append(snapshot.Cpu(id=cpu_id, online=False,
-                                         numa_node=node_of.get(cpu_id)))
+                                         numa_node=node))
                 continue
             topo = f'{base}/topology'
             core_id = reader.read_int(f'{topo}/core_id', 0, MAX_CPU_ID)
@@ -226,6 +267,23 @@ def read_cpus(reader, numa_nodes=(), unknown=None):
             id=cpu_id, online=True, core_id=core_id, socket_id=socket_id,
             numa_node=node_of.get(cpu_id), thread_siblings=siblings))
     return tuple(cpus)
+
+
+def with_node_cpus(numa_nodes, cpus):
+    """``numa_nodes`` with every CPU of ``cpus`` in the node it names.
+
+    A node's ``cpulist`` names its online CPUs only; an offline CPU (a
+    power-managed core) or one held by the removal rule is still capacity
+    of its node.
+    """
+    extra = {}
+    for cpu in cpus:
+        if cpu.numa_node is not None:
+            extra.setdefault(cpu.numa_node, set()).add(cpu.id)
+    return tuple(
+        dataclasses.replace(n, cpus=n.cpus | extra[n.id])
+        if extra.get(n.id, set()) - n.cpus else n
+        for n in numa_nodes)
 
 
 def _cpu_online(reader, base, cpu_id, online_set):

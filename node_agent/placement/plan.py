@@ -43,7 +43,7 @@ Checked before the first write (:func:`check`, raising
                usage is the one the moved allocations leave
     hardware   no class grows above what the host has, totals summed
                over the tree before allocation ratios (VCPU + PCPU vs
-               online CPUs, MEMORY_MB vs memory, devices vs devices),
+               present CPUs, MEMORY_MB vs memory, devices vs devices),
                at every write boundary (:func:`boundaries`): after each
                request of the client's order, not only at the end
 

@@ -4,20 +4,16 @@ One place decides the root's uuid and name, and whether the agent may
 create it; the tracker reads the tree through :meth:`RootFinder.read` and
 takes the root's actual name as the prefix of every child::
 
-    standalone            name [DEFAULT] host, uuid as recorded (else the
-                          legacy uuid5 of the name); created when missing;
-                          a root of that name with another uuid is adopted
-    whole_host            name [DEFAULT] host, uuid = nova's compute node
-                          uuid: [nova] compute_id_path when that file
-                          exists, else $state_path/compute_id, written once
-                          (0640) with the uuid the root of that name
-                          already has in Placement, else the legacy uuid5
-                          of the name, so an upgraded host keeps its root;
-                          created when missing
     beside_nova_compute   nova-compute's root: by the uuid in [nova]
-                          compute_id_path, else by the name [nova]
+      (the default;       compute_id_path, else by the uuid in
+      whole_host runs     $state_path/compute_id (the record deprecated
+      as it)              whole_host left), else by the name [nova]
                           hypervisor_hostname; never created: until it
                           exists, ComputeNodeMissing (the daemon waits)
+    standalone            name [DEFAULT] host, uuid as recorded (else the
+                          legacy uuid5 of the name); created when missing;
+                          a root of that name with another uuid is adopted,
+                          unless another service writes it (below)
 
 A compute_id file is read the way nova-compute reads it
 (``nova/virt/node.py``): its first 40 characters, whitespace stripped,
@@ -25,6 +21,25 @@ one uuid.  A file that exists but cannot be read or holds no uuid, a root
 of the same name with another uuid than the file's, or a provider of that
 name that is not a root: ``ConfigError`` naming the file, the option and
 both uuids, before anything is written.
+
+A host the deprecated ``whole_host`` synced keeps its root and children:
+
+- nova's compute_id was there: the root is nova's compute node, the
+  agent stops writing its inventory and traits (nova-compute's periodic
+  writes them), children keep names and uuids: no reshape, nothing moved;
+- the agent made the root under its own ``$state_path/compute_id``: that
+  root is used, and the log and status line say what nova-compute needs
+  to adopt it rather than fail with 409 on the name: that uuid in
+  nova's compute_id (:attr:`RootFinder.note`) before its first start.
+
+A root the agent owns (standalone) is shared with no one
+(:meth:`RootFinder.other_writer`): nova's compute_id file, a provider
+carrying ``OWNER_NOVA`` that the agent did not mark so, or a root that
+another service created (it carries ``COMPUTE_NODE`` or inventory the
+agent never wrote and not the agent's owner trait) is another writer, and so
+is a root rewritten under the agent again after it corrected it (the
+tracker's check: one operator edit is corrected once); the tracker then
+writes nothing.
 
 The uuid, once found, is kept for the life of the process: audits read
 the tree by it (one ``GET ?in_tree``), and a compute_id file that appears
@@ -38,7 +53,6 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
-from node_agent import local_state
 from node_agent import provider_tree as ptree
 
 LOG = logging.getLogger(__name__)
@@ -72,13 +86,14 @@ def read_compute_id(path, option=None):
 
 
 def own_compute_id_path(conf):
-    """The agent's own record of the compute node uuid (whole_host)."""
+    """The agent's own record of the compute node uuid (written by the
+    deprecated whole_host, read beside nova-compute)."""
     return os.path.join(conf.state_path, COMPUTE_ID_FILE)
 
 
 def root_name(conf):
     """The name the root is looked up or created by."""
-    if conf.deployment == deployment.BESIDE_NOVA:
+    if deployment.mode(conf) == deployment.BESIDE_NOVA:
         return conf.nova.hypervisor_hostname or conf.host
     return conf.host
 
@@ -89,13 +104,15 @@ class RootFinder:
     def __init__(self, conf, client):
         self.conf = conf
         self.client = client
-        self.mode = conf.deployment
+        self.mode = deployment.mode(conf)
         self.owns_root = deployment.owns_root(conf)
         self.uuid = None        # the root's uuid, once found
         self.source = None      # the compute_id file it came from
-        made_safe = deployment.numa_made_safe(conf)
-        if made_safe:
-            LOG.info('%s', made_safe)
+        # What the operator must know about the root, for the status line.
+        self.note = None
+        deprecated = deployment.deprecation(conf)
+        if deprecated:
+            LOG.warning('%s', deprecated)
 
     def read(self, ensure=True):
         """The tree under this host's root.
@@ -105,8 +122,6 @@ class RootFinder:
         """
         if self.mode == deployment.BESIDE_NOVA:
             tree = self._beside_nova()
-        elif self.mode == deployment.WHOLE_HOST:
-            tree = self._whole_host(ensure)
         else:
             tree = self._standalone(ensure)
         if ensure or self.mode == deployment.BESIDE_NOVA:
@@ -122,20 +137,6 @@ class RootFinder:
         return self._read_or_new(
             name, self.uuid or identity.legacy_root_uuid(name))
 
-    def _whole_host(self, ensure):
-        name = self.conf.host
-        root_uuid, source = self._compute_node_uuid(name, write=ensure)
-        if not ensure:
-            tree = self._read_or_new(name, root_uuid, source)
-        else:
-            tree = self.client.get_provider_tree_and_ensure_root(name,
-                                                                 root_uuid)
-        found = tree.roots[0].uuid
-        if found != root_uuid:
-            # The report client adopted a root of that name: not nova's.
-            raise _other_uuid(name, found, root_uuid, source)
-        return tree
-
     def _beside_nova(self):
         if self.uuid is not None:
             return self._existing(self.uuid, 'found before, now gone')
@@ -143,43 +144,71 @@ class RootFinder:
         nova_uuid = read_compute_id(path, '[nova] compute_id_path')
         name = root_name(self.conf)
         if nova_uuid is not None:
+            self.source = path
             try:
                 return self.client.get_provider_tree(nova_uuid)
             except exception.ResourceProviderNotFound:
                 self._refuse_other_root(name, nova_uuid, path)
                 raise exception.ComputeNodeMissing(
                     nova_uuid, f'the uuid in {path}') from None
+        own_path = own_compute_id_path(self.conf)
+        own_uuid = read_compute_id(own_path)
+        if own_uuid is not None:
+            tree = self._own_root(name, own_uuid, own_path, path)
+            if tree is not None:
+                return tree
         found = self._named_root(name)
         if found is None:
             raise exception.ComputeNodeMissing(
                 name, f'[nova] hypervisor_hostname; {path} does not exist')
         return self._existing(found, f'named {name}')
 
+    def _own_root(self, name, own_uuid, own_path, nova_path):
+        """The root deprecated whole_host made under the agent's own
+        compute_id, or None when it is not in Placement."""
+        try:
+            tree = self.client.get_provider_tree(own_uuid)
+        except exception.ResourceProviderNotFound:
+            return None
+        self.source = own_path
+        self.note = (
+            f'nova-compute must adopt root {tree.roots[0].name} '
+            f'({own_uuid}): write {own_uuid} to {nova_path} before '
+            'nova-compute first starts')
+        LOG.warning(
+            'the root provider %s (%s) was created by node-agent\'s '
+            'deprecated whole_host mode under its own compute node uuid '
+            '(%s), and %s does not exist: the agent leaves the root to '
+            'nova-compute and keeps its devices under it, but nova-compute '
+            'would create its compute node with a new uuid and fail with '
+            '409 on the name; %s', tree.roots[0].name, own_uuid, own_path,
+            nova_path, self.note)
+        return tree
+
+    def other_writer(self, tree=None, ownership=None):
+        """``(service, [(kind, evidence)])`` of another writer of a root
+        the agent owns, or None.  Without ``tree`` only what is seen on
+        this host (nova's compute_id file); ``ownership``: what the agent
+        recorded it set on ``tree``'s providers.  Kinds: ``compute_id``,
+        ``owner_nova``, ``foreign_root``."""
+        if not self.owns_root:
+            return None
+        evidence = []
+        path = self.conf.nova.compute_id_path
+        nova_uuid = read_compute_id(path, '[nova] compute_id_path')
+        if nova_uuid is not None:
+            evidence.append((
+                'compute_id', f'nova-compute\'s compute node identity file '
+                f'{path} exists (uuid {nova_uuid})'))
+        if tree is not None:
+            evidence += _tree_evidence(tree, ownership or {})
+        if not evidence:
+            return None
+        nova = nova_uuid is not None or any(
+            'OWNER_NOVA' in e or 'COMPUTE_NODE' in e for _, e in evidence)
+        return ('nova-compute' if nova else 'another service'), evidence
+
     # -- helpers ----------------------------------------------------------
-
-    def _compute_node_uuid(self, name, write):
-        """``(uuid, file it comes from)`` of the compute node (whole_host).
-
-        Once found it is kept; ``write`` creates the agent's own file
-        when neither exists.
-        """
-        if self.uuid is not None:
-            return self.uuid, self.source
-        nova_path = self.conf.nova.compute_id_path
-        own_path = own_compute_id_path(self.conf)
-        for path, option in ((nova_path, '[nova] compute_id_path'),
-                             (own_path, None)):
-            found = read_compute_id(path, option)
-            if found is not None:
-                self.source = path
-                return found, path
-        root_uuid = self._named_root(name) or identity.legacy_root_uuid(name)
-        if write:
-            local_state.create_file(own_path, root_uuid + '\n')
-            LOG.info('%s: compute node uuid %s recorded in %s (there is no '
-                     '%s)', name, root_uuid, own_path, nova_path)
-            self.source = own_path
-        return root_uuid, own_path
 
     def _named_root(self, name):
         """Uuid of the root provider called ``name``, or None."""
@@ -216,6 +245,29 @@ class RootFinder:
             tree = ptree.ProviderTree()
             tree.new_root(name, uuid=root_uuid)
             return tree
+
+
+def _tree_evidence(tree, ownership):
+    """Signs in Placement that another service writes ``tree``'s root."""
+    evidence = []
+    for provider in tree.providers():
+        own = ownership.get(provider.uuid)
+        marked = (own is not None and own.owned
+                  and deployment.OWNER_NOVA in own.traits)
+        if deployment.OWNER_NOVA in provider.traits and not marked:
+            evidence.append(('owner_nova', f'provider {provider.name} '
+                             f'({provider.uuid}) carries OWNER_NOVA'))
+    root = tree.roots[0]
+    own = ownership.get(root.uuid)
+    written = own is not None and (own.traits or own.resource_classes)
+    if (not written and deployment.OWNER_NODE_AGENT not in root.traits
+            and (deployment.COMPUTE_NODE in root.traits or root.inventory)):
+        evidence.append((
+            'foreign_root', f'root {root.name} ({root.uuid}) was created by '
+            'another service: it carries '
+            + ', '.join(sorted(root.traits) + sorted(root.inventory))
+            + ', none of it written by node-agent'))
+    return evidence
 
 
 def _other_uuid(name, found, wanted, source):

@@ -25,9 +25,14 @@ Rules:
 
 - Beside nova-compute the root is nova's: the plan treats it as not owned
   (nothing of it is written), the drivers report nothing another service
-  reports in the tree (``ReportedElsewhere``: fatal at startup, those
-  devices left as they are in an audit), and a root not created yet is
+  reports in the tree or nova-compute's configuration says it reports
+  (skipped with a warning and a status note, never fatal: a peer's
+  provider may come and go; the agent's own provider for such a device is
+  withdrawn unless it holds allocations), and a root not created yet is
   ``ComputeNodeMissing``, which the daemon waits out.
+- A mode that owns the root (standalone) writes nothing while another
+  service writes it (``RootShared``: fatal at startup, an audit skipped;
+  :meth:`node_agent.tracker.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
   retried from fresh data ``[audit] reshape_retries`` times;
@@ -88,6 +93,7 @@ from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
 from node_agent import metrics as metrics_mod
+from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
@@ -172,6 +178,12 @@ class ResourceTracker:
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
+        self.shared_with = None         # RootShared, while refusing
+        self._rewrites = 0              # reads in a row the root moved
+        # Beside nova-compute: (ours, theirs, why) of the devices another
+        # service reports, and those of ours kept as they hold allocations.
+        self.reported_elsewhere = ()
+        self.kept_twice = ()
         # What the last sync left out although it wrote the rest.
         self.audit_incomplete = None
         self.libvirt_down = False       # ... because libvirt was away
@@ -212,8 +224,8 @@ class ResourceTracker:
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations)
         if not self.root.owns_root:
-            self._refuse_reported_elsewhere(drivers, current, desired,
-                                            startup)
+            self._skip_reported_elsewhere(drivers, current, desired,
+                                          snapshot)
         plan = self._plan(drivers, current, desired, before,      # plan
                           allocations)
         if allocations is not None and not dry_run:
@@ -289,6 +301,12 @@ class ResourceTracker:
                         'Placement: %s', self.nodename, exc)
             self._status(self.status_line())
             return None
+        except exception.RootShared as exc:
+            self.scan_problem = str(exc)
+            LOG.error('%s: audit skipped, nothing written: %s',
+                      self.nodename, exc)
+            self._status(self.status_line())
+            return None
         self._check_claims(pending, startup=False)
         return pending.plan
 
@@ -333,9 +351,58 @@ class ResourceTracker:
                      self.nodename, self.scan_state.path)
 
     def _read_tree(self, ensure):
+        # A root another service writes is refused before the agent
+        # creates or writes anything (RootShared).
+        self._refuse_shared()
         tree = self.root.read(ensure)
         self.nodename = tree.roots[0].name
+        self._refuse_shared(tree)
         return tree
+
+    def _rewritten(self, tree):
+        """Evidence that another service rewrites the root the agent owns:
+        its inventory or traits differ from what the agent last synced at
+        two reads in a row (one operator edit is corrected once; a second
+        writer undoes the correction: a write war)."""
+        if not self.root.owns_root or self.last_good is None:
+            return None
+        root = tree.roots[0]
+        mine = self.last_good.find(root.uuid)
+        if mine is None:
+            return None
+        same = root.traits == mine.traits and {
+            rc: ptree.normalize_inventory(r)
+            for rc, r in root.inventory.items()} == {
+            rc: ptree.normalize_inventory(r)
+            for rc, r in mine.inventory.items()}
+        self._rewrites = 0 if same else self._rewrites + 1
+        if self._rewrites < 2:
+            return None
+        return ('rewritten', f'root {root.name} ({root.uuid}) was rewritten '
+                'under the agent again after it corrected it (generation '
+                f'{root.generation})')
+
+    def _refuse_shared(self, tree=None):
+        ownership = (self.report_client.ownership(tree)
+                     if tree is not None else None)
+        found = self.root.other_writer(tree, ownership)
+        rewritten = self._rewritten(tree) if tree is not None else None
+        if rewritten is not None:
+            service, evidence = found or ('another service', [])
+            found = service, evidence + [rewritten]
+        if found is None:
+            if self.shared_with is not None:
+                LOG.info('%s: no other writer of the root any more',
+                         self.nodename)
+                self.shared_with = None
+                self.metrics.root_shared(None)
+            return
+        service, evidence = found
+        error = exception.RootShared(self.conf.deployment, self.nodename,
+                                     service, [e for _, e in evidence])
+        self.shared_with = error
+        self.metrics.root_shared(service, [k for k, _ in evidence])
+        raise error
 
     def _ownership(self, current):
         """What the plan may touch: beside nova-compute, not the root."""
@@ -365,26 +432,60 @@ class ResourceTracker:
             raise
         return plan
 
-    def _refuse_reported_elsewhere(self, drivers, current, desired,
-                                   startup):
-        """Beside nova-compute: no device reported twice.  At startup
-        ``ReportedElsewhere``; in an audit each such device is logged and
-        left as Placement has it."""
-        from node_agent.drivers import coexist    # late, as _drivers
+    def _skip_reported_elsewhere(self, drivers, current, desired,
+                                 snapshot):
+        """Beside nova-compute: no device reported twice, and no refusal
+        loop (a peer's provider may come and go).  A device another
+        service reports, in Placement or by nova-compute's configuration,
+        is not reported; the agent's own provider for it is withdrawn
+        when it holds no allocations, else left as it is and counted."""
+        from node_agent.conf import nova as nova_conf   # late, as _drivers
+        from node_agent.drivers import coexist
         owned = {u for u, own in self._ownership(current).items()
                  if own.owned}
-        conflicts = coexist.reported_elsewhere(
-            drivers.reported(current.roots[0]), current, owned)
-        if not conflicts:
-            return
-        error = exception.ReportedElsewhere(conflicts)
-        if startup:
-            raise error
-        LOG.error('%s: %s; those providers are left as they are',
-                  self.nodename, error)
-        self.audit_incomplete = f'{error}; left as they are'
-        for ours, _, _ in conflicts:
-            coexist.leave_as_is(desired, current, ours)
+        reported = drivers.reported(current.roots[0])
+        conflicts = coexist.reported_elsewhere(reported, current, owned)
+        named = {ours for ours, _, _ in conflicts}
+        conflicts += [c for c in coexist.reported_by_nova(
+            reported, coexist.nova_reported(
+                nova_conf.read_nova_reports(self.conf), snapshot))
+            if c[0] not in named]
+        withdrawn, kept = [], []
+        have = [current.find(ours) for ours, _, _ in conflicts]
+        in_use = self.report_client.get_usages(
+            {p.uuid for p in have if p is not None and p.uuid in owned})
+        for (ours, theirs, why), provider in zip(conflicts, have):
+            # Withdrawn only when the other service reports that very
+            # device; a class both report may be another device of theirs.
+            same = theirs == 'nova-compute' or why == 'same name' or \
+                why.startswith('PCI device')
+            if same and provider is not None and provider.uuid in owned:
+                if any(in_use.get(provider.uuid, {}).values()):
+                    kept.append(ours)
+                    coexist.leave_as_is(desired, current, ours)
+                else:
+                    withdrawn.append(ours)
+                    if desired.find(provider.uuid) is not None:
+                        desired.remove(provider.uuid)
+            else:
+                coexist.leave_as_is(desired, current, ours)
+        skipped = tuple(sorted(conflicts))
+        if skipped != self.reported_elsewhere:
+            mine = {p.name for p in have if p is not None
+                    and p.uuid in owned}
+            for ours, theirs, why in skipped:
+                what = ('withdrawn' if ours in withdrawn else
+                        'kept: it holds allocations' if ours in kept else
+                        'left as it is' if ours in mine else
+                        'not reported')
+                LOG.warning('%s: %s is reported by %s (%s): %s',
+                            self.nodename, ours, theirs, why, what)
+        self.reported_elsewhere = skipped
+        self.kept_twice = tuple(sorted(kept))
+        if kept:
+            self.audit_incomplete = (
+                f'{", ".join(self.kept_twice)}: reported by another service '
+                'too, kept while they hold allocations')
 
     def _keep_last_good(self, exc, snapshot, drivers, current):
         reason = exc.reason or 'layout changed'
@@ -432,6 +533,8 @@ class ResourceTracker:
         return self.health.unhealthy() if self.health is not None else {}
 
     def status_line(self):
+        if self.shared_with is not None:
+            return self.shared_with.status
         if self.scan_problem and self.libvirt_down:
             line = f'{STATUS_LIBVIRT}: {self.scan_problem}'
         elif self.scan_problem:
@@ -441,6 +544,16 @@ class ResourceTracker:
         else:
             count = len(self.last_good) if self.last_good is not None else 0
             line = f'in sync: {text.plural(count, "provider")}'
+        if self.root.note:
+            line += '; ' + self.root.note
+        if self.reported_elsewhere:
+            line += '; ' + text.plural(
+                len(self.reported_elsewhere),
+                'device') + ' reported by another service, skipped: ' + \
+                ', '.join(ours for ours, _, _ in self.reported_elsewhere)
+        if self.kept_twice:
+            line += ('; reported twice while they hold allocations: '
+                     + ', '.join(self.kept_twice))
         said = self.health.summary() if self.health is not None else ''
         return f'{line}; {said}' if said else line
 

@@ -109,7 +109,8 @@ class Cloud:
     def nova_compute(self, host, periodics=1, resources=None, options=(),
                      pci_devices=()):
         """nova-compute's start on ``host`` and its periodics;
-        ``pci_devices``: what its hypervisor reports (libvirt's JSON)."""
+        ``pci_devices``: the host's, as nova's libvirt driver lists them
+        (:func:`pci_devices`)."""
         return drive('nova_compute', {
             'workdir': self._dir(f'nova-compute-{host}'),
             'placement_url': self.server.url, 'host': host,
@@ -121,6 +122,12 @@ class Cloud:
     def nova_compute_id_path(self, host):
         return os.path.join(self._dir(f'nova-compute-{host}'), 'state',
                             'compute_id')
+
+    def nova_config_path(self, host):
+        """The nova.conf nova-compute on ``host`` runs with (written at
+        its first start)."""
+        return os.path.join(self._dir(f'nova-compute-{host}'), 'etc',
+                            'nova.conf')
 
     def schedule(self, computes, requests, upgraded=True):
         """nova-scheduler's answers for ``requests`` (dicts with a
@@ -162,6 +169,30 @@ class Cloud:
 
     def names(self):
         return {p['uuid']: name for name, p in self.providers().items()}
+
+
+def pci_devices(sysfs_root, addresses):
+    """The recorded host's PCI functions at ``addresses`` as nova's
+    libvirt driver lists them for its PCI tracker (``address``,
+    ``vendor_id``, ``product_id``, ``dev_type``, ``dev_id``, ``label``,
+    ``numa_node``), read from the recording's sysfs."""
+    devices = []
+    for address in addresses:
+        base = os.path.join(sysfs_root, 'bus', 'pci', 'devices', address)
+
+        def read(name):
+            with open(os.path.join(base, name)) as f:
+                return f.read().strip()
+
+        vendor, product = read('vendor')[2:], read('device')[2:]
+        node = int(read('numa_node'))
+        devices.append({
+            'address': address, 'vendor_id': vendor, 'product_id': product,
+            'dev_type': 'type-PCI',
+            'dev_id': 'pci_' + re.sub(r'[:.]', '_', address),
+            'label': f'label_{vendor}_{product}',
+            'numa_node': node if node >= 0 else None})
+    return devices
 
 
 def allocated_from(candidate, names):

@@ -1,31 +1,38 @@
-"""Issue 11's acceptance: the two Nova deployment modes, proven with
-Nova's and Neutron's own code.
+"""The deployment modes beside Nova 34's own nova-compute and scheduler.
 
-Written against the decided interface, which other branches build
-(``modes``: ``[DEFAULT] deployment``, ``[nova] compute_id_path``;
-``ident``: ``<root>_pci_0000_3b_00_0`` names; ``nic``:
-``CUSTOM_VNIC_TYPE_DIRECT`` and ``[nic] resource_provider_bandwidths``).
-They fail until those are merged.
+nova-compute is its own ``ResourceTracker.update_available_resource``
+with Nova's ``FakeDriverWithoutFakeNodes`` (``drivers/nova_compute.py``),
+nova-scheduler its own ``select_destinations``; node-agent is the shipped
+``node-agent --once`` or daemon; all against one real Placement server
+whose request log counts every write of either side.
 
 The host is recorded host 1 (two NUMA nodes; T4 GPUs 0000:3b:00.0 and
 0000:af:00.0 with vGPU type nvidia-222; SR-IOV PFs ens1f0 and ens2f0 on
 cards 0000:5e:00 and 0000:d8:00; an FPGA at 0000:86:00.0) and its
-hypervisor is ``compute1``::
+hypervisor is ``compute1``.  With its shipped default
+(``beside_nova_compute``) the agent hangs its devices under nova-compute's
+root, in either start order::
 
-    whole_host                          beside_nova_compute
-    compute1 (nova's uuid)              compute1 (nova-compute's)
-      COMPUTE_NODE, OWNER_NOVA            VCPU, MEMORY_MB, DISK_GB: nova's
-      VCPU PCPU MEMORY_MB DISK_GB       +-- compute1_numa_<n> (no inventory)
-    +-- compute1_numa_<n> (none)        |    +-- compute1_pci_... (agent's)
-    |    +-- compute1_pci_0000_3b_00_0  +-- compute1:NIC Switch agent (Neutron)
+    compute1 (nova-compute's uuid, inventory and traits)
+    +-- compute1_numa_<n> (no inventory)
+    |    +-- compute1_pci_0000_3b_00_0 (agent's)
     |    +-- compute1_nic_0000_5e_00
     |         +-- compute1_pci_0000_5e_00_0   VNIC_TYPE_DIRECT, NET_BW_*
-    +-- ...
+    +-- compute1:NIC Switch agent (Neutron)
+
+``standalone`` owns its root and shares it with no one: beside
+nova-compute it refuses (exit 78) naming nova-compute, and writes nothing.
 """
+
+import json
+import os
+import shutil
 
 import pytest
 
 from tests.clients import harness
+from tests.conftest import FIXTURES
+from tests.functional.tracker import test_offline_cpus as offline_cpus
 from tests.fixtures import placement_server as ps
 from tests.integration import test_agent_service as svc
 
@@ -72,11 +79,14 @@ def agent(tmp_path):
     a.cleanup()
 
 
-def configure(agent, server, cloud, mode, extra=()):
+def configure(agent, server, cloud, mode=None, extra=()):
+    """The agent for host 1; ``mode`` None: the shipped default."""
     agent.configure(server.url, nested=True, extra=(
-        '[DEFAULT]', f'deployment = {mode}',
+        '[DEFAULT]', f'deployment = {mode or "standalone"}',
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
         f'hypervisor_hostname = {HOST}') + NIC_OPTIONS + tuple(extra))
+    if mode is None:
+        agent.use_default('deployment')
 
 
 def once(agent):
@@ -110,97 +120,23 @@ def expected_sources(kind, root):
     return sources
 
 
-def assert_every_kind_lands(cloud, root_uuid):
-    results = cloud.schedule(harness.computes(HOST, root_uuid),
-                             kind_requests(cloud), upgraded=True)
-    names = cloud.names()
-    for result in results:
-        assert result['error'] is None, (result['name'], result['queries'])
-        assert result['selected']['compute_node_uuid'] == root_uuid
-        ours = result['host_candidates'][root_uuid]
-        assert ours, result['name']
-        expected = expected_sources(result['name'], HOST)
-        pinned = 0
-        for candidate in ours:
-            assert root_uuid in candidate['allocations']
-            got = harness.allocated_from(candidate, names)
-            if result['name'] == 'dedicated_cpu' and 'VCPU' in got:
-                # Nova's VCPU fallback query: its candidates are merged
-                # with the PCPU ones.
-                got = {('PCPU' if rc == 'VCPU' else rc): p
-                       for rc, p in got.items()}
-            else:
-                pinned += 'PCPU' in got
-            assert set(got) == set(expected), (result['name'], got,
-                                               result['queries'])
-            for rc, provider in got.items():
-                assert provider in expected[rc], (result['name'], rc)
-        if result['name'] == 'dedicated_cpu':
-            assert pinned, 'no candidate with PCPU from the root'
-
-
 def snapshot(cloud):
     return {name: (p['uuid'], p['generation'], p['inventory'],
                    frozenset(p['traits']))
             for name, p in cloud.providers().items()}
 
 
-# -- whole host ----------------------------------------------------------
+# -- the shipped default: beside nova-compute ---------------------------
 
-def test_whole_host_adopts_novas_compute_id_and_every_kind_lands(
-        agent, server, cloud):
-    # nova.virt.node writes compute_id; nova-compute itself never reports.
-    node = cloud.nova_compute(HOST, periodics=0)
-    configure(agent, server, cloud, 'whole_host')
-
-    once(agent)
-
-    providers = cloud.providers()
-    root = providers[HOST]
-    assert root['uuid'] == node['node_uuid']
-    assert {'COMPUTE_NODE', 'OWNER_NOVA'} <= root['traits']
-    assert set(CPU_AND_MEMORY) <= set(root['inventory'])
-    for n in (0, 1):
-        numa = providers[f'{HOST}_numa_{n}']
-        assert 'HW_NUMA_ROOT' in numa['traits']
-        assert not set(CPU_AND_MEMORY) & set(numa['inventory'])
-    pf = providers[PF_PHYSNET1]
-    assert {'CUSTOM_VNIC_TYPE_DIRECT', 'CUSTOM_PHYSNET_PHYSNET1'} <= \
-        pf['traits']
-    assert pf['inventory']['NET_BW_EGR_KILOBIT_PER_SEC'] == 10000000
-    assert_every_kind_lands(cloud, root['uuid'])
-
-
-def test_whole_host_nova_claim_then_once_writes_nothing(
-        agent, server, cloud):
-    cloud.nova_compute(HOST, periodics=0)
-    configure(agent, server, cloud, 'whole_host')
-    once(agent)
-    root = cloud.providers()[HOST]['uuid']
-    claimed, = cloud.schedule(harness.computes(HOST, root), [
-        harness.flavor_request('vgpu', keep=True)])
-    assert claimed['error'] is None
-    held = cloud.api.get(f'/allocations/{claimed["consumer"]}',
-                         microversion='1.28').json()
-    before = snapshot(cloud)
-    since = len(server.requests())
-
-    once(agent)
-
-    assert harness.writes(server.requests(since)) == []
-    assert cloud.api.get(f'/allocations/{claimed["consumer"]}',
-                         microversion='1.28').json() == held
-    assert snapshot(cloud) == before
-
-
-# -- beside nova-compute -------------------------------------------------
-
-def alternate_three_times(agent, server, cloud):
-    """nova-compute's periodic and node-agent's audit, in turn."""
+def alternate_three_times(agent, server, cloud, nova=None):
+    """nova-compute's periodic and node-agent's audit, in turn: neither
+    writes, nova-compute's periodic never fails.  ``nova``: how
+    nova-compute runs, ``cloud.nova_compute(HOST)`` by default."""
     before = snapshot(cloud)
     since = len(server.requests())
     for _ in range(3):
-        assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+        node = nova() if nova else cloud.nova_compute(HOST)
+        assert node['periodics'] == [{'ok': True}]
         once(agent)
     assert harness.writes(server.requests(since)) == []
     assert snapshot(cloud) == before
@@ -214,6 +150,7 @@ def assert_beside_tree(cloud, node_uuid):
     assert root['inventory'] == {'VCPU': 32, 'MEMORY_MB': 131072,
                                  'DISK_GB': 400}
     assert 'CUSTOM_OWNER_NODE_AGENT' not in root['traits']
+    assert {'COMPUTE_NODE', 'OWNER_NOVA'} <= root['traits']
     for name in GPUS | {FPGA, PF_PHYSNET1}:
         assert providers[name]['root'] == node_uuid
         assert 'CUSTOM_OWNER_NODE_AGENT' in providers[name]['traits']
@@ -221,22 +158,57 @@ def assert_beside_tree(cloud, node_uuid):
         assert providers[f'{HOST}_numa_{n}']['inventory'] == {}
 
 
-def test_beside_nova_compute_started_first(agent, server, cloud):
-    node = cloud.nova_compute(HOST)
-    configure(agent, server, cloud, 'beside_nova_compute')
+def assert_every_kind_lands(cloud, node_uuid):
+    """Every flavor kind nova-compute's FakeDriver root can serve lands:
+    it reports no PCPU, so the dedicated-CPU flavor is nova's own concern
+    beside nova-compute (its libvirt driver reports PCPU on the root)."""
+    results = cloud.schedule(
+        harness.computes(HOST, node_uuid),
+        [r for r in kind_requests(cloud) if r['name'] != 'dedicated_cpu'])
+    names = cloud.names()
+    assert [r['name'] for r in results] == [
+        k for k in ALL_KINDS if k != 'dedicated_cpu']
+    for result in results:
+        assert result['error'] is None, (result['name'], result['queries'])
+        assert result['selected']['compute_node_uuid'] == node_uuid
+        ours = result['host_candidates'][node_uuid]
+        assert ours and all(node_uuid in c['allocations'] for c in ours)
+        expected = expected_sources(result['name'], HOST)
+        for candidate in ours:
+            got = harness.allocated_from(candidate, names)
+            assert set(got) == set(expected), (result['name'], got)
+            for rc, provider in got.items():
+                assert provider in expected[rc], (result['name'], rc)
 
-    once(agent)
+
+@pytest.mark.parametrize('mode', [None, 'whole_host'],
+                         ids=['default', 'deprecated_whole_host'])
+def test_nova_compute_started_first(agent, server, cloud, mode):
+    node = cloud.nova_compute(HOST)
+    assert node['periodics'] == [{'ok': True}]
+    configure(agent, server, cloud, mode)
+
+    done = once(agent)
 
     assert_beside_tree(cloud, node['node_uuid'])
+    deprecated = '[DEFAULT] deployment = whole_host is deprecated'
+    assert (deprecated in agent.log_text()) == (mode == 'whole_host')
     alternate_three_times(agent, server, cloud)
+    assert_every_kind_lands(cloud, node['node_uuid'])
+    assert done.returncode == 0
 
 
-def test_beside_nova_compute_agent_started_first_waits(
-        agent, server, cloud):
-    configure(agent, server, cloud, 'beside_nova_compute')
+def test_agent_started_first_waits_for_nova_compute(agent, server, cloud):
+    configure(agent, server, cloud)
     agent.start()
     try:
+        agent.wait_for('waiting for nova-compute to create the compute '
+                       f'node {HOST}', timeout=60)
+        # Nothing created while it waits: no root nova-compute would
+        # then fail on.
+        assert cloud.providers() == {}
         node = cloud.nova_compute(HOST)
+        assert node['periodics'] == [{'ok': True}]
         agent.wait_for('READY=1', timeout=120)
     finally:
         assert agent.stop() == 0
@@ -244,36 +216,12 @@ def test_beside_nova_compute_agent_started_first_waits(
 
     assert_beside_tree(cloud, node['node_uuid'])
     alternate_three_times(agent, server, cloud)
+    assert_every_kind_lands(cloud, node['node_uuid'])
 
 
-def test_beside_nova_compute_every_kind_lands(agent, server, cloud):
+def test_claim_then_once_writes_nothing(agent, server, cloud):
     node = cloud.nova_compute(HOST)
-    configure(agent, server, cloud, 'beside_nova_compute')
-    once(agent)
-
-    results = cloud.schedule(
-        harness.computes(HOST, node['node_uuid']),
-        [r for r in kind_requests(cloud) if r['name'] != 'dedicated_cpu'])
-
-    # nova-compute's FakeDriver reports no PCPU: the dedicated-CPU flavor
-    # is nova's own concern beside nova-compute; the others must land.
-    names = cloud.names()
-    for result in results:
-        assert result['error'] is None, (result['name'], result['queries'])
-        ours = result['host_candidates'][node['node_uuid']]
-        assert ours and all(node['node_uuid'] in c['allocations']
-                            for c in ours)
-        expected = expected_sources(result['name'], HOST)
-        for candidate in ours:
-            for rc, provider in harness.allocated_from(
-                    candidate, names).items():
-                assert provider in expected[rc], (result['name'], rc)
-
-
-def test_beside_nova_compute_claim_then_once_writes_nothing(
-        agent, server, cloud):
-    node = cloud.nova_compute(HOST)
-    configure(agent, server, cloud, 'beside_nova_compute')
+    configure(agent, server, cloud)
     once(agent)
     claimed, = cloud.schedule(harness.computes(HOST, node['node_uuid']), [
         harness.flavor_request('fpga', keep=True)])
@@ -282,6 +230,8 @@ def test_beside_nova_compute_claim_then_once_writes_nothing(
     since = len(server.requests())
 
     once(agent)
+    # nova-compute's periodic leaves the scheduler's claim alone too.
+    assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
 
     assert harness.writes(server.requests(since)) == []
     assert snapshot(cloud) == before
@@ -290,7 +240,7 @@ def test_beside_nova_compute_claim_then_once_writes_nothing(
 def test_neutron_and_node_agent_coexist_through_restarts(
         agent, server, cloud):
     node = cloud.nova_compute(HOST)
-    configure(agent, server, cloud, 'beside_nova_compute')
+    configure(agent, server, cloud)
     assert cloud.neutron(HOST, sriov_nic=NEUTRON_SRIOV)['report']['synced']
     once(agent)
     providers = cloud.providers()
@@ -315,3 +265,169 @@ def test_neutron_and_node_agent_coexist_through_restarts(
             # Neutron rewrites its own providers at each agent start;
             # everything else stays as it was.
             assert after[name] == before[name], name
+
+
+def test_power_managed_cores_change_nothing(agent, server, cloud, tmp_path):
+    """Nova's cpu_power_management takes idle dedicated cores offline:
+    the agent with cpu_dedicated_set covering them neither stops nor
+    writes, restarted while they are offline."""
+    sysfs = tmp_path / 'sys'
+    shutil.copytree(os.path.join(svc.HOST1, 'sys'), sysfs, symlinks=True)
+    node = cloud.nova_compute(HOST)
+    configure(agent, server, cloud,
+              extra=('[hardware]', f'sysfs_root = {sysfs}'))
+    once(agent)
+    assert_beside_tree(cloud, node['node_uuid'])
+
+    # cpu_dedicated_set = 8-15,24-31: half of each node's dedicated
+    # cores go offline; every once below is a restart.
+    offline_cpus.power_off(str(sysfs), offline_cpus.OFFLINE)
+    alternate_three_times(agent, server, cloud)
+
+
+# -- a mode that owns the root refuses to share it -------------------------
+
+REFUSAL = ('node-agent: [DEFAULT] deployment = standalone: the root '
+           f'provider {HOST} has another writer, nova-compute: ')
+USE_INSTEAD = ('where nova-compute runs set [DEFAULT] deployment = '
+               'beside_nova_compute')
+
+
+def refused(agent):
+    done = agent.run_once()
+    assert done.returncode == 78, done.stderr[-3000:]
+    assert REFUSAL in done.stderr and USE_INSTEAD in done.stderr
+    return done.stderr
+
+
+def test_standalone_refuses_beside_nova_compute_started_first(
+        agent, server, cloud):
+    node = cloud.nova_compute(HOST)
+    configure(agent, server, cloud, 'standalone')
+    before = snapshot(cloud)
+    since = len(server.requests())
+
+    for _ in range(2):
+        stderr = refused(agent)
+        assert (f'compute node identity file {node["compute_id"]} exists '
+                f'(uuid {node["node_uuid"]})') in stderr
+        assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+
+    # The agent never even read Placement: no write war, no write.
+    assert agent.writes() == []
+    assert harness.writes(server.requests(since)) == []
+    assert snapshot(cloud) == before
+
+
+def test_standalone_started_first_refuses_once_nova_compute_runs(
+        agent, server, cloud):
+    configure(agent, server, cloud, 'standalone')
+    once(agent)
+    # Standalone made the host's root: nova-compute cannot create its
+    # compute node under that name (the reason the default is beside).
+    node = cloud.nova_compute(HOST)
+    assert node['periodics'] == [{
+        'error': 'ResourceProviderCreationFailed: Failed to create resource '
+                 f'provider {HOST}'}]
+    before = snapshot(cloud)
+    configure(agent, server, cloud, 'standalone')    # a fresh log
+
+    for _ in range(2):
+        refused(agent)
+        assert 'error' in cloud.nova_compute(HOST)['periodics'][0]
+
+    assert agent.writes() == []
+    assert snapshot(cloud) == before
+
+
+# -- nova-compute's other reporters: PCI in Placement, vGPU --------------
+
+SYS = os.path.join(FIXTURES, 'hosts', 'host1', 'sys')
+FPGA_ADDRESS = '0000:86:00.0'
+NOVA_FPGA = f'{HOST}_{FPGA_ADDRESS}'       # pci_placement_translator's
+NOVA_PCI = (('pci', 'report_in_placement', 'true'),
+            ('pci', 'device_spec', json.dumps({'address': FPGA_ADDRESS})))
+
+
+def nova_with_pci(cloud):
+    """nova-compute reporting the FPGA in Placement (Nova 34's own PCI
+    tracker and translator), from the recorded host's device."""
+    return cloud.nova_compute(
+        HOST, options=NOVA_PCI,
+        pci_devices=harness.pci_devices(SYS, [FPGA_ADDRESS]))
+
+
+def configure_beside_nova(agent, server, cloud):
+    """The shipped default, reading nova-compute's nova.conf."""
+    configure(agent, server, cloud, extra=(
+        '[nova]', f'config_file = {cloud.nova_config_path(HOST)}'))
+
+
+def fpga_providers(cloud):
+    """Names of the providers offering the FPGA, by either side."""
+    return sorted(name for name, p in cloud.providers().items()
+                  if 'FPGA' in p['inventory']
+                  or any(rc.startswith('CUSTOM_PCI_8086_09C4')
+                         for rc in p['inventory']))
+
+
+def test_nova_pci_in_placement_started_first(agent, server, cloud):
+    node = nova_with_pci(cloud)
+    assert node['periodics'] == [{'ok': True}]
+    nova_fpga = cloud.providers()[NOVA_FPGA]
+    assert nova_fpga['inventory'] == {'CUSTOM_PCI_8086_09C4': 1}
+    assert 'COMPUTE_MANAGED_PCI_DEVICE' in nova_fpga['traits']
+    configure_beside_nova(agent, server, cloud)
+
+    once(agent)
+
+    assert fpga_providers(cloud) == [NOVA_FPGA]
+    assert (f'{FPGA} is reported by {NOVA_FPGA} (PCI device '
+            f'{FPGA_ADDRESS}): not reported') in agent.log_text()
+    alternate_three_times(agent, server, cloud, lambda: nova_with_pci(cloud))
+    assert fpga_providers(cloud) == [NOVA_FPGA]
+
+
+def test_nova_pci_in_placement_enabled_after_the_agent(agent, server, cloud):
+    # nova-compute without PCI in Placement: the agent reports the FPGA.
+    node = cloud.nova_compute(HOST)
+    configure_beside_nova(agent, server, cloud)
+    once(agent)
+    assert fpga_providers(cloud) == [FPGA]
+
+    # Then nova-compute is configured to report it too: its periodic
+    # succeeds (its name is not the agent's), and the agent's next audit
+    # withdraws its own provider, which holds no allocation.
+    assert nova_with_pci(cloud)['periodics'] == [{'ok': True}]
+    once(agent)
+    assert fpga_providers(cloud) == [NOVA_FPGA]
+    assert f'{FPGA} is reported by ' in agent.log_text()
+    assert 'withdrawn' in agent.log_text()
+
+    alternate_three_times(agent, server, cloud, lambda: nova_with_pci(cloud))
+    assert cloud.providers()[HOST]['uuid'] == node['node_uuid']
+
+
+def test_nova_vgpus_enabled_the_agent_leaves_the_gpus_to_nova(
+        agent, server, cloud):
+    """nova-compute's vGPU provider for a GPU takes the very name the
+    agent would give it: the agent reads nova's [devices]
+    enabled_mdev_types and never creates it, so nova-compute's periodic
+    cannot fail on it, whichever starts first."""
+    vgpus = (('devices', 'enabled_mdev_types', 'nvidia-222'),)
+    node = cloud.nova_compute(HOST, options=vgpus)
+    configure_beside_nova(agent, server, cloud)
+
+    once(agent)
+
+    names = set(cloud.providers())
+    assert not GPUS & names
+    for gpu in sorted(GPUS):
+        assert (f'{gpu} is reported by nova-compute (nova-compute reports '
+                'its vGPUs: [devices] enabled_mdev_types = nvidia-222 in '
+                f'{cloud.nova_config_path(HOST)}): not reported') in \
+            agent.log_text()
+    assert FPGA in names
+    alternate_three_times(agent, server, cloud,
+                          lambda: cloud.nova_compute(HOST, options=vgpus))
+    assert cloud.providers()[HOST]['uuid'] == node['node_uuid']

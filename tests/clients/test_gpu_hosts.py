@@ -1,8 +1,9 @@
 """GPUs as deployed today, scheduled by Nova's own scheduler code.
 
 The shipped ``node-agent --once`` reports the recorded H100 host and the
-synthetic SR-IOV vGPU host (host4) in the default deployment
-(``whole_host``); nova-scheduler's ``select_destinations`` then places
+synthetic SR-IOV vGPU host (host4) with its shipped default deployment
+(``beside_nova_compute``) under the root nova-compute's own resource
+tracker reports; nova-scheduler's ``select_destinations`` then places
 flavors asking for a whole GPU and for vGPUs of each type on the tree, and
 claims them.
 """
@@ -43,11 +44,11 @@ def agent(tmp_path):
 
 
 def report(agent, server, cloud, host, extra):
-    cloud.nova_compute(HOST, periodics=0)
+    assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
     agent.configure(server.url, nested=True, extra=(
-        '[DEFAULT]', 'deployment = whole_host',
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
         f'hypervisor_hostname = {HOST}') + host_options(host) + extra)
+    agent.use_default('deployment')
     done = agent.run_once()
     assert done.returncode == 0, done.stderr[-3000:]
     return cloud.providers()

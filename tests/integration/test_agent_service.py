@@ -109,6 +109,14 @@ class Agent:
         write_conf(self.conf, url, self.state, nested, direct_db, self.log,
                    extra)
 
+    def use_default(self, option):
+        """Drop ``option`` from the config file: its shipped default."""
+        with open(self.conf) as f:
+            lines = [line for line in f
+                     if not line.startswith(f'{option} =')]
+        with open(self.conf, 'w') as f:
+            f.writelines(lines)
+
     def start(self):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         if os.path.exists(self.sock_path):

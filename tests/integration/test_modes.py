@@ -84,7 +84,8 @@ def test_beside_nova_compute_never_writes_the_root(tmp_path, server):
     assert writes(server, mark) == []
 
 
-@pytest.mark.parametrize('deployment', ['whole_host', 'beside_nova_compute'])
+@pytest.mark.parametrize('deployment', ['whole_host', 'beside_nova_compute',
+                                        'standalone'])
 def test_a_garbled_compute_id_exits_78_naming_the_file(tmp_path, server,
                                                        deployment):
     path = write_compute_id(tmp_path, 'compute1\n')
@@ -101,37 +102,53 @@ def test_a_bad_deployment_value_exits_78_naming_it(tmp_path, server):
     assert result.returncode == EXIT_FATAL
     assert result.stderr.startswith(
         'node-agent: [DEFAULT] deployment = nova: Valid values are '
-        '[whole_host, beside_nova_compute, standalone]')
+        '[beside_nova_compute, standalone, whole_host]')
     assert server.requests(mark) == []
     assert not os.path.exists(tmp_path / 'state')
 
 
-def test_whole_host_refuses_a_root_of_its_name_with_another_uuid(
+def test_beside_nova_refuses_a_root_of_its_name_with_another_uuid(
         tmp_path, server):
+    """A root of the hypervisor's name that is not nova's compute node
+    (e.g. made by another release's agent): nothing written, exit 78
+    naming both uuids and the file."""
     adapter = ps.admin_adapter(server.url)
-    modes.nova_compute_creates_root(adapter, 'compute1')
+    modes.nova_compute_creates_root(adapter)
     before = placement_state.read(adapter)
     path = write_compute_id(tmp_path, '6a7b8c9d-0000-4000-8000-000000000001')
     mark = len(server.requests())
-    result = once(configure(tmp_path, server.url, 'whole_host'))
+    result = once(configure(tmp_path, server.url, 'beside_nova_compute'))
     assert result.returncode == EXIT_FATAL, result.stderr
-    assert (f'root provider compute1 is {modes.NOVA_UUID} in Placement, but '
-            f'the compute node uuid in {path} is '
+    assert (f'root provider {modes.HYPERVISOR} is {modes.NOVA_UUID} in '
+            f'Placement, but the compute node uuid in {path} is '
             '6a7b8c9d-0000-4000-8000-000000000001') in result.stderr
-    # One POST of the root, refused by Placement (the name is taken).
-    assert writes(server, mark) == ['POST /resource_providers']
+    assert writes(server, mark) == []
     assert placement_state.read(adapter) == before
 
 
-def test_beside_nova_refuses_a_gpu_nova_reports(tmp_path, server):
+def test_beside_nova_skips_a_gpu_nova_reports(tmp_path, server):
     adapter = ps.admin_adapter(server.url)
     modes.nova_compute_creates_root(adapter)
     theirs = modes.nova_reports_pgpu(adapter)
-    before = placement_state.read(adapter)
-    mark = len(server.requests())
+    before = placement_state.read(adapter)['providers']
     result = once(configure(tmp_path, server.url, 'beside_nova_compute'))
+    assert result.returncode == 0, result.stderr
+    # The status line says what was skipped, and why in the log.
+    assert ('2 devices reported by another service, skipped: '
+            f'{theirs}, {modes.HYPERVISOR}_pci_0000_af_00_0') in result.stdout
+    after = placement_state.read(adapter)['providers']
+    assert {u: after[u] for u in before} == before
+
+
+def test_standalone_where_nova_compute_runs_exits_78_naming_it(
+        tmp_path, server):
+    path = write_compute_id(tmp_path)
+    mark = len(server.requests())
+    result = once(configure(tmp_path, server.url, 'standalone'))
     assert result.returncode == EXIT_FATAL, result.stderr
-    assert (f'{theirs} would report what {theirs} already reports '
-            '(same name)') in result.stderr
-    assert writes(server, mark) == []
-    assert placement_state.read(adapter) == before
+    assert ('node-agent: [DEFAULT] deployment = standalone: the root '
+            'provider compute1 has another writer, nova-compute: '
+            f"nova-compute's compute node identity file {path} exists") \
+        in result.stderr
+    assert 'set [DEFAULT] deployment = beside_nova_compute' in result.stderr
+    assert server.requests(mark) == []

@@ -55,7 +55,9 @@ def _without_placement(tmp_path, *argv):
 
 def test_embedded_without_the_extra_is_refused_naming_it(tmp_path):
     conf = tmp_path / 'agent.conf'
+    # The embedded Placement is for a host without Nova: standalone.
     conf.write_text(f'[DEFAULT]\nstate_path = {tmp_path}/state\n'
+                    'deployment = standalone\n'
                     '[placement]\nembedded = true\n')
     for argv in (['agent', '--once'], ['manage', 'tree', 'show']):
         program = 'node-agent' + ('-manage' if argv[0] == 'manage' else '')

@@ -4,30 +4,46 @@ Run with ``.client-venv/bin/python``; JSON request on stdin::
 
     {"workdir": DIR, "placement_url": URL, "host": "compute1",
      "resources": {"vcpus": 32, "memory_mb": 131072, "local_gb": 400},
-     "periodics": 1, "options": [[section, option, value], ...],
-     "pci_devices": [{"address": "0000:3b:00.0", "vendor_id": "10de",
-                      "product_id": "2330", "dev_type": "type-PCI",
-                      ...}]}                # optional, libvirt's JSON
+     "pci_devices": [{"address": "0000:86:00.0", "vendor_id": "8086",
+                      "product_id": "09c4", "dev_type": "type-PCI",
+                      ...}, ...],
+     "periodics": 1, "options": [[section, option, value], ...]}
 
-What one start of nova-compute does towards Placement, in Nova's order:
+``pci_devices`` are the host's PCI devices as nova's libvirt driver
+describes them (``LibvirtDriver._get_pci_passthrough_devices``: the
+recorded host's, for a test); with ``[pci] report_in_placement`` and a
+matching ``[pci] device_spec`` in ``options``, nova-compute's PCI tracker
+and ``nova.compute.pci_placement_translator`` report them in Placement
+as Nova 34 does.
 
-1. ``nova.virt.node.get_local_node_uuid()``: the compute node uuid from
-   ``$state_path/compute_id`` (written with a new uuid the first time);
-2. ``periodics`` times ``ResourceTracker._update_to_placement`` (the first
-   one at startup), which reads the root's subtree creating the root by
-   name and uuid, reads ``get_allocations_for_provider_tree``, lets
-   ``nova.virt.fake.FakeDriver.update_provider_tree`` (Nova's own minimal
-   driver: VCPU, MEMORY_MB, DISK_GB on the root) edit it, sets the root's
-   traits (existing + capability traits + COMPUTE_NODE + OWNER_NOVA) and
-   flushes with ``update_from_provider_tree``.
+What one start of nova-compute does towards Placement, in Nova's order,
+with Nova's own ``ResourceTracker`` and
+``nova.virt.fake.FakeDriverWithoutFakeNodes`` (Nova's own minimal driver,
+``FakeDriver``: VCPU, MEMORY_MB, DISK_GB on the root, "that behaves like
+a real single-node driver": one node, its uuid nova's compute_id):
 
-Nova's cell database is not there: its two lookups here are answered as
-for a fresh host, an enabled nova-compute service record (for
-COMPUTE_STATUS_DISABLED) and no PCI device records (the PCI tracker).
-``pci_devices`` are what the hypervisor reports (the virt driver's
-``pci_passthrough_devices``): with ``[pci] report_in_placement`` and a
-``[pci] device_spec`` among the options, Nova's PCI tracker takes them
-and its periodic reports them in Placement as it does on a real host.
+``periodics`` times ``ResourceTracker.update_available_resource`` (the
+first one with ``startup=True``, as ``ComputeManager.init_host`` runs
+it), which reads the compute node uuid through
+``nova.virt.node.get_local_node_uuid()`` (``$state_path/compute_id``,
+written with a new uuid the first time), creates or finds the compute
+node record, and in ``_update_to_placement`` reads the root's subtree
+creating the root by name and uuid, reads
+``get_allocations_for_provider_tree``, lets the driver's
+``update_provider_tree`` edit it, sets the root's traits (existing +
+capability traits + COMPUTE_NODE + OWNER_NOVA) and flushes with
+``update_from_provider_tree``; later periodics also look for allocations
+of deleted instances (``_remove_deleted_instances_allocations``).
+
+Nova's cell database is not there.  What the tracker reads from it is
+answered as for a host with no guests of Nova's own: an enabled
+nova-compute service record (id 1), the compute node record kept in
+``workdir/cell_db.json`` across calls (created at the first periodic, as
+``ComputeNode.create`` would), no instances, no migrations, no PCI device
+records at start (the PCI tracker's records are saved nowhere), and every
+consumer found in Placement unknown to the cell
+database (``InstanceNotFound``: nova-compute then leaves its allocations
+alone, as it does for a guest still being built).
 Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
 "periodics": [{"ok": true} | {"error": "ExcName: message"}, ...]}``.
 A periodic that fails is reported, as nova-compute logs it, and the next
@@ -41,6 +57,36 @@ from unittest import mock
 import nova_env
 
 
+class CellDatabase:
+    """The compute node record nova-compute's tracker keeps, in a file."""
+
+    def __init__(self, workdir):
+        self.path = os.path.join(workdir, 'cell_db.json')
+
+    def get_by_uuid(self, context, node_uuid, *args, **kwargs):
+        from nova import exception
+        from nova import objects
+        try:
+            with open(self.path) as f:
+                record = json.load(f)
+        except FileNotFoundError:
+            record = None
+        if record is None or record['uuid'] != node_uuid:
+            raise exception.ComputeHostNotFound(host=node_uuid)
+        return objects.ComputeNode(
+            context, id=1, uuid=record['uuid'], host=record['host'],
+            hypervisor_hostname=record['hypervisor_hostname'],
+            service_id=1, deleted=False, deleted_at=None,
+            numa_topology=None, mapped=1)
+
+    def create(self, node):
+        node.id = 1
+        node.deleted = False
+        with open(self.path, 'w') as f:
+            json.dump({'uuid': node.uuid, 'host': node.host,
+                       'hypervisor_hostname': node.hypervisor_hostname}, f)
+
+
 def main():
     request = nova_env.read_request()
     conf, ctx = nova_env.setup(
@@ -48,41 +94,64 @@ def main():
         request.get('options', ()))
 
     from nova.compute import resource_tracker
+    from nova import exception
     from nova import objects
     from nova.scheduler.client import report
     from nova.virt import fake
     from nova.virt import node
 
-    node_uuid = node.get_local_node_uuid()
-    driver = fake.FakeDriver(virtapi=None)
+    class RecordedHostDriver(fake.FakeDriverWithoutFakeNodes):
+        """Nova's single-node fake driver, with the host's PCI devices."""
+
+        def get_available_resource(self, nodename):
+            resources = super().get_available_resource(nodename)
+            resources['pci_passthrough_devices'] = json.dumps(
+                request.get('pci_devices', []))
+            return resources
+
+    driver = RecordedHostDriver(virtapi=None)
     for name, value in request['resources'].items():
         setattr(driver, name, value)
     driver.init_host(conf.host)
     nodename, = driver.get_available_nodes()
     tracker = resource_tracker.ResourceTracker(
         conf.host, driver, reportclient=report.SchedulerReportClient())
-    compute_node = objects.ComputeNode(
-        ctx, id=1, uuid=node_uuid, host=conf.host,
-        hypervisor_hostname=nodename, numa_topology=None)
-    enabled = objects.Service(ctx, host=conf.host, binary='nova-compute',
-                              disabled=False)
+    enabled = objects.Service(ctx, id=1, host=conf.host,
+                              binary='nova-compute', disabled=False)
+    tracker.service_ref = enabled
+    cells = CellDatabase(request['workdir'])
+
+    def not_in_cell_db(context, instance_uuid, *args, **kwargs):
+        raise exception.InstanceNotFound(instance_id=instance_uuid)
+
     periodics = []
     with mock.patch.object(objects.Service, 'get_by_compute_host',
                            return_value=enabled), \
+            mock.patch.object(objects.ComputeNode, 'get_by_uuid',
+                              side_effect=cells.get_by_uuid), \
+            mock.patch.object(objects.ComputeNode, 'create', autospec=True,
+                              side_effect=cells.create), \
+            mock.patch.object(objects.ComputeNode, 'save'), \
+            mock.patch.object(objects.InstanceList, 'get_by_host_and_node',
+                              return_value=objects.InstanceList(objects=[])), \
+            mock.patch.object(objects.MigrationList,
+                              'get_in_progress_and_error',
+                              return_value=objects.MigrationList(
+                                  objects=[])), \
+            mock.patch.object(objects.Instance, 'get_by_uuid',
+                              side_effect=not_in_cell_db), \
             mock.patch.object(objects.PciDeviceList, 'get_by_compute_node',
-                              return_value=objects.PciDeviceList(objects=[])):
-        hypervisor = {}
-        if request.get('pci_devices'):
-            hypervisor['pci_passthrough_devices'] = json.dumps(
-                request['pci_devices'])
-        tracker._setup_pci_tracker(ctx, compute_node, hypervisor)
+                              return_value=objects.PciDeviceList(
+                                  objects=[])), \
+            mock.patch.object(objects.PciDevice, 'save'):
         for n in range(request.get('periodics', 1)):
             try:
-                tracker._update_to_placement(ctx, compute_node,
-                                             startup=n == 0)
+                tracker.update_available_resource(ctx, nodename,
+                                                  startup=n == 0)
                 periodics.append({'ok': True})
             except Exception as exc:  # nova-compute logs and goes on
                 periodics.append({'error': f'{type(exc).__name__}: {exc}'})
+    node_uuid = node.get_local_node_uuid()
     nova_env.answer({
         'node_uuid': node_uuid, 'nodename': nodename,
         'compute_id': os.path.join(conf.state_path, node.COMPUTE_ID_FILE),

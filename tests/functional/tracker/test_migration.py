@@ -19,12 +19,14 @@ and derived uuid, and every allocation is where it was up to the uuid::
 import pytest
 
 from node_agent import drivers
+from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.tracker import factory
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.fixtures import legacy_tree
+from tests.fixtures import placement_state
 from tests.functional.drivers import conftest as drivers_conf
 from tests.functional.tracker import conftest as h
 
@@ -203,42 +205,21 @@ def test_claims_follow_the_migration(agents, nested_host1, placement_adapter,
             (d.key, d.provider) for d in claim.devices]
 
 
-def test_whole_host_upgrade_renames_and_moves_cpu_to_the_root_at_once(
+def test_whole_host_on_a_legacy_nested_host_writes_nothing(
         agents, nested_host1, placement_adapter, legacy):
-    """The default deployment on a host the previous release synced with
-    nested NUMA: one reshape gives the children their new names and uuids
-    and brings CPU and memory (and their allocations) back to the root."""
-    mapping = legacy
+    """The deprecated whole_host on a host the earlier release synced with
+    nested NUMA runs beside nova-compute, which cannot take CPU and memory
+    (and the guests holding them) off the NUMA providers: nova-compute's
+    root is not the agent's to write.  Its plan is refused before any
+    write, naming the provider in use; the same host migrates under
+    ``deployment = standalone``
+    (:func:`test_startup_migrates_names_uuids_and_allocations`)."""
+    before = placement_state.read(placement_adapter)
     nested_host1.set_override('deployment', 'whole_host')
     agent = agents()
-    applied = agent.tracker.startup()
-    assert applied.reshape
-    assert [c.path.split('?')[0] for c in agent.writes()].count(
-        '/reshaper') == 1
-    on_root = {'VCPU', 'MEMORY_MB', 'DISK_GB'}
-    for consumer, (resources, project, user, kind) in CONSUMERS.items():
-        expected = {}
-        for rp, res in resources.items():
-            for rc, amount in res.items():
-                where = ROOT if rc in on_root else mapping[rp]
-                expected.setdefault(where, {})[rc] = \
-                    expected.get(where, {}).get(rc, 0) + amount
-        assert record_of(placement_adapter, consumer) == (
-            expected, project, user, kind)
-    providers = listing(placement_adapter)
-    assert set(providers) == set(mapping.values())
-    for uuid, provider in providers.items():
-        if uuid != ROOT:
-            assert uuid == identity.child_uuid(
-                ROOT, identity.device_id(provider['name'], HOST))
-    numa0 = providers[mapping[NUMA0]]
-    assert numa0['name'] == f'{HOST}_numa_0'
-    inventory = placement_adapter.get(
-        f'/resource_providers/{mapping[NUMA0]}/inventories',
-        microversion='1.26').json()['inventories']
-    assert inventory == {}
-    assert {'COMPUTE_NODE', 'OWNER_NOVA'} <= traits(placement_adapter, ROOT)
-
-    again = agents()
-    assert again.tracker.startup().empty
-    assert again.writes() == []
+    with pytest.raises(exception.UnsafePlan) as err:
+        agent.tracker.startup()
+    assert 'compute1_numa_' in str(err.value)
+    assert 'in use' in str(err.value)
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before

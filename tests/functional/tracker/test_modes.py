@@ -8,16 +8,18 @@ OWNER_NOVA.
 """
 
 import os
-import stat
 import uuid
 
 import pytest
 
+from node_agent import drivers
 from node_agent import exception
+from node_agent import metrics as metrics_mod
+from node_agent import provider_tree as ptree
 from node_agent.tracker import root as root_mod
 from node_agent import identity
+from tests.fixtures import legacy_tree
 from tests.fixtures import placement_state
-from tests.fixtures import provider_names
 from tests.functional.tracker import conftest as h
 
 NOVA_UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'
@@ -73,7 +75,7 @@ def tree_of(adapter, root_uuid):
 
 @pytest.fixture
 def modes(host1):
-    host1.set_override('deployment', 'whole_host')
+    host1.set_override('deployment', 'beside_nova_compute')
     host1.set_override('enabled', True, 'numa')
     host1.set_override('per_gpu_providers', True, 'gpu')
     host1.set_override('compute_id_path',
@@ -107,61 +109,233 @@ def test_standalone_builds_the_nested_tree_with_the_owner_trait(
     assert not os.path.exists(root_mod.own_compute_id_path(modes))
 
 
-# -- whole_host --------------------------------------------------------------
+# -- upgrade from whole_host (deprecated: runs beside nova-compute) -------
 
-def test_whole_host_plays_nova_compute_and_records_the_uuid(
-        agents, modes, placement_adapter):
+def sync_as_whole_host(agents, conf, adapter, root_uuid):
+    """Placement and state_path as the earlier release's whole_host left
+    them: the root ``compute1`` (``root_uuid``) with CPU, memory, disk and
+    nova's traits written by the agent, its children under it, a guest
+    holding VCPU on the root and VGPU on a GPU.  Returns the guest."""
+    writer = agents()
+    snapshot = writer.discovery.scan()
+    tree = ptree.ProviderTree()
+    root = tree.new_root('compute1', uuid=root_uuid)
+    conf.set_override('deployment', 'beside_nova_compute')
+    drivers.DriverSet(conf, snapshot).update_provider_tree(tree, 'compute1')
+    legacy_tree.whole_host_root(root, snapshot, dedicated=set())
+    writer.report_client.get_provider_tree_and_ensure_root('compute1',
+                                                           root_uuid)
+    writer.report_client.update_from_provider_tree(tree)
+    guest = h.new_consumer()
+    gpu = tree.find('compute1_pci_0000_3b_00_0').uuid
+    h.put_allocations(adapter, guest, {root_uuid: {'VCPU': 2},
+                                       gpu: {'VGPU': 1}})
+    conf.set_override('deployment', 'whole_host')
+    return guest
+
+
+def test_whole_host_with_novas_compute_id_converges_without_a_write(
+        agents, modes, placement_adapter, caplog):
+    write_nova_compute_id(modes)
+    guest = sync_as_whole_host(agents, modes, placement_adapter, NOVA_UUID)
+    before = placement_state.read(placement_adapter)
+
     agent = agents()
-    agent.tracker.startup()
+    plan = agent.tracker.startup()
+
+    # Deprecated, said once, run beside nova-compute: the root's
+    # inventory and traits are left to nova-compute, children keep names
+    # and uuids, nothing is reshaped, the guest's allocations stay.
+    assert caplog.text.count('[DEFAULT] deployment = whole_host is '
+                             'deprecated') == 1
+    assert plan.empty and not plan.reshape
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
+    assert guest in before['consumers']
+    assert agent.tracker.status_line() == 'in sync: 5 providers'
+    agent.adapter.reset()
+    assert agent.tracker.audit().empty
+    assert agent.writes() == []
+
+
+def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
+        agents, modes, placement_adapter, caplog):
     legacy = identity.legacy_uuid('compute1')
     own = root_mod.own_compute_id_path(modes)
-    with open(own) as f:
-        assert f.read() == legacy + '\n'
-    assert stat.S_IMODE(os.stat(own).st_mode) == 0o640
+    with open(own, 'w') as f:
+        f.write(legacy + '\n')
+    sync_as_whole_host(agents, modes, placement_adapter, legacy)
+    before = placement_state.read(placement_adapter)
+    nova_path = modes.nova.compute_id_path
 
-    tree = tree_of(placement_adapter, legacy)
-    root = tree['compute1']
-    assert {'COMPUTE_NODE', 'OWNER_NOVA'} <= set(root['traits'])
-    assert 'CUSTOM_OWNER_NODE_AGENT' not in root['traits']
-    assert any(t.startswith('HW_CPU_') for t in root['traits'])
-    assert set(root['inventories']) == {'VCPU', 'MEMORY_MB', 'DISK_GB'}
-    # NUMA made safe: affinity for devices, no CPU or memory.
-    for node in ('compute1_numa_0', 'compute1_numa_1'):
-        assert tree[node]['inventories'] == {}
-        assert tree[node]['traits'] == ['CUSTOM_OWNER_NODE_AGENT',
-                                        'HW_NUMA_ROOT']
-    gpu = tree['compute1_pci_0000_3b_00_0']
-    assert gpu['parent_provider_uuid'] == tree['compute1_numa_0']['uuid']
+    # The shipped default, on a host whole_host synced without nova's file.
+    modes.set_override('deployment', 'beside_nova_compute')
+    agent = agents()
+    assert agent.tracker.startup().empty
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
+    needs = (f'nova-compute must adopt root compute1 ({legacy}): write '
+             f'{legacy} to {nova_path} before nova-compute first starts')
+    assert agent.tracker.status_line() == f'in sync: 5 providers; {needs}'
+    assert needs in caplog.text
 
-    restarted = agents()
-    assert restarted.tracker.startup().empty
-    assert restarted.writes() == []
-
-
-def test_whole_host_takes_nova_compute_id(agents, modes, placement_adapter):
-    write_nova_compute_id(modes, f'  {NOVA_UUID.upper()}\n\n')
-    agents().tracker.startup()
-    tree = tree_of(placement_adapter, NOVA_UUID)
-    assert tree['compute1']['uuid'] == NOVA_UUID
-    assert not os.path.exists(root_mod.own_compute_id_path(modes))
+    # The operator does so: the root is nova's compute node from now on.
+    write_nova_compute_id(modes, legacy + '\n')
+    again = agents()
+    assert again.tracker.startup().empty
+    assert again.writes() == []
+    assert again.tracker.root.source == nova_path
+    assert again.tracker.status_line() == 'in sync: 5 providers'
 
 
-def test_whole_host_refuses_a_root_of_its_name_with_another_uuid(
+def test_whole_host_under_its_own_compute_id_refuses_a_new_nova_uuid(
         agents, modes, placement_adapter):
-    other = str(uuid.uuid4())
-    nova_compute_creates_root(placement_adapter, 'compute1', other)
+    legacy = identity.legacy_uuid('compute1')
+    with open(root_mod.own_compute_id_path(modes), 'w') as f:
+        f.write(legacy + '\n')
+    sync_as_whole_host(agents, modes, placement_adapter, legacy)
+    # nova-compute started anyway and made up its own uuid.
     path = write_nova_compute_id(modes)
     before = placement_state.read(placement_adapter)
     agent = agents()
     with pytest.raises(exception.ConfigError) as err:
         agent.tracker.startup()
     assert str(err.value) == (
-        f'root provider compute1 is {other} in Placement, but the compute '
+        f'root provider compute1 is {legacy} in Placement, but the compute '
         f'node uuid in {path} is {NOVA_UUID}: one host cannot have both; '
         'remove the stale provider or the file')
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
+
+
+# -- a root the agent owns is shared with no one -----------------------------
+
+def test_standalone_refuses_to_start_where_nova_compute_runs(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    path = write_nova_compute_id(modes)
+    agent = agents()
+    with pytest.raises(exception.RootShared) as err:
+        agent.tracker.startup()
+    assert str(err.value) == (
+        '[DEFAULT] deployment = standalone: the root provider compute1 has '
+        'another writer, nova-compute: nova-compute\'s compute node '
+        f'identity file {path} exists (uuid {NOVA_UUID}); deployment = '
+        'standalone owns the root and shares it with no one, so nothing is '
+        'written to it; where nova-compute runs set [DEFAULT] deployment = '
+        'beside_nova_compute')
+    assert agent.tracker.status_line() == (
+        'refusing to share root compute1 with nova-compute: set [DEFAULT] '
+        'deployment = beside_nova_compute')
+    assert agent.adapter.calls == []
+
+
+def test_standalone_refuses_a_root_nova_compute_created(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    nova_compute_creates_root(placement_adapter, 'compute1', NOVA_UUID)
+    before = placement_state.read(placement_adapter)
+    agent = agents()
+    with pytest.raises(exception.RootShared) as err:
+        agent.tracker.startup()
+    assert err.value.service == 'nova-compute'
+    assert err.value.evidence == [
+        f'provider compute1 ({NOVA_UUID}) carries OWNER_NOVA',
+        f'root compute1 ({NOVA_UUID}) was created by another service: it '
+        'carries COMPUTE_NODE, COMPUTE_STATUS_DISABLED, OWNER_NOVA, DISK_GB, '
+        'MEMORY_MB, VCPU, none of it written by node-agent']
+    # The one write tried is the root's creation, which Placement refused.
     assert [(c.method, c.path) for c in agent.writes()] == [
         ('POST', '/resource_providers')]
     assert placement_state.read(placement_adapter) == before
+
+
+def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.metrics = metrics_mod.Metrics()
+    agent.tracker.startup()
+    root_uuid = agent.tracker.last_good.roots[0].uuid
+    # nova-compute given the agent's uuid writes the root at its periodic.
+    root = tree_of(placement_adapter, root_uuid)['compute1']
+    _ok(placement_adapter.put(
+        f'/resource_providers/{root_uuid}/traits', microversion='1.6',
+        json={'resource_provider_generation': root['generation'],
+              'traits': root['traits'] + ['OWNER_NOVA']}))
+    before = placement_state.read(placement_adapter)
+
+    agent.adapter.reset()
+    assert agent.tracker.audit() is None
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
+    assert agent.tracker.status_line() == (
+        'refusing to share root compute1 with nova-compute: set [DEFAULT] '
+        'deployment = beside_nova_compute')
+    assert ('node_agent_root_shared{evidence="owner_nova",'
+            'service="nova-compute"} 1.0') in \
+        agent.tracker.metrics.exposition()
+
+    # nova-compute gone from the root: the next audit syncs again.
+    _ok(placement_adapter.put(
+        f'/resource_providers/{root_uuid}/traits', microversion='1.6',
+        json={'resource_provider_generation':
+              before['providers'][root_uuid]['generation'],
+              'traits': root['traits']}))
+    assert agent.tracker.audit() is not None
+    assert agent.tracker.status_line().startswith('in sync')
+    assert 'node_agent_root_shared{' not in \
+        agent.tracker.metrics.exposition()
+
+
+def test_standalone_audit_writes_nothing_once_novas_compute_id_appears(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    path = write_nova_compute_id(modes)
+    before = placement_state.read(placement_adapter)
+    agent.adapter.reset()
+    assert agent.tracker.audit() is None
+    assert agent.adapter.calls == []
+    assert placement_state.read(placement_adapter) == before
+    assert agent.tracker.shared_with.evidence == [
+        f"nova-compute's compute node identity file {path} exists (uuid "
+        f'{NOVA_UUID})']
+
+
+def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
+        agents, modes, placement_adapter):
+    modes.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    root_uuid = agent.tracker.last_good.roots[0].uuid
+
+    def someone_writes_disk(total):
+        root = tree_of(placement_adapter, root_uuid)['compute1']
+        _ok(placement_adapter.put(
+            f'/resource_providers/{root_uuid}/inventories/DISK_GB',
+            microversion='1.26',
+            json={'resource_provider_generation': root['generation'],
+                  'total': total}))
+
+    # One edit (an operator's, say) is corrected.
+    someone_writes_disk(7)
+    agent.adapter.reset()
+    assert not agent.tracker.audit().empty
+    assert [c.method for c in agent.writes()] == ['PUT']
+    # Undone again: a second writer.  The agent stops writing the root.
+    someone_writes_disk(7)
+    before = placement_state.read(placement_adapter)
+    agent.adapter.reset()
+    assert agent.tracker.audit() is None
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
+    assert agent.tracker.shared_with.evidence == [
+        f'root compute1 ({root_uuid}) was rewritten under the agent again '
+        'after it corrected it (generation '
+        f'{before["providers"][root_uuid]["generation"]})']
+    assert agent.tracker.shared_with.service == 'another service'
 
 
 @pytest.mark.parametrize('content, reason', [
@@ -171,8 +345,8 @@ def test_whole_host_refuses_a_root_of_its_name_with_another_uuid(
     (None, 'cannot be read: [Errno 21] Is a directory'),
 ])
 def test_a_garbled_or_unreadable_compute_id_stops_before_any_write(
-        agents, modes, placement_adapter, content, reason):
-    path = modes.nova.compute_id_path
+        agents, beside, placement_adapter, content, reason):
+    path = beside.nova.compute_id_path
     os.makedirs(os.path.dirname(path))
     if content is None:
         os.mkdir(path)
@@ -188,34 +362,6 @@ def test_a_garbled_or_unreadable_compute_id_stops_before_any_write(
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == {
         'providers': {}, 'consumers': {}}
-
-
-def test_whole_host_upgrade_moves_cpu_and_memory_back_to_the_root(
-        agents, modes, placement_adapter):
-    # Synced by the previous release: nested NUMA, a guest on numa_0.
-    modes.set_override('deployment', 'standalone')
-    agents().tracker.startup()
-    legacy = identity.legacy_uuid('compute1')
-    numa0 = provider_names.uuid_of('compute1_numa_0')
-    consumer = h.new_consumer()
-    h.put_allocations(placement_adapter, consumer,
-                      {numa0: {'VCPU': 2, 'MEMORY_MB': 2048}})
-
-    modes.set_override('deployment', 'whole_host')
-    plan = agents().tracker.startup()
-    assert plan.reshape and plan.consumers == (consumer,)
-    record = h.get_allocations(placement_adapter, consumer)
-    assert record['allocations'] == {legacy: {
-        'generation': record['allocations'][legacy]['generation'],
-        'resources': {'VCPU': 2, 'MEMORY_MB': 2048}}}
-    assert (record['project_id'], record['user_id'],
-            record['consumer_type']) == (h.PROJECT, h.USER, 'INSTANCE')
-    tree = tree_of(placement_adapter, legacy)
-    assert tree['compute1_numa_0']['inventories'] == {}
-    assert {'OWNER_NOVA', 'COMPUTE_NODE'} <= set(tree['compute1']['traits'])
-    assert 'CUSTOM_OWNER_NODE_AGENT' not in tree['compute1']['traits']
-    with open(root_mod.own_compute_id_path(modes)) as f:
-        assert f.read().strip() == legacy
 
 
 # -- beside nova-compute -----------------------------------------------------
@@ -272,22 +418,26 @@ def test_beside_nova_finds_the_root_by_hypervisor_hostname(
     assert f'{HYPERVISOR}_numa_1' in tree_of(placement_adapter, NOVA_UUID)
 
 
-def test_beside_nova_refuses_a_gpu_nova_reports_at_startup(
-        agents, beside, placement_adapter):
+def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
+        agents, beside, placement_adapter, caplog):
     nova_compute_creates_root(placement_adapter)
     theirs = nova_reports_pgpu(placement_adapter)
-    before = placement_state.read(placement_adapter)
+    before = placement_state.read(placement_adapter)['providers']
     agent = agents()
-    with pytest.raises(exception.ReportedElsewhere) as err:
-        agent.tracker.startup()
-    # nova's pGPU provider holds the very name the agent would give it.
-    assert (theirs, theirs, 'same name') in err.value.conflicts
-    assert (f'{HYPERVISOR}_pci_0000_af_00_0', theirs,
-            'both report VGPU') in err.value.conflicts
-    assert f'{theirs} would report what {theirs} already reports ' \
-        '(same name)' in str(err.value)
-    assert agent.writes() == []
-    assert placement_state.read(placement_adapter) == before
+    agent.tracker.startup()
+    # nova's pGPU provider holds the very name the agent would give it:
+    # skipped, said, never fatal (nova's provider may come and go).
+    assert (theirs, theirs, 'same name') in \
+        agent.tracker.reported_elsewhere
+    assert (f'{theirs} is reported by {theirs} (same name): not '
+            'reported') in caplog.text
+    assert '2 devices reported by another service, skipped: ' in \
+        agent.tracker.status_line()
+    after = placement_state.read(placement_adapter)['providers']
+    assert {u: after[u] for u in before} == before
+    names = {p['name'] for p in after.values()}
+    assert f'{HYPERVISOR}_pci_0000_af_00_0' not in names
+    assert f'{HYPERVISOR}_numa_1' in names
 
 
 def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
@@ -312,5 +462,5 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
     assert agent.tracker.audit().empty
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == had
-    assert (f'{HYPERVISOR}_pci_0000_3b_00_0 would report what {theirs} '
-            'already reports (both report VGPU)') in caplog.text
+    assert (f'{HYPERVISOR}_pci_0000_3b_00_0 is reported by {theirs} '
+            '(both report VGPU): left as it is') in caplog.text

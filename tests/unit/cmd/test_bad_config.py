@@ -101,8 +101,8 @@ def bad_configs(tmp_path):
          f'[DEFAULT] state_path = {blocker}/state: {blocker} is not a '
          'directory'),
         ('deployment', '[DEFAULT]\ndeployment = nova\n',
-         '[DEFAULT] deployment = nova: Valid values are [whole_host, '
-         'beside_nova_compute, standalone]'),
+         '[DEFAULT] deployment = nova: Valid values are '
+         '[beside_nova_compute, standalone, whole_host]'),
         ('binary-override', 'binary', 'gpu.yaml: at byte 7: not UTF-8 text'),
         ('override-total', 'total',
          'gpu.yaml: at providers[0].inventories.additional[0].'

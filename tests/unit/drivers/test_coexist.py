@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import provider_tree as pt
 from node_agent.drivers import coexist
+from tests.unit.drivers import hostdata
 from tests.fixtures import provider_names as pn
 
 ROOT = 'cn1'
@@ -101,3 +102,77 @@ def test_bandwidth_of_another_port_is_no_conflict():
                                uuid='0a000000-0000-4000-8000-000000000002')
     theirs.inventory = {'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 5000}}
     assert coexist.why_same(ours, theirs) is None
+
+
+# -- what nova-compute's configuration says it reports ----------------------
+
+NOVA_CONF = '/etc/nova/nova.conf'
+
+
+def nova(**kwargs):
+    from node_agent.conf import nova as nova_conf
+    return nova_conf.NovaReports(path=NOVA_CONF, **kwargs)
+
+
+def test_no_nova_configuration_is_no_evidence(snapshot):
+    assert coexist.nova_reported(None, snapshot) == {}
+    assert coexist.nova_reported(nova(), snapshot) == {}
+
+
+def test_enabled_mdev_types_name_every_gpu_offering_them(snapshot):
+    found = coexist.nova_reported(nova(mdev_types=('nvidia-222',)),
+                                  snapshot)
+    assert found == {
+        hostdata.GPU0: 'nova-compute reports its vGPUs: [devices] '
+                       f'enabled_mdev_types = nvidia-222 in {NOVA_CONF}',
+        hostdata.GPU1: 'nova-compute reports its vGPUs: [devices] '
+                       f'enabled_mdev_types = nvidia-222 in {NOVA_CONF}'}
+
+
+def test_device_addresses_limit_the_gpus(snapshot):
+    found = coexist.nova_reported(nova(
+        mdev_types=('nvidia-222',),
+        mdev_addresses=(('nvidia-222', (hostdata.GPU1,)),)), snapshot)
+    assert set(found) == {hostdata.GPU1}
+
+
+def test_a_type_no_gpu_offers_names_none(snapshot):
+    assert coexist.nova_reported(nova(mdev_types=('nvidia-999',)),
+                                 snapshot) == {}
+
+
+@pytest.mark.parametrize('spec, matched', [
+    ({'address': hostdata.FPGA}, True),
+    ({'address': '*:86:00.*'}, True),
+    ({'address': '86:00.0'}, True),
+    ({'address': {'domain': '0000', 'bus': '86', 'slot': '00',
+                  'function': '[0-7]'}}, True),
+    ({'vendor_id': '8086', 'product_id': '09c4'}, True),
+    ({'vendor_id': '8086', 'product_id': '09c5'}, False),
+    ({'address': '*:87:00.*'}, False),
+    # Neutron's SR-IOV devices: nova leaves them out of Placement.
+    ({'address': hostdata.FPGA, 'physical_network': 'physnet1'}, False),
+])
+def test_pci_in_placement_follows_device_spec(snapshot, spec, matched):
+    found = coexist.nova_reported(
+        nova(pci_in_placement=True, device_specs=(spec,)), snapshot)
+    assert (hostdata.FPGA in found) is matched
+    if matched:
+        assert found[hostdata.FPGA].startswith(
+            'nova-compute reports it in Placement: [pci] '
+            'report_in_placement = true, device_spec {')
+
+
+def test_device_spec_without_report_in_placement_is_no_evidence(snapshot):
+    assert coexist.nova_reported(
+        nova(device_specs=({'address': hostdata.FPGA},)), snapshot) == {}
+
+
+def test_reported_by_nova_names_the_agents_providers():
+    reported = pt.ProviderTree()
+    pn.root(reported, 'compute1')
+    pn.child(reported, 'compute1_pci_0000_86_00_0', 'compute1')
+    pn.child(reported, 'compute1_pci_0000_3b_00_0', 'compute1')
+    assert coexist.reported_by_nova(
+        reported, {'0000:86:00.0': 'why'}) == [
+        ('compute1_pci_0000_86_00_0', 'nova-compute', 'why')]

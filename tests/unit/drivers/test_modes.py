@@ -34,14 +34,14 @@ def test_standalone_nests_cpu_and_memory_under_numa(dconf, snapshot, tree):
     assert cpu_traits(numa0) == hostdata.CPU_TRAITS
 
 
-def test_whole_host_keeps_cpu_and_memory_on_the_root(dconf, snapshot, tree):
-    run(dconf, snapshot, tree, 'whole_host')
+@pytest.mark.parametrize('mode', ['beside_nova_compute', 'whole_host'])
+def test_nova_modes_leave_cpu_and_memory_to_nova(
+        dconf, snapshot, tree, mode):
+    # whole_host is deprecated and runs as beside_nova_compute.
+    run(dconf, snapshot, tree, mode)
     root = tree.get(H)
-    assert set(root.inventory) == CPU | {'DISK_GB'}
-    assert root.inventory['PCPU']['total'] == 8
-    assert root.traits == {
-        'COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_ACCELERATORS',
-        'COMPUTE_ARCH_X86_64'} | hostdata.CPU_TRAITS
+    assert root.inventory == {}
+    assert root.traits == set()
     for node in (0, 1):
         numa = tree.get(f'{H}_numa_{node}')
         assert numa.inventory == {}
@@ -62,23 +62,27 @@ def test_beside_nova_compute_leaves_the_root_to_nova(dconf, snapshot, tree):
     assert tree.get(f'{H}_numa_1').inventory == {}
 
 
-@pytest.mark.parametrize('mode', ['standalone', 'whole_host'])
-def test_the_previous_release_root_trait_is_removed(
-        dconf, snapshot, tree, mode):
+def test_the_previous_release_root_trait_is_removed(dconf, snapshot, tree):
     tree.get(H).traits = {'CUSTOM_NODE_AGENT_MANAGED', 'CUSTOM_OPERATOR'}
-    run(dconf, snapshot, tree, mode)
+    run(dconf, snapshot, tree, 'standalone')
     traits = tree.get(H).traits
     assert 'CUSTOM_NODE_AGENT_MANAGED' not in traits
     assert 'CUSTOM_OPERATOR' in traits
 
 
-def test_switching_modes_removes_the_other_owner_trait(dconf, snapshot,
-                                                       tree):
-    run(dconf, snapshot, tree, 'whole_host')
+def test_standalone_removes_what_whole_host_wrote_on_the_root(
+        dconf, snapshot, tree):
+    # The root as the earlier release's whole_host left it.
+    root = tree.get(H)
+    root.traits = {'COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_ACCELERATORS'}
+    root.inventory = {rc: {'total': 8, 'reserved': 0, 'min_unit': 1,
+                           'max_unit': 8, 'step_size': 1,
+                           'allocation_ratio': 1.0}
+                      for rc in CPU | {'DISK_GB'}}
     # CPU and memory move to the NUMA nodes: a reshape (no consumers).
     with pytest.raises(exception.ReshapeNeeded):
         run(dconf, snapshot, tree.copy(), 'standalone')
     run(dconf, snapshot, tree, 'standalone', allocations={})
     assert set(tree.get(H).inventory) == {'DISK_GB'}
-    assert 'OWNER_NOVA' not in tree.get(H).traits
-    assert 'CUSTOM_OWNER_NODE_AGENT' in tree.get(H).traits
+    assert tree.get(H).traits == {'COMPUTE_NODE', 'CUSTOM_OWNER_NODE_AGENT',
+                                  'COMPUTE_ARCH_X86_64'}

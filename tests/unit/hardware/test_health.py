@@ -279,6 +279,25 @@ def test_a_pending_recovery_action_isolates_until_none():
         (40, H100, 'healthy', None)]
 
 
+def test_a_corrupted_inforom_is_a_warning_until_it_validates():
+    inforom = {'bus_id': BUS_ID, 'inforom': 'corrupted'}
+    calls = replay([inforom, quiet(), dict(inforom, inforom='valid'),
+                    quiet(), quiet(), quiet(), quiet()])
+    assert calls == [
+        (10, H100, 'warning', 'InfoROM corrupted (its ECC and '
+         'retired-page records cannot be trusted)'),
+        (40, H100, 'healthy', None)]
+
+
+def test_a_failed_inforom_check_is_the_monitorings_fault():
+    # Fails once, then answers again: unmonitored, never reserved, and
+    # healthy once the check works.
+    calls = replay([{'error': 'Unknown', 'call': 'nvmlDeviceValidateInforom',
+                     'bus_id': BUS_ID}, quiet(), quiet()])
+    assert [c[2] for c in calls] == ['unmonitored', 'healthy']
+    assert 'nvmlDeviceValidateInforom failed' in calls[0][3]
+
+
 def test_drain_p2p_recovery_action_is_a_warning():
     calls = replay([fields(f230=3), quiet()])
     assert calls == [(10, H100, 'warning', 'NVML recovery action pending: '

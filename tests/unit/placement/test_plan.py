@@ -515,7 +515,7 @@ def test_moved_providers_render_with_both_parents():
 
 ROOT = identity.legacy_uuid('compute1')
 GPU0 = _child_uuid('compute1_pci_0000_3b_00_0')
-CPU_AND_GPU = {('PCPU', 'VCPU'): (32, 'online CPUs'),
+CPU_AND_GPU = {('PCPU', 'VCPU'): (32, 'present CPUs'),
                ('VGPU',): (32, 'vGPUs')}
 
 
@@ -596,7 +596,7 @@ def test_check_refuses_more_than_the_hardware_has():
         plan.check(p, current, {}, CPU_AND_GPU)
     assert err.value.resource_class == 'PCPU+VCPU'
     assert err.value.provider == 'compute1 PCPU 4, compute1 VCPU 32'
-    assert 'total 36 would be above the 32 online CPUs' in str(err.value)
+    assert 'total 36 would be above the 32 present CPUs' in str(err.value)
     # Totals are compared before ratios: overcommit is fine.
     desired.remove_inventory('compute1', 'PCPU')
     desired.set_inventory('compute1', 'VCPU', {'total': 32,

@@ -15,6 +15,7 @@ POLICY = {
     # A restart cannot fix these: the operator must act.
     'ConfigError': service.FATAL,
     'ProviderOverrideError': service.FATAL,
+    'RootShared': service.FATAL,           # standalone beside nova-compute
     'ReshapeFailed': service.FATAL,
     'ScanIncomplete': service.FATAL,
     'PlacementCredentialsError': service.FATAL,

@@ -45,7 +45,7 @@ def test_unreadable_file_names_the_file(tmp_path):
 
 
 @pytest.mark.parametrize('mode, name', [
-    ('standalone', 'compute1'), ('whole_host', 'compute1'),
+    ('standalone', 'compute1'), ('whole_host', 'cn1.example.org'),
     ('beside_nova_compute', 'cn1.example.org')])
 def test_root_name_per_mode(conf, mode, name):
     conf.set_override('deployment', mode)

@@ -1,0 +1,145 @@
+"""Power-managed cores stay capacity: a CPU present but offline.
+
+Nova's ``[libvirt] cpu_power_management`` (tuned and cpupower alike) takes
+idle dedicated cores offline and brings them back for the guest pinned to
+them.  The kernel then drops them from ``cpu/online`` and their node's
+``cpulist``, removes their ``topology`` directory and keeps them in
+``cpu/present`` with their ``cpu<N>/node<M>`` link.  Recorded host 1 is
+copied and flipped that way at test time.  Host 1: node 0 holds CPUs
+0-15, node 1 CPUs 16-31; ``cpu_dedicated_set = 8-15,24-31``.
+"""
+
+import os
+import shutil
+
+import pytest
+
+from node_agent import exception
+from node_agent.hardware import cpulist
+from tests.fixtures import placement_state
+from tests.functional.tracker import conftest as h
+
+DEDICATED = '8-15,24-31'
+OFFLINE = (12, 13, 14, 15, 28, 29, 30, 31)
+NODES = {0: set(range(16)), 1: set(range(16, 32))}
+
+
+@pytest.fixture
+def host(host1, tmp_path):
+    """Host 1's sysfs, copied where the test may flip it."""
+    sys = tmp_path / 'sys'
+    shutil.copytree(os.path.join(h.HOST1, 'sys'), sys, symlinks=True)
+    host1.set_override('sysfs_root', str(sys), 'hardware')
+    host1.set_override('cpu_dedicated_set', DEDICATED, 'compute')
+    host1.set_override('enabled', True, 'numa')
+    return host1
+
+
+def power_off(sysfs_root, cpus):
+    """What the kernel does when cpus go offline (not hot-removed)."""
+    base = os.path.join(sysfs_root, 'devices', 'system')
+    off = set(cpus)
+    with open(os.path.join(base, 'cpu', 'online'), 'w') as f:
+        f.write(cpulist.to_text(set(range(32)) - off) + '\n')
+    for node, members in NODES.items():
+        with open(os.path.join(base, 'node', f'node{node}', 'cpulist'),
+                  'w') as f:
+            f.write(cpulist.to_text(members - off) + '\n')
+    for cpu in cpus:
+        cpu_dir = os.path.join(base, 'cpu', f'cpu{cpu}')
+        with open(os.path.join(cpu_dir, 'online'), 'w') as f:
+            f.write('0\n')
+        shutil.rmtree(os.path.join(cpu_dir, 'topology'))
+        node = next(n for n, m in NODES.items() if cpu in m)
+        os.symlink(f'../../node/node{node}',
+                   os.path.join(cpu_dir, f'node{node}'))
+
+
+def unplug(sysfs_root, cpus):
+    """A real removal: the CPUs leave ``cpu/present`` too."""
+    base = os.path.join(sysfs_root, 'devices', 'system')
+    with open(os.path.join(base, 'cpu', 'present'), 'w') as f:
+        f.write(cpulist.to_text(set(range(32)) - set(cpus)) + '\n')
+
+
+def cpu_inventory(tree):
+    return {p.name: {rc: p.inventory[rc]['total'] for rc in ('VCPU', 'PCPU')
+                     if rc in p.inventory}
+            for p in tree.providers() if p.name.startswith('compute1_numa')}
+
+
+@pytest.mark.parametrize('mode', ['standalone', 'beside_nova_compute'])
+def test_offline_dedicated_cores_change_nothing(agents, host,
+                                                placement_adapter, mode):
+    host.set_override('deployment', mode)
+    if mode == 'beside_nova_compute':
+        from tests.functional.tracker import test_modes
+        test_modes.nova_compute_creates_root(placement_adapter, 'compute1')
+    agent = agents()
+    agent.tracker.startup()
+    synced = cpu_inventory(agent.tracker.last_good)
+    before = placement_state.read(placement_adapter)
+
+    power_off(host.hardware.sysfs_root, OFFLINE)
+    agent.adapter.reset()
+    assert agent.tracker.audit().empty
+    assert agent.writes() == []
+
+    # A restart while the cores are offline: no ConfigError, no write.
+    restarted = agents()
+    assert restarted.tracker.startup().empty
+    assert restarted.writes() == []
+    assert placement_state.read(placement_adapter) == before
+    assert cpu_inventory(restarted.tracker.last_good) == synced
+    if mode == 'standalone':
+        assert synced == {'compute1_numa_0': {'VCPU': 8, 'PCPU': 8},
+                          'compute1_numa_1': {'VCPU': 8, 'PCPU': 8}}
+    else:
+        assert synced == {'compute1_numa_0': {}, 'compute1_numa_1': {}}
+
+
+def test_offline_cpus_keep_their_node(host):
+    from node_agent.hardware import discovery
+    power_off(host.hardware.sysfs_root, OFFLINE)
+    with discovery.Discovery(host) as d:
+        snapshot = d.scan()
+    offline = {c.id: c.numa_node for c in snapshot.cpus if not c.online}
+    assert offline == {12: 0, 13: 0, 14: 0, 15: 0,
+                       28: 1, 29: 1, 30: 1, 31: 1}
+    assert {n.id: set(n.cpus) for n in snapshot.numa_nodes} == NODES
+
+
+def test_cpus_leaving_present_follow_the_removal_rule(
+        agents, host, placement_adapter):
+    host.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    # Shared CPUs 20-23 hot-removed: offline first, then out of present.
+    power_off(host.hardware.sysfs_root, (20, 21, 22, 23))
+    unplug(host.hardware.sysfs_root, (20, 21, 22, 23))
+    for _ in range(host.hardware.removal_scans - 1):
+        agent.adapter.reset()
+        assert agent.tracker.audit().empty
+        assert agent.writes() == []
+    assert not agent.tracker.audit().empty
+    assert cpu_inventory(agent.tracker.last_good)['compute1_numa_1'] == {
+        'VCPU': 4, 'PCPU': 8}
+
+
+def test_dedicated_cpus_leaving_present_are_a_config_error(
+        agents, host, placement_adapter):
+    host.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    power_off(host.hardware.sysfs_root, (28, 29, 30, 31))
+    unplug(host.hardware.sysfs_root, (28, 29, 30, 31))
+    for _ in range(host.hardware.removal_scans - 1):
+        assert agent.tracker.audit().empty
+    before = placement_state.read(placement_adapter)
+    agent.adapter.reset()
+    with pytest.raises(exception.ConfigError) as err:
+        agent.tracker.audit()
+    assert str(err.value) == ('[compute] cpu_dedicated_set names CPUs that '
+                              'are not present on this host: 28,29,30,31')
+    assert agent.writes() == []
+    assert placement_state.read(placement_adapter) == before
