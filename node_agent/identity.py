@@ -60,7 +60,9 @@ the next start finishes the migration.
 import re
 import uuid as uuidlib
 
-from node_agent import provider_tree
+# The previous release's namespace: uuid5 of a provider's name.  Never
+# change it.
+PROVIDER_NAMESPACE = uuidlib.UUID('7f0c58a4-4a5e-4f1b-9d8e-4b1c5a9b0e21')
 
 #: On every provider the agent owns (the root too while it owns the root).
 OWNER_TRAIT = 'CUSTOM_OWNER_NODE_AGENT'
@@ -155,10 +157,28 @@ def device_id(name, root_name=None):
     return match.group(1) if match else None
 
 
+def legacy_uuid(name):
+    """The uuid the previous release gave the provider called ``name``
+    (uuid5 of the name): its providers are recognised by it, and a root
+    nobody gave a uuid gets it."""
+    return str(uuidlib.uuid5(PROVIDER_NAMESPACE, name))
+
+
 def legacy_root_uuid(name):
     """The uuid the previous release gave a root named ``name`` (still the
     default for a root nobody gave a uuid)."""
-    return provider_tree.provider_uuid(name)
+    return legacy_uuid(name)
+
+
+def uuid_for(name, root):
+    """The uuid of the agent's child ``name`` under ``root`` (a Provider):
+    derived from the root's uuid and the name's device id, else (a name
+    that holds no device id) the previous release's :func:`legacy_uuid`.
+    """
+    did = device_id(name, root.name)
+    if did is None:
+        return legacy_uuid(name)
+    return child_uuid(root.uuid, did)
 
 
 def aside_name(name):
@@ -182,7 +202,7 @@ def legacy_name(provider):
     not one of that release's providers (rule 3).  An aside name counts:
     the migration was interrupted after moving it out of the way."""
     for name in (provider.name, _unaside(provider.name)):
-        if name and provider.uuid == provider_tree.provider_uuid(name):
+        if name and provider.uuid == legacy_uuid(name):
             return name
     return None
 

@@ -15,28 +15,18 @@ Placement into one, and :mod:`node_agent.placement.plan` diffs two of them.
      +-- compute1_numa_1
           +-- ...
 
-Names and uuids of children are :mod:`node_agent.identity`'s: a child's
-uuid derives from its root's uuid and its device id, so a restart, a
-rebuilt state directory or a renamed host finds the same providers.
-:func:`provider_uuid` is the previous release's rule (uuid5 of the name),
-kept to recognise that release's providers and as the default root uuid.
+Every provider is added with its uuid: the tree derives none.  Names and
+uuids of the agent's providers are :mod:`node_agent.identity`'s (a
+child's uuid derives from its root's uuid and its device id, so a
+restart, a rebuilt state directory or a renamed host finds the same
+providers).
 """
 
 import copy
 import dataclasses
-import uuid as uuidlib
-
-# Fixed namespace: uuids derived from provider names are stable across hosts'
-# restarts and across agent versions.  Never change it.
-PROVIDER_NAMESPACE = uuidlib.UUID('7f0c58a4-4a5e-4f1b-9d8e-4b1c5a9b0e21')
 
 INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
                     'allocation_ratio')
-
-
-def provider_uuid(name):
-    """The uuid the previous release gave the provider called ``name``."""
-    return str(uuidlib.uuid5(PROVIDER_NAMESPACE, name))
 
 
 def normalize_inventory(record):
@@ -90,32 +80,21 @@ class ProviderTree:
 
     # -- building -----------------------------------------------------------
 
-    def new_root(self, name, uuid=None, generation=None):
-        uuid = uuid or provider_uuid(name)
+    def new_root(self, name, uuid, generation=None):
         return self._add(Provider(uuid=uuid, name=name, root_uuid=uuid,
                                   generation=generation))
 
-    def new_child(self, name, parent, uuid=None, generation=None):
-        """A child of ``parent``; without ``uuid``, the one
-        :mod:`node_agent.identity` derives for a ``<root name>_<device
-        id>`` name, else the previous release's :func:`provider_uuid`."""
+    def new_child(self, name, parent, uuid, generation=None):
+        """A child of ``parent`` (a provider, a uuid or a name)."""
         parent = self.get(parent)
-        uuid = uuid or self._child_uuid(name, parent)
         return self._add(Provider(uuid=uuid, name=name,
                                   parent_uuid=parent.uuid,
                                   root_uuid=parent.root_uuid,
                                   generation=generation))
 
-    def _child_uuid(self, name, parent):
-        # Imported here: identity reads this module's legacy uuids.
-        from node_agent import identity
-        root = self.get(parent.root_uuid)
-        device_id = identity.device_id(name, root.name)
-        if device_id is None:
-            return provider_uuid(name)
-        return identity.child_uuid(root.uuid, device_id)
-
     def _add(self, provider):
+        if not provider.uuid:
+            raise ValueError(f'provider {provider.name!r} has no uuid')
         if provider.uuid in self._by_uuid:
             raise ValueError(f'provider {provider.uuid} is already in the '
                              'tree')

@@ -29,7 +29,7 @@ import os_resource_classes as orc
 
 from node_agent import exception
 from node_agent import identity
-from node_agent import provider_tree
+from node_agent import provider_tree as ptree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +105,7 @@ def check_amounts(request, tree, claims):
             if amount % record['step_size']:
                 raise rejected(f'{amount} {where} is not a multiple of '
                                f'step_size {record["step_size"]}', rp, rc)
-            free = provider_tree.capacity(record) - used.get((rp, rc), 0)
+            free = ptree.capacity(record) - used.get((rp, rc), 0)
             if amount > free:
                 raise rejected(f'{amount} {where} does not fit: {free} '
                                'left after other claims', rp, rc)

@@ -59,8 +59,13 @@ def _allocations_of(record):
 
 class ClaimManager:
 
-    def __init__(self, conf, path=None, upgrade=True):
+    def __init__(self, conf, path=None, upgrade=True, drivers_for=None):
+        """``drivers_for(snapshot)``: the drivers that know ``snapshot``'s
+        devices (the factory's :func:`node_agent.tracker.factory.
+        claim_manager` hands the enabled ones); None: no device is known,
+        claims are amounts only."""
         self.conf = conf
+        self._drivers_for = drivers_for
         self.host = conf.host
         self.store = store_mod.ClaimStore(
             path or db_path(conf),
@@ -71,12 +76,11 @@ class ClaimManager:
     def _drivers(self, snapshot):
         """The drivers of ``snapshot``, which know its devices; made once
         per snapshot (a claim does not load the plugins again)."""
-        if snapshot is None:
+        if snapshot is None or self._drivers_for is None:
             return ()
         known, drivers = self._driver_set
         if known is not snapshot:
-            from node_agent import drivers as drivers_mod
-            drivers = drivers_mod.DriverSet(self.conf, snapshot).drivers
+            drivers = list(self._drivers_for(snapshot))
             self._driver_set = (snapshot, drivers)
         return drivers
 

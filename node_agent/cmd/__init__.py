@@ -53,9 +53,14 @@ def make_conf(argv, cli_opts=(), project='node-agent'):
 def load_conf(argv, cli_opts=()):
     """The checked ConfigOpts every command runs on
     (:func:`node_agent.conf.loader.load`); ConfigError naming the first
-    problem."""
-    return loader.load(argv, cli_opts, version=version(),
+    problem.  The provider override files the options name are read
+    too, so that one broken file stops the command here."""
+    conf = loader.load(argv, cli_opts, version=version(),
                        register=register_late_opts)
+    # Imported late: the drivers pull in stevedore and every plugin.
+    from node_agent.drivers import overrides
+    overrides.load(conf)
+    return conf
 
 
 def register_late_opts(conf):

@@ -24,9 +24,13 @@ import os
 
 from oslo_config import cfg
 from oslo_config import types
+from stevedore import extension
 
 from node_agent import exception
 from node_agent.conf import devices
+
+# The driver plugins' entry point namespace (node_agent.drivers.NAMESPACE).
+DRIVER_NAMESPACE = 'node_agent.drivers'
 
 # What a value that does not convert at all is not, per option type.
 _KINDS = (
@@ -158,7 +162,8 @@ def validate(conf):
     """Every option, then the cross-checks of options; raises ConfigError.
 
     Files the options name are checked by their readers (the provider
-    override files: :func:`node_agent.drivers.overrides.load`).
+    override files: :func:`node_agent.drivers.overrides.load`, which
+    :func:`node_agent.cmd.load_conf` runs next).
     """
     # The [mdev_<type>] sections exist once the types are known.
     devices.register_dynamic_opts(conf)
@@ -166,13 +171,24 @@ def validate(conf):
     check_state_path(conf.state_path)
     check_deployment(conf)
     check_enabled_drivers(conf)
-    check_cpu_sets(conf)
-    check_device_allow_list(conf)
-    # Imported late: the drivers pull in stevedore and every plugin.
-    from node_agent.drivers import gpu
-    from node_agent.drivers import nic
-    nic.check_options(conf)
-    gpu.check_options(conf)
+    check_drivers(conf)
+
+
+def _load_failure(manager, entrypoint, error):
+    raise error
+
+
+def check_drivers(conf):
+    """Every installed driver's own option checks (``check_options`` of
+    the plugins in the ``node_agent.drivers`` entry point namespace), in
+    the drivers' order.  The configuration knows no driver by name: a
+    driver owns its options and their checks."""
+    manager = extension.ExtensionManager(
+        DRIVER_NAMESPACE, on_load_failure_callback=_load_failure)
+    plugins = sorted((ext.plugin for ext in manager),
+                     key=lambda plugin: (plugin.order, plugin.name))
+    for plugin in plugins:
+        plugin.check_options(conf)
 
 
 def check_deployment(conf):
@@ -198,35 +214,10 @@ def check_enabled_drivers(conf):
     (an entry point in ``node_agent.drivers``)."""
     from importlib import metadata
 
-    from node_agent import drivers
     known = {ep.name for ep in metadata.entry_points(
-        group=drivers.NAMESPACE)}
+        group=DRIVER_NAMESPACE)}
     unknown = sorted(set(conf.enabled_drivers) - known)
     if unknown:
         raise exception.ConfigError(
             f'[DEFAULT] enabled_drivers names unknown drivers: '
             f'{", ".join(unknown)} (installed: {", ".join(sorted(known))})')
-
-
-def check_cpu_sets(conf):
-    """``[compute] cpu_shared_set`` and ``cpu_dedicated_set`` parse and do
-    not overlap.  Whether the host has those CPUs is the scan's to say."""
-    from node_agent.drivers import compute
-    dedicated = compute.parse_cpu_spec(conf.compute.cpu_dedicated_set,
-                                       'cpu_dedicated_set')
-    if conf.compute.cpu_shared_set is None:
-        return
-    shared = compute.parse_cpu_spec(conf.compute.cpu_shared_set,
-                                    'cpu_shared_set')
-    overlap = shared & dedicated
-    if overlap:
-        raise exception.ConfigError(
-            '[compute] cpu_shared_set and cpu_dedicated_set overlap on CPUs '
-            + compute.format_cpus(overlap))
-
-
-def check_device_allow_list(conf):
-    """Every entry of ``[pci] device_allow_list`` is JSON the accelerator
-    driver takes (names the entry and the field)."""
-    from node_agent.drivers import accelerator
-    accelerator.parse_allow_list(conf.pci.device_allow_list)

@@ -10,10 +10,12 @@
 :func:`load` parses the command line and the config files, registers every
 option a command of the agent reads (the agent's groups, oslo.log's,
 oslo.service's), resolves relative paths, checks every option
-(:func:`node_agent.conf.check.validate`) and loads the provider override
-files.  Whichever command reads a configuration judges it the same way;
-the first problem is one :class:`~node_agent.exception.ConfigError`, one
-line, before anything is logged, created or asked of Placement::
+(:func:`node_agent.conf.check.validate`, every driver's own checks
+included); :func:`node_agent.cmd.load_conf` then loads the provider
+override files.  Whichever command reads a configuration judges it the
+same way; the first problem is one
+:class:`~node_agent.exception.ConfigError`, one line, before anything is
+logged, created or asked of Placement::
 
     --config-file /etc/node-agent: Is a directory
     Failed to parse a.conf: at a.conf:1, No ':' or '=' found in ...
@@ -134,9 +136,6 @@ def load(argv, cli_opts=(), version=None, project='node-agent',
     check.validate(conf)
     if conf.placement.embedded:
         require_embedded('[placement] embedded = true')
-    # Imported late: the drivers pull in stevedore and every plugin.
-    from node_agent.drivers import overrides
-    overrides.load(conf)
     return conf
 
 

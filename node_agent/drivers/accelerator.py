@@ -24,18 +24,19 @@ class and trait any allow-list entry names.
 """
 
 import json
-import logging
 import re
 
 import jsonschema
 import os_resource_classes as orc
 import os_traits
+from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity
 from node_agent.drivers import base
 from node_agent.drivers import layout
 from node_agent.drivers import nic
+from node_agent.hardware import snapshot as snapshot_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class Matcher:
     def resource_class_for(self, device):
         if self.resource_class:
             return self.resource_class
-        if device.class_id == '12':
+        if device.class_id == snapshot_mod.ACCELERATOR_CLASS:
             return 'FPGA'
         return orc.normalize_name(
             f'PCI_{device.vendor_id}_{device.product_id}')
@@ -168,6 +169,12 @@ class AcceleratorDriver(base.Driver):
     order = 40
     kinds = (identity.PCI,)
 
+    @classmethod
+    def check_options(cls, conf):
+        """Every entry of ``[pci] device_allow_list`` is JSON this driver
+        takes (names the entry and the field)."""
+        parse_allow_list(conf.pci.device_allow_list)
+
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.matchers = parse_allow_list(conf.pci.device_allow_list)
@@ -184,8 +191,9 @@ class AcceleratorDriver(base.Driver):
         gpu_enabled = 'gpu' in conf.enabled_drivers
         self.devices = []
         for device in sorted(snapshot.pci_devices, key=lambda d: d.address):
-            if device.address in skip or (gpu_enabled
-                                          and device.class_id == '03'):
+            if device.address in skip or (
+                    gpu_enabled
+                    and device.class_id == snapshot_mod.DISPLAY_CLASS):
                 continue
             matcher = next((m for m in self.matchers if m.matches(device)),
                            None)

@@ -17,6 +17,10 @@ one driver's provider for another's.
 What the rest of the agent needs to know of a device kind, its driver
 says, so that a new kind touches its driver, its options and its tests:
 
+- :meth:`Driver.check_options`: its options checked up front, with every
+  other option (:func:`node_agent.conf.check.validate` finds it through
+  the entry point, the way os-vif plugins own their options);
+
 - :meth:`Driver.affinity`: where a running guest's resources really are
   (the reshape places its allocations there);
 - :meth:`Driver.claim_devices`: which concrete devices a local claim gets
@@ -34,6 +38,13 @@ class Driver:
     order = 50
     #: Kinds of child provider (``<host>_<kind>_<id>``) this driver makes.
     kinds = ()
+
+    @classmethod
+    def check_options(cls, conf):
+        """Raise ConfigError naming the option when this driver's options
+        cannot work; run for every installed driver before the agent acts
+        on the configuration.  Default: nothing beyond oslo.config's
+        types."""
 
     def __init__(self, conf, snapshot):
         self.conf = conf

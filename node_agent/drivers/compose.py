@@ -28,7 +28,8 @@ legacy provider out of the way when its successor takes its name
 (:mod:`node_agent.placement.plan`).
 """
 
-import logging
+
+from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity
@@ -46,7 +47,8 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     None means every kind (a full driver set owns the whole tree).
     """
     if provider_tree.find(nodename) is None:
-        provider_tree.new_root(nodename)
+        provider_tree.new_root(nodename,
+                               identity.legacy_root_uuid(nodename))
     before = provider_tree.copy()
 
     wanted = {nodename}

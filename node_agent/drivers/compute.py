@@ -123,6 +123,23 @@ class ComputeDriver(base.Driver):
     name = 'compute'
     order = 0
 
+    @classmethod
+    def check_options(cls, conf):
+        """``[compute] cpu_shared_set`` and ``cpu_dedicated_set`` parse and
+        do not overlap.  Whether the host has those CPUs is the scan's to
+        say."""
+        dedicated = parse_cpu_spec(conf.compute.cpu_dedicated_set,
+                                   'cpu_dedicated_set')
+        if conf.compute.cpu_shared_set is None:
+            return
+        shared = parse_cpu_spec(conf.compute.cpu_shared_set,
+                                'cpu_shared_set')
+        overlap = shared & dedicated
+        if overlap:
+            raise exception.ConfigError(
+                '[compute] cpu_shared_set and cpu_dedicated_set overlap on '
+                'CPUs ' + format_cpus(overlap))
+
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.shared, self.dedicated = cpu_sets(conf, snapshot)

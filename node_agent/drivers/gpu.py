@@ -73,10 +73,10 @@ On the root it manages the vGPU classes it may sum there.
 
 import dataclasses
 import functools
-import logging
 import re
 
 import os_resource_classes as orc
+from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity
@@ -327,7 +327,7 @@ def _gpus(snapshot):
             gpu = dataclasses.replace(gpu, mdev_types=pci.mdev_types)
         result[gpu.address] = gpu
     for pci in snapshot.pci_devices:
-        if pci.class_id == '03' and pci.physfn is None \
+        if pci.class_id == snapshot_mod.DISPLAY_CLASS and pci.physfn is None \
                 and pci.address not in result:
             result[pci.address] = snapshot_mod.Gpu(
                 address=pci.address,
@@ -405,6 +405,10 @@ class GpuDriver(base.Driver):
     name = 'gpu'
     order = 20
     kinds = (identity.PCI,)
+
+    @classmethod
+    def check_options(cls, conf):
+        check_options(conf)
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)

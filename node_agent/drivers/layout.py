@@ -16,10 +16,11 @@ Rules kept here so that no driver can break them on its own:
   modelling is active, else under the root (:func:`parent_for`).
 """
 
-import logging
+
+from oslo_log import log as logging
 
 from node_agent import identity
-from node_agent import provider_tree as pt
+from node_agent import provider_tree as ptree
 
 LOG = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def set_inventory(provider, wanted, managed):
     inventory = {rc: rec for rc, rec in provider.inventory.items()
                  if not manages(rc, managed)}
     for rc, record in wanted.items():
-        inventory[rc] = pt.normalize_inventory(record)
+        inventory[rc] = ptree.normalize_inventory(record)
     provider.inventory = inventory
 
 

@@ -22,8 +22,10 @@ devices of a kind is a limit of 0.
 """
 
 from node_agent.drivers import compute
+from node_agent.hardware import snapshot as snapshot_mod
 
-DEVICE_CLASS_IDS = ('03', '12')       # display, processing accelerator
+DEVICE_CLASS_IDS = (snapshot_mod.DISPLAY_CLASS,
+                    snapshot_mod.ACCELERATOR_CLASS)
 
 
 def hardware_limits(snapshot):

@@ -40,9 +40,9 @@ above, ``HW_NIC_SRIOV`` and ``CUSTOM_PHYSNET_*``.
 
 import collections
 import dataclasses
-import logging
 
 import os_traits
+from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity
@@ -213,6 +213,10 @@ class NicDriver(base.Driver):
     name = 'nic'
     order = 30
     kinds = (identity.NIC, identity.PF)
+
+    @classmethod
+    def check_options(cls, conf):
+        check_options(conf)
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)

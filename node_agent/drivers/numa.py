@@ -33,7 +33,8 @@ reported while NUMA modelling is on.  The CPU feature traits go on every
 node that has VCPU or PCPU (resource traits follow their resources).
 """
 
-import logging
+
+from oslo_log import log as logging
 
 from node_agent import deployment
 from node_agent import identity

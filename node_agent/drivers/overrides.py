@@ -37,15 +37,15 @@ Rules:
 """
 
 import glob
-import logging
 import os
 
 import jsonschema
 import os_traits
 import yaml
+from oslo_log import log as logging
 
 from node_agent import exception
-from node_agent import provider_tree as pt
+from node_agent import provider_tree as ptree
 from node_agent.drivers import layout
 
 LOG = logging.getLogger(__name__)
@@ -209,7 +209,7 @@ def load_file(filename):
                 if rc in inventory:
                     raise exception.ProviderOverrideError(
                         filename, where, f'{rc} is given twice')
-                inventory[rc] = pt.normalize_inventory(record)
+                inventory[rc] = ptree.normalize_inventory(record)
                 _check_inventory(filename, where, inventory[rc])
         traits = entry.get('traits', {}).get('additional', [])
         for n, trait in enumerate(traits):

@@ -50,7 +50,7 @@ import dataclasses
 
 from node_agent import exception
 from node_agent import identity
-from node_agent import provider_tree as pt
+from node_agent import provider_tree as ptree
 from node_agent.drivers import layout
 
 
@@ -272,7 +272,7 @@ class _Destinations:
         record = self._record(uuid, rc)
         if record is None:
             return 0
-        return pt.capacity(record) - self._used[uuid, rc]
+        return ptree.capacity(record) - self._used[uuid, rc]
 
     def fits(self, uuid, rc, amount):
         record = self._record(uuid, rc)

@@ -301,7 +301,8 @@ def _gpus(devices, nvml_gpus):
     vfs_of = _gpu_vfs(devices)
     gpus = []
     for device in devices:
-        if device.class_id != '03' or device.physfn is not None:
+        if (device.class_id != snapshot.DISPLAY_CLASS
+                or device.physfn is not None):
             continue
         seen = by_address.pop(device.address, None)
         gpu = snapshot.Gpu(
@@ -333,7 +334,8 @@ def _gpu_vfs(devices):
     order = {vf: i for d in devices for i, vf in enumerate(d.virtfns)}
     vfs_of = {}
     for device in devices:
-        if device.class_id == '03' and device.physfn is not None:
+        if (device.class_id == snapshot.DISPLAY_CLASS
+                and device.physfn is not None):
             vfs_of.setdefault(device.physfn, []).append(device)
 
     def by_index(vf):

@@ -1,7 +1,9 @@
-"""Standing GPU conditions NVML answers when asked, graded.
+"""NVIDIA GPU health from NVML: its events and its standing conditions.
 
-Asked after every event wait by :class:`node_agent.hardware.health.
-NvmlHealthSource`, in two calls per GPU: ``nvmlDeviceGetRemappedRows``
+:class:`NvmlHealthSource` waits on NVML's events (XIDs, ECC, a GPU lost:
+:func:`node_agent.hardware.health.event_observation`) and after every
+wait asks NVML the standing conditions, graded by :func:`standing`, in
+three calls per GPU: ``nvmlDeviceGetRemappedRows``,
 ``nvmlDeviceValidateInforom`` and one ``nvmlDeviceGetFieldValues`` for
 every field below.
 
@@ -33,7 +35,15 @@ recorded H100 in a VM supports few).  A call that fails otherwise is the
 monitoring's fault: the caller marks the GPU ``unmonitored``.
 """
 
+import dataclasses
+import threading
+
+from oslo_log import log as logging
+
 from node_agent.hardware import health
+from node_agent.hardware import nvml as nvml_source
+
+LOG = logging.getLogger(__name__)
 
 #: Retired pages (single plus double bit) at which a GPU of the page
 #: retirement generation (before row remapping) is taken out of service.
@@ -189,3 +199,177 @@ def _rose(values, key, address, rate, counters, now):
         return rate.rose((address, key), now)
     rate.quiet((address, key), now)
     return None
+
+
+class NvmlHealthSource:
+    """NVML events and queries for the host's NVIDIA GPUs.
+
+    ``ignored_xids``: XIDs that change nothing (``[gpu]
+    health_ignored_xids``).  ``addresses``: the PCI addresses to watch
+    (sysfs form); None: every GPU NVML sees.  ``nvml`` is the pynvml
+    module, or a recording in tests.  ``rate``: the
+    :class:`~node_agent.hardware.health.Rate` of its counters (default: a
+    window of ``[health] rate_window``).
+
+    After every wait, event or not, the standing conditions are queried
+    (:func:`standing`).  No NVML library or driver
+    is "no data": the source says so once and returns.  A failed wait
+    (other than a lost GPU) or a failed query is the monitoring's fault:
+    the GPUs are ``unmonitored`` until it works again.
+    """
+
+    name = 'nvml'
+    EVENTS = 'NVML events'
+    REGISTRATION = 'NVML event registration'
+    QUERIES = 'NVML queries'
+
+    def __init__(self, nvml, monitor, ignored_xids, addresses=None,
+                 wait_s=5.0, rate=None):
+        self.nvml = nvml
+        self.monitor = monitor
+        self.ignored_xids = frozenset(ignored_xids)
+        self.addresses = None if addresses is None else frozenset(addresses)
+        self.wait_s = wait_s
+        self.rate = rate or health.Rate(300)
+        self._stop = threading.Event()
+        self._counters = {}
+        self._wait_failed = False
+        self._thread = None
+
+    @classmethod
+    def from_conf(cls, conf, nvml, monitor, addresses=None):
+        return cls(nvml, monitor, conf.gpu.health_ignored_xids, addresses,
+                   rate=health.Rate(conf.health.rate_window))
+
+    def start(self):
+        """Run in a thread of its own (without a
+        :class:`~node_agent.hardware.health.Supervisor`)."""
+        self._thread = threading.Thread(target=self.run, daemon=True,
+                                        name='health-nvml')
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout=None):
+        """Ask the thread to end; it does after the wait in progress."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self, stop=None):
+        """Open NVML, register, wait until stopped (``stop``, or
+        :meth:`stop`)."""
+        if stop is not None:
+            self._stop = stop
+        nvml = self.nvml
+        if nvml is None:
+            LOG.info('GPU health: pynvml is not installed; no NVIDIA GPU '
+                     'health data')
+            return
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            LOG.info('GPU health: no NVIDIA GPU health data (%s)', exc)
+            return
+        try:
+            event_set = nvml.nvmlEventSetCreate()
+            try:
+                handles = self._register(event_set)
+                while not self._stop.is_set():
+                    self.step(event_set, handles)
+            finally:
+                nvml.nvmlEventSetFree(event_set)
+        except nvml.NVMLError as exc:
+            LOG.warning('GPU health: NVML events unavailable (%s); GPU '
+                        'health is not watched', exc)
+        finally:
+            nvml.nvmlShutdown()
+
+    def _register(self, event_set):
+        """``{address: handle}`` of the watched GPUs, events registered."""
+        nvml = self.nvml
+        wanted = getattr(nvml, health.XID_EVENT)
+        for name, _, _ in health.EVENT_REASONS:
+            wanted |= getattr(nvml, name, 0)
+        handles = {}
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            address = nvml_source.normalise_bus_id(
+                nvml.nvmlDeviceGetPciInfo(handle).busId)
+            if self.addresses is not None and address not in self.addresses:
+                continue
+            handles[address] = handle
+            try:
+                supported = nvml.nvmlDeviceGetSupportedEventTypes(handle)
+                nvml.nvmlDeviceRegisterEvents(handle, wanted & supported,
+                                              event_set)
+            except nvml.NVMLError as exc:
+                self.monitor.unmonitored(
+                    address, self.REGISTRATION,
+                    f'cannot register for NVML events ({exc})')
+        return handles
+
+    def step(self, event_set, handles):
+        """One wait, what it brought, the standing conditions, the quiet
+        periods."""
+        nvml = self.nvml
+        try:
+            event = nvml.nvmlEventSetWait(event_set,
+                                          int(self.wait_s * 1000))
+        except nvml.NVMLError_Timeout:
+            self._events_work(handles)
+        except nvml.NVMLError_GpuIsLost as exc:
+            for address in handles:
+                self.monitor.observe(address, health.Observation(
+                    health.ISOLATE, f'{health.GPU_LOST} ({exc})',
+                    health.GPU_LOST_FAMILY,
+                    'reset the GPU or reboot the host'))
+        except nvml.NVMLError as exc:
+            LOG.warning('GPU health: waiting on NVML events failed (%s); '
+                        'trying again in %ss', exc, self.wait_s)
+            self._wait_failed = True
+            for address in handles:
+                self.monitor.unmonitored(
+                    address, self.EVENTS,
+                    f'waiting on NVML events failed ({exc})')
+            self._stop.wait(self.wait_s)
+        else:
+            self._events_work(handles)
+            self._on_event(event, handles)
+        for address, handle in handles.items():
+            observations, problem = standing(
+                nvml, handle, address, self.rate, self._counters,
+                self.monitor.now())
+            self.monitor.unmonitored(address, self.QUERIES, problem)
+            for observation in observations:
+                self.monitor.observe(address, observation)
+        self.monitor.settle()
+
+    def _events_work(self, handles):
+        """A wait answered: a failed one before it no longer stands."""
+        if self._wait_failed:
+            self._wait_failed = False
+            for address in handles:
+                self.monitor.unmonitored(address, self.EVENTS, None)
+
+    def _on_event(self, event, handles):
+        nvml = self.nvml
+        observation = health.event_observation(nvml, event, self.ignored_xids)
+        if observation is None:
+            LOG.debug('GPU health: ignoring NVML event type %#x data %s',
+                      event.eventType, event.eventData)
+            return
+        try:
+            address = nvml_source.normalise_bus_id(
+                nvml.nvmlDeviceGetPciInfo(event.device).busId)
+        except nvml.NVMLError as exc:
+            # The device of the event cannot be named: every watched GPU
+            # is suspect until the quiet period says otherwise.
+            LOG.warning('GPU health: %s on a GPU NVML cannot name (%s)',
+                        observation.reason, exc)
+            observation = dataclasses.replace(
+                observation, reason=f'{observation.reason} (GPU unknown)')
+            for address in handles:
+                self.monitor.observe(address, observation)
+            return
+        if address in handles:
+            self.monitor.observe(address, observation)

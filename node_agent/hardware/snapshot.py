@@ -13,6 +13,11 @@ import dataclasses
 
 frozen = dataclasses.dataclass(frozen=True)
 
+# PCI base classes (the first byte of ``class``): what a function is.
+NETWORK_CLASS = '02'
+DISPLAY_CLASS = '03'
+ACCELERATOR_CLASS = '12'          # processing accelerator
+
 
 @frozen
 class HugePages:
@@ -76,7 +81,7 @@ class PciDevice:
 
     @property
     def class_id(self):
-        """The base class byte: "03" display, "02" network, "12" accel."""
+        """The base class byte (:data:`DISPLAY_CLASS`...)."""
         return self.class_code[:2]
 
     @property
@@ -239,7 +244,8 @@ class HostSnapshot:
 
     def accelerators(self):
         """PCI functions of class 0x12 (processing accelerators, FPGAs)."""
-        return tuple(d for d in self.pci_devices if d.class_id == '12')
+        return tuple(d for d in self.pci_devices
+                     if d.class_id == ACCELERATOR_CLASS)
 
     def numa_node_of_cpu(self, cpu_id):
         return next((n.id for n in self.numa_nodes if cpu_id in n.cpus),

@@ -88,14 +88,15 @@ Every request pins a microversion from :data:`DECLARED_MICROVERSIONS`.
 import concurrent.futures
 import copy
 import dataclasses
-import logging
 import time
 import urllib.parse
 
 import tenacity
 from keystoneauth1 import exceptions as ks_exc
+from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
@@ -376,7 +377,7 @@ class ReportClient:
     def _root_uuid(self, nodename, uuid=None):
         return (uuid or self._roots.get(nodename)
                 or (self._state.root_uuid(nodename) if self._state else None)
-                or ptree.provider_uuid(nodename))
+                or identity.legacy_root_uuid(nodename))
 
     def _claim_root(self, tree):
         root = tree.roots[0]
@@ -525,7 +526,7 @@ class ReportClient:
                 if have is not None and plan_mod.lowered_inventory(
                         have.inventory, change.inventory) is not None:
                     self._sync_provider(tree, desired.get(change.uuid),
-                                        lower_only=True)
+                                        change, lower_only=True)
         for rename in plan.rename:
             self._rename(tree, rename)
         for create in plan.create:
@@ -564,14 +565,16 @@ class ReportClient:
               and not self._reshaper_forbidden):
             deferred = set(bulk)
         for change in plan.changes:
-            self._sync_provider(tree, desired.get(change.uuid),
+            self._sync_provider(tree, desired.get(change.uuid), change,
                                 inventory=change.uuid not in deferred)
         if reshaping:
-            self._reshape_tree(tree, desired, deferred, allocations,
-                               plan_mod.replaced(plan, tree))
+            self._reshape_tree(tree, desired,
+                               {u: changes[u] for u in deferred},
+                               allocations, plan_mod.replaced(plan, tree))
             self._moves_and_deletes(tree, plan)
         elif deferred:
-            self._bulk_inventories(tree, desired, deferred)
+            self._bulk_inventories(tree, desired,
+                                   {u: changes[u] for u in deferred})
 
     def _moves_and_deletes(self, tree, plan):
         for move in plan.move:
@@ -612,8 +615,12 @@ class ReportClient:
     def _count_retry(self, retry_state):
         self._metrics.conflict_retry()
 
-    def _sync_provider(self, tree, want, inventory=True, lower_only=False):
-        """Write one provider's change; on conflict re-read and recompute.
+    def _sync_provider(self, tree, want, change=None, inventory=True,
+                       lower_only=False):
+        """Write one provider's ``change`` (the plan's
+        :class:`~node_agent.placement.plan.ProviderChange`) as given; on a
+        conflict re-read the provider and recompute its change against
+        what Placement holds now (None: computed from the start).
 
         ``lower_only``: only its inventory, and of that only what shrinks
         (:func:`~node_agent.placement.plan.lowered_inventory`).
@@ -625,7 +632,8 @@ class ReportClient:
                              '(attempt %d)', want.name,
                              attempt.retry_state.attempt_number)
                     self._reread(tree, want.uuid)
-                self._write(tree, want, inventory, lower_only)
+                    change = None
+                self._write(tree, want, inventory, lower_only, change)
 
     def _reread(self, tree, uuid):
         self._unsure.add(uuid)
@@ -633,10 +641,10 @@ class ReportClient:
         (provider.inventory, provider.traits, provider.aggregates,
          provider.generation) = self._read_provider(uuid)
 
-    def _write(self, tree, want, inventory, lower_only=False):
+    def _write(self, tree, want, inventory, lower_only=False, change=None):
         have = tree.get(want.uuid)
-        own = self._owner(have)
-        change = plan_mod.provider_change(have, want, own)
+        if change is None:
+            change = plan_mod.provider_change(have, want, self._owner(have))
         label = f'{have.name} ({have.uuid})'
         if lower_only:
             lowered = plan_mod.lowered_inventory(have.inventory,
@@ -644,10 +652,12 @@ class ReportClient:
             if lowered is not None:
                 self._put_inventory(have, label, lowered)
             return
-        if change.inventory is not None and inventory:
+        # A shrink the lowering step wrote already is not written twice.
+        if (change.inventory is not None and inventory
+                and change.inventory != have.inventory):
             self._put_inventory(have, label, change.inventory)
         if inventory:
-            own = self._own(have.uuid, resource_classes=set(want.inventory))
+            self._own(have.uuid, resource_classes=set(want.inventory))
         if change.traits is not None:
             have.traits = self._put_set(have, label, 'traits', change.traits)
         self._own(have.uuid, traits=set(want.traits))
@@ -688,18 +698,17 @@ class ReportClient:
         self._ownership[uuid] = own
         return own
 
-    def _bulk_inventories(self, tree, desired, uuids):
-        """Inventories of providers created in this sync, in one reshape.
+    def _bulk_inventories(self, tree, desired, changes):
+        """Inventories of providers created in this sync, in one reshape:
+        ``changes`` is ``{uuid: the plan's ProviderChange}``.
 
         The providers were created moments ago, so the in_tree read that
         follows sees the generations the reshape left.  A 403 (no
         ``service`` role) falls back to one PUT per provider.
         """
         payload = {}
-        for uuid in sorted(uuids):
+        for uuid, change in sorted(changes.items()):
             have = tree.get(uuid)
-            change = plan_mod.provider_change(have, desired.get(uuid),
-                                              self._owner(have))
             payload[uuid] = {'resource_provider_generation': have.generation,
                              'inventories': change.inventory}
         resp = self._request('POST', '/reshaper', MV_RESHAPE,
@@ -709,14 +718,17 @@ class ReportClient:
                 self._reshaper_forbidden = True
             LOG.debug('bulk inventory write refused (%s): one PUT each',
                       resp.status_code)
-            for uuid in sorted(uuids):
-                self._sync_provider(tree, desired.get(uuid))
+            # After a conflict each change is recomputed from a re-read.
+            for uuid, change in sorted(changes.items()):
+                self._sync_provider(
+                    tree, desired.get(uuid),
+                    change if resp.status_code == 403 else None)
             return
         errors.check(resp)
         for uuid, body in payload.items():
             tree.get(uuid).inventory = copy.deepcopy(body['inventories'])
             self._own(uuid, resource_classes=set(body['inventories']))
-        self._learn_generations(tree, uuids)
+        self._learn_generations(tree, changes)
 
     def _learn_generations(self, tree, uuids):
         root_uuid = tree.get(next(iter(uuids))).root_uuid
@@ -724,18 +736,17 @@ class ReportClient:
             if rec['uuid'] in uuids:
                 tree.get(rec['uuid']).generation = rec['generation']
 
-    def _reshape_tree(self, tree, desired, uuids, allocations, replaced):
-        """One ``POST /reshaper``: the changed inventories, the moving
-        allocations, and ``replaced`` (providers the plan deletes after
-        it) emptied in the same request, so that Placement never offers
+    def _reshape_tree(self, tree, desired, changes, allocations, replaced):
+        """One ``POST /reshaper``: the changed inventories (``changes``,
+        ``{uuid: the plan's ProviderChange}``), the moving allocations,
+        and ``replaced`` (providers the plan deletes after it) emptied in
+        the same request, so that Placement never offers
         a replaced provider's capacity beside its successors' (their
         DELETEs after it are cleanup: if one fails, or the agent dies
         first, the empty provider is deleted at the next sync)."""
         inventories = {}
-        for uuid in sorted(uuids):
+        for uuid, change in sorted(changes.items()):
             have = tree.get(uuid)
-            change = plan_mod.provider_change(have, desired.get(uuid),
-                                              self._owner(have))
             inventories[uuid] = {
                 'resource_provider_generation': have.generation,
                 'inventories': change.inventory}

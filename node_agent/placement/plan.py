@@ -10,6 +10,12 @@ rendered by :meth:`Plan.render`, and stop there: what they print is what
 the write does, because the text is derived from the writes (:func:`apply`
 of the plan to the tree in Placement), never from a second diff.
 
+This module decides the writes; :mod:`node_agent.placement.outcome` says
+what they do (the tree after, the changes by name) and
+:mod:`node_agent.placement.safety` checks them.  Their functions are
+reachable from here under the names below (``plan.apply``,
+``plan.check``...).
+
 Ownership rules (the agent never touches what it does not own)::
 
     provider   owned  = the root it was told to manage, one it created
@@ -87,14 +93,24 @@ text; providers by name, sharing providers outside the tree by uuid)::
     consumer 6f1e...: VCPU 2 cn1 -> cn1_numa_0
 """
 
-import collections
-import copy
 import dataclasses
 
-from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent import text
+from node_agent.placement import outcome
+from node_agent.placement import safety
+
+# The plan's pieces, under the names its callers know.
+InventoryMove = outcome.InventoryMove
+ConsumerMove = outcome.ConsumerMove
+apply = outcome.apply
+lowered_inventory = safety.lowered_inventory
+usages_needed = safety.usages_needed
+usages_after = safety.usages_after
+check = safety.check
+replaced = safety.replaced
+boundaries = safety.boundaries
 
 CUSTOM_PREFIX = 'CUSTOM_'
 
@@ -153,38 +169,6 @@ class Move:
     name: str
     old_parent_uuid: str
     parent_uuid: str
-
-
-@dataclasses.dataclass(frozen=True)
-class InventoryMove:
-    """One class's inventory, from some providers to others."""
-    resource_class: str
-    before: tuple          # ((provider, total), ...) sorted
-    after: tuple
-
-    def render(self):
-        def side(pairs):
-            return ', '.join(f'{name} {total}' for name, total in pairs) or '-'
-        return (f'{self.resource_class} {side(self.before)} -> '
-                f'{side(self.after)}')
-
-
-@dataclasses.dataclass(frozen=True)
-class ConsumerMove:
-    """One consumer's allocation of one class, from and to providers."""
-    consumer: str
-    resource_class: str
-    before: tuple          # ((provider, amount), ...) sorted
-    after: tuple
-
-    def render(self):
-        def side(pairs):
-            return ', '.join(f'{name} {amount}' if len(pairs) > 1 else name
-                             for name, amount in pairs) or '-'
-        total = sum(a for _, a in self.before) or sum(a for _, a in
-                                                      self.after)
-        return (f'{self.resource_class} {total} {side(self.before)} -> '
-                f'{side(self.after)}')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,12 +369,12 @@ def make_plan(current, desired, ownership=None, *, allocations_before=None,
 
     if nodename is None:
         nodename = desired.roots[0].name if desired.roots else ''
-    inventory_moved, inventory_changed = _inventory_described(
+    inventory_moved, inventory_changed = outcome.inventory_described(
         current, after, name)
     consumer_moves = ()
     if allocations_after is not None:
-        consumer_moves = _consumer_moves(allocations_before or {},
-                                         allocations_after, name)
+        consumer_moves = outcome.consumer_moves(allocations_before or {},
+                                                allocations_after, name)
     return dataclasses.replace(
         writes,
         nodename=nodename,
@@ -404,329 +388,10 @@ def make_plan(current, desired, ownership=None, *, allocations_before=None,
         providers_kept=tuple((name(u), why) for u, why in writes.skipped),
         inventory_moved=inventory_moved,
         inventory_changed=inventory_changed,
-        traits_changed=_sets_described(current, after, 'traits'),
-        aggregates_changed=_sets_described(current, after, 'aggregates'),
+        traits_changed=outcome.sets_described(current, after, 'traits'),
+        aggregates_changed=outcome.sets_described(current, after,
+                                                  'aggregates'),
         consumer_moves=consumer_moves)
-
-
-def apply(current, plan):
-    """The tree Placement holds once ``plan`` is written over ``current``.
-
-    Pure: ``current`` is not changed.  The rendering and the hardware
-    check read this tree, so both see what the writes do.
-    """
-    tree = current.copy() if current is not None else ptree.ProviderTree()
-    for rename in plan.rename:
-        tree.rename(rename.uuid, rename.name)
-    for create in plan.create:
-        if create.parent_uuid is None:
-            tree.new_root(create.name, uuid=create.uuid)
-        else:
-            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
-    for change in plan.changes:
-        provider = tree.get(change.uuid)
-        if change.inventory is not None:
-            provider.inventory = copy.deepcopy(change.inventory)
-        if change.traits is not None:
-            provider.traits = set(change.traits)
-        if change.aggregates is not None:
-            provider.aggregates = set(change.aggregates)
-    for move in plan.move:
-        tree.move(move.uuid, move.parent_uuid)
-    for uuid in plan.delete:
-        if uuid in tree:
-            tree.remove(uuid)
-    return tree
-
-
-def _inventory_by_class(tree):
-    """{rc: {provider uuid: inventory record}} over the whole tree."""
-    result = collections.defaultdict(dict)
-    for provider in tree.providers():
-        for rc, record in provider.inventory.items():
-            result[rc][provider.uuid] = dict(record)
-    return result
-
-
-def _record_change(before, after):
-    """'total 16 -> 32, reserved 0 -> 2' for the fields that differ."""
-    if before is None:
-        return f'added (total {after["total"]})'
-    if after is None:
-        return f'removed (total {before["total"]})'
-    return ', '.join(f'{field} {before.get(field)} -> {after.get(field)}'
-                     for field in sorted(set(before) | set(after))
-                     if before.get(field) != after.get(field))
-
-
-def _inventory_described(current, after, name):
-    """``(inventory moved, inventory changed)`` between two trees."""
-    moved, changed = [], []
-    inv_before, inv_after = _inventory_by_class(current), \
-        _inventory_by_class(after)
-    for rc in sorted(set(inv_before) | set(inv_after)):
-        before, now = inv_before.get(rc, {}), inv_after.get(rc, {})
-        if set(before) != set(now) and before and now:
-            moved.append(InventoryMove(
-                rc,
-                tuple(sorted((name(u), r['total']) for u, r in
-                             before.items())),
-                tuple(sorted((name(u), r['total']) for u, r in
-                             now.items()))))
-            continue
-        for uuid in sorted(set(before) | set(now), key=name):
-            if before.get(uuid) != now.get(uuid):
-                changed.append((name(uuid), rc, _record_change(
-                    before.get(uuid), now.get(uuid))))
-    return tuple(moved), tuple(changed)
-
-
-def _sets_described(current, after, kind):
-    """(provider, added, removed) of ``traits`` or ``aggregates``."""
-    result = []
-    for provider in after.providers():
-        old = current.find(provider.uuid)
-        old_values = getattr(old, kind) if old is not None else set()
-        values = getattr(provider, kind)
-        added = tuple(sorted(values - old_values))
-        removed = tuple(sorted(old_values - values))
-        if added or removed:
-            result.append((provider.name, added, removed))
-    return tuple(result)
-
-
-def _amounts(record):
-    """{(provider uuid, rc): amount} of one consumer's allocation record."""
-    result = {}
-    for rp_uuid, alloc in (record or {}).get('allocations', {}).items():
-        for rc, amount in alloc.get('resources', {}).items():
-            if amount:
-                result[(rp_uuid, rc)] = amount
-    return result
-
-
-def _consumer_moves(before_all, after_all, name):
-    moves = []
-    for consumer in sorted(set(before_all) | set(after_all)):
-        before = _amounts(before_all.get(consumer))
-        after = _amounts(after_all.get(consumer))
-        if before == after:
-            continue
-        classes = {rc for _, rc in before} | {rc for _, rc in after}
-        for rc in sorted(classes):
-            b = {u: a for (u, c), a in before.items() if c == rc}
-            a = {u: v for (u, c), v in after.items() if c == rc}
-            if b != a:
-                moves.append(ConsumerMove(
-                    consumer, rc,
-                    tuple(sorted((name(u), v) for u, v in b.items())),
-                    tuple(sorted((name(u), v) for u, v in a.items()))))
-    return tuple(moves)
-
-
-# -- the check before the first write ------------------------------------
-
-def _lower(before, after):
-    """Whether ``after`` (a record, or None: removed) offers less."""
-    return (after is None or after['total'] < before['total']
-            or ptree.capacity(after) < ptree.capacity(before))
-
-
-def lowered_inventory(current, new):
-    """What to write first so that nothing grows: ``new``'s records where
-    they offer less than ``current``'s, ``current``'s elsewhere, classes
-    ``new`` adds left out.  None when nothing shrinks."""
-    if new is None:
-        return None
-    result, shrinks = {}, False
-    for rc, record in current.items():
-        if _lower(record, new.get(rc)):
-            shrinks = True
-            if rc in new:
-                result[rc] = copy.deepcopy(new[rc])
-        else:
-            result[rc] = copy.deepcopy(record)
-    return result if shrinks else None
-
-
-def usages_needed(plan, current):
-    """Uuids whose usages :func:`check` needs: deleted providers with
-    inventory, and providers whose inventory shrinks."""
-    needed = {u for u in plan.delete if current.get(u).inventory}
-    for change in plan.changes:
-        have = current.find(change.uuid)
-        if have is not None and lowered_inventory(
-                have.inventory, change.inventory) is not None:
-            needed.add(change.uuid)
-    return needed
-
-
-def usages_after(allocations):
-    """``{uuid: {rc: used}}`` that ``allocations`` (the reshape's
-    allocations after the move) leave on each provider."""
-    usages = collections.defaultdict(collections.Counter)
-    for record in allocations.values():
-        for (uuid, rc), amount in _amounts(record).items():
-            usages[uuid][rc] += amount
-    return {uuid: dict(used) for uuid, used in usages.items()}
-
-
-def check(plan, current, usages, limits=None):
-    """Raise :class:`~node_agent.exception.UnsafePlan` unless ``plan`` is
-    safe to write over ``current``.
-
-    ``usages``: ``{uuid: {rc: used}}`` for at least the providers
-    :func:`usages_needed` names (after the move, in a reshape: see
-    :func:`usages_after`).  ``limits``: ``{(rc, ...): (total, what)}``,
-    what the host has of those classes together, before allocation ratios
-    (:func:`node_agent.drivers.limits.hardware_limits`); None checks no
-    hardware.
-    """
-    current = current if current is not None else ptree.ProviderTree()
-
-    def label(uuid):
-        return f'{current.get(uuid).name} ({uuid})'
-
-    for uuid in plan.delete:
-        for rc, used in sorted(usages.get(uuid, {}).items()):
-            if used > 0:
-                raise exception.UnsafePlan(
-                    label(uuid), rc, f'the provider would be deleted with '
-                    f'{used} in use')
-    for change in plan.changes:
-        if change.inventory is None or change.uuid not in current:
-            continue
-        for rc, used in sorted(usages.get(change.uuid, {}).items()):
-            record = change.inventory.get(rc)
-            if used <= 0:
-                continue
-            if record is None:
-                raise exception.UnsafePlan(
-                    label(change.uuid), rc,
-                    f'the inventory would be removed with {used} in use')
-            if _capacity_lost(record, current.get(change.uuid), rc) < used:
-                raise exception.UnsafePlan(
-                    label(change.uuid), rc,
-                    f'total {record["total"]} (capacity '
-                    f'{ptree.capacity(record)}) would be below its usage '
-                    f'{used}')
-    if limits:
-        for where, tree in boundaries(current, plan):
-            _check_hardware(current, tree, limits, where)
-
-
-def _capacity_lost(record, provider, rc):
-    """The capacity ``record`` leaves, a raised ``reserved`` not counted.
-
-    Reserving more (an unhealthy device: ``reserved = total``) removes no
-    inventory: Placement keeps the allocations above capacity and only
-    refuses new ones, so it is never unsafe.
-    """
-    before = provider.inventory.get(rc)
-    reserved = min(record['reserved'],
-                   before['reserved'] if before else 0)
-    return ptree.capacity(dict(record, reserved=reserved))
-
-
-def replaced(plan, current):
-    """Uuids of the providers ``plan`` deletes that hold inventory.
-
-    In a reshape the one ``POST /reshaper`` empties them, together with
-    the inventory and allocations their successors take: their deletes
-    afterwards are cleanup, and a delete that fails (or an agent that
-    dies first) leaves an empty provider that the next sync deletes.
-    """
-    return tuple(u for u in plan.delete
-                 if u in current and current.get(u).inventory)
-
-
-def boundaries(current, plan):
-    """``(after what, tree)`` for every state Placement passes through
-    while the report client writes ``plan`` over ``current``, in its
-    order (see :mod:`node_agent.placement.client`)::
-
-        sync      each shrinking inventory, each delete, then each
-                  inventory that grows or appears
-        reshape   POST /reshaper (every inventory change, the replaced
-                  providers emptied), then each delete
-
-    Names, parents, traits and aggregates change no capacity: those
-    writes are not boundaries of their own.  Pure.
-    """
-    tree = current.copy() if current is not None else ptree.ProviderTree()
-    for rename in plan.rename:
-        tree.rename(rename.uuid, rename.name)
-    for create in plan.create:
-        if create.parent_uuid is None:
-            tree.new_root(create.name, uuid=create.uuid)
-        else:
-            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
-    result = []
-
-    def step(where):
-        result.append((where, tree.copy()))
-
-    def label(uuid):
-        return f'{tree.get(uuid).name} ({uuid})'
-
-    if plan.reshape:
-        for change in plan.changes:
-            if change.inventory is not None:
-                tree.get(change.uuid).inventory = copy.deepcopy(
-                    change.inventory)
-        for uuid in replaced(plan, current):
-            tree.get(uuid).inventory = {}
-        step('POST /reshaper')
-    else:
-        for change in plan.changes:
-            have = tree.get(change.uuid)
-            lowered = lowered_inventory(have.inventory, change.inventory)
-            if lowered is not None:
-                have.inventory = lowered
-                step(f'lowering {label(change.uuid)}')
-    for move in plan.move:
-        tree.move(move.uuid, move.parent_uuid)
-    for uuid in plan.delete:
-        if uuid in tree:
-            where = f'deleting {label(uuid)}'
-            tree.remove(uuid)
-            step(where)
-    if not plan.reshape:
-        for change in plan.changes:
-            if change.inventory is not None:
-                tree.get(change.uuid).inventory = copy.deepcopy(
-                    change.inventory)
-                step(f'writing {label(change.uuid)}')
-    for change in plan.changes:
-        provider = tree.get(change.uuid)
-        if change.traits is not None:
-            provider.traits = set(change.traits)
-        if change.aggregates is not None:
-            provider.aggregates = set(change.aggregates)
-    step('the plan')
-    return result
-
-
-def _check_hardware(current, after, limits, where='the plan'):
-    """No class above what the host has once ``where`` is written
-    (unless it was already: a host that lost CPUs is not refused for
-    the capacity it still shows)."""
-    def carriers(tree, classes):
-        return [(p.name, rc, p.inventory[rc]['total'])
-                for p in tree.providers() for rc in classes
-                if rc in p.inventory]
-
-    for classes, (limit, what) in sorted(limits.items()):
-        had = sum(t for _, _, t in carriers(current, classes))
-        held = carriers(after, classes)
-        total = sum(t for _, _, t in held)
-        if total > limit and total > had:
-            held_at = ', '.join(f'{n} {rc} {t}'
-                                for n, rc, t in sorted(held))
-            raise exception.UnsafePlan(
-                held_at, '+'.join(classes),
-                f'total {total} would be above the {limit} {what} this '
-                f'host has, after {where}')
 
 
 def _writes(current, desired, ownership):

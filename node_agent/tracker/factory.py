@@ -8,8 +8,9 @@ local: a command pays only for the layers it uses.
 
 import contextlib
 import functools
-import logging
 import os
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
@@ -41,10 +42,17 @@ def report_client(conf, adapter, stateful=True, read_state=False,
                                          metrics=metrics)
 
 
-def claim_manager(conf):
-    """The claim manager over the claim database under state_path."""
+def claim_manager(conf, upgrade=True):
+    """The claim manager over the claim database under state_path, which
+    asks the enabled drivers what a snapshot's devices are."""
     from node_agent.claims import manager
-    return manager.ClaimManager(conf)
+    from node_agent import drivers
+
+    def drivers_for(snapshot):
+        return drivers.DriverSet(conf, snapshot).drivers
+
+    return manager.ClaimManager(conf, upgrade=upgrade,
+                                drivers_for=drivers_for)
 
 
 @contextlib.contextmanager
@@ -119,6 +127,7 @@ def device_health(conf, rt, metrics=None, clock=None):
     from node_agent import health_notifier
     from node_agent import metrics as metrics_mod
     from node_agent.hardware import health
+    from node_agent.hardware import nvml_health
     from node_agent.hardware import pci_health
     metrics = metrics or metrics_mod.NOOP
     nvml = 'gpu' in conf.enabled_drivers and conf.hardware.nvml_enabled
@@ -139,7 +148,7 @@ def device_health(conf, rt, metrics=None, clock=None):
         drained.look()          # before the startup sync: no flip-flop
         sources = [drained]
         if nvml:
-            sources.append(health.NvmlHealthSource.from_conf(
+            sources.append(nvml_health.NvmlHealthSource.from_conf(
                 conf, rt.discovery.nvml, monitor))
         if conf.health.sysfs_enabled:
             sources.append(pci_health.SysfsHealthSource.from_conf(

@@ -46,9 +46,9 @@ the tree by it (one ``GET ?in_tree``), and a compute_id file that appears
 later does not move the host to another root mid-run.
 """
 
-import logging
 import os
 import uuid as uuidlib
+from oslo_log import log as logging
 
 from node_agent import deployment
 from node_agent import exception

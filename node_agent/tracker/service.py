@@ -72,13 +72,14 @@ agent (the unit's
 """
 
 import contextlib
-import logging
+import logging as std_logging
 import random
 import signal
 import threading
 import time
 
 import tenacity
+from oslo_log import log as logging
 from oslo_service import backend
 
 backend.init_backend(backend.BackendType.THREADING)
@@ -186,7 +187,7 @@ class AgentService(service.Service):
         self._away = None           # (since, failed audits) Placement away
         self._thread = None
         # A stop ends a sync before its next Placement request.
-        tracker.rc.stop_requested = self._stop.is_set
+        tracker.report_client.stop_requested = self._stop.is_set
         # What is wrong now: {what: (since, detail)}, shown in the status
         # line and in the metrics (node_agent_problem_since_seconds).
         self._problems = {}
@@ -607,7 +608,7 @@ class AgentService(service.Service):
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
                  'Placement state')
         self.conf.reload_config_files()
-        self.tracker.rc.invalidate()
+        self.tracker.report_client.invalidate()
         return True
 
     def _audit(self):
@@ -680,7 +681,7 @@ def _stamp(seconds):
     return time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(seconds))
 
 
-class _OneProcessIsTheDesign(logging.Filter):
+class _OneProcessIsTheDesign(std_logging.Filter):
     """Drops the launcher's warning that ``no_fork=True`` is in use.
 
     The threading launcher warns on every start that the service runs in
@@ -696,7 +697,7 @@ class _OneProcessIsTheDesign(logging.Filter):
 
 def run(conf, agent_service):
     """Run ``agent_service`` in this process until stopped; exit status."""
-    launcher_log = logging.getLogger(service.ProcessLauncher.__module__)
+    launcher_log = std_logging.getLogger(service.ProcessLauncher.__module__)
     launcher_log.addFilter(_OneProcessIsTheDesign())
     launcher = service.ProcessLauncher(conf, no_fork=True,
                                        restart_method='reload')

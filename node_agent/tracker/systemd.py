@@ -24,11 +24,12 @@ READY is shorter than that (the longest: a scan whose sysfs, libvirt and
 NVML parts each take their full ``scan_timeout``, 3 x 60 s by default).
 """
 
-import logging
 import os
 import socket
 import threading
 import time
+
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The resource tracker: keeps this host's provider tree true in Placement.
 
-The algorithm, step by step (``rc``: the report client)::
+The algorithm, step by step (``client``: the report client)::
 
     discover   snapshot = discovery.scan(), trusted and held (see below)
     read       current  = the tree under this host's root, found (or
@@ -9,15 +9,15 @@ The algorithm, step by step (``rc``: the report client)::
                           the nodename the drivers build under
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
-                 allocations = rc.get_tree_allocations(current)
+                 allocations = client.get_tree_allocations(current)
                  desired     = drivers(snapshot, current, allocations)
-    plan       plan = make_plan(current, desired, rc.ownership(current),
+    plan       plan = make_plan(current, desired, client.ownership(current),
                                 allocations before/after)
     check      check(plan, current, usages, drivers.hardware_limits())
-                 usages: rc.get_usages() of deleted and shrinking
+                 usages: client.get_usages() of deleted and shrinking
                  providers, or what the moved allocations leave
-                 moving consumers read in full: rc.complete_allocations()
-    apply      rc.update_from_provider_tree(desired, allocations, plan)
+                 moving consumers read in full: client.complete_allocations()
+    apply      client.update_from_provider_tree(desired, allocations, plan)
                  (allocations not None: one POST /reshaper)
     record     last good tree, generations, status line
 
@@ -83,11 +83,11 @@ Rules:
 
 import collections
 import copy
-import logging
 import random
 import time
 
 import tenacity
+from oslo_log import log as logging
 
 from node_agent import deployment
 from node_agent import exception
@@ -165,7 +165,7 @@ class ResourceTracker:
         :class:`node_agent.tracker.scan_state.ScanState`, or None: what
         is held starts empty at each restart."""
         self.conf = conf
-        self.rc = report_client
+        self.report_client = report_client
         self.discovery = discovery
         self.claims = claims
         self.notifier = notifier
@@ -218,7 +218,7 @@ class ResourceTracker:
                      self.nodename, exc.reason or 'layout changed')
             # What consumers hold on this tree (one read per provider)
             # is all the drivers need to move them.
-            allocations = self.rc.get_tree_allocations(current)
+            allocations = self.report_client.get_tree_allocations(current)
             before = copy.deepcopy(allocations)
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
@@ -235,7 +235,7 @@ class ResourceTracker:
             # they are read in full (generation, project, user, what
             # they hold elsewhere).
             moving = set(plan.consumers)
-            allocations = self.rc.complete_allocations(
+            allocations = self.report_client.complete_allocations(
                 current, {c: before[c] for c in moving},
                 {c: allocations[c] for c in moving})
         return _Pending(snapshot, current, desired, allocations, plan)
@@ -248,9 +248,8 @@ class ResourceTracker:
                 len(pending.plan.consumers), 'consumer'))
         if not pending.plan.empty:
             log_plan(pending.plan)
-        self.rc.update_from_provider_tree(pending.desired,      # apply
-                                          pending.allocations,
-                                          pending.plan)
+        self.report_client.update_from_provider_tree(      # apply
+            pending.desired, pending.allocations, pending.plan)
         if pending.plan.reshape:
             self.metrics.reshape(metrics_mod.RESHAPE_OK)
         self._record(pending)                                    # record
@@ -384,8 +383,9 @@ class ResourceTracker:
                 f'{root.generation})')
 
     def _refuse_shared(self, tree=None):
-        found = self.root.other_writer(
-            tree, self.rc.ownership(tree) if tree is not None else None)
+        ownership = (self.report_client.ownership(tree)
+                     if tree is not None else None)
+        found = self.root.other_writer(tree, ownership)
         rewritten = self._rewritten(tree) if tree is not None else None
         if rewritten is not None:
             service, evidence = found or ('another service', [])
@@ -406,7 +406,7 @@ class ResourceTracker:
 
     def _ownership(self, current):
         """What the plan may touch: beside nova-compute, not the root."""
-        ownership = self.rc.ownership(current)
+        ownership = self.report_client.ownership(current)
         if not self.root.owns_root:
             ownership[current.roots[0].uuid] = plan_mod.Ownership()
         return ownership
@@ -422,8 +422,8 @@ class ResourceTracker:
         if after is not None:
             usages = plan_mod.usages_after(after)
         else:
-            usages = self.rc.get_usages(plan_mod.usages_needed(plan,
-                                                               current))
+            usages = self.report_client.get_usages(
+                plan_mod.usages_needed(plan, current))
         try:
             plan_mod.check(plan, current, usages, drivers.hardware_limits())
         except exception.UnsafePlan:
@@ -452,7 +452,7 @@ class ResourceTracker:
             if c[0] not in named]
         withdrawn, kept = [], []
         have = [current.find(ours) for ours, _, _ in conflicts]
-        in_use = self.rc.get_usages(
+        in_use = self.report_client.get_usages(
             {p.uuid for p in have if p is not None and p.uuid in owned})
         for (ours, theirs, why), provider in zip(conflicts, have):
             # Withdrawn only when the other service reports that very
@@ -525,7 +525,7 @@ class ResourceTracker:
         from node_agent.tracker import nova_pci
         root = tree.find(self.nodename)
         if root is not None:
-            nova_pci.apply(self.rc, tree, root, self.unhealthy(),
+            nova_pci.apply(self.report_client, tree, root, self.unhealthy(),
                            nova_pci.Reservations.from_conf(self.conf))
 
     def unhealthy(self):
@@ -570,7 +570,7 @@ class ResourceTracker:
                     retry_state.attempt_number + 1)
         self.metrics.reshape(metrics_mod.RESHAPE_CONFLICT)
         self.metrics.conflict_retry()
-        self.rc.invalidate()
+        self.report_client.invalidate()
 
     def request_full_read(self):
         """Read every provider's allocations at the next claims check
@@ -583,7 +583,7 @@ class ResourceTracker:
             0.9, 1.1)
 
     def _full_read_due(self, root_uuid):
-        last = self.rc.last_full_allocation_read(root_uuid)
+        last = self.report_client.last_full_allocation_read(root_uuid)
         return last is None or self.clock() - last >= self._full_period
 
     def _check_claims(self, pending, startup):
@@ -612,7 +612,7 @@ class ResourceTracker:
         rebuild = getattr(self.claims, 'needs_rebuild', False)
         requested, self._full_read_requested = self._full_read_requested, False
         full = rebuild or requested or self._full_read_due(root_uuid)
-        read = self.rc.tree_allocations(root_uuid, full=full)
+        read = self.report_client.tree_allocations(root_uuid, full=full)
         if not (startup or full or read.changed
                 or (heal and self._unclaimed_since)):
             return
@@ -621,7 +621,7 @@ class ResourceTracker:
             self.claims.rebuild(domains, allocations, tree=tree,
                                 snapshot=pending.snapshot)
         self.claims.reconcile(allocations, tree)
-        self.rc.record_allocations(read, self.clock())
+        self.report_client.record_allocations(read, self.clock())
         if full:
             self._full_period = self._draw_full_period()
         self.unclaimed = self.claims.unclaimed_allocations(
@@ -654,7 +654,8 @@ class ResourceTracker:
             if now - since[consumer] < delay:
                 continue
             try:
-                done = self.rc.remove_allocations_from_tree(consumer, ours)
+                done = self.report_client.remove_allocations_from_tree(
+                    consumer, ours)
             except exception.PlacementError as exc:
                 LOG.error('%s: could not remove the allocations of consumer '
                           '%s (neither claim nor guest): %s', self.nodename,

@@ -30,6 +30,7 @@ from node_agent.placement import client as client_mod
 from tests.fixtures import postgres
 from tests.fixtures.placement_server import PlacementServer
 from tests.fixtures.placement_server import admin_adapter
+from tests.fixtures import provider_names as pn
 
 pytestmark = pytest.mark.skipif(postgres.missing() is not None,
                                 reason=postgres.missing() or '')
@@ -42,9 +43,9 @@ PHYSNETS = ('CUSTOM_PHYSNET_A', 'CUSTOM_PHYSNET_B')
 
 def _tree(physnet):
     tree = ptree.ProviderTree()
-    root = tree.new_root(HOST)
+    root = pn.root(tree, HOST)
     tree.update_inventory(root, {'DISK_GB': {'total': 100}})
-    pf = tree.new_child(PF, root)
+    pf = pn.child(tree, PF, root)
     tree.update_traits(pf, {physnet})
     tree.update_inventory(pf, {'SRIOV_NET_VF': {'total': TOTAL}})
     return tree

@@ -17,7 +17,6 @@ import pytest
 
 from node_agent import exception
 from node_agent import identity
-from node_agent import provider_tree as ptree
 from node_agent.claims import rpc
 from tests.integration import test_agent_service as service_tests
 from tests.integration import test_claims_rpc as rpc_tests
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 HOST = 'compute1'
 PF = '0000:5e:00.0'
-PF_RP = identity.child_uuid(ptree.provider_uuid(HOST), identity.pci_id(PF))
+PF_RP = identity.child_uuid(identity.legacy_uuid(HOST), identity.pci_id(PF))
 PF_VFS = ('0000:5e:00.2', '0000:5e:00.3', '0000:5e:00.4', '0000:5e:00.5')
 C1 = 'aaaaaaaa-0000-4000-8000-0000000000a1'
 C2 = 'bbbbbbbb-0000-4000-8000-0000000000b2'

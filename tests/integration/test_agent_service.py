@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from node_agent import provider_tree as ptree
+from node_agent import identity
 from tests.conftest import FIXTURES
 from tests.fixtures import allocations as allocs
 from tests.fixtures import placement_server as ps
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
 BIN = os.path.dirname(sys.executable)
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
 GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
 DOMAINS = ('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001',   # guest-numa0

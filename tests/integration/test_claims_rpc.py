@@ -12,8 +12,8 @@ from oslo_config import cfg
 
 from node_agent import conf as na_conf
 from node_agent import exception
-from node_agent.claims import manager as manager_mod
 from node_agent.claims import rpc
+from node_agent.tracker import factory
 from tests.unit.claims import host
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ def make_conf(state_path, url=None):
 @pytest.fixture
 def served(broker, tmp_path):
     conf = make_conf(tmp_path / 'state', broker.url)
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     tree, snapshot = host.tree(), host.snapshot()
     server = rpc.start_server(conf, mgr, lambda: (tree, snapshot))
     assert server is not None
@@ -127,7 +127,7 @@ def test_oversize_payload_is_refused(served):
 
 def test_without_transport_the_server_is_off(tmp_path, caplog):
     conf = make_conf(tmp_path / 'state')
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     with caplog.at_level(logging.INFO):
         assert rpc.start_server(conf, mgr, lambda: (None, None)) is None
     assert 'RPC server is off' in caplog.text

@@ -19,9 +19,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-from node_agent.claims import manager as manager_mod
 from node_agent.hardware import domain_events
 from node_agent.hardware import libvirt_host
+from node_agent.tracker import factory
 from tests.fixtures import libvirtd as lv
 from tests.functional.claims.test_manager import placement_allocations
 from tests.integration import test_agent_service as svc
@@ -137,7 +137,7 @@ def test_claims_rebuilt_from_domain_xml_libvirt_accepted(libvirtd, guests,
     assert domain.hostdevs == ('0000:af:00.0', '0000:d8:02.3')
 
     tree = host.tree()
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     created = mgr.rebuild(
         [domain], placement_allocations(**{consumer: host.alloc(
             (host.ROOT, 'VCPU', 1), (host.PF1_RP, 'SRIOV_NET_VF', 1),

@@ -35,6 +35,7 @@ from node_agent import provider_tree as ptree
 from node_agent.hardware import discovery
 from node_agent.placement import client
 from node_agent.placement import state as state_mod
+from node_agent import identity
 from tests.fixtures import allocations as allocs
 from tests.fixtures import fault_proxy
 from tests.fixtures import legacy_tree
@@ -44,7 +45,7 @@ from tests.integration import test_agent_service as service_tests
 pytestmark = pytest.mark.integration
 
 HOST = 'compute1'
-ROOT = ptree.provider_uuid(HOST)
+ROOT = identity.legacy_uuid(HOST)
 NUMA = (names.uuid_of('compute1_numa_0'), names.uuid_of('compute1_numa_1'))
 GPU = (service_tests.GPU0, service_tests.GPU1)
 HOST_CPUS = 32

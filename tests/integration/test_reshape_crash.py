@@ -27,10 +27,10 @@ import signal
 import pytest
 
 from node_agent import cmd
-from node_agent import provider_tree as ptree
 from node_agent.claims import manager as claims_manager
 from node_agent.placement import adapter as adapter_mod
 from node_agent.tracker import factory
+from node_agent import identity
 from tests.fixtures import counting
 from tests.fixtures import placement_server as ps
 from tests.functional.tracker import conftest as h
@@ -38,7 +38,7 @@ from tests.functional.tracker import conftest as h
 pytestmark = pytest.mark.integration
 
 placement_server = ps.placement_server
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 
 
 class DyingAdapter(counting.CountingAdapter):
@@ -115,7 +115,7 @@ def _placement_view(adapter, consumers):
 
 
 def _claims_view(conf):
-    mgr = claims_manager.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     return {c.consumer_uuid: c.resources for c in mgr.list()}
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import identity
 from node_agent import provider_tree as pt
+from tests.fixtures import provider_names as pn
 
 ROOT = 'compute1'
 ROOT_UUID = '9d0c7a5e-2b33-4b5e-8d7e-0a1b2c3d4e5f'
@@ -85,7 +86,7 @@ def test_a_derived_child_of_another_root_is_not_ours():
     tree = tree_with(('compute1_numa_0', ROOT, derived('numa_0')))
     other = tree.new_root('compute2', uuid=identity.legacy_root_uuid(
         'compute2'))
-    child = tree.new_child('compute2_numa_0', other.uuid)
+    child = pn.child(tree, 'compute2_numa_0', other.uuid)
     assert child.uuid == identity.child_uuid(other.uuid, 'numa_0')
     assert not identity.is_ours(child, tree.get(ROOT))
     assert identity.is_ours(child, other)
@@ -99,7 +100,7 @@ def test_a_renamed_root_keeps_its_children_ours():
 
 
 def legacy(name, parent):
-    return (name, parent, pt.provider_uuid(name))
+    return (name, parent, identity.legacy_uuid(name))
 
 
 def test_legacy_providers_are_recognised_and_get_successors():
@@ -179,8 +180,8 @@ def test_kinds_of_current_providers():
 
 def test_new_child_derives_the_uuid_of_a_device_name():
     tree = tree_with()
-    child = tree.new_child('compute1_numa_1', ROOT)
+    child = pn.child(tree, 'compute1_numa_1', ROOT)
     assert child.uuid == derived('numa_1')
-    other = tree.new_child('operator pool', ROOT)
-    assert other.uuid == pt.provider_uuid('operator pool')
+    other = pn.child(tree, 'operator pool', ROOT)
+    assert other.uuid == identity.legacy_uuid('operator pool')
     assert not identity.is_ours(other, tree.get(ROOT))

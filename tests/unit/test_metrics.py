@@ -14,6 +14,7 @@ from node_agent import metrics
 from node_agent import provider_tree as ptree
 from node_agent.claims import model
 from tests.fixtures import prometheus
+from tests.fixtures import provider_names as pn
 
 REQUESTS = 'node_agent_placement_requests_total'
 INVENTORY = 'node_agent_inventory'
@@ -26,10 +27,10 @@ def scrape(m):
 def tree_of(*children):
     """compute1 with DISK_GB, and a child per ``(name, {rc: total})``."""
     tree = ptree.ProviderTree()
-    root = tree.new_root('compute1')
+    root = pn.root(tree, 'compute1')
     tree.update_inventory(root, {'DISK_GB': {'total': 100}})
     for name, inventory in children:
-        child = tree.new_child(name, root)
+        child = pn.child(tree, name, root)
         tree.update_inventory(child, {rc: {'total': n}
                                       for rc, n in inventory.items()})
     return tree

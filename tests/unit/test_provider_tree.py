@@ -4,14 +4,15 @@ import pytest
 
 from node_agent import identity
 from node_agent import provider_tree as ptree
+from tests.fixtures import provider_names as pn
 
 
 def sample():
     tree = ptree.ProviderTree()
-    root = tree.new_root('cn1')
-    numa = tree.new_child('cn1_numa_0', root)
-    tree.new_child('cn1_gpu_a', numa)
-    tree.new_child('cn1_numa_1', root)
+    root = pn.root(tree, 'cn1')
+    numa = pn.child(tree, 'cn1_numa_0', root)
+    pn.child(tree, 'cn1_gpu_a', numa)
+    pn.child(tree, 'cn1_numa_1', root)
     return tree
 
 
@@ -22,10 +23,10 @@ def test_default_uuids():
     assert tree.get('cn1_numa_0').uuid == identity.child_uuid(root.uuid,
                                                               'numa_0')
     # Any other name: the previous release's uuid of the name.
-    assert tree.get('cn1_gpu_a').uuid == ptree.provider_uuid('cn1_gpu_a')
+    assert tree.get('cn1_gpu_a').uuid == identity.legacy_uuid('cn1_gpu_a')
     assert tree.get('cn1_gpu_a').root_uuid == root.uuid
-    assert root.uuid == ptree.provider_uuid('cn1')
-    assert ptree.provider_uuid('x') == ptree.provider_uuid('x')
+    assert root.uuid == identity.legacy_uuid('cn1')
+    assert identity.legacy_uuid('x') == identity.legacy_uuid('x')
 
 
 def test_rename_keeps_the_provider_and_names_stay_unique():
@@ -50,7 +51,7 @@ def test_providers_are_parents_first_and_ancestors():
 def test_duplicates_are_refused():
     tree = sample()
     with pytest.raises(ValueError):
-        tree.new_child('cn1_gpu_a', 'cn1')
+        pn.child(tree, 'cn1_gpu_a', 'cn1')
     with pytest.raises(ValueError):
         tree.new_child('other', 'cn1', uuid=tree.get('cn1').uuid)
 

@@ -22,8 +22,8 @@ import json
 
 from node_agent import exception
 from node_agent import text
-from node_agent.claims import manager as manager_mod
 from node_agent.claims import schema
+from node_agent.tracker import factory
 
 
 def claim_id(value):
@@ -123,8 +123,8 @@ def _print_table(claims):
 
 def list_claims(conf):
     args = conf.category
-    claims = manager_mod.ClaimManager(conf).list(consumer_uuid=args.consumer,
-                                                 state=args.state)
+    claims = factory.claim_manager(conf).list(consumer_uuid=args.consumer,
+                                              state=args.state)
     if args.format == 'json':
         print(json.dumps([c.to_dict() for c in claims], indent=2))
     else:
@@ -133,14 +133,13 @@ def list_claims(conf):
 
 
 def show(conf):
-    claim = manager_mod.ClaimManager(conf).show(conf.category.claim_id)
+    claim = factory.claim_manager(conf).show(conf.category.claim_id)
     print(json.dumps(claim.to_dict(), indent=2))
     return 0
 
 
 def _read_tree(conf):
     from node_agent.cmd import manage
-    from node_agent.tracker import factory
     from node_agent.tracker import tracker
     with manage.placement_adapter(conf) as adapter:
         rc = factory.report_client(conf, adapter, stateful=False)
@@ -161,7 +160,7 @@ def create(conf):
     allocation = parse_resources(args.resources)
     tree = _read_tree(conf)
     snapshot = None if args.no_devices else _scan(conf)
-    claim = manager_mod.ClaimManager(conf).claim(
+    claim = factory.claim_manager(conf).claim(
         args.consumer, allocation, tree=tree, snapshot=snapshot,
         kind=args.kind)
     print(json.dumps(claim.to_dict(), indent=2))
@@ -170,7 +169,7 @@ def create(conf):
 
 def release(conf):
     target = conf.category.target
-    released = manager_mod.ClaimManager(conf).release(target)
+    released = factory.claim_manager(conf).release(target)
     for claim in released:
         print(f'released claim {claim.id} of consumer {claim.consumer_uuid}')
     if not released:
@@ -180,7 +179,7 @@ def release(conf):
 
 def gc(conf):
     snapshot = _scan(conf)
-    released = manager_mod.ClaimManager(conf).gc(
+    released = factory.claim_manager(conf).gc(
         snapshot.domains, startup=conf.category.startup)
     for claim in released:
         print(f'released orphan claim {claim.id} of consumer '

@@ -60,7 +60,7 @@ def unclaimed_allocations(conf, tree, allocations):
         domains = discovery.scan().domains
     held = []
     if os.path.exists(manager_mod.db_path(conf)):
-        held = manager_mod.ClaimManager(conf, upgrade=False).list()
+        held = factory.claim_manager(conf, upgrade=False).list()
     claimed = {c.consumer_uuid for c in held}
     return manager_mod.unclaimed(allocations, domains, claimed,
                                  tree.uuids())

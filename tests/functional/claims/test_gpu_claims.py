@@ -17,9 +17,9 @@ from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as pt
 from node_agent.claims import fit
-from node_agent.claims import manager as manager_mod
 from node_agent.conf import devices as devices_conf
 from node_agent.hardware import snapshot as snap
+from node_agent.tracker import factory
 from tests.fixtures import hosts
 
 HOST = 'compute1'
@@ -57,7 +57,7 @@ def one(tree, address, rc):
 
 def test_vf_claims_get_that_vfs_vgpu(host4, snapshot):
     conf, tree = host4
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     held = mgr.claim(C1, one(tree, '0000:3b:00.4', 'VGPU'), tree=tree,
                      snapshot=snapshot)
     new = mgr.claim(C2, one(tree, '0000:3b:00.5', 'VGPU'), tree=tree,
@@ -95,7 +95,7 @@ def test_the_plugins_load_once_per_snapshot(host4, snapshot, monkeypatch):
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(named.NamedExtensionManager, '__init__', counted)
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     for consumer, vf in ((C1, '0000:3b:00.5'), (C2, '0000:3b:00.6')):
         mgr.claim(consumer, one(tree, vf, 'VGPU'), tree=tree,
                   snapshot=snapshot)

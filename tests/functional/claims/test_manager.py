@@ -9,8 +9,8 @@ import stat
 import pytest
 
 from node_agent import exception
-from node_agent.claims import manager as manager_mod
 from node_agent.hardware import snapshot as snap
+from node_agent.tracker import factory
 from tests.unit.claims import host
 
 C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
@@ -20,7 +20,7 @@ C3 = 'cccccccc-0000-4000-8000-000000000003'
 
 @pytest.fixture
 def mgr(conf):
-    return manager_mod.ClaimManager(conf)
+    return factory.claim_manager(conf)
 
 
 def dump(path):
@@ -45,10 +45,10 @@ def test_new_database_is_wal_versioned_and_flagged_for_rebuild(conf, mgr):
     conn.close()
     # The flag is in the file: another process that opens it next (the
     # agent after an operator command made the file) still rebuilds.
-    assert manager_mod.ClaimManager(conf).needs_rebuild
+    assert factory.claim_manager(conf).needs_rebuild
     mgr.rebuild([], {}, tree=host.tree())
     assert not mgr.needs_rebuild
-    assert not manager_mod.ClaimManager(conf).needs_rebuild
+    assert not factory.claim_manager(conf).needs_rebuild
 
 
 def test_claim_confirm_list_show_release(mgr):
@@ -92,7 +92,7 @@ def test_claim_confirm_list_show_release(mgr):
 def test_claims_survive_a_restart(conf, mgr):
     claim = mgr.claim(C1, host.alloc((host.VGPU0_RP, 'VGPU', 1)),
                       tree=host.tree(), snapshot=host.snapshot())
-    again = manager_mod.ClaimManager(conf)
+    again = factory.claim_manager(conf)
     assert again.show(claim.id) == claim
 
 
@@ -235,7 +235,7 @@ def test_unclaimed_allocations_are_reported(mgr, caplog):
 
 def test_corrupt_database_is_moved_aside_and_rebuilt(conf, caplog):
     path = os.path.join(conf.state_path, 'claim.sqlite')
-    first = manager_mod.ClaimManager(conf)
+    first = factory.claim_manager(conf)
     first.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
     with open(path, 'r+b') as f:
         f.write(b'this is not an SQLite header, nor a database' * 20)
@@ -243,7 +243,7 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(conf, caplog):
         garbage = f.read()
 
     with caplog.at_level(logging.CRITICAL):
-        mgr = manager_mod.ClaimManager(conf)
+        mgr = factory.claim_manager(conf)
     assert mgr.needs_rebuild
     aside = [n for n in os.listdir(conf.state_path)
              if n.startswith('claim.sqlite.corrupt-')
@@ -261,7 +261,7 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(conf, caplog):
 
 
 def test_claim_with_bad_json_moves_the_file_aside(conf, caplog):
-    first = manager_mod.ClaimManager(conf)
+    first = factory.claim_manager(conf)
     claim = first.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
     first.rebuild([], {}, tree=host.tree())
     conn = sqlite3.connect(first.store.path)
@@ -270,7 +270,7 @@ def test_claim_with_bad_json_moves_the_file_aside(conf, caplog):
     conn.commit()
     conn.close()
 
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     with caplog.at_level(logging.CRITICAL):
         assert mgr.list() == []
     assert mgr.needs_rebuild
@@ -292,7 +292,7 @@ def test_files_are_0640_in_a_0750_directory_whatever_the_umask(conf):
     conf.set_override('state_path', os.path.join(conf.state_path, 'new'))
     old = os.umask(0)
     try:
-        mgr = manager_mod.ClaimManager(conf)
+        mgr = factory.claim_manager(conf)
         mgr.claim(C1, host.alloc((U, 'VCPU', 1)), tree=host.tree())
         with mgr.store.reader() as txn:     # its -wal and -shm are there
             assert len(txn.claims()) == 1
@@ -327,7 +327,7 @@ def test_database_newer_than_the_code_is_refused(conf, mgr):
     with pytest.raises(exception.StateTooNew,
                        match=f'{mgr.store.path} is at schema version 99, '
                              r'newer than this agent knows \(2\)'):
-        manager_mod.ClaimManager(conf).list()
+        factory.claim_manager(conf).list()
     # Refused, not moved aside.
     assert os.path.exists(mgr.store.path)
     assert not [n for n in os.listdir(conf.state_path) if 'corrupt' in n]

@@ -21,6 +21,7 @@ from node_agent import identity
 from node_agent.claims import manager as manager_mod
 from node_agent.claims import model
 from node_agent.placement import client as placement_client
+from node_agent.tracker import factory
 from tests.unit.claims import host
 
 C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
@@ -117,7 +118,7 @@ def test_reconcile_after_crash_makes_claims_equal_placement(
         conf, placement_adapter, crash):
     adapter = placement_adapter
     old_placement(adapter)
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     old_tree, _ = tree_of(adapter)
     old_claims(mgr, old_tree)
 
@@ -129,7 +130,7 @@ def test_reconcile_after_crash_makes_claims_equal_placement(
         mgr.reconcile(allocations, tree)
 
     # Next start: a new manager over the same file, Placement's truth.
-    restarted = manager_mod.ClaimManager(conf)
+    restarted = factory.claim_manager(conf)
     tree, allocations, truth = placement_truth(adapter)
     changes = restarted.reconcile(allocations, tree)
 
@@ -153,7 +154,7 @@ def test_reconcile_after_crash_makes_claims_equal_placement(
 def test_reconcile_releases_claims_placement_no_longer_has(
         conf, placement_adapter):
     old_placement(placement_adapter)
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     tree, _ = tree_of(placement_adapter)
     old_claims(mgr, tree)
     call(placement_adapter, 'DELETE', f'/allocations/{C2}')

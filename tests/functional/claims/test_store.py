@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from node_agent import exception
-from node_agent.claims import manager as manager_mod
 from node_agent.claims import store
 from node_agent.cmd import manage
+from node_agent.tracker import factory
 from tests.unit.claims import host
 
 # Version 1 as the first agents wrote it; written out here rather than
@@ -56,7 +56,7 @@ def make_v1(path):
 def test_v1_database_is_upgraded_at_startup(conf):
     path = os.path.join(conf.state_path, 'claim.sqlite')
     make_v1(path)
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     assert not mgr.needs_rebuild
     assert mgr.store.version() == store.LATEST == 2
     first, second = mgr.list()
@@ -92,7 +92,7 @@ def test_manage_db_version_and_upgrade(conf, tmp_path, capsys):
 
 
 def test_manage_claims_list_show_release(conf, tmp_path, capsys):
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     claim = mgr.claim(C2, host.alloc((host.ROOT, 'VCPU', 3)),
                       tree=host.tree())
     args = write_config(tmp_path, conf)
@@ -149,7 +149,7 @@ def _claim_one_vf(path, consumer, start, results):
     c([], default_config_files=[])
     c.set_override('host', 'compute1')
     c.set_override('state_path', os.path.dirname(path))
-    mgr = manager_mod.ClaimManager(c)
+    mgr = factory.claim_manager(c)
     start.wait()
     try:
         claim = mgr.claim(consumer,
@@ -162,7 +162,7 @@ def _claim_one_vf(path, consumer, start, results):
 
 
 def test_fifty_processes_race_for_the_last_ten_vfs(conf):
-    mgr = manager_mod.ClaimManager(conf)
+    mgr = factory.claim_manager(conf)
     # 16 VFs, 6 taken: 10 left for 50 contenders.
     mgr.claim('ffffffff-0000-4000-8000-000000000000',
               host.alloc((host.PF0_RP, 'SRIOV_NET_VF', 6)),

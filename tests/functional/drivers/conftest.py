@@ -52,21 +52,22 @@ class Agent:
         self.snapshot = snapshot
         # PlacementDirect builds its WSGI app per new connection; parallel
         # first connections race in its schema sync.
-        self.rc = client.ReportClient(adapter, max_workers=1)
+        self.report_client = client.ReportClient(adapter, max_workers=1)
         self.reshapes = 0
 
     def sync(self):
         ds = drivers.DriverSet(self.conf, self.snapshot)
-        tree = self.rc.get_provider_tree_and_ensure_root(HOST)
+        tree = self.report_client.get_provider_tree_and_ensure_root(HOST)
         allocations = None
         try:
             ds.update_provider_tree(tree, HOST)
         except exception.ReshapeNeeded:
-            allocations = self.rc.get_allocations_for_provider_tree(HOST)
-            tree = self.rc.get_provider_tree_and_ensure_root(HOST)
+            allocations = (self.report_client
+                           .get_allocations_for_provider_tree(HOST))
+            tree = self.report_client.get_provider_tree_and_ensure_root(HOST)
             ds.update_provider_tree(tree, HOST, allocations)
             self.reshapes += 1
-        self.rc.update_from_provider_tree(tree, allocations)
+        self.report_client.update_from_provider_tree(tree, allocations)
         return tree
 
 

@@ -1,11 +1,10 @@
 """Another writer on the same Placement: its provider and traits survive."""
 
 from node_agent import identity
-from node_agent import provider_tree as pt
 from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 
-ROOT = pt.provider_uuid(c.HOST)
+ROOT = identity.legacy_uuid(c.HOST)
 PF = names.uuid_of(f'{c.HOST}_pci_0000_5e_00_0')
 
 

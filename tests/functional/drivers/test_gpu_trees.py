@@ -15,11 +15,11 @@ import pytest
 
 from node_agent import drivers
 from node_agent import identity
-from node_agent import provider_tree as pt
 from node_agent.conf import devices as devices_conf
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.drivers import layout
 from node_agent.hardware import health as health_mod
+from node_agent.hardware import nvml_health
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
@@ -50,9 +50,9 @@ class Agent(c.Agent):
 
     def sync(self):
         ds = drivers.DriverSet(self.conf, self.snapshot, self.health)
-        tree = self.rc.get_provider_tree_and_ensure_root(c.HOST)
+        tree = self.report_client.get_provider_tree_and_ensure_root(c.HOST)
         ds.update_provider_tree(tree, c.HOST)
-        self.rc.update_from_provider_tree(tree, None)
+        self.report_client.update_from_provider_tree(tree, None)
         return tree
 
 
@@ -329,7 +329,7 @@ def test_flat_vgpus_move_to_the_vf_holding_the_guests_mdev(
         s.Domain(guest, 'guest-vgpu', 'running', mdevs=(mdev_uuid,)),))
     reshaper = c.Agent(conf, adapter, agent.snapshot)
     reshaper.sync()
-    root = pt.provider_uuid(c.HOST)
+    root = identity.legacy_uuid(c.HOST)
     root_inventory = get(adapter, f'/resource_providers/{root}/inventories')
     totals = {rc: r['total']
               for rc, r in root_inventory['inventories'].items()}
@@ -369,8 +369,8 @@ def test_a_fault_of_one_mig_instance_reserves_that_instance_alone(
                      compute_instance_id=0, after_s=1)])
     monitor = health_mod.HealthMonitor(30, lambda a, h: None,
                                        clock=nvml.clock)
-    source = health_mod.NvmlHealthSource(nvml, monitor, (13,),
-                                         addresses={mig_gpu})
+    source = nvml_health.NvmlHealthSource(nvml, monitor, (13,),
+                                          addresses={mig_gpu})
     nvml.on_exhausted = source.stop
     source.run()
     said = monitor.unhealthy()

@@ -19,14 +19,14 @@ reshape; the devices are re-parented, the same providers with the same
 allocations; the emptied NUMA nodes go last.
 """
 
-from node_agent import provider_tree as pt
+from node_agent import identity
 from tests.fixtures import counting
 from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 from tests.functional.drivers import test_scheduling as sched
 from tests.functional.tracker import conftest as tc
 
-ROOT = pt.provider_uuid(c.HOST)
+ROOT = identity.legacy_uuid(c.HOST)
 NUMA = sched.NUMA
 GPU = sched.GPU
 CARD = {0: names.uuid_of(f'{c.HOST}_nic_0000_5e_00'),

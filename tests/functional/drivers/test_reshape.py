@@ -7,12 +7,12 @@ way: ReshapeNeeded, allocations read, drivers move them, one sync.
 
 import collections
 
-from node_agent import provider_tree as pt
+from node_agent import identity
 from tests.fixtures import allocations as allocs
 from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
 
-ROOT = pt.provider_uuid(c.HOST)
+ROOT = identity.legacy_uuid(c.HOST)
 NUMA = {n: names.uuid_of(f'{c.HOST}_numa_{n}') for n in (0, 1)}
 GPU = {0: names.uuid_of(f'{c.HOST}_pci_0000_3b_00_0'),
        1: names.uuid_of(f'{c.HOST}_pci_0000_af_00_0')}

@@ -9,7 +9,6 @@ import urllib.parse
 import pytest
 
 from node_agent import identity
-from node_agent import provider_tree as pt
 from tests.fixtures import provider_names as names
 from tests.functional.drivers.conftest import HOST
 
@@ -124,7 +123,7 @@ def test_root_required(synced):
                             'inventories': {'DISK_GB': {'total': 100}}},
                       microversion='1.20')
     assert resp.status_code == 200, resp.text
-    root = pt.provider_uuid(HOST)
+    root = identity.legacy_uuid(HOST)
 
     def roots(**params):
         return {rp for r in candidates(synced, '1.35', resources='DISK_GB:1',

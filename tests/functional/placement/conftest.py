@@ -19,6 +19,7 @@ from node_agent import provider_tree as ptree
 from node_agent.placement import client
 from node_agent.placement import state as state_mod
 from tests.fixtures import counting
+from tests.fixtures import provider_names as pn
 
 HOST = 'compute1'
 AGGREGATE = '5b1f2b1c-7c7e-4d57-9d4c-0d6f3c1e2a10'
@@ -26,13 +27,13 @@ AGGREGATE = '5b1f2b1c-7c7e-4d57-9d4c-0d6f3c1e2a10'
 
 def sample_tree(host=HOST):
     tree = ptree.ProviderTree()
-    root = tree.new_root(host)
+    root = pn.root(tree, host)
     tree.update_traits(root, {'COMPUTE_VOLUME_EXTEND', 'CUSTOM_NODE_AGENT'})
     tree.update_aggregates(root, {AGGREGATE})
     tree.update_inventory(root, {'DISK_GB': {'total': 1000}})
     for node in (0, 1):
-        numa = tree.new_child(
-            identity.child_name(host, identity.numa_id(node)), root)
+        numa = pn.child(
+            tree, identity.child_name(host, identity.numa_id(node)), root)
         tree.update_traits(numa, {'HW_NUMA_ROOT', 'HW_CPU_X86_AVX2'})
         tree.update_inventory(numa, {
             'VCPU': {'total': 32, 'allocation_ratio': 4.0},
@@ -40,14 +41,15 @@ def sample_tree(host=HOST):
         for gpu in (0, 1):
             name = identity.child_name(
                 host, identity.pci_id(f'0000:{node}{gpu}:00.0'))
-            g = tree.new_child(name, numa)
+            g = pn.child(tree, name, numa)
             tree.update_inventory(g, {'VGPU': {'total': 8}})
-        nic = tree.new_child(
+        nic = pn.child(
+            tree,
             identity.child_name(host, identity.nic_id(f'0000:5{node}:00')),
             numa)
         for port, physnet in ((0, 'A'), (1, 'B')):
-            pf = tree.new_child(
-                identity.child_name(
+            pf = pn.child(
+                tree, identity.child_name(
                     host, identity.pci_id(f'0000:5{node}:00.{port}')), nic)
             tree.update_traits(pf, {f'CUSTOM_PHYSNET_{physnet}'})
             tree.update_inventory(pf, {'SRIOV_NET_VF': {'total': 16}})

@@ -15,7 +15,6 @@ import pytest
 
 from node_agent import exception
 from node_agent import identity
-from node_agent import provider_tree as ptree
 from node_agent.placement import client
 from tests.fixtures import allocations as allocs
 from tests.conftest import OVER_EACH_DATABASE
@@ -39,7 +38,7 @@ def uuid_of(name):
     """The uuid of the sample tree's provider ``name`` (the root's, a
     child derived from it, or a foreign provider's)."""
     if name == HOST or identity.device_id(name, HOST) is None:
-        return ptree.provider_uuid(name)
+        return identity.legacy_uuid(name)
     return names.uuid_of(name, HOST)
 
 

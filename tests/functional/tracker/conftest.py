@@ -46,11 +46,11 @@ class Agent:
 
     def __init__(self, conf, adapter, claims=None, scan_state=None):
         self.adapter = counting.CountingAdapter(adapter)
-        self.rc = client.ReportClient.from_conf(
+        self.report_client = client.ReportClient.from_conf(
             conf, self.adapter, state=state.SyncState.from_conf(conf))
         self.discovery = discovery.Discovery(conf)
-        self.tracker = tracker.ResourceTracker(conf, self.rc, self.discovery,
-                                               claims=claims,
+        self.tracker = tracker.ResourceTracker(conf, self.report_client,
+                                               self.discovery, claims=claims,
                                                scan_state=scan_state)
 
     def writes(self):

@@ -11,11 +11,12 @@ import os
 
 import pytest
 
-from node_agent import provider_tree as ptree
 from node_agent.claims import manager as manager_mod
+from node_agent.tracker import factory
+from node_agent import identity
 from tests.functional.tracker import conftest as h
 
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 PERIOD = 600
 
 
@@ -38,7 +39,7 @@ def start(host1, agents, clock):
     host1.set_override('full_reconcile_interval', PERIOD, 'claims')
 
     def make():
-        agent = agents(claims=manager_mod.ClaimManager(host1))
+        agent = agents(claims=factory.claim_manager(host1))
         agent.tracker.clock = clock
         agent.tracker.startup()
         return agent

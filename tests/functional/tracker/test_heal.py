@@ -22,15 +22,15 @@ import logging
 
 import pytest
 
-from node_agent import provider_tree as ptree
-from node_agent.claims import manager as manager_mod
 from node_agent.cmd.manage import tree as tree_cmd
 from node_agent.placement import client
 from node_agent.tracker import status
+from node_agent.tracker import factory
+from node_agent import identity
 from tests.functional.tracker import conftest as h
 
-ROOT = ptree.provider_uuid('compute1')
-OTHER_ROOT = ptree.provider_uuid('compute2')
+ROOT = identity.legacy_uuid('compute1')
+OTHER_ROOT = identity.legacy_uuid('compute2')
 GUEST = '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001'      # guest-numa0
 CLAIMED = 'c1a1c1a1-0000-4000-8000-000000000001'
 ORPHAN = '0f0f0f0f-0000-4000-8000-000000000001'
@@ -56,7 +56,7 @@ def scene(host1, agents, placement_adapter):
     def make(heal, delay=0):
         host1.set_override('heal_allocations', heal, 'claims')
         host1.set_override('heal_allocations_delay', delay, 'claims')
-        manager = manager_mod.ClaimManager(host1)
+        manager = factory.claim_manager(host1)
         agent = agents(claims=manager)
         agent.tracker.startup()
         other_host(placement_adapter)

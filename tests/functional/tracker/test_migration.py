@@ -22,7 +22,7 @@ from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent.claims import manager
+from node_agent.tracker import factory
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.fixtures import legacy_tree
@@ -31,13 +31,13 @@ from tests.functional.drivers import conftest as drivers_conf
 from tests.functional.tracker import conftest as h
 
 HOST = 'compute1'
-ROOT = ptree.provider_uuid(HOST)
+ROOT = identity.legacy_uuid(HOST)
 OTHER_PROJECT = 'a0b1c2d3-0000-4000-8000-000000000011'
 OTHER_USER = 'a0b1c2d3-0000-4000-8000-000000000012'
 
 
 def legacy_uuid(kind, stable):
-    return ptree.provider_uuid(f'{HOST}_{kind}_{stable}')
+    return identity.legacy_uuid(f'{HOST}_{kind}_{stable}')
 
 
 NUMA0, NUMA1 = legacy_uuid('numa', 0), legacy_uuid('numa', 1)
@@ -79,8 +79,8 @@ def legacy(nested_host1, agents, placement_adapter):
         current, HOST)
     old, mapping = legacy_tree.legacy_copy(current)
     writer = agents()
-    writer.rc.get_provider_tree_and_ensure_root(HOST)
-    writer.rc.update_from_provider_tree(old)
+    writer.report_client.get_provider_tree_and_ensure_root(HOST)
+    writer.report_client.update_from_provider_tree(old)
     for consumer, (resources, project, user, kind) in CONSUMERS.items():
         allocs.put(placement_adapter, consumer, resources, project, user,
                    consumer_type=kind)
@@ -180,8 +180,8 @@ def test_a_migration_cut_short_after_the_rename_is_finished(
 def test_claims_follow_the_migration(agents, nested_host1, placement_adapter,
                                      legacy):
     mapping = legacy
-    claims = manager.ClaimManager(nested_host1)
-    old_tree = agents().rc.get_provider_tree(ROOT)
+    claims = factory.claim_manager(nested_host1)
+    old_tree = agents().report_client.get_provider_tree(ROOT)
     snapshot = hosts.discover('host1', nested_host1)
     claims.rebuild((), {}, tree=old_tree)
     held = {}

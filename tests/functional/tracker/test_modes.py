@@ -17,6 +17,7 @@ from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent.tracker import root as root_mod
+from node_agent import identity
 from tests.fixtures import legacy_tree
 from tests.fixtures import placement_state
 from tests.functional.tracker import conftest as h
@@ -97,7 +98,7 @@ def test_standalone_builds_the_nested_tree_with_the_owner_trait(
         agents, modes, placement_adapter):
     modes.set_override('deployment', 'standalone')
     agents().tracker.startup()
-    root_uuid = ptree.provider_uuid('compute1')
+    root_uuid = identity.legacy_uuid('compute1')
     tree = tree_of(placement_adapter, root_uuid)
     root = tree['compute1']
     assert root['traits'] == ['COMPUTE_NODE', 'CUSTOM_OWNER_NODE_AGENT']
@@ -122,8 +123,9 @@ def sync_as_whole_host(agents, conf, adapter, root_uuid):
     conf.set_override('deployment', 'beside_nova_compute')
     drivers.DriverSet(conf, snapshot).update_provider_tree(tree, 'compute1')
     legacy_tree.whole_host_root(root, snapshot, dedicated=set())
-    writer.rc.get_provider_tree_and_ensure_root('compute1', root_uuid)
-    writer.rc.update_from_provider_tree(tree)
+    writer.report_client.get_provider_tree_and_ensure_root('compute1',
+                                                           root_uuid)
+    writer.report_client.update_from_provider_tree(tree)
     guest = h.new_consumer()
     gpu = tree.find('compute1_pci_0000_3b_00_0').uuid
     h.put_allocations(adapter, guest, {root_uuid: {'VCPU': 2},
@@ -158,7 +160,7 @@ def test_whole_host_with_novas_compute_id_converges_without_a_write(
 
 def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
         agents, modes, placement_adapter, caplog):
-    legacy = ptree.provider_uuid('compute1')
+    legacy = identity.legacy_uuid('compute1')
     own = root_mod.own_compute_id_path(modes)
     with open(own, 'w') as f:
         f.write(legacy + '\n')
@@ -188,7 +190,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
 
 def test_whole_host_under_its_own_compute_id_refuses_a_new_nova_uuid(
         agents, modes, placement_adapter):
-    legacy = ptree.provider_uuid('compute1')
+    legacy = identity.legacy_uuid('compute1')
     with open(root_mod.own_compute_id_path(modes), 'w') as f:
         f.write(legacy + '\n')
     sync_as_whole_host(agents, modes, placement_adapter, legacy)

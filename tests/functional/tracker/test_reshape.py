@@ -10,12 +10,13 @@ import threading
 import pytest
 
 from node_agent import exception
-from node_agent import provider_tree as ptree
+from node_agent.tracker import factory
+from node_agent import identity
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import provider_names as names
 from tests.functional.tracker import conftest as h
 
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
 GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
 NUMA0 = names.uuid_of('compute1_numa_0')
@@ -259,8 +260,7 @@ def test_mover_changed_while_reshape_is_prepared_is_read_again(
 
 def test_claims_follow_the_reshape(agents, host1, placement_adapter,
                                    flat_with_consumers):
-    from node_agent.claims import manager
-    claims = manager.ClaimManager(host1)
+    claims = factory.claim_manager(host1)
     h.set_layout(host1, nested=True)
     agent = agents(claims=claims)
     agent.tracker.startup()

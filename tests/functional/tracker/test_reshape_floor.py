@@ -19,7 +19,7 @@ __all__ = ['flat_with_consumers']
 
 def test_reshape_at_the_floor_then_one_call_per_audit(
         agents, host1, placement_adapter, flat_with_consumers):
-    providers = len(agents().rc.get_provider_tree(ROOT).uuids())
+    providers = len(agents().report_client.get_provider_tree(ROOT).uuids())
     consumers = len(flat_with_consumers)
     assert consumers == 3
 

@@ -1,14 +1,15 @@
 """Startup and audit of the tracker against real Placement."""
 
-from node_agent import provider_tree as ptree
 from node_agent import text
+from node_agent import identity
 
 
 def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):
     first = agents()
     plan = first.tracker.startup()
     assert 'compute1' in plan.render()
-    tree = first.rc.get_provider_tree(ptree.provider_uuid('compute1'))
+    tree = first.report_client.get_provider_tree(
+        identity.legacy_uuid('compute1'))
     root = tree.get('compute1')
     # Flat: VGPU and CPUs on the root, no NUMA or GPU children.
     assert root.inventory['VGPU']['total'] > 0

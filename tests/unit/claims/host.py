@@ -17,6 +17,7 @@
 from node_agent import identity
 from node_agent import provider_tree
 from node_agent.hardware import snapshot as snap
+from tests.fixtures import provider_names as pn
 
 HOST = 'compute1'
 PF0 = '0000:5e:00.0'
@@ -25,7 +26,7 @@ VGPU0 = '0000:3b:00.0'
 PGPU1 = '0000:af:00.0'
 
 
-ROOT = provider_tree.provider_uuid(HOST)
+ROOT = identity.legacy_uuid(HOST)
 
 
 def name(device_id):
@@ -51,7 +52,7 @@ def vfs(pf, count=4):
 
 def tree(vf_total=4):
     t = provider_tree.ProviderTree()
-    t.new_root(HOST)
+    pn.root(t, HOST)
     t.update_inventory(HOST, {
         'VCPU': {'total': 16, 'allocation_ratio': 2.0},
         'MEMORY_MB': {'total': 32768, 'reserved': 512, 'min_unit': 256,
@@ -60,16 +61,16 @@ def tree(vf_total=4):
         'CUSTOM_LICENSE': {'total': 2},
     })
     for node in (0, 1):
-        numa = t.new_child(name(identity.numa_id(node)), HOST)
+        numa = pn.child(t, name(identity.numa_id(node)), HOST)
         t.update_inventory(numa, {
             'VCPU': {'total': 8}, 'PCPU': {'total': 8, 'step_size': 2}})
     for pf, node in ((PF0, 0), (PF1, 1)):
-        card = t.new_child(name(identity.nic_id(pf.rsplit('.', 1)[0])),
-                           NUMA0 if node == 0 else NUMA1)
-        pf_rp = t.new_child(name(identity.pci_id(pf)), card)
+        card = pn.child(t, name(identity.nic_id(pf.rsplit('.', 1)[0])),
+                        NUMA0 if node == 0 else NUMA1)
+        pf_rp = pn.child(t, name(identity.pci_id(pf)), card)
         t.set_inventory(pf_rp, 'SRIOV_NET_VF', {'total': vf_total})
     for gpu, numa, rc in ((VGPU0, NUMA0, 'VGPU'), (PGPU1, NUMA1, 'PGPU')):
-        gpu_rp = t.new_child(name(identity.pci_id(gpu)), numa)
+        gpu_rp = pn.child(t, name(identity.pci_id(gpu)), numa)
         t.set_inventory(gpu_rp, rc, {'total': 4 if rc == 'VGPU' else 1})
     return t
 

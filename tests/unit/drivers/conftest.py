@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import provider_tree as pt
 from tests.unit.drivers import hostdata
+from tests.fixtures import provider_names as pn
 
 
 @pytest.fixture
@@ -20,5 +21,5 @@ def snapshot():
 @pytest.fixture
 def tree():
     t = pt.ProviderTree()
-    t.new_root('compute1')
+    pn.root(t, 'compute1')
     return t

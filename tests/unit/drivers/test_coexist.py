@@ -5,6 +5,7 @@ import pytest
 from node_agent import provider_tree as pt
 from node_agent.drivers import coexist
 from tests.unit.drivers import hostdata
+from tests.fixtures import provider_names as pn
 
 ROOT = 'cn1'
 
@@ -23,32 +24,32 @@ def test_pci_address_in_either_spelling(name, address):
 def trees():
     """(what the agent reports, what Placement holds, uuids it owns)."""
     reported = pt.ProviderTree()
-    root = reported.new_root(ROOT)
-    gpu = reported.new_child('cn1_gpu_0000:3b:00.0', root.uuid)
+    root = pn.root(reported, ROOT)
+    gpu = pn.child(reported, 'cn1_gpu_0000:3b:00.0', root.uuid)
     gpu.inventory = {'VGPU': {'total': 16}}
-    fpga = reported.new_child('cn1_accel_0000:86:00.0', root.uuid)
+    fpga = pn.child(reported, 'cn1_accel_0000:86:00.0', root.uuid)
     fpga.inventory = {'FPGA': {'total': 1}}
-    reported.new_child('cn1_numa_0', root.uuid)
+    pn.child(reported, 'cn1_numa_0', root.uuid)
 
     current = pt.ProviderTree()
     croot = current.new_root(ROOT, uuid=root.uuid)
-    numa = current.new_child('cn1_numa_0', croot.uuid)
+    numa = pn.child(current, 'cn1_numa_0', croot.uuid)
     owned = {croot.uuid, numa.uuid}
     return reported, current, owned
 
 
 def test_nothing_in_common_is_no_conflict():
     reported, current, owned = trees()
-    neutron = current.new_child('cn1:NIC Switch agent',
-                                current.roots[0].uuid)
+    neutron = pn.child(current, 'cn1:NIC Switch agent',
+                       current.roots[0].uuid)
     neutron.inventory = {'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 10}}
     assert coexist.reported_elsewhere(reported, current, owned) == []
 
 
 def test_nova_pgpu_provider_is_the_same_device():
     reported, current, owned = trees()
-    theirs = current.new_child('cn1_pci_0000_3b_00_0',
-                               current.roots[0].uuid)
+    theirs = pn.child(current, 'cn1_pci_0000_3b_00_0',
+                      current.roots[0].uuid)
     theirs.inventory = {'CUSTOM_VGPU_A': {'total': 4}}
     assert coexist.reported_elsewhere(reported, current, owned) == [
         ('cn1_gpu_0000:3b:00.0', 'cn1_pci_0000_3b_00_0',
@@ -59,7 +60,7 @@ def test_same_name_not_ours_and_a_class_we_report():
     reported, current, owned = trees()
     current.new_child('cn1_gpu_0000:3b:00.0', current.roots[0].uuid,
                       uuid='0b5a2a8e-0000-4000-8000-000000000001')
-    cyborg = current.new_child('fpga-board-1', current.roots[0].uuid)
+    cyborg = pn.child(current, 'fpga-board-1', current.roots[0].uuid)
     cyborg.inventory = {'FPGA': {'total': 2}}
     assert coexist.reported_elsewhere(reported, current, owned) == [
         ('cn1_accel_0000:86:00.0', 'fpga-board-1', 'both report FPGA'),
@@ -80,8 +81,8 @@ def test_leave_as_is_keeps_what_placement_has_or_creates_nothing():
     numa = desired.get('cn1_numa_0')
     numa.inventory = {'VCPU': {'total': 8}}
     numa.traits = {'HW_NUMA_ROOT'}
-    new = desired.new_child('cn1_gpu_0000:3b:00.0', numa.uuid)
-    desired.new_child('cn1_gpu_0000:3b:00.0_vf', new.uuid)
+    new = pn.child(desired, 'cn1_gpu_0000:3b:00.0', numa.uuid)
+    pn.child(desired, 'cn1_gpu_0000:3b:00.0_vf', new.uuid)
     coexist.leave_as_is(desired, current, 'cn1_numa_0')
     coexist.leave_as_is(desired, current, 'cn1_gpu_0000:3b:00.0')
     coexist.leave_as_is(desired, current, 'cn1_absent')
@@ -93,7 +94,7 @@ def test_bandwidth_of_another_port_is_no_conflict():
     reported = pt.ProviderTree()
     root = reported.new_root('cn1',
                              uuid='0a000000-0000-4000-8000-000000000001')
-    ours = reported.new_child('cn1_pci_0000_5e_00_0', root.uuid)
+    ours = pn.child(reported, 'cn1_pci_0000_5e_00_0', root.uuid)
     ours.inventory = {'SRIOV_NET_VF': {'total': 4},
                       'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 1000}}
     current = reported.copy()
@@ -169,9 +170,9 @@ def test_device_spec_without_report_in_placement_is_no_evidence(snapshot):
 
 def test_reported_by_nova_names_the_agents_providers():
     reported = pt.ProviderTree()
-    reported.new_root('compute1')
-    reported.new_child('compute1_pci_0000_86_00_0', 'compute1')
-    reported.new_child('compute1_pci_0000_3b_00_0', 'compute1')
+    pn.root(reported, 'compute1')
+    pn.child(reported, 'compute1_pci_0000_86_00_0', 'compute1')
+    pn.child(reported, 'compute1_pci_0000_3b_00_0', 'compute1')
     assert coexist.reported_by_nova(
         reported, {'0000:86:00.0': 'why'}) == [
         ('compute1_pci_0000_86_00_0', 'nova-compute', 'why')]

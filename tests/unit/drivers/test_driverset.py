@@ -164,4 +164,4 @@ def test_empty_host_gets_a_root_only(conf, tree):
 def test_missing_root_is_created(dconf, snapshot):
     tree = pt.ProviderTree()
     build(dconf, snapshot, tree)
-    assert tree.get(H).uuid == pt.provider_uuid(H)
+    assert tree.get(H).uuid == identity.legacy_uuid(H)

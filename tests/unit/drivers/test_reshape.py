@@ -8,13 +8,12 @@ import pytest
 from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
-from node_agent import provider_tree as pt
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.drivers import reshape
 from tests.unit.drivers import hostdata
 
 H = 'compute1'
-ROOT = pt.provider_uuid(H)
+ROOT = identity.legacy_uuid(H)
 NUMA0, NUMA1 = (identity.child_uuid(ROOT, identity.numa_id(n))
                 for n in (0, 1))
 GPU0 = identity.child_uuid(ROOT, identity.pci_id(hostdata.GPU0))

@@ -15,6 +15,7 @@ from node_agent import conf as na_conf
 from node_agent import metrics
 
 from node_agent.hardware import health
+from node_agent.hardware import nvml_health
 from tests.fixtures import hosts
 from tests.fixtures import recorded_nvml
 
@@ -49,8 +50,9 @@ def replay(events, quiet_period=30, wait_s=5.0, rate_window=20):
         quiet_period, clock=nvml.clock,
         on_change=lambda a, h: calls.append(
             (nvml.clock(), a, h.state, h.reason)))
-    source = health.NvmlHealthSource(nvml, monitor, IGNORED, wait_s=wait_s,
-                                     rate=health.Rate(rate_window))
+    source = nvml_health.NvmlHealthSource(nvml, monitor, IGNORED,
+                                          wait_s=wait_s,
+                                          rate=health.Rate(rate_window))
     nvml.on_exhausted = source.stop
     source.run()
     with pytest.raises(pynvml.NVMLError_Uninitialized):
@@ -189,7 +191,7 @@ def test_lost_gpu():
 
 
 def test_an_event_wait_error_is_unmonitored_never_reserved(caplog):
-    with caplog.at_level(logging.WARNING, logger=health.__name__):
+    with caplog.at_level(logging.WARNING, logger=nvml_health.__name__):
         # (A failed wait is retried after wait_s: keep the test short.)
         calls = replay([{'error': 'Unknown', 'after_s': 1}, quiet(1)],
                        wait_s=0.01)
@@ -206,8 +208,8 @@ def test_unwatched_gpus_are_not_reported():
     calls = []
     monitor = health.HealthMonitor(30, lambda a, h: calls.append(a),
                                    clock=nvml.clock)
-    source = health.NvmlHealthSource(nvml, monitor, IGNORED,
-                                     addresses={'0000:3b:00.0'})
+    source = nvml_health.NvmlHealthSource(nvml, monitor, IGNORED,
+                                          addresses={'0000:3b:00.0'})
     nvml.on_exhausted = source.stop
     source.run()
     assert calls == []
@@ -216,9 +218,9 @@ def test_unwatched_gpus_are_not_reported():
 def test_no_nvml_is_no_data(caplog):
     calls = []
     monitor = health.HealthMonitor(30, lambda a, h: calls.append(a))
-    source = health.NvmlHealthSource(recorded_nvml.load(None), monitor,
-                                     IGNORED)
-    with caplog.at_level(logging.INFO, logger=health.__name__):
+    source = nvml_health.NvmlHealthSource(recorded_nvml.load(None), monitor,
+                                          IGNORED)
+    with caplog.at_level(logging.INFO, logger=nvml_health.__name__):
         source.run()
     assert calls == []
     assert 'no NVIDIA GPU health data' in caplog.text
@@ -231,7 +233,7 @@ def test_the_source_thread_reports_and_stops():
     monitor = health.HealthMonitor(
         30, clock=nvml.clock,
         on_change=lambda a, h: (seen.append((a, h.reason)), reported.set()))
-    source = health.NvmlHealthSource(nvml, monitor, IGNORED, wait_s=0.01)
+    source = nvml_health.NvmlHealthSource(nvml, monitor, IGNORED, wait_s=0.01)
     thread = source.start()
     assert reported.wait(30)
     source.stop(timeout=30)
@@ -245,7 +247,7 @@ def test_the_source_thread_reports_and_stops():
 def test_options_from_conf():
     conf = hosts.make_conf()
     monitor = health.HealthMonitor.from_conf(conf, lambda a, h: None)
-    source = health.NvmlHealthSource.from_conf(conf, None, monitor)
+    source = nvml_health.NvmlHealthSource.from_conf(conf, None, monitor)
     assert monitor.quiet_period == 600
     assert source.ignored_xids == frozenset(IGNORED)
     assert source.rate.window == 300

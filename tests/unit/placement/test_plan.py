@@ -6,6 +6,7 @@ from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.placement import plan
+from tests.fixtures import provider_names as pn
 
 HOST = 'cn1'
 
@@ -13,17 +14,17 @@ HOST = 'cn1'
 def tree_with(*children):
     """cn1 -> cn1_numa_0 -> given children (names), all agent-named."""
     tree = ptree.ProviderTree()
-    root = tree.new_root(HOST, generation=1)
-    numa = tree.new_child(f'{HOST}_numa_0', root, generation=1)
+    root = pn.root(tree, HOST, generation=1)
+    numa = pn.child(tree, f'{HOST}_numa_0', root, generation=1)
     for name in children:
-        tree.new_child(name, numa, generation=1)
+        pn.child(tree, name, numa, generation=1)
     return tree
 
 
 def test_creates_parents_first():
     desired = tree_with()
-    nic = desired.new_child(f'{HOST}_nic_a', f'{HOST}_numa_0')
-    desired.new_child(f'{HOST}_pf_a0', nic)
+    nic = pn.child(desired, f'{HOST}_nic_a', f'{HOST}_numa_0')
+    pn.child(desired, f'{HOST}_pf_a0', nic)
     p = plan.make_plan(None, desired)
     assert [c.name for c in p.create] == [
         HOST, f'{HOST}_numa_0', f'{HOST}_nic_a', f'{HOST}_pf_a0']
@@ -32,9 +33,9 @@ def test_creates_parents_first():
 
 def test_deletes_children_first():
     current = tree_with(f'{HOST}_nic_a')
-    current.new_child(f'{HOST}_pf_a0', f'{HOST}_nic_a', generation=1)
+    pn.child(current, f'{HOST}_pf_a0', f'{HOST}_nic_a', generation=1)
     desired = ptree.ProviderTree()
-    desired.new_root(HOST)
+    pn.root(desired, HOST)
     p = plan.make_plan(current, desired)
     names = [current.get(u).name for u in p.delete]
     assert names == [f'{HOST}_pf_a0', f'{HOST}_nic_a', f'{HOST}_numa_0']
@@ -120,7 +121,7 @@ def test_owned_parent_of_foreign_child_is_kept():
     current.new_child('foreign', f'{HOST}_numa_0',
                       uuid='11111111-2222-3333-4444-555555555555')
     desired = ptree.ProviderTree()
-    desired.new_root(HOST)
+    pn.root(desired, HOST)
     p = plan.make_plan(current, desired)
     assert [current.get(u).name for u in p.delete] == [f'{HOST}_gpu_1']
     assert current.get(f'{HOST}_numa_0').uuid in {u for u, _ in p.skipped}
@@ -154,11 +155,11 @@ def test_provider_change_for_new_provider_writes_everything():
 def nested():
     """cn1 -> numa_0 -> (gpu_1, nic_a -> pf_a0); cn1 -> numa_1 -> fpga_b."""
     tree = tree_with(f'{HOST}_gpu_1', f'{HOST}_nic_a')
-    tree.new_child(f'{HOST}_pf_a0', f'{HOST}_nic_a', generation=1)
+    pn.child(tree, f'{HOST}_pf_a0', f'{HOST}_nic_a', generation=1)
     tree.update_inventory(f'{HOST}_pf_a0', {'SRIOV_NET_VF': {'total': 8}})
     tree.update_traits(f'{HOST}_pf_a0', {'CUSTOM_PHYSNET_A'})
-    tree.new_child(f'{HOST}_numa_1', HOST, generation=1)
-    tree.new_child(f'{HOST}_fpga_b', f'{HOST}_numa_1', generation=1)
+    pn.child(tree, f'{HOST}_numa_1', HOST, generation=1)
+    pn.child(tree, f'{HOST}_fpga_b', f'{HOST}_numa_1', generation=1)
     return tree
 
 
@@ -184,7 +185,7 @@ def test_nested_to_flat_moves_devices_then_deletes_numa():
         (f'{HOST}_gpu_1', root), (f'{HOST}_nic_a', root),
         (f'{HOST}_fpga_b', root)]
     assert p.move[0].old_parent_uuid == current.get(f'{HOST}_numa_0').uuid
-    assert p.move[0].uuid == ptree.provider_uuid(f'{HOST}_gpu_1')
+    assert p.move[0].uuid == identity.legacy_uuid(f'{HOST}_gpu_1')
     # The PF travels with its card: no move, no delete, no change.
     assert sorted(names(current, p.delete)) == [
         f'{HOST}_numa_0', f'{HOST}_numa_1']
@@ -272,7 +273,7 @@ def test_no_move_into_or_out_of_the_root_place():
 def test_no_move_to_another_tree_and_the_old_parent_stays():
     current = nested()
     desired = flat()
-    desired.new_root('cn2')
+    pn.root(desired, 'cn2')
     desired.move(f'{HOST}_nic_a', 'cn2')
     p = plan.make_plan(current, desired)
     nic = current.get(f'{HOST}_nic_a').uuid
@@ -293,7 +294,7 @@ SHARED = '99999999-9999-9999-9999-999999999999'
 
 def _flat():
     tree = ptree.ProviderTree()
-    tree.new_root('compute1')
+    pn.root(tree, 'compute1')
     tree.update_inventory('compute1', {'VCPU': {'total': 32},
                                        'VGPU': {'total': 32}})
     tree.update_traits('compute1', {'COMPUTE_NODE'})
@@ -305,14 +306,14 @@ def _nested():
     tree.remove_inventory('compute1', 'VGPU')
     for gpu in ('0000_3b_00_0', '0000_af_00_0'):
         name = f'compute1_pci_{gpu}'
-        tree.new_child(name, 'compute1')
+        pn.child(tree, name, 'compute1')
         tree.set_inventory(name, 'VGPU', {'total': 16})
     return tree
 
 
 def _child_uuid(name):
     """The uuid the agent derives for its child ``name`` of compute1."""
-    return identity.child_uuid(ptree.provider_uuid('compute1'),
+    return identity.child_uuid(identity.legacy_uuid('compute1'),
                                identity.device_id(name, 'compute1'))
 
 
@@ -348,7 +349,7 @@ def test_identical_trees_plan_nothing():
 
 
 def test_flat_to_nested_reshape():
-    root = ptree.provider_uuid('compute1')
+    root = identity.legacy_uuid('compute1')
     gpu0 = _child_uuid('compute1_pci_0000_3b_00_0')
     before = {C1: _alloc((root, 'VCPU', 2), (root, 'VGPU', 1),
                          (SHARED, 'DISK_GB', 10)),
@@ -377,7 +378,7 @@ def test_flat_to_nested_reshape():
 
 def test_nested_to_flat_deletes_children_first():
     current = _nested()
-    current.new_child('compute1_gpu_child', 'compute1_pci_0000_3b_00_0')
+    pn.child(current, 'compute1_gpu_child', 'compute1_pci_0000_3b_00_0')
     p = _make(current, _flat())
     assert p.providers_deleted == (
         'compute1_pci_0000_af_00_0', 'compute1_gpu_child',
@@ -454,7 +455,7 @@ def test_new_resource_class_is_a_change_not_a_move():
 
 
 def test_split_consumer_shows_amounts_per_provider():
-    root = ptree.provider_uuid('compute1')
+    root = identity.legacy_uuid('compute1')
     gpu0 = _child_uuid('compute1_pci_0000_3b_00_0')
     gpu1 = _child_uuid('compute1_pci_0000_af_00_0')
     before = {C1: _alloc((root, 'VGPU', 3))}
@@ -466,7 +467,7 @@ def test_split_consumer_shows_amounts_per_provider():
 
 
 def test_same_inputs_same_text():
-    root = ptree.provider_uuid('compute1')
+    root = identity.legacy_uuid('compute1')
     gpu1 = _child_uuid('compute1_pci_0000_af_00_0')
     before = {C2: _alloc((root, 'VGPU', 1)), C1: _alloc((root, 'VGPU', 1))}
     after = {C1: _alloc((gpu1, 'VGPU', 1)), C2: _alloc((gpu1, 'VGPU', 1))}
@@ -481,10 +482,10 @@ def _numa_gpus():
     """compute1 -> compute1_numa_0 -> both GPUs (NUMA modelling on)."""
     tree = _flat()
     tree.remove_inventory('compute1', 'VGPU')
-    tree.new_child('compute1_numa_0', 'compute1')
+    pn.child(tree, 'compute1_numa_0', 'compute1')
     for gpu in ('0000_3b_00_0', '0000_af_00_0'):
         name = f'compute1_pci_{gpu}'
-        tree.new_child(name, 'compute1_numa_0')
+        pn.child(tree, name, 'compute1_numa_0')
         tree.set_inventory(name, 'VGPU', {'total': 16})
     return tree
 
@@ -512,7 +513,7 @@ def test_moved_providers_render_with_both_parents():
 
 # -- the check before the first write -----------------------------------------
 
-ROOT = ptree.provider_uuid('compute1')
+ROOT = identity.legacy_uuid('compute1')
 GPU0 = _child_uuid('compute1_pci_0000_3b_00_0')
 CPU_AND_GPU = {('PCPU', 'VCPU'): (32, 'present CPUs'),
                ('VGPU',): (32, 'vGPUs')}
@@ -615,13 +616,13 @@ def test_a_deleted_provider_goes_aside_for_a_created_one_of_its_name():
     """The previous release's numa_0 (uuid of its name) makes way for the
     one whose uuid derives from the root: renamed first, deleted last."""
     current = ptree.ProviderTree()
-    root = current.new_root(HOST, generation=1)
+    root = pn.root(current, HOST, generation=1)
     old = current.new_child(f'{HOST}_numa_0', root,
-                            uuid=ptree.provider_uuid(f'{HOST}_numa_0'),
+                            uuid=identity.legacy_uuid(f'{HOST}_numa_0'),
                             generation=1)
     desired = ptree.ProviderTree()
-    desired.new_root(HOST)
-    new = desired.new_child(f'{HOST}_numa_0', HOST)
+    pn.root(desired, HOST)
+    new = pn.child(desired, f'{HOST}_numa_0', HOST)
     assert new.uuid != old.uuid
     p = plan.make_plan(current, desired)
     assert p.rename == (plan.Rename(old.uuid, f'{HOST}_numa_0',

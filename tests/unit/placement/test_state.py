@@ -12,13 +12,14 @@ from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import plan
 from node_agent.placement import state as state_mod
+from tests.fixtures import provider_names as pn
 
 
 def test_round_trip(tmp_path):
     path = str(tmp_path / 'sub' / state_mod.FILENAME)
     tree = ptree.ProviderTree()
-    root = tree.new_root('cn1', generation=3)
-    child = tree.new_child('cn1_numa_0', root, generation=7)
+    root = pn.root(tree, 'cn1', generation=3)
+    child = pn.child(tree, 'cn1_numa_0', root, generation=7)
     tree.update_inventory(child, {'VCPU': {'total': 8}})
     tree.update_traits(child, {'HW_NUMA_ROOT', 'OP_TRAIT'})
     tree.update_aggregates(root, {'agg'})
@@ -70,7 +71,7 @@ def test_allocations_round_trip_and_forget(tmp_path):
 
 def saved(path):
     tree = ptree.ProviderTree()
-    root = tree.new_root('cn1', generation=3)
+    root = pn.root(tree, 'cn1', generation=3)
     state = state_mod.SyncState(path)
     state.save(tree, {})
     state.close()

@@ -3,16 +3,17 @@
 import pytest
 
 from node_agent import provider_tree as ptree
+from tests.fixtures import provider_names as pn
 
 
 def test_move_keeps_the_same_providers_and_carries_the_subtree():
     tree = ptree.ProviderTree()
-    tree.new_root('cn1')
-    other = tree.new_root('cn2')
-    tree.new_child('cn1_numa_0', 'cn1')
-    nic = tree.new_child('cn1_nic_a', 'cn1_numa_0', generation=4)
+    pn.root(tree, 'cn1')
+    other = pn.root(tree, 'cn2')
+    pn.child(tree, 'cn1_numa_0', 'cn1')
+    nic = pn.child(tree, 'cn1_nic_a', 'cn1_numa_0', generation=4)
     nic.traits = {'CUSTOM_NIC_ROOT'}
-    pf = tree.new_child('cn1_pf_a0', nic)
+    pf = pn.child(tree, 'cn1_pf_a0', nic)
     tree.set_inventory(pf, 'SRIOV_NET_VF', {'total': 8})
 
     assert tree.move('cn1_nic_a', 'cn1') is nic
@@ -30,9 +31,9 @@ def test_move_keeps_the_same_providers_and_carries_the_subtree():
 
 def test_move_under_own_descendant_is_refused():
     tree = ptree.ProviderTree()
-    tree.new_root('cn1')
-    tree.new_child('cn1_nic_a', 'cn1')
-    tree.new_child('cn1_pf_a0', 'cn1_nic_a')
+    pn.root(tree, 'cn1')
+    pn.child(tree, 'cn1_nic_a', 'cn1')
+    pn.child(tree, 'cn1_pf_a0', 'cn1_nic_a')
     with pytest.raises(ValueError, match='cn1_pf_a0'):
         tree.move('cn1_nic_a', 'cn1_pf_a0')
     assert tree.get('cn1_nic_a').parent_uuid == tree.get('cn1').uuid

@@ -4,23 +4,25 @@ import json
 
 from node_agent import provider_tree as ptree
 from node_agent.tracker import status
+from node_agent import identity
+from tests.fixtures import provider_names as pn
 
 
 def _tree():
     tree = ptree.ProviderTree()
-    tree.new_root('compute1', generation=3)
+    pn.root(tree, 'compute1', generation=3)
     tree.update_inventory('compute1', {'VCPU': {'total': 32,
                                                 'reserved': 2}})
     tree.update_traits('compute1', {'COMPUTE_NODE', 'HW_CPU_X86_AVX2'})
-    tree.new_child('compute1_numa_0', 'compute1', generation=1)
+    pn.child(tree, 'compute1_numa_0', 'compute1', generation=1)
     tree.update_traits('compute1_numa_0', {'HW_NUMA_ROOT'})
-    tree.new_child('compute1_pci_0000_3b_00_0', 'compute1_numa_0')
+    pn.child(tree, 'compute1_pci_0000_3b_00_0', 'compute1_numa_0')
     tree.set_inventory('compute1_pci_0000_3b_00_0', 'VGPU', {'total': 16})
     return tree
 
 
 def test_usages_sum_consumers():
-    root = ptree.provider_uuid('compute1')
+    root = identity.legacy_uuid('compute1')
     usages = status.usages_from_allocations({
         'a': {'allocations': {root: {'resources': {'VCPU': 2}}}},
         'b': {'allocations': {root: {'resources': {'VCPU': 3}}}},
@@ -64,7 +66,7 @@ def test_long_table_shows_uuids_and_generations():
     lines = status.render_table(tree, long=True).splitlines()
     assert lines[0].split()[:4] == ['PROVIDER', 'UUID', 'GEN', 'PARENT']
     assert lines[1].split()[:4] == [
-        'compute1', ptree.provider_uuid('compute1'), '3', '-']
+        'compute1', identity.legacy_uuid('compute1'), '3', '-']
     assert lines[3].split()[:4] == [
         'compute1_numa_0', tree.get('compute1_numa_0').uuid, '1',
         'compute1']

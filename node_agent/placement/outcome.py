@@ -1,0 +1,161 @@
+"""What a plan does: the tree after its writes, and the changes by name.
+
+Pure.  :func:`apply` gives the tree Placement holds once a plan
+(:class:`node_agent.placement.plan.Plan`: its ``rename``, ``create``,
+``changes``, ``move`` and ``delete``) is written; the rest describes the
+difference between two trees, and the consumers' allocations before and
+after a reshape, in the words :meth:`Plan.render` prints.
+"""
+
+import collections
+import copy
+import dataclasses
+
+from node_agent import provider_tree as ptree
+
+
+@dataclasses.dataclass(frozen=True)
+class InventoryMove:
+    """One class's inventory, from some providers to others."""
+    resource_class: str
+    before: tuple          # ((provider, total), ...) sorted
+    after: tuple
+
+    def render(self):
+        def side(pairs):
+            return ', '.join(f'{name} {total}' for name, total in pairs) or '-'
+        return (f'{self.resource_class} {side(self.before)} -> '
+                f'{side(self.after)}')
+
+
+@dataclasses.dataclass(frozen=True)
+class ConsumerMove:
+    """One consumer's allocation of one class, from and to providers."""
+    consumer: str
+    resource_class: str
+    before: tuple          # ((provider, amount), ...) sorted
+    after: tuple
+
+    def render(self):
+        def side(pairs):
+            return ', '.join(f'{name} {amount}' if len(pairs) > 1 else name
+                             for name, amount in pairs) or '-'
+        total = sum(a for _, a in self.before) or sum(a for _, a in
+                                                      self.after)
+        return (f'{self.resource_class} {total} {side(self.before)} -> '
+                f'{side(self.after)}')
+
+
+def apply(current, plan):
+    """The tree Placement holds once ``plan`` is written over ``current``.
+
+    Pure: ``current`` is not changed.  The rendering and the hardware
+    check read this tree, so both see what the writes do.
+    """
+    tree = current.copy() if current is not None else ptree.ProviderTree()
+    for rename in plan.rename:
+        tree.rename(rename.uuid, rename.name)
+    for create in plan.create:
+        if create.parent_uuid is None:
+            tree.new_root(create.name, uuid=create.uuid)
+        else:
+            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
+    for change in plan.changes:
+        provider = tree.get(change.uuid)
+        if change.inventory is not None:
+            provider.inventory = copy.deepcopy(change.inventory)
+        if change.traits is not None:
+            provider.traits = set(change.traits)
+        if change.aggregates is not None:
+            provider.aggregates = set(change.aggregates)
+    for move in plan.move:
+        tree.move(move.uuid, move.parent_uuid)
+    for uuid in plan.delete:
+        if uuid in tree:
+            tree.remove(uuid)
+    return tree
+
+
+def _inventory_by_class(tree):
+    """{rc: {provider uuid: inventory record}} over the whole tree."""
+    result = collections.defaultdict(dict)
+    for provider in tree.providers():
+        for rc, record in provider.inventory.items():
+            result[rc][provider.uuid] = dict(record)
+    return result
+
+
+def _record_change(before, after):
+    """'total 16 -> 32, reserved 0 -> 2' for the fields that differ."""
+    if before is None:
+        return f'added (total {after["total"]})'
+    if after is None:
+        return f'removed (total {before["total"]})'
+    return ', '.join(f'{field} {before.get(field)} -> {after.get(field)}'
+                     for field in sorted(set(before) | set(after))
+                     if before.get(field) != after.get(field))
+
+
+def inventory_described(current, after, name):
+    """``(inventory moved, inventory changed)`` between two trees."""
+    moved, changed = [], []
+    inv_before, inv_after = _inventory_by_class(current), \
+        _inventory_by_class(after)
+    for rc in sorted(set(inv_before) | set(inv_after)):
+        before, now = inv_before.get(rc, {}), inv_after.get(rc, {})
+        if set(before) != set(now) and before and now:
+            moved.append(InventoryMove(
+                rc,
+                tuple(sorted((name(u), r['total']) for u, r in
+                             before.items())),
+                tuple(sorted((name(u), r['total']) for u, r in
+                             now.items()))))
+            continue
+        for uuid in sorted(set(before) | set(now), key=name):
+            if before.get(uuid) != now.get(uuid):
+                changed.append((name(uuid), rc, _record_change(
+                    before.get(uuid), now.get(uuid))))
+    return tuple(moved), tuple(changed)
+
+
+def sets_described(current, after, kind):
+    """(provider, added, removed) of ``traits`` or ``aggregates``."""
+    result = []
+    for provider in after.providers():
+        old = current.find(provider.uuid)
+        old_values = getattr(old, kind) if old is not None else set()
+        values = getattr(provider, kind)
+        added = tuple(sorted(values - old_values))
+        removed = tuple(sorted(old_values - values))
+        if added or removed:
+            result.append((provider.name, added, removed))
+    return tuple(result)
+
+
+def amounts(record):
+    """{(provider uuid, rc): amount} of one consumer's allocation record."""
+    result = {}
+    for rp_uuid, alloc in (record or {}).get('allocations', {}).items():
+        for rc, amount in alloc.get('resources', {}).items():
+            if amount:
+                result[(rp_uuid, rc)] = amount
+    return result
+
+
+def consumer_moves(before_all, after_all, name):
+    moves = []
+    for consumer in sorted(set(before_all) | set(after_all)):
+        before = amounts(before_all.get(consumer))
+        after = amounts(after_all.get(consumer))
+        if before == after:
+            continue
+        classes = {rc for _, rc in before} | {rc for _, rc in after}
+        for rc in sorted(classes):
+            b = {u: a for (u, c), a in before.items() if c == rc}
+            a = {u: v for (u, c), v in after.items() if c == rc}
+            if b != a:
+                moves.append(ConsumerMove(
+                    consumer, rc,
+                    tuple(sorted((name(u), v) for u, v in b.items())),
+                    tuple(sorted((name(u), v) for u, v in a.items()))))
+    return tuple(moves)
