@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.fixtures import fault_proxy
 from tests.fixtures import keystone_server
 from tests.fixtures import libvirtd as libvirtd_fixture
 from tests.fixtures import placement_server as ps
@@ -15,6 +16,13 @@ def server(tmp_path):
     srv.start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def proxy(server):
+    """A fault-injecting proxy in front of the Placement server."""
+    with fault_proxy.FaultProxy(server.url) as p:
+        yield p
 
 
 @pytest.fixture(scope='module')

@@ -33,11 +33,7 @@ MAPPINGS = 'physnet0:ens1f0,physnet1:ens1f1,physnet0:ens2f0,physnet1:ens2f1'
 LISTENING = 'Claims RPC server listening'
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = service_tests.Agent(tmp_path)
-    yield a
-    a.cleanup()
+agent = service_tests.agent
 
 
 def configure(agent, placement_url, transport_url):

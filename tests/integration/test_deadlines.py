@@ -58,11 +58,7 @@ class SilentLibvirt:
         os.rmdir(self._dir)
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = service_tests.Agent(tmp_path)
-    yield a
-    a.cleanup()
+agent = service_tests.agent
 
 
 @pytest.fixture

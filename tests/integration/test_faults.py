@@ -21,7 +21,6 @@ import time
 
 import pytest
 
-from tests.fixtures import fault_proxy
 from tests.fixtures import placement_state
 from tests.functional.placement.test_adapter import free_port
 from tests.integration import test_agent_service as service_tests
@@ -37,17 +36,7 @@ IN_TREE_GET = re.compile(r'curl -g -i -X GET \S+/resource_providers\?in_tree=')
 KS_ATTEMPTS = 4      # one try plus [placement] status_code_retries
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = service_tests.Agent(tmp_path)
-    yield a
-    a.cleanup()
-
-
-@pytest.fixture
-def proxy(server):
-    with fault_proxy.FaultProxy(server.url) as p:
-        yield p
+agent = service_tests.agent
 
 
 def read(server):

@@ -37,7 +37,6 @@ from node_agent.placement import client
 from node_agent.placement import state as state_mod
 from node_agent import identity
 from tests.fixtures import allocations as allocs
-from tests.fixtures import fault_proxy
 from tests.fixtures import legacy_tree
 from tests.fixtures import provider_names as names
 from tests.integration import test_agent_service as service_tests
@@ -96,17 +95,7 @@ class Watch:
                 self.killed = True
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = service_tests.Agent(tmp_path)
-    yield a
-    a.cleanup()
-
-
-@pytest.fixture
-def proxy(server):
-    with fault_proxy.FaultProxy(server.url) as p:
-        yield p
+agent = service_tests.agent
 
 
 def _nested_with_consumers(agent, server):

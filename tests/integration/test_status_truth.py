@@ -33,11 +33,7 @@ GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
 NO_GPU = 'compute,numa,nic,accelerator'
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = service_tests.Agent(tmp_path)
-    yield a
-    a.cleanup()
+agent = service_tests.agent
 
 
 def _statuses(agent):

@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from tests.fixtures import fault_proxy
 from tests.fixtures import placement_state
 from tests.integration import test_agent_service as service_tests
 
@@ -25,17 +24,7 @@ pytestmark = pytest.mark.integration
 STOP_BOUND = 10
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = service_tests.Agent(tmp_path)
-    yield a
-    a.cleanup()
-
-
-@pytest.fixture
-def proxy(server):
-    with fault_proxy.FaultProxy(server.url) as p:
-        yield p
+agent = service_tests.agent
 
 
 def _drain(agent, seconds=0.5):
