@@ -52,14 +52,7 @@ def apply(current, plan):
     Pure: ``current`` is not changed.  The rendering and the hardware
     check read this tree, so both see what the writes do.
     """
-    tree = current.copy() if current is not None else ptree.ProviderTree()
-    for rename in plan.rename:
-        tree.rename(rename.uuid, rename.name)
-    for create in plan.create:
-        if create.parent_uuid is None:
-            tree.new_root(create.name, uuid=create.uuid)
-        else:
-            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
+    tree = with_names_and_creates(current, plan)
     for change in plan.changes:
         provider = tree.get(change.uuid)
         if change.inventory is not None:
@@ -73,6 +66,20 @@ def apply(current, plan):
     for uuid in plan.delete:
         if uuid in tree:
             tree.remove(uuid)
+    return tree
+
+
+def with_names_and_creates(current, plan):
+    """A copy of ``current`` with ``plan``'s renames and new providers,
+    the first writes of every plan (they move no capacity)."""
+    tree = current.copy() if current is not None else ptree.ProviderTree()
+    for rename in plan.rename:
+        tree.rename(rename.uuid, rename.name)
+    for create in plan.create:
+        if create.parent_uuid is None:
+            tree.new_root(create.name, uuid=create.uuid)
+        else:
+            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
     return tree
 
 

@@ -143,14 +143,7 @@ def boundaries(current, plan):
     Names, parents, traits and aggregates change no capacity: those
     writes are not boundaries of their own.  Pure.
     """
-    tree = current.copy() if current is not None else ptree.ProviderTree()
-    for rename in plan.rename:
-        tree.rename(rename.uuid, rename.name)
-    for create in plan.create:
-        if create.parent_uuid is None:
-            tree.new_root(create.name, uuid=create.uuid)
-        else:
-            tree.new_child(create.name, create.parent_uuid, uuid=create.uuid)
+    tree = outcome.with_names_and_creates(current, plan)
     result = []
 
     def step(where):
