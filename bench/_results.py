@@ -11,6 +11,7 @@ machine mean little without it.
 and rewrites every section (:data:`bench.run.RESULTS_RUNS`).
 """
 
+import json
 import os
 import platform
 import subprocess
@@ -62,6 +63,18 @@ def section(title, name, argv, body, extra=''):
     """A whole section: title, stamp, body, end marker."""
     return (f'## {title}\n\n{stamp(name, argv, extra)}\n'
             f'{body.rstrip()}\n\n{END}\n')
+
+
+def publish(args, title, name, argv, body, data):
+    """What a benchmark ends with: ``body`` printed, ``data`` written to
+    ``--json``, and with ``--write-results`` its stamped section of
+    RESULTS.md replaced."""
+    print(body)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(data, f, indent=1)
+    if args.write_results:
+        write_section(title, section(title, name, argv, body))
 
 
 def write_section(title, text, path=RESULTS):

@@ -9,7 +9,6 @@ HostSnapshot.  Prints the median and spread.  Target: median <= 50 ms.
 """
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -68,13 +67,7 @@ def main(argv=None):
             f'{max(times):.1f} ms | {cold_ms:.1f} ms |\n\n'
             f'Target {"met" if median <= TARGET_MS else "**missed**"} '
             f'({median:.1f} ms <= {TARGET_MS:.0f} ms).')
-    print(text)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(figures, f, indent=1)
-    if args.write_results:
-        _results.write_section(TITLE, _results.section(
-            TITLE, 'bench-discovery', argv, text))
+    _results.publish(args, TITLE, 'bench-discovery', argv, text, figures)
     return 0
 
 

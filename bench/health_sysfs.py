@@ -14,7 +14,6 @@ source's share of one CPU: median / 10 s.
 """
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -86,13 +85,7 @@ def main(argv=None):
            f'{r["median_ms"]:.2f} ms | {r["min_ms"]:.2f} ms | '
            f'{r["max_ms"]:.2f} ms | {r["per_device_ms"]:.3f} ms | '
            f'{r["cpu_share_percent"]:.3f} % |' for r in rows])
-    print(text)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(rows, f, indent=1)
-    if args.write_results:
-        _results.write_section(TITLE, _results.section(
-            TITLE, 'health-sysfs', argv, text))
+    _results.publish(args, TITLE, 'health-sysfs', argv, text, rows)
     return 0
 
 

@@ -24,7 +24,6 @@ database.
 """
 
 import argparse
-import json
 import collections
 import contextlib
 import functools
@@ -262,13 +261,7 @@ def main(argv=None):
                 'of both needs the write under the reads ('
                 + ('possible' if r['write_ms'] < r['reads_ms']
                    else 'not possible') + ' here).' for r in rows))
-    print(text)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(rows, f, indent=1)
-    if args.write_results:
-        _results.write_section(TITLE, _results.section(
-            TITLE, 'reshaper-cost', argv, text))
+    _results.publish(args, TITLE, 'reshaper-cost', argv, text, rows)
     return 0
 
 

@@ -92,13 +92,7 @@ def main(argv=None):
            for r in rows]
         + ['', f'Target {"met" if worst < TARGET_MB else "**missed**"} '
            f'({worst:.1f} MB < {TARGET_MB} MB).'])
-    print(text)
-    if args.json:
-        with open(args.json, 'w') as f:
-            json.dump(rows, f, indent=1)
-    if args.write_results:
-        _results.write_section(TITLE, _results.section(
-            TITLE, 'scan-memory', argv, text))
+    _results.publish(args, TITLE, 'scan-memory', argv, text, rows)
     return 0
 
 
