@@ -48,9 +48,10 @@ def payload(host, address, health, previous):
 class HealthNotifier:
     """Sends one notification per change ``changed()`` hears."""
 
-    def __init__(self, notifier, host):
+    def __init__(self, notifier, host, transport=None):
         self.notifier = notifier
         self.host = host
+        self.transport = transport
         self._lock = threading.Lock()
         self._said = {}                 # address: state last sent
 
@@ -67,7 +68,14 @@ class HealthNotifier:
         notifier = oslo_messaging.Notifier(
             transport, publisher_id=f'node-agent.{conf.host}',
             driver=None if configured else 'messagingv2', retry=RETRY)
-        return cls(notifier, conf.host)
+        return cls(notifier, conf.host, transport)
+
+    def close(self):
+        """Close the transport's connections (and their heartbeat
+        threads); no notification is sent after this."""
+        if self.transport is not None:
+            self.transport.cleanup()
+            self.transport = None
 
     def changed(self, address, health):
         with self._lock:

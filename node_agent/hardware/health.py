@@ -461,13 +461,16 @@ class Supervisor:
 
     A source is an object with ``name``, ``run(stop_event)`` (returns when
     the event is set, or at once when it has no data) and nothing else.
+    ``on_stop()`` runs once at :meth:`stop`, after the sources' threads
+    (the notifier's transport is closed there).
     """
 
     MAX_DELAY = 300.0
 
     def __init__(self, sources, monitor, restart_delay=5.0,
-                 on_restart=None):
+                 on_restart=None, on_stop=None):
         self.sources = list(sources)
+        self._on_stop = on_stop
         self.monitor = monitor
         self.restart_delay = restart_delay
         self._on_restart = on_restart or (lambda name: None)
@@ -487,6 +490,9 @@ class Supervisor:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout)
+        on_stop, self._on_stop = self._on_stop, None
+        if on_stop is not None:
+            on_stop()
 
     def _keep(self, source):
         delay = self.restart_delay

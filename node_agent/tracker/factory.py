@@ -156,7 +156,8 @@ def device_health(conf, rt, metrics=None, clock=None):
                 functools.partial(watched_devices, rt)))
         return health.Supervisor(sources, monitor,
                                  conf.health.source_restart_delay,
-                                 on_restart=metrics.health_source_restarted)
+                                 on_restart=metrics.health_source_restarted,
+                                 on_stop=notifier and notifier.close)
 
     return make
 

@@ -1,5 +1,8 @@
 """Fixtures the integration tests share: real servers on 127.0.0.1."""
 
+import threading
+import time
+
 import pytest
 
 from tests.fixtures import fault_proxy
@@ -37,3 +40,20 @@ def broker(tmp_path_factory):
 keystone = keystone_server.keystone
 # One private libvirtd per test worker, too.
 libvirtd = libvirtd_fixture.libvirtd
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_broker_connections():
+    """Every test closes the RabbitMQ connections it opened: a leaked one
+    keeps a heartbeat thread that logs into whatever test runs next once
+    the broker is gone."""
+    yield
+    deadline = time.monotonic() + 10
+    while _heartbeats() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _heartbeats(), 'a RabbitMQ connection was left open'
+
+
+def _heartbeats():
+    return [t for t in threading.enumerate()
+            if t.name == 'Rabbit-heartbeat' and t.is_alive()]

@@ -46,6 +46,7 @@ def listening(conf, broker):
     conf.set_override('nvml_enabled', False, 'hardware')
     notifier = health_notifier.HealthNotifier.from_conf(conf)   # options
     assert notifier is not None
+    notifier.close()
     transport = oslo_messaging.get_notification_transport(conf)
     heard = Heard()
     listener = oslo_messaging.get_notification_listener(
@@ -57,6 +58,7 @@ def listening(conf, broker):
     finally:
         listener.stop()
         listener.wait()
+        transport.cleanup()
 
 
 def test_a_drain_and_a_fault_are_notified(conf, listening):
@@ -95,6 +97,7 @@ def test_a_drain_and_a_fault_are_notified(conf, listening):
     assert heard.queue.empty()
     assert len(changes) == 3
     assert isinstance(watcher, health.Supervisor)
+    watcher.stop()
 
 
 def test_no_transport_no_notifier(conf):
