@@ -41,6 +41,8 @@ from bench import _results  # noqa: E402
 from bench.report_client import scenario  # noqa: E402
 from node_agent.placement import client as client_mod  # noqa: E402
 from node_agent.placement import embedded  # noqa: E402
+from node_agent.placement import transport  # noqa: E402
+from tests.fixtures import sync  # noqa: E402
 
 PHASES = (('consumer checks', 'placement.handlers.allocation',
            'inspect_consumers'),
@@ -118,7 +120,7 @@ class Meter:
 def _reshape_body(adapter, consumers):
     """The reshape the report-client benchmark does, as one request body."""
     client = client_mod.ReportClient(adapter)
-    tree = client.get_provider_tree_and_ensure_root(scenario.HOST)
+    tree = sync.ensure_root(client, scenario.HOST)
     allocations = client.get_allocations_for_provider_tree(
         scenario.HOST, tree=tree)
     if len(allocations) != consumers:
@@ -146,13 +148,13 @@ def _sequential_reads(adapter, consumers):
     root = scenario.ROOT_UUID
     start = time.perf_counter()
     listing = scenario._get(adapter, f'/resource_providers?in_tree={root}',
-                            client_mod.MV_PROVIDERS)['resource_providers']
+                            transport.MV_PROVIDERS)['resource_providers']
     for rp in listing:
         scenario._get(adapter, f'/resource_providers/{rp["uuid"]}/'
-                      'allocations', client_mod.MV_PROVIDERS)
+                      'allocations', transport.MV_PROVIDERS)
     for i in range(consumers):
         scenario._get(adapter, f'/allocations/{scenario.consumer_uuid(i)}',
-                      client_mod.MV_CONSUMER_GEN)
+                      transport.MV_CONSUMER_GEN)
     return time.perf_counter() - start, 1 + len(listing) + consumers
 
 
@@ -162,13 +164,13 @@ def one_run(workdir, consumers, meter):
             embedded.placement_config(connection)) as adapter:
         client = client_mod.ReportClient(adapter)
         spec = scenario.providers('reference')
-        tree = client.get_provider_tree_and_ensure_root(scenario.HOST)
+        tree = sync.ensure_root(client, scenario.HOST)
         for p in spec:
             if not tree.exists(p['uuid']):
                 tree.new_child(p['name'], p['parent'], uuid=p['uuid'])
             tree.update_inventory(p['uuid'], p['inventory'])
             tree.update_traits(p['uuid'], p['traits'])
-        client.update_from_provider_tree(tree)
+        sync.write(client, tree)
         scenario.create_consumers(adapter, consumers)
 
         reads, read_calls = _sequential_reads(adapter, consumers)
@@ -178,7 +180,7 @@ def one_run(workdir, consumers, meter):
         with meter.recording():
             start = time.perf_counter()
             resp = adapter.post('/reshaper', json=body,
-                                microversion=client_mod.MV_RESHAPE)
+                                microversion=transport.MV_RESHAPE)
             write = time.perf_counter() - start
         if resp.status_code != 204:
             raise RuntimeError(f'POST /reshaper: {resp.status_code} '

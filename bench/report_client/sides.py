@@ -29,6 +29,7 @@ import sys
 import time
 
 from bench.report_client import scenario
+from tests.fixtures import sync
 from tests.fixtures.placement_admin import admin_adapter
 
 ROOT_UUID = scenario.ROOT_UUID
@@ -141,9 +142,9 @@ class OursSide:
             tree.update_aggregates(p['uuid'], p['aggregates'])
 
     def sync(self, client, spec):
-        tree = client.get_provider_tree_and_ensure_root(scenario.HOST)
+        tree = sync.ensure_root(client, scenario.HOST)
         self._populate(tree, spec)
-        client.update_from_provider_tree(tree)
+        sync.write(client, tree)
 
     def read_allocations(self, client):
         return client.get_allocations_for_provider_tree(scenario.HOST)
@@ -152,7 +153,7 @@ class OursSide:
         # node_agent.tracker.tracker.ResourceTracker._prepare at startup:
         # what the consumers hold on the tree just read is moved, then the
         # consumers that move are read in full.
-        tree = client.get_provider_tree_and_ensure_root(scenario.HOST)
+        tree = sync.ensure_root(client, scenario.HOST)
         before = client.get_tree_allocations(tree)
         moved = copy.deepcopy(before)
         scenario.move_vgpu(moved)
@@ -161,7 +162,7 @@ class OursSide:
             tree, {c: before[c] for c in movers},
             {c: moved[c] for c in movers})
         self._populate(tree, spec)
-        client.update_from_provider_tree(tree, allocations=allocations)
+        sync.write(client, tree, allocations)
 
     def association_refresh_due(self):
         pass

@@ -133,7 +133,7 @@ class RootFinder:
     def _standalone(self, ensure):
         name = self.conf.host
         if ensure:
-            return self.client.get_provider_tree_and_ensure_root(name)
+            return ensure_root(self.client, name, self.uuid)
         return self._read_or_new(
             name, self.uuid or identity.legacy_root_uuid(name))
 
@@ -245,6 +245,47 @@ class RootFinder:
             tree = ptree.ProviderTree()
             tree.new_root(name, uuid=root_uuid)
             return tree
+
+
+def ensure_root(client, name, uuid=None):
+    """The tree under the root called ``name``, created when missing; the
+    root is recorded as the agent's (standalone: it was told to manage
+    it).
+
+    The uuid: ``uuid``, else the one SyncState recorded for ``name``,
+    else the legacy rule's (:func:`node_agent.identity.legacy_root_uuid`).
+    Steady state: one ``GET ?in_tree``.  With no record of the tree the
+    root is POSTed first: a 200 means a brand-new, empty tree and no read
+    is needed.  A root that vanished is created again.  A root of that
+    name with another uuid (created by another service before the agent
+    ran) is adopted.  The tree includes providers the agent does not own.
+    """
+    root_uuid = (uuid or client.recorded_root(name)
+                 or identity.legacy_root_uuid(name))
+    if client.has_record(root_uuid):
+        try:
+            tree = client.get_provider_tree(root_uuid)
+        except exception.ResourceProviderNotFound:
+            LOG.warning('root provider %s (%s) vanished from Placement: '
+                        'creating it again', name, root_uuid)
+            tree = None
+        else:
+            client.claim_root(root_uuid)
+            return tree
+    created = client.create_root(name, root_uuid)
+    if created is not None:
+        return created
+    try:
+        tree = client.get_provider_tree(root_uuid)
+    except exception.ResourceProviderNotFound:
+        # A provider with our name but another uuid, e.g. created by
+        # another service before the agent ran: that is our root.
+        found = client.find_provider(name)
+        if found is None:
+            raise exception.ResourceProviderNotFound(name) from None
+        tree = client.get_provider_tree(found[1])
+    client.claim_root(tree.roots[0].uuid)
+    return tree
 
 
 def _tree_evidence(tree, ownership):

@@ -31,6 +31,7 @@ from tests.fixtures import postgres
 from tests.fixtures.placement_server import PlacementServer
 from tests.fixtures.placement_server import admin_adapter
 from tests.fixtures import provider_names as pn
+from tests.fixtures import sync
 
 pytestmark = pytest.mark.skipif(postgres.missing() is not None,
                                 reason=postgres.missing() or '')
@@ -79,8 +80,8 @@ def _race(tmp_path, database, during=None):
                          processes=2) as server:
         adapter = admin_adapter(server.url)
         agent = client_mod.ReportClient(admin_adapter(server.url))
-        agent.update_from_provider_tree(_tree(PHYSNETS[0]))
-        rp = agent.get_provider_tree_and_ensure_root(HOST).get(PF).uuid
+        sync.write(agent, _tree(PHYSNETS[0]))
+        rp = sync.ensure_root(agent, HOST).get(PF).uuid
         assert _claim(adapter, rp, str(uuid.uuid4()), HELD) == 204
         # As many at once as the two workers have threads.
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
@@ -123,7 +124,7 @@ def test_repeatable_read_grants_exactly_the_free_units(tmp_path, postgres):
             want = _tree(PHYSNETS[(n + 1) % 2])
             for _ in range(20):
                 try:
-                    agent.update_from_provider_tree(want)
+                    sync.write(agent, want)
                     break
                 except exception.PlacementUnavailable:
                     unavailable += 1

@@ -39,6 +39,7 @@ from node_agent import identity
 from tests.fixtures import allocations as allocs
 from tests.fixtures import legacy_tree
 from tests.fixtures import provider_names as names
+from tests.fixtures import sync
 from tests.integration import test_agent_service as service_tests
 
 pytestmark = pytest.mark.integration
@@ -132,8 +133,8 @@ def _legacy_with_consumers(agent, server):
     adapter = service_tests.api(server)
     writer = client.ReportClient.from_conf(
         conf, adapter, state=state_mod.SyncState.from_conf(conf))
-    writer.get_provider_tree_and_ensure_root(HOST)
-    writer.update_from_provider_tree(old)
+    sync.ensure_root(writer, HOST)
+    sync.write(writer, old)
     back = {new: legacy for legacy, new in mapping.items()}
     for n, consumer in enumerate(CONSUMERS):
         node = n % 2

@@ -3,12 +3,12 @@
 ``agent`` builds the tree of recorded host 1 with the drivers and syncs it
 through the real report client, the way the tracker does at startup::
 
-    tree = rc.get_provider_tree_and_ensure_root(host)
+    tree = sync.ensure_root(rc, host)
     try: drivers.update_provider_tree(tree, host)
     except ReshapeNeeded:
         allocations = rc.get_allocations_for_provider_tree(host)
         drivers.update_provider_tree(tree, host, allocations)
-    rc.update_from_provider_tree(tree, allocations)
+    sync.write(rc, tree, allocations)
 """
 
 import pytest
@@ -17,6 +17,7 @@ from node_agent import drivers
 from node_agent import exception
 from node_agent.placement import client
 from tests.fixtures import hosts
+from tests.fixtures import sync
 
 HOST = 'compute1'
 PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
@@ -57,17 +58,17 @@ class Agent:
 
     def sync(self):
         ds = drivers.DriverSet(self.conf, self.snapshot)
-        tree = self.report_client.get_provider_tree_and_ensure_root(HOST)
+        tree = sync.ensure_root(self.report_client, HOST)
         allocations = None
         try:
             ds.update_provider_tree(tree, HOST)
         except exception.ReshapeNeeded:
             allocations = (self.report_client
                            .get_allocations_for_provider_tree(HOST))
-            tree = self.report_client.get_provider_tree_and_ensure_root(HOST)
+            tree = sync.ensure_root(self.report_client, HOST)
             ds.update_provider_tree(tree, HOST, allocations)
             self.reshapes += 1
-        self.report_client.update_from_provider_tree(tree, allocations)
+        sync.write(self.report_client, tree, allocations)
         return tree
 
 

@@ -24,6 +24,7 @@ from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
 from tests.fixtures import recorded_nvml
+from tests.fixtures import sync
 from tests.functional.drivers import conftest as c
 from tests.functional.drivers.test_scheduling import candidates
 from tests.functional.drivers.test_scheduling import mapped
@@ -50,9 +51,9 @@ class Agent(c.Agent):
 
     def sync(self):
         ds = drivers.DriverSet(self.conf, self.snapshot, self.health)
-        tree = self.report_client.get_provider_tree_and_ensure_root(c.HOST)
+        tree = sync.ensure_root(self.report_client, c.HOST)
         ds.update_provider_tree(tree, c.HOST)
-        self.report_client.update_from_provider_tree(tree, None)
+        sync.write(self.report_client, tree, None)
         return tree
 
 

@@ -22,6 +22,7 @@ from node_agent.placement import client
 from tests.fixtures import counting
 from tests.fixtures import fault_proxy
 from tests.fixtures import placement_server
+from tests.fixtures import sync
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
 
@@ -60,8 +61,8 @@ def test_noauth2_http_placement_with_service_role(tmp_path):
                          noauth_roles='admin,service')
         counted = counting.CountingAdapter(adapter_mod.get_adapter(conf))
         rc = client.ReportClient.from_conf(conf, counted)
-        rc.get_provider_tree_and_ensure_root(HOST)
-        rc.update_from_provider_tree(sample_tree())
+        sync.ensure_root(rc, HOST)
+        sync.write(rc, sample_tree())
         # The bulk inventory reshape went through: the service role
         # reached Placement in the X-Roles header.
         assert counted.count('POST', '/reshaper') == 1
@@ -81,8 +82,8 @@ def test_progress_is_reported_once_per_answer_never_without_one(tmp_path):
         counted = counting.CountingAdapter(adapter_mod.ProgressAdapter(
             adapter_mod.get_adapter(conf), lambda: answers.append(1)))
         rc = client.ReportClient.from_conf(conf, counted)
-        rc.get_provider_tree_and_ensure_root(HOST)
-        rc.update_from_provider_tree(sample_tree())
+        sync.ensure_root(rc, HOST)
+        sync.write(rc, sample_tree())
         assert len(answers) == len(counted.calls) > 10
 
         # Connections closed unanswered: no progress to report.
@@ -104,7 +105,7 @@ def test_unreachable_placement_is_a_typed_error_without_secrets(
                      token=SECRET_TOKEN, **FAST_RETRIES)
     rc = client.ReportClient(adapter_mod.get_adapter(conf))
     with pytest.raises(exception.PlacementUnavailable) as err:
-        rc.get_provider_tree_and_ensure_root(HOST)
+        sync.ensure_root(rc, HOST)
     assert SECRET_TOKEN not in str(err.value)
     assert SECRET_TOKEN not in caplog.text
 
@@ -118,7 +119,7 @@ def test_unreachable_keystone_does_not_log_the_password(tmp_path, caplog):
                      project_domain_name='Default', **FAST_RETRIES)
     rc = client.ReportClient(adapter_mod.get_adapter(conf))
     with pytest.raises(exception.PlacementUnavailable) as err:
-        rc.get_provider_tree_and_ensure_root(HOST)
+        sync.ensure_root(rc, HOST)
     assert SECRET_PASSWORD not in str(err.value)
     assert SECRET_PASSWORD not in caplog.text
 
@@ -151,7 +152,7 @@ def test_5xx_after_bounded_retries_is_unavailable(tmp_path, caplog):
                          token=SECRET_TOKEN, **FAST_RETRIES)
         rc = client.ReportClient(adapter_mod.get_adapter(conf))
         with pytest.raises(exception.PlacementUnavailable) as err:
-            rc.get_provider_tree_and_ensure_root(HOST)
+            sync.ensure_root(rc, HOST)
     finally:
         server.shutdown()
         server.server_close()

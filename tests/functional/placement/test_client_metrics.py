@@ -11,6 +11,7 @@ from node_agent import metrics as metrics_mod
 from node_agent.placement import client
 from tests.fixtures import placement_server as ps
 from tests.fixtures import prometheus
+from tests.fixtures import sync
 from tests.functional.placement import test_report_client as scenarios
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.test_report_client import synced
@@ -77,7 +78,7 @@ def test_no_answer_is_counted_as_error(metrics):
         f'http://127.0.0.1:{prometheus.free_port()}', connect_retries=0)
     rc = client.ReportClient(adapter, metrics=metrics)
     with pytest.raises(exception.PlacementUnavailable):
-        rc.get_provider_tree_and_ensure_root(HOST)
+        sync.ensure_root(rc, HOST)
     s = scrape(metrics)
     assert s.labels(REQUESTS) == [{'method': 'POST', 'status': 'error'}]
     assert s.value(REQUESTS, method='POST', status='error') == 1

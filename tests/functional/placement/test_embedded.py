@@ -8,6 +8,7 @@ from node_agent.placement import client
 from node_agent.placement import embedded
 from node_agent.placement import state as state_mod
 from tests.fixtures import counting
+from tests.fixtures import sync
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
 
@@ -24,8 +25,8 @@ def test_embedded_placement_end_to_end(conf):
     with embedded.EmbeddedPlacement(conf) as adapter:
         sync_state = state_mod.SyncState.from_conf(conf)
         rc = client.ReportClient.from_conf(conf, adapter, sync_state)
-        rc.get_provider_tree_and_ensure_root(HOST)
-        rc.update_from_provider_tree(sample_tree())
+        sync.ensure_root(rc, HOST)
+        sync.write(rc, sample_tree())
         tree = client.ReportClient(adapter).get_provider_tree(
             sample_tree().get(HOST).uuid)
         sync_state.close()
@@ -40,8 +41,8 @@ def test_embedded_placement_end_to_end(conf):
         counted = counting.CountingAdapter(adapter)
         sync_state = state_mod.SyncState.from_conf(conf)
         rc = client.ReportClient(counted, sync_state)
-        current = rc.get_provider_tree_and_ensure_root(HOST)
-        rc.update_from_provider_tree(sample_tree())
+        current = sync.ensure_root(rc, HOST)
+        sync.write(rc, sample_tree())
         sync_state.close()
     assert len(current) == 13
     assert len(counted.calls) == 1
@@ -73,8 +74,8 @@ def test_corrupt_database_is_moved_aside_and_placement_starts_over(
     with caplog.at_level(logging.CRITICAL):
         with embedded.EmbeddedPlacement(conf) as adapter:
             rc = client.ReportClient(adapter)
-            rc.get_provider_tree_and_ensure_root(HOST)
-            rc.update_from_provider_tree(sample_tree())
+            sync.ensure_root(rc, HOST)
+            sync.write(rc, sample_tree())
             tree = rc.get_provider_tree(sample_tree().get(HOST).uuid)
     assert len(tree) == 13
     [moved] = [n for n in os.listdir(conf.state_path)

@@ -22,6 +22,7 @@ from tests.functional.placement.test_report_client import foreign_child
 from tests.functional.placement.test_report_client import raw_get
 from tests.functional.placement.test_report_client import synced
 from tests.functional.placement.test_report_client import uuid_of
+from tests.fixtures import sync
 
 NUMA0 = identity.child_name(HOST, identity.numa_id(0))
 NUMA1 = identity.child_name(HOST, identity.numa_id(1))
@@ -68,7 +69,7 @@ def test_move_keeps_the_provider_and_its_allocations(
     consumer = str(uuidlib.uuid4())
     allocate(placement_adapter, consumer, {uuid_of(PF00): {'SRIOV_NET_VF': 2},
                                            uuid_of(GPU00): {'VGPU': 1}})
-    rc.get_provider_tree_and_ensure_root(HOST)      # re-reads what moved
+    sync.ensure_root(rc, HOST)      # re-reads what moved
     before = {n: provider_state(placement_adapter, n)
               for n in (NIC0, PF00, GPU00)}
     allocs_before = raw_get(placement_adapter, f'/allocations/{consumer}')
@@ -77,7 +78,7 @@ def test_move_keeps_the_provider_and_its_allocations(
     desired.move(NIC0, HOST)
     desired.move(GPU00, HOST)
     counted.reset()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
 
     assert sorted(writes(counted)) == sorted([
         ('PUT', f'/resource_providers/{uuid_of(GPU00)}', '1.37'),
@@ -95,13 +96,13 @@ def test_move_keeps_the_provider_and_its_allocations(
 
     # Nothing left to do: one listing, for this client and after a restart.
     counted.reset()
-    rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(desired)
+    sync.ensure_root(rc, HOST)
+    sync.write(rc, desired)
     assert counted.count() == 1, counted.summary()
     counted.reset()
     restarted = client.ReportClient(counted, sync_state)
-    tree = restarted.get_provider_tree_and_ensure_root(HOST)
-    restarted.update_from_provider_tree(desired)
+    tree = sync.ensure_root(restarted, HOST)
+    sync.write(restarted, desired)
     assert counted.count() == 1, counted.summary()
     assert tree.get(NIC0).parent_uuid == uuid_of(HOST)
 
@@ -111,11 +112,11 @@ def test_numa_node_goes_after_its_devices_moved_away(
     synced(rc)
     consumer = str(uuidlib.uuid4())
     allocate(placement_adapter, consumer, {uuid_of(GPU10): {'VGPU': 3}})
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
 
     desired = flattened(sample_tree(), NUMA1)
     counted.reset()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
 
     calls = writes(counted)
     deletes = [c for c in calls if c[0] == 'DELETE']
@@ -150,19 +151,19 @@ def test_second_writer_during_a_move_is_read_not_overwritten(
     counted.before_request = second_writer
     desired = sample_tree()
     desired.move(NIC0, HOST)
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
     assert fired
     counted.before_request = None
 
     # The move did not make the cache believe it saw the operator's write:
     # the next read re-reads the card, and the trait is there.
     counted.reset()
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     assert sum(counted.count('GET', f'/resource_providers/{nic}/{what}')
                for what in ('inventories', 'traits', 'aggregates')) == 3
     assert 'CUSTOM_OPERATOR_GOLD' in tree.get(NIC0).traits
     desired.add_traits(NIC0, 'CUSTOM_NIC_ROOT')
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
     assert set(raw_get(placement_adapter,
                        f'/resource_providers/{nic}/traits')['traits']) == {
         'CUSTOM_OPERATOR_GOLD', 'CUSTOM_NIC_ROOT'}
@@ -171,10 +172,10 @@ def test_second_writer_during_a_move_is_read_not_overwritten(
 def test_foreign_provider_is_not_moved(rc, counted, placement_adapter):
     synced(rc)
     foreign = foreign_child(placement_adapter, NUMA0)
-    desired = flattened(rc.get_provider_tree_and_ensure_root(HOST), NUMA0)
+    desired = flattened(sync.ensure_root(rc, HOST), NUMA0)
     assert desired.get(foreign).parent_uuid == uuid_of(HOST)
     counted.reset()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
 
     after = listing(placement_adapter)
     assert after[FOREIGN]['parent_provider_uuid'] == uuid_of(NUMA0)
@@ -192,7 +193,7 @@ def test_reshape_then_move_then_delete(rc, counted, placement_adapter):
     allocate(placement_adapter, consumer, {
         uuid_of(NUMA0): {'VCPU': 4, 'MEMORY_MB': 2048},
         uuid_of(GPU00): {'VGPU': 1}, uuid_of(PF00): {'SRIOV_NET_VF': 1}})
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
     allocations = rc.get_allocations_for_provider_tree(HOST)
     rps = allocations[consumer]['allocations']
     rps[uuid_of(HOST)] = rps.pop(uuid_of(NUMA0))
@@ -203,7 +204,7 @@ def test_reshape_then_move_then_delete(rc, counted, placement_adapter):
                                               'reserved': 1024})
 
     counted.reset()
-    rc.update_from_provider_tree(desired, allocations)
+    sync.write(rc, desired, allocations)
 
     calls = writes(counted)
     kinds = [('move' if m == 'PUT' and mv == '1.37' else
@@ -221,8 +222,8 @@ def test_reshape_then_move_then_delete(rc, counted, placement_adapter):
                   uuid_of(PF00): {'SRIOV_NET_VF': 1}}
 
     # Re-read what the reshape moved, then nothing to write.
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
     counted.reset()
-    rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(desired)
+    sync.ensure_root(rc, HOST)
+    sync.write(rc, desired)
     assert counted.count() == 1, counted.summary()

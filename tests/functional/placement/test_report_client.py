@@ -16,11 +16,13 @@ import pytest
 from node_agent import exception
 from node_agent import identity
 from node_agent.placement import client
+from node_agent.placement import transport
 from tests.fixtures import allocations as allocs
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import counting
 from tests.fixtures import placement_state
 from tests.fixtures import provider_names as names
+from tests.fixtures import sync
 from tests.functional.placement.conftest import AGGREGATE
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
@@ -84,28 +86,28 @@ def allocate(adapter, consumer, resources_by_rp, generation=None,
 
 
 def synced(rc, tree=None):
-    rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(tree or sample_tree())
+    sync.ensure_root(rc, HOST)
+    sync.write(rc, tree or sample_tree())
 
 
 @pytest.fixture(autouse=True)
 def declared_microversions_only(counted):
     yield
     used = {c.microversion for c in counted.calls}
-    assert used <= client.DECLARED_MICROVERSIONS, (
+    assert used <= transport.DECLARED_MICROVERSIONS, (
         f'undeclared microversions used: '
-        f'{used - client.DECLARED_MICROVERSIONS}')
+        f'{used - transport.DECLARED_MICROVERSIONS}')
 
 
 # -- lifecycle ---------------------------------------------------------------
 
 def test_nested_tree_lifecycle(rc, counted, placement_adapter):
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     assert [p.name for p in tree.providers()] == [HOST]
     assert len(counted.calls) == 1          # POST: a brand-new root
 
     desired = sample_tree()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
     listing = raw_get(placement_adapter,
                       f'/resource_providers?in_tree={uuid_of(HOST)}')
     by_name = {p['name']: p for p in listing['resource_providers']}
@@ -122,13 +124,13 @@ def test_nested_tree_lifecycle(rc, counted, placement_adapter):
                    '1.19')['aggregates'] == [AGGREGATE]
 
     # Modify inventory, traits and aggregates; drop a whole NUMA subtree.
-    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired = sync.ensure_root(rc, HOST)
     desired.set_inventory(NUMA0, 'VCPU', {'total': 48})
     desired.add_traits(NUMA0, 'CUSTOM_FAST')
     desired.update_aggregates(HOST, set())
     desired.remove(NUMA1)
     counted.reset()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
     deletes = [c.path for c in counted.calls if c.method == 'DELETE']
     assert len(deletes) == 6
     # Children first: the NUMA node goes last, after its NIC and PFs.
@@ -174,8 +176,8 @@ def test_bulk_inventory_falls_back_without_service_role(
 def test_audit_with_nothing_changed_costs_one_call(rc, counted):
     synced(rc)
     counted.reset()
-    current = rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(sample_tree())
+    current = sync.ensure_root(rc, HOST)
+    sync.write(rc, sample_tree())
     assert [(c.method, c.path) for c in counted.calls] == [
         ('GET', '/resource_providers')]
     assert counted.calls[0].query == f'in_tree={uuid_of(HOST)}'
@@ -186,8 +188,8 @@ def test_restart_with_nothing_changed(counted, sync_state, rc):
     synced(rc)
     counted.reset()
     restarted = client.ReportClient(counted, sync_state)
-    restarted.get_provider_tree_and_ensure_root(HOST)
-    restarted.update_from_provider_tree(sample_tree())
+    sync.ensure_root(restarted, HOST)
+    sync.write(restarted, sample_tree())
     assert len(counted.calls) <= 2, counted.summary()
 
 
@@ -197,8 +199,8 @@ def test_allocations_elsewhere_cause_a_reread_not_a_write(
     allocate(placement_adapter, str(uuidlib.uuid4()),
              {uuid_of(GPU00): {'VGPU': 1}})
     counted.reset()
-    current = rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(sample_tree())
+    current = sync.ensure_root(rc, HOST)
+    sync.write(rc, sample_tree())
     # The generation moved by one allocation write: list + one allocation
     # read, not the three content reads.
     assert counted.count() == 2, counted.summary()
@@ -207,7 +209,7 @@ def test_allocations_elsewhere_cause_a_reread_not_a_write(
     assert counted.count('PUT') == counted.count('POST') == 0
     assert current.get(GPU00).inventory['VGPU']['total'] == 8
     counted.reset()
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
     assert counted.count() == 1
 
 
@@ -255,11 +257,11 @@ def test_foreign_child_survives(rc, placement_adapter):
     foreign_child(placement_adapter, NUMA0)
 
     # The desired tree never mentions it; NUMA0 itself is dropped too.
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     assert FOREIGN in tree
     desired = sample_tree()
     desired.remove(NUMA0)
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
 
     listing = raw_get(placement_adapter,
                       f'/resource_providers?in_tree={uuid_of(HOST)}')
@@ -277,9 +279,9 @@ def test_foreign_traits_and_classes_on_foreign_provider_untouched(
         '/resource_providers', microversion='1.20',
         json={'uuid': foreign, 'name': 'other_agent_rp',
               'parent_provider_uuid': uuid_of(HOST)})
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     tree.update_inventory('other_agent_rp', {'FPGA': {'total': 1}})
-    rc.update_from_provider_tree(tree)
+    sync.write(rc, tree)
     assert raw_get(placement_adapter,
                    f'/resource_providers/{foreign}/inventories'
                    )['inventories'] == {}
@@ -300,10 +302,10 @@ def test_second_writer_between_read_and_write(rc, counted, placement_adapter):
             add_trait(placement_adapter, numa0, 'CUSTOM_OPERATOR_SILVER')
 
     counted.before_request = second_writer
-    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired = sync.ensure_root(rc, HOST)
     desired.add_traits(NUMA0, 'CUSTOM_AGENT_NEW')
     counted.reset()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
 
     assert fired
     assert counted.count('PUT', f'/resource_providers/{numa0}/traits') == 2
@@ -311,7 +313,7 @@ def test_second_writer_between_read_and_write(rc, counted, placement_adapter):
         'CUSTOM_OPERATOR_SILVER', 'CUSTOM_AGENT_NEW', 'HW_NUMA_ROOT'}
     # And the cache knows: the next audit writes nothing.
     counted.reset()
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
     assert counted.calls == []
 
 
@@ -326,10 +328,10 @@ def test_conflict_that_never_stops(rc, counted, placement_adapter):
             add_trait(placement_adapter, gpu, f'CUSTOM_BUSY_{len(bumps)}')
 
     counted.before_request = busy_writer
-    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired = sync.ensure_root(rc, HOST)
     desired.set_inventory(GPU01, 'VGPU', {'total': 4})
     with pytest.raises(exception.GenerationConflict) as err:
-        rc.update_from_provider_tree(desired)
+        sync.write(rc, desired)
     assert err.value.provider.startswith(GPU01)
     assert GPU01 in str(err.value)
     assert len(bumps) == 4                  # 1 try + conflict_retries=3
@@ -339,13 +341,13 @@ def test_inventory_in_use_changes_nothing(rc, counted, placement_adapter):
     synced(rc)
     allocate(placement_adapter, str(uuidlib.uuid4()),
              {uuid_of(GPU00): {'VGPU': 2}})
-    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired = sync.ensure_root(rc, HOST)
     desired.remove_inventory(GPU00, 'VGPU')
     desired.add_traits(NUMA1, 'CUSTOM_SHOULD_NOT_APPEAR')
     desired.set_inventory(GPU01, 'VGPU', {'total': 2})
     counted.reset()
     with pytest.raises(exception.UnsafePlan) as err:
-        rc.update_from_provider_tree(desired)
+        sync.write(rc, desired)
     assert err.value.resource_class == 'VGPU'
     assert GPU00 in str(err.value) and 'VGPU' in str(err.value)
     assert [c.method for c in counted.calls
@@ -376,7 +378,7 @@ def test_writes_never_advertise_more_than_exists(rc, counted,
     hardware = _totals(placement_adapter)
     assert hardware == {'DISK_GB': 1000, 'VCPU': 64, 'MEMORY_MB': 131072,
                         'VGPU': 32, 'SRIOV_NET_VF': 64}
-    desired = rc.get_provider_tree_and_ensure_root(HOST)
+    desired = sync.ensure_root(rc, HOST)
     for numa in (NUMA0, NUMA1):
         for child in desired.children(numa):
             desired.move(child.uuid, HOST)
@@ -395,7 +397,7 @@ def test_writes_never_advertise_more_than_exists(rc, counted,
 
     counted.reset()
     counted.before_request = after_each_write
-    rc.update_from_provider_tree(desired)
+    sync.write(rc, desired)
     counted.before_request = None
     seen.append(_totals(placement_adapter))
     for totals in seen:
@@ -479,7 +481,7 @@ def test_allocation_reads_reuse_the_tree_just_read(
     consumers = [str(uuidlib.uuid4()) for _ in range(3)]
     for consumer in consumers:
         allocate(placement_adapter, consumer, {uuid_of(GPU00): {'VGPU': 1}})
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     counted.reset()
     allocations = rc.get_allocations_for_provider_tree(HOST, tree=tree)
     assert set(allocations) == set(consumers)
@@ -507,7 +509,7 @@ def test_tree_allocations_are_one_read_per_provider(
                                      uuid_of(GPU00): {'VGPU': 1},
                                      share: {'DISK_GB': 20}})
     allocate(placement_adapter, c2, {uuid_of(GPU01): {'VGPU': 1}})
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     counted.reset()
     view = rc.get_tree_allocations(tree)
     assert len(counted.calls) == len(tree)
@@ -536,7 +538,7 @@ def test_complete_allocations_reads_only_movers_and_keeps_the_rest(
                                         share: {'DISK_GB': 20}},
              consumer_type='MIGRATION')
     allocate(placement_adapter, stayer, {uuid_of(GPU01): {'VGPU': 1}})
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     before = rc.get_tree_allocations(tree)
     after = copy.deepcopy(before)
     after[mover]['allocations'] = {
@@ -554,7 +556,7 @@ def test_complete_allocations_reads_only_movers_and_keeps_the_rest(
     assert {rp: a['resources'] for rp, a in record['allocations'].items()} \
         == {uuid_of(GPU01): {'VGPU': 1}, share: {'DISK_GB': 20}}
 
-    rc.update_from_provider_tree(sample_tree(), full)
+    sync.write(rc, sample_tree(), full)
     moved = raw_get(placement_adapter, f'/allocations/{mover}')
     assert {rp: a['resources'] for rp, a in moved['allocations'].items()} \
         == {uuid_of(GPU01): {'VGPU': 1}, share: {'DISK_GB': 20}}
@@ -569,7 +571,7 @@ def test_complete_allocations_conflicts_when_a_mover_changed(
     synced(rc)
     consumer = str(uuidlib.uuid4())
     allocate(placement_adapter, consumer, {uuid_of(GPU00): {'VGPU': 1}})
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     before = rc.get_tree_allocations(tree)
     # Another writer, between the provider reads and the consumer read.
     allocate(placement_adapter, consumer, {uuid_of(GPU00): {'VGPU': 2}},
@@ -599,7 +601,7 @@ def test_reshape_moves_allocations_from_root_to_child(
                  {uuid_of(HOST): {'VGPU': 2, 'DISK_GB': 10},
                   share: {'DISK_GB': 5}})
 
-    tree = rc.get_provider_tree_and_ensure_root(HOST)
+    tree = sync.ensure_root(rc, HOST)
     allocations = rc.get_allocations_for_provider_tree(HOST)
     desired = sample_tree()                 # VGPU back on the GPUs
     for consumer in consumers:
@@ -608,7 +610,7 @@ def test_reshape_moves_allocations_from_root_to_child(
         rps[uuid_of(GPU00)] = {'resources': {'VGPU': 2}}
     assert tree.get(HOST).inventory['VGPU']['total'] == 32
     counted.reset()
-    rc.update_from_provider_tree(desired, allocations)
+    sync.write(rc, desired, allocations)
     assert counted.count('POST', '/reshaper') == 1
     assert counted.count('PUT', '/resource_providers/') == 0
 
@@ -630,11 +632,11 @@ def test_reshape_moves_allocations_from_root_to_child(
         assert after['allocations'][share]['resources'] == {'DISK_GB': 5}
 
     # Generations moved by the reshape are re-read once, then steady.
-    rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(sample_tree())
+    sync.ensure_root(rc, HOST)
+    sync.write(rc, sample_tree())
     counted.reset()
-    rc.get_provider_tree_and_ensure_root(HOST)
-    rc.update_from_provider_tree(sample_tree())
+    sync.ensure_root(rc, HOST)
+    sync.write(rc, sample_tree())
     assert counted.count() == 1
 
 
@@ -662,12 +664,12 @@ def test_reshape_keeps_consumers_written_before_consumer_types(
                  consumer_type=consumer_type)
         types[consumer] = consumer_type
 
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
     allocations = rc.get_allocations_for_provider_tree(HOST)
     assert allocations[old]['consumer_type'] == 'unknown'
     for rec in allocations.values():
         rec['allocations'] = {uuid_of(GPU00): {'resources': {'VGPU': 1}}}
-    rc.update_from_provider_tree(sample_tree(), allocations)
+    sync.write(rc, sample_tree(), allocations)
 
     for consumer, consumer_type in types.items():
         after = raw_get(placement_adapter, f'/allocations/{consumer}')
@@ -682,7 +684,7 @@ def test_reshape_with_stale_consumer_generation_conflicts(
     synced(rc, _vgpu_on_root_tree())
     consumer = str(uuidlib.uuid4())
     allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 1}})
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
     allocations = rc.get_allocations_for_provider_tree(HOST)
     # Another writer changes the consumer after the agent read it.
     allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 2}},
@@ -690,7 +692,7 @@ def test_reshape_with_stale_consumer_generation_conflicts(
     allocations[consumer]['allocations'] = {
         uuid_of(GPU00): {'resources': {'VGPU': 1}}}
     with pytest.raises(exception.ReshapeConflict):
-        rc.update_from_provider_tree(sample_tree(), allocations)
+        sync.write(rc, sample_tree(), allocations)
     # Nothing moved: the other writer's allocation stands, on the root.
     assert raw_get(placement_adapter, f'/allocations/{consumer}'
                    )['allocations'][uuid_of(HOST)]['resources'] == {
@@ -704,13 +706,13 @@ def test_reshape_failure_names_providers_and_consumers(rc, placement_adapter):
     synced(rc, _vgpu_on_root_tree())
     consumer = str(uuidlib.uuid4())
     allocate(placement_adapter, consumer, {uuid_of(HOST): {'VGPU': 1}})
-    rc.get_provider_tree_and_ensure_root(HOST)
+    sync.ensure_root(rc, HOST)
     allocations = rc.get_allocations_for_provider_tree(HOST)
     # Asks for more VGPU than the target provider has: refused for good.
     allocations[consumer]['allocations'] = {
         uuid_of(GPU00): {'resources': {'VGPU': 100}}}
     with pytest.raises(exception.ReshapeFailed) as err:
-        rc.update_from_provider_tree(sample_tree(), allocations)
+        sync.write(rc, sample_tree(), allocations)
     assert consumer in err.value.consumers
     assert uuid_of(GPU00) in err.value.providers
 

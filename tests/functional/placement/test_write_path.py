@@ -11,6 +11,7 @@ from node_agent import identity
 from node_agent.placement import client
 from node_agent.placement import plan as plan_mod
 from tests.fixtures import counting
+from tests.fixtures import sync
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
 
@@ -19,7 +20,7 @@ NEW_AGGREGATE = '0f0e3c1a-95a3-4c3e-8d5b-3a1d2e4f5a61'
 
 def plan_for(report_client, desired):
     """The tracker's plan: over what the client read, with its ownership."""
-    current = report_client.get_provider_tree_and_ensure_root(HOST)
+    current = sync.ensure_root(report_client, HOST)
     return current, plan_mod.make_plan(current, desired,
                                        report_client.ownership(current))
 

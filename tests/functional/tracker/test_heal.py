@@ -24,6 +24,7 @@ import pytest
 
 from node_agent.cmd.manage import tree as tree_cmd
 from node_agent.placement import client
+from node_agent.placement import transport
 from node_agent.tracker import status
 from node_agent.tracker import factory
 from node_agent import identity
@@ -206,7 +207,7 @@ def test_remove_allocations_keeps_an_untyped_consumer_untyped(
     assert rc.remove_allocations_from_tree(SPLIT, {ROOT}) == 'trimmed'
     after = allocations(placement_adapter, SPLIT)
     assert list(after['allocations']) == [OTHER_ROOT]
-    assert after['consumer_type'] == client.NULL_CONSUMER_TYPE
+    assert after['consumer_type'] == transport.NULL_CONSUMER_TYPE
     assert (after['project_id'], after['user_id']) == (h.PROJECT, h.USER)
     # Nothing of it left here: nothing to do.
     assert rc.remove_allocations_from_tree(SPLIT, {ROOT}) is None

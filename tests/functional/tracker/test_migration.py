@@ -27,6 +27,7 @@ from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.fixtures import legacy_tree
 from tests.fixtures import placement_state
+from tests.fixtures import sync
 from tests.functional.drivers import conftest as drivers_conf
 from tests.functional.tracker import conftest as h
 
@@ -79,8 +80,8 @@ def legacy(nested_host1, agents, placement_adapter):
         current, HOST)
     old, mapping = legacy_tree.legacy_copy(current)
     writer = agents()
-    writer.report_client.get_provider_tree_and_ensure_root(HOST)
-    writer.report_client.update_from_provider_tree(old)
+    sync.ensure_root(writer.report_client, HOST)
+    sync.write(writer.report_client, old)
     for consumer, (resources, project, user, kind) in CONSUMERS.items():
         allocs.put(placement_adapter, consumer, resources, project, user,
                    consumer_type=kind)

@@ -20,6 +20,7 @@ from node_agent.tracker import root as root_mod
 from node_agent import identity
 from tests.fixtures import legacy_tree
 from tests.fixtures import placement_state
+from tests.fixtures import sync
 from tests.functional.tracker import conftest as h
 
 NOVA_UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'
@@ -123,9 +124,8 @@ def sync_as_whole_host(agents, conf, adapter, root_uuid):
     conf.set_override('deployment', 'beside_nova_compute')
     drivers.DriverSet(conf, snapshot).update_provider_tree(tree, 'compute1')
     legacy_tree.whole_host_root(root, snapshot, dedicated=set())
-    writer.report_client.get_provider_tree_and_ensure_root('compute1',
-                                                           root_uuid)
-    writer.report_client.update_from_provider_tree(tree)
+    sync.ensure_root(writer.report_client, 'compute1', root_uuid)
+    sync.write(writer.report_client, tree)
     guest = h.new_consumer()
     gpu = tree.find('compute1_pci_0000_3b_00_0').uuid
     h.put_allocations(adapter, guest, {root_uuid: {'VCPU': 2},
