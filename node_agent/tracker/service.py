@@ -37,7 +37,11 @@ Threads and signals::
                    line says ``claims RPC down: <reason>`` meanwhile.  A
                    daemon thread: connecting to an unreachable broker
                    blocks, and must hold up neither the tracker nor the
-                   exit.
+                   exit (:mod:`node_agent.tracker.claims_server`).
+
+The event sources (udev, libvirt domain events, device health) start
+within a bound each, or are done without
+(:mod:`node_agent.tracker.watchers`).
 
 Beside nova-compute, a compute node root nova-compute has not created yet
 is waited for in the same way, the status line saying ``waiting for
@@ -90,6 +94,8 @@ from oslo_service import service  # noqa: E402
 from node_agent import exception  # noqa: E402
 from node_agent import metrics as metrics_mod  # noqa: E402
 from node_agent import text  # noqa: E402
+from node_agent.tracker import claims_server  # noqa: E402
+from node_agent.tracker import watchers  # noqa: E402
 
 LOG = logging.getLogger(__name__)
 
@@ -122,7 +128,7 @@ def disposition(error_class):
     """``WAIT`` (retried with backoff, shown), ``FATAL`` (exit 78),
     ``STOPPED`` (exit 0) or ``ERROR`` (exit 1, restarted by systemd) for
     an error class that reaches the daemon's startup."""
-    if issubclass(error_class, (_Stopped, exception.Stopping)):
+    if issubclass(error_class, (watchers.Stopped, exception.Stopping)):
         return STOPPED
     if issubclass(error_class, WAIT_ERRORS):
         return WAIT
@@ -131,19 +137,10 @@ def disposition(error_class):
     return ERROR
 
 
-# The status line's note on the claims RPC server: "claims RPC down: ...".
-RPC_NOTE = 'claims RPC'
-RPC_SLOW_START = 5.0    # seconds
-
-
 def register_opts(conf):
     """oslo.service's own options, with a shutdown bound of 10 seconds."""
     service_opts.register_service_opts(conf)
     conf.set_default('graceful_shutdown_timeout', 10)
-
-
-class _Stopped(Exception):
-    """The worker was asked to stop while it waited."""
 
 
 class AgentService(service.Service):
@@ -172,12 +169,11 @@ class AgentService(service.Service):
         self.domain_events = None
         self.make_device_health = device_health
         self.device_health = None
-        self.start_claims_rpc = claims_rpc
         self.load_conf = load_conf
-        self.rpc_server = None
-        self._rpc_lock = threading.Lock()
         self.exit_code = EXIT_OK
         self._stop = threading.Event()
+        self.claims_server = claims_server.ClaimsServer(
+            claims_rpc, notifier, self.metrics, self._stop, self._backoff)
         self._wake = threading.Event()
         self._reload = threading.Event()
         self._early = threading.Event()
@@ -214,7 +210,7 @@ class AgentService(service.Service):
             self.notifier.stopping()
         self._stop.set()
         self._wake.set()
-        self._stop_rpc()
+        self.claims_server.stop()
         if (self._thread is not None
                 and self._thread is not threading.current_thread()):
             self._thread.join(max(1, self.conf.graceful_shutdown_timeout - 1))
@@ -246,9 +242,9 @@ class AgentService(service.Service):
             self._startup()
             self._solved('startup')
             self.notifier.ready(status=self.tracker.status_line())
-            self._start_rpc()
+            self.claims_server.start()
             self._loop()
-        except (_Stopped, exception.Stopping):
+        except (watchers.Stopped, exception.Stopping):
             pass
         except FATAL_ERRORS as exc:
             fatal = exc
@@ -257,7 +253,7 @@ class AgentService(service.Service):
             LOG.exception('node-agent stopped on an unexpected error')
             self.exit_code = EXIT_ERROR
         finally:
-            self._stop_rpc()
+            self.claims_server.stop()
             if self.udev_monitor is not None:
                 self.udev_monitor.stop()
             if self.domain_events is not None:
@@ -289,63 +285,16 @@ class AgentService(service.Service):
             'device health', 'a failing device stays schedulable',
             self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
+    def _start_watcher(self, make, callback, what, instead, timeout,
+                       option):
+        """:func:`node_agent.tracker.watchers.start_watcher`."""
+        return watchers.start_watcher(
+            make, callback, what, instead, timeout, option,
+            notifier=self.notifier, stop=self._stop, note=self._note)
+
     def _health_changed(self):
         LOG.info('device health changed: auditing now')
         self.early_audit()
-
-    def _start_watcher(self, make, callback, what, instead, timeout,
-                       option):
-        """``make(callback)`` started, or None (not configured, or it
-        cannot start here: no udev in a container, no libvirt events).
-
-        Connecting and registering may block (a libvirt that accepts and
-        never answers): it runs on a thread of its own for ``timeout``
-        seconds at most, the status line saying what is awaited and the
-        watchdog fed (the wait is bounded).  One that does not start in
-        time is done without, and said so in the status line; should it
-        start later after all, it is stopped again.
-        """
-        if make is None:
-            return None
-        self.notifier.set_status(f'starting: waiting for {what} (up to '
-                                 f'{timeout} s, {option})')
-        box = {}
-        done = threading.Event()
-
-        def work():
-            try:
-                watcher = make(callback)
-                box['watcher'] = watcher
-                watcher.start()
-                box['started'] = True
-            except Exception as exc:  # noqa: BLE001 - logged below
-                box['error'] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name=f'start {what}',
-                         daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not done.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0 or self._stop.is_set():
-                break
-            self.notifier.watchdog()
-            done.wait(min(left, self.notifier.watchdog_interval or left))
-        if not done.is_set():
-            if self._stop.is_set():
-                raise _Stopped()
-            LOG.warning('%s are not watched: no answer within %s s (%s); '
-                        '%s', what, timeout, option, instead)
-            self._note(what, f'not watched: no answer within {timeout} s')
-            threading.Thread(target=self._stop_late, name=f'late {what}',
-                             args=(done, box, what), daemon=True).start()
-            return None
-        if 'error' in box:
-            LOG.info('%s are not watched (%s): %s', what, box['error'],
-                     instead)
-            return None
-        return box['watcher']
 
     # -- what is wrong -----------------------------------------------------
 
@@ -380,14 +329,6 @@ class AgentService(service.Service):
         since = self._problem('audit', f'{kind}: {detail}')
         self.notifier.set_status(f'audit {kind} since {since}: {detail}')
 
-    @staticmethod
-    def _stop_late(done, box, what):
-        done.wait()
-        if box.get('started'):
-            LOG.info('%s answered after all; not watched until the next '
-                     'start', what)
-            box['watcher'].stop()
-
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
 
@@ -403,69 +344,7 @@ class AgentService(service.Service):
                  '([audit] startup_splay = %s)', delay, window)
         self._sleep(delay)
         if self._stop.is_set():
-            raise _Stopped()
-
-    def _start_rpc(self):
-        if self.start_claims_rpc is None:
-            return
-        threading.Thread(target=self._serve_claims, name='claims-rpc',
-                         daemon=True).start()
-
-    def _serve_claims(self):
-        failures = 0
-        while True:
-            # oslo.messaging retries an unreachable broker inside start(),
-            # which then blocks: say so if it takes longer than a login.
-            slow = threading.Timer(RPC_SLOW_START, self.notifier.note,
-                                   (RPC_NOTE, 'down: no answer from the '
-                                    'broker'))
-            slow.daemon = True
-            slow.start()
-            try:
-                server = self.start_claims_rpc()
-                break
-            except Exception as exc:
-                failures += 1
-                delay = self._backoff(failures)
-                slow.cancel()
-                reason = f'{type(exc).__name__}: {exc}'
-                self.notifier.note(RPC_NOTE, f'down: {reason[:160]}')
-                LOG.warning('the claims RPC server did not start (%s); '
-                            'trying again in %.1f s (claims can still be '
-                            'made with node-agent-manage)', reason, delay)
-                if self._stop.wait(delay):
-                    return
-        slow.cancel()
-        self.notifier.note(RPC_NOTE, None)
-        if server is None:
-            return
-        if failures:
-            LOG.info('claims RPC server started after %s',
-                     text.plural(failures, 'failed attempt'))
-        with self._rpc_lock:
-            if not self._stop.is_set():
-                self.rpc_server = server
-                self.metrics.rpc_server(up=True)
-                return
-        # Stopped while connecting: nobody else will stop it.
-        self._stop_server(server)
-
-    def _stop_rpc(self):
-        with self._rpc_lock:
-            server, self.rpc_server = self.rpc_server, None
-        if server is not None:
-            self.metrics.rpc_server(up=False)
-            self._stop_server(server)
-
-    @staticmethod
-    def _stop_server(server):
-        try:
-            server.stop()
-            server.wait()
-            server.transport.cleanup()
-            LOG.info('claims RPC server stopped')
-        except Exception:
-            LOG.exception('stopping the claims RPC server failed')
+            raise watchers.Stopped()
 
     def _startup(self):
         self.notifier.set_status('starting: scanning the host and reading '
@@ -497,7 +376,7 @@ class AgentService(service.Service):
     def _startup_once(self):
         self._handle_reload()
         if self._stop.is_set():
-            raise _Stopped()
+            raise watchers.Stopped()
         with self._sync_under_way():
             return self.tracker.startup()
 

@@ -70,20 +70,17 @@ Rules:
   :meth:`ResourceTracker.plan`: the same steps up to "check", nothing
   written (the tree is read without ensuring the root), the same text the
   real run logs.
-- Claim checks run after the sync when a claim manager is given: orphan
-  collection every audit; reconciling claims with Placement's allocations at
-  startup and whenever they changed.  Allocations are read only for
-  providers whose generation moved since they were last read (the report
-  client keeps them, across restarts too), so an audit or a restart with
-  nothing changed costs one Placement call.  Removals move no generation:
-  every ``[claims] full_reconcile_interval`` (+-10%), and at the audit after
-  a libvirt domain stopped or went (:meth:`ResourceTracker.request_full_read`),
-  every provider's allocations are read.
+- Claim checks run after the sync when a claim manager is given
+  (:mod:`node_agent.tracker.claims_check`): orphan collection every audit;
+  reconciling claims with Placement's allocations at startup and whenever
+  they changed, read only where generations moved, so an audit or a
+  restart with nothing changed costs one Placement call.
+- What the agent may touch (:meth:`ResourceTracker._ownership`) is decided
+  once per round, when the tree is read, and passed to every step.
 """
 
 import collections
 import copy
-import random
 import time
 
 import tenacity
@@ -91,12 +88,12 @@ from oslo_log import log as logging
 
 from node_agent import deployment
 from node_agent import exception
-from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
+from node_agent.tracker import claims_check
 from node_agent.tracker import root as root_mod
 
 LOG = logging.getLogger(__name__)
@@ -191,10 +188,9 @@ class ResourceTracker:
         self.scan_state = scan_state
         self._scan_state_loaded = False
         self.clock = clock
-        self._full_read_requested = False
-        self._full_period = self._draw_full_period()
-        self.unclaimed = {}             # allocations with no claim nor guest
-        self._unclaimed_since = {}      # consumer -> monotonic first sight
+        # The claim checks after each sync.
+        self.claims_check = claims_check.ClaimsCheck(
+            conf, report_client, claims, clock, self.root)
         # A hardware.health.HealthMonitor the service feeds, or None: its
         # unhealthy devices are reserved in every tree built.
         self.health = None
@@ -204,7 +200,7 @@ class ResourceTracker:
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
-        current = self._read_tree(ensure=not dry_run)             # read
+        current, ownership = self._read_tree(ensure=not dry_run)  # read
         desired = current.copy()
         drivers = _drivers(self.conf, snapshot, self.unhealthy())
         before = allocations = None
@@ -213,7 +209,7 @@ class ResourceTracker:
         except exception.ReshapeNeeded as exc:
             if not startup:
                 return self._keep_last_good(exc, snapshot, drivers,
-                                            current)
+                                            current, ownership)
             LOG.info('%s: reshape needed (%s): gathering allocations',
                      self.nodename, exc.reason or 'layout changed')
             # What consumers hold on this tree (one read per provider)
@@ -225,9 +221,9 @@ class ResourceTracker:
                                          allocations=allocations)
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
-                                          snapshot)
-        plan = self._plan(drivers, current, desired, before,      # plan
-                          allocations)
+                                          snapshot, ownership)
+        plan = self._plan(drivers, current, desired, ownership,   # plan
+                          before, allocations)
         if allocations is not None and not dry_run:
             # POST /reshaper replaces each listed consumer entirely: list
             # only those that move, so untouched consumers keep their
@@ -282,7 +278,8 @@ class ResourceTracker:
             LOG.error('%s: %s', self.nodename, exc)
             self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
             raise
-        self._check_claims(pending, startup=True)
+        self.claims_check.run(pending.snapshot, self.last_good,
+                              self.nodename, startup=True)
         return pending.plan
 
     def audit(self):
@@ -307,7 +304,8 @@ class ResourceTracker:
                       self.nodename, exc)
             self._status(self.status_line())
             return None
-        self._check_claims(pending, startup=False)
+        self.claims_check.run(pending.snapshot, self.last_good,
+                              self.nodename, startup=False)
         return pending.plan
 
     def plan(self, startup=True):
@@ -351,13 +349,16 @@ class ResourceTracker:
                      self.nodename, self.scan_state.path)
 
     def _read_tree(self, ensure):
+        """``(tree, ownership)``: the tree under this host's root and what
+        the agent may touch in it, decided once for the round."""
         # A root another service writes is refused before the agent
         # creates or writes anything (RootShared).
         self._refuse_shared()
         tree = self.root.read(ensure)
         self.nodename = tree.roots[0].name
-        self._refuse_shared(tree)
-        return tree
+        ownership = self._ownership(tree)
+        self._refuse_shared(tree, ownership)
+        return tree, ownership
 
     def _rewritten(self, tree):
         """Evidence that another service rewrites the root the agent owns:
@@ -382,9 +383,7 @@ class ResourceTracker:
                 'under the agent again after it corrected it (generation '
                 f'{root.generation})')
 
-    def _refuse_shared(self, tree=None):
-        ownership = (self.report_client.ownership(tree)
-                     if tree is not None else None)
+    def _refuse_shared(self, tree=None, ownership=None):
         found = self.root.other_writer(tree, ownership)
         rewritten = self._rewritten(tree) if tree is not None else None
         if rewritten is not None:
@@ -405,18 +404,22 @@ class ResourceTracker:
         raise error
 
     def _ownership(self, current):
-        """What the plan may touch: beside nova-compute, not the root."""
+        """``{uuid: Ownership}``: what the agent may touch in ``current``,
+        as the report client recorded it; beside nova-compute, not the
+        root.  Computed once per round (:meth:`_read_tree`) and passed
+        to every step that asks."""
         ownership = self.report_client.ownership(current)
         if not self.root.owns_root:
             ownership[current.roots[0].uuid] = plan_mod.Ownership()
         return ownership
 
-    def _plan(self, drivers, current, desired, before=None, after=None):
+    def _plan(self, drivers, current, desired, ownership, before=None,
+              after=None):
         """The plan of this sync, checked: ``UnsafePlan`` if it is not
         safe.  Usages come from the moved allocations in a reshape, from
         Placement otherwise (only for providers that shrink or go)."""
         plan = plan_mod.make_plan(
-            current, desired, self._ownership(current),
+            current, desired, ownership,
             allocations_before=before, allocations_after=after,
             nodename=self.nodename)
         if after is not None:
@@ -433,7 +436,7 @@ class ResourceTracker:
         return plan
 
     def _skip_reported_elsewhere(self, drivers, current, desired,
-                                 snapshot):
+                                 snapshot, ownership):
         """Beside nova-compute: no device reported twice, and no refusal
         loop (a peer's provider may come and go).  A device another
         service reports, in Placement or by nova-compute's configuration,
@@ -441,8 +444,7 @@ class ResourceTracker:
         when it holds no allocations, else left as it is and counted."""
         from node_agent.conf import nova as nova_conf   # late, as _drivers
         from node_agent.drivers import coexist
-        owned = {u for u, own in self._ownership(current).items()
-                 if own.owned}
+        owned = {u for u, own in ownership.items() if own.owned}
         reported = drivers.reported(current.roots[0])
         conflicts = coexist.reported_elsewhere(reported, current, owned)
         named = {ours for ours, _, _ in conflicts}
@@ -487,7 +489,7 @@ class ResourceTracker:
                 f'{", ".join(self.kept_twice)}: reported by another service '
                 'too, kept while they hold allocations')
 
-    def _keep_last_good(self, exc, snapshot, drivers, current):
+    def _keep_last_good(self, exc, snapshot, drivers, current, ownership):
         reason = exc.reason or 'layout changed'
         if self.reshape_pending != reason:
             LOG.warning('%s: a reshape is needed (%s) but reshapes only run '
@@ -496,7 +498,7 @@ class ResourceTracker:
                         self.nodename, reason)
         self.reshape_pending = reason
         desired = self.last_good.copy() if self.last_good else current.copy()
-        plan = self._plan(drivers, current, desired)
+        plan = self._plan(drivers, current, desired, ownership)
         pending = _Pending(snapshot, current, desired, None, plan)
         pending.keeps_last_good = True
         return pending
@@ -576,98 +578,9 @@ class ResourceTracker:
         """Read every provider's allocations at the next claims check
         (a guest stopped or went: its allocations may be deleted, which
         moves no generation).  Safe from any thread."""
-        self._full_read_requested = True
+        self.claims_check.request_full_read()
 
-    def _draw_full_period(self):
-        return self.conf.claims.full_reconcile_interval * random.uniform(
-            0.9, 1.1)
-
-    def _full_read_due(self, root_uuid):
-        last = self.report_client.last_full_allocation_read(root_uuid)
-        return last is None or self.clock() - last >= self._full_period
-
-    def _check_claims(self, pending, startup):
-        """The claim checks of :mod:`node_agent.claims.manager`.
-
-        Every pass: confirm claims whose guest appeared, release orphans.
-        At startup and whenever allocations changed: rebuild a new or
-        moved-aside claim database, reconcile claims with Placement's
-        allocations (after a reshape they follow the moved allocations),
-        then look for allocations with neither a claim nor a guest
-        (:meth:`_heal`).  Allocations are read where generations moved;
-        all of them when the claim database is new, a full read is due or
-        was requested.
-        """
-        if self.claims is None:
-            return
-        domains = pending.snapshot.domains if pending.snapshot else ()
-        if startup:
-            self.claims.confirm_seen(domains)
-            self.claims.gc(domains, startup=True)
-        else:
-            self.claims.audit(domains)
-        heal = self.conf.claims.heal_allocations
-        tree = self.last_good
-        root_uuid = tree.roots[0].uuid
-        rebuild = getattr(self.claims, 'needs_rebuild', False)
-        requested, self._full_read_requested = self._full_read_requested, False
-        full = rebuild or requested or self._full_read_due(root_uuid)
-        read = self.report_client.tree_allocations(root_uuid, full=full)
-        if not (startup or full or read.changed
-                or (heal and self._unclaimed_since)):
-            return
-        allocations = read.consumers
-        if rebuild:
-            self.claims.rebuild(domains, allocations, tree=tree,
-                                snapshot=pending.snapshot)
-        self.claims.reconcile(allocations, tree)
-        self.report_client.record_allocations(read, self.clock())
-        if full:
-            self._full_period = self._draw_full_period()
-        self.unclaimed = self.claims.unclaimed_allocations(
-            allocations, domains, tree=tree)
-        if heal:
-            self._heal(tree)
-        else:
-            self._unclaimed_since = {}
-
-    def _heal(self, tree):
-        """Remove allocations nobody holds from this host's providers.
-
-        A consumer goes once it has had neither claim nor guest for
-        ``[claims] heal_allocations_delay`` seconds as seen by this process
-        (the time between a scheduler's allocation and the claim that
-        follows it; 0: at first sight).  Only providers the agent owns
-        (:func:`node_agent.identity.is_ours`) are touched: allocations the
-        consumer holds elsewhere, on another host or on a provider of
-        another service in this tree, stay.
-        """
-        now = time.monotonic()
-        since = {c: self._unclaimed_since.get(c, now) for c in self.unclaimed}
-        self._unclaimed_since = since
-        delay = self.conf.claims.heal_allocations_delay
-        root = tree.roots[0]
-        ours = {p.uuid for p in tree.providers()
-                if identity.is_ours(p, root)
-                and (p.uuid != root.uuid or self.root.owns_root)}
-        for consumer in sorted(self.unclaimed):
-            if now - since[consumer] < delay:
-                continue
-            try:
-                done = self.report_client.remove_allocations_from_tree(
-                    consumer, ours)
-            except exception.PlacementError as exc:
-                LOG.error('%s: could not remove the allocations of consumer '
-                          '%s (neither claim nor guest): %s', self.nodename,
-                          consumer, exc)
-                continue
-            del self._unclaimed_since[consumer]
-            if done is None:
-                # Nothing of it on our providers: another service's.
-                continue
-            names = sorted(tree.get(rp).name
-                           for rp in self.unclaimed.pop(consumer)
-                           if rp in ours)
-            LOG.warning('%s: [claims] heal_allocations: %s the allocations '
-                        'of consumer %s on %s (neither claim nor guest)',
-                        self.nodename, done, consumer, ', '.join(names))
+    @property
+    def unclaimed(self):
+        """Allocations with neither claim nor guest, as last checked."""
+        return self.claims_check.unclaimed

@@ -91,9 +91,9 @@ def test_a_domain_gone_requests_a_full_read(make_service):
     agent, notifier, svc = make_service(splay=0, domain_events=make)
     wait_until(lambda: agent.tracker.last_good is not None)
     assert watchers[0].started
-    assert not agent.tracker._full_read_requested
+    assert not agent.tracker.claims_check.full_read_requested
     watchers[0].callback('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001')
-    assert agent.tracker._full_read_requested
+    assert agent.tracker.claims_check.full_read_requested
     svc.stop()
     assert svc._done.wait(10)
     assert watchers[0].stopped

@@ -1,0 +1,151 @@
+"""The claim checks that follow every sync of the tracker.
+
+Every pass: confirm claims whose guest appeared, release orphans
+(:mod:`node_agent.claims.manager`).  At startup and whenever allocations
+changed: reconcile claims with Placement's allocations, then look for
+allocations with neither claim nor guest, and with ``[claims]
+heal_allocations`` remove them from this host's providers after
+``heal_allocations_delay``.
+
+Allocations are read only for providers whose generation moved since
+they were last read (the report client keeps them, across restarts too).
+Removals move no generation: every ``[claims] full_reconcile_interval``
+(+-10%), and at the audit after a libvirt domain stopped or went
+(:meth:`ClaimsCheck.request_full_read`), every provider's allocations are
+read.
+"""
+
+import random
+import time
+
+from oslo_log import log as logging
+
+from node_agent import exception
+from node_agent import identity
+
+LOG = logging.getLogger(__name__)
+
+
+class ClaimsCheck:
+    """Claims kept true to Placement's allocations, after each sync."""
+
+    def __init__(self, conf, report_client, claims, clock, root):
+        """``claims``: the claim manager, or None (nothing checked);
+        ``clock``: seconds since the epoch; ``root``: the tracker's
+        :class:`~node_agent.tracker.root.RootFinder` (whether the agent
+        owns the root)."""
+        self.conf = conf
+        self.report_client = report_client
+        self.claims = claims
+        self.clock = clock
+        self.root = root
+        self.nodename = None
+        self._full_read_requested = False
+        self._full_period = self._draw_full_period()
+        self.unclaimed = {}             # allocations with no claim nor guest
+        self._unclaimed_since = {}      # consumer -> monotonic first sight
+
+    def request_full_read(self):
+        """Read every provider's allocations at the next check (a guest
+        stopped or went: its allocations may be deleted, which moves no
+        generation).  Safe from any thread."""
+        self._full_read_requested = True
+
+    @property
+    def full_read_requested(self):
+        return self._full_read_requested
+
+    def _draw_full_period(self):
+        return self.conf.claims.full_reconcile_interval * random.uniform(
+            0.9, 1.1)
+
+    def _full_read_due(self, root_uuid):
+        last = self.report_client.last_full_allocation_read(root_uuid)
+        return last is None or self.clock() - last >= self._full_period
+
+    def run(self, snapshot, tree, nodename, startup):
+        """The claim checks of :mod:`node_agent.claims.manager`.
+
+        Every pass: confirm claims whose guest appeared, release orphans.
+        At startup and whenever allocations changed: rebuild a new or
+        moved-aside claim database, reconcile claims with Placement's
+        allocations (after a reshape they follow the moved allocations),
+        then look for allocations with neither a claim nor a guest
+        (:meth:`_heal`).  Allocations are read where generations moved;
+        all of them when the claim database is new, a full read is due or
+        was requested.  ``tree``: the tree just synced; ``snapshot``: the
+        scan it was built from.
+        """
+        if self.claims is None:
+            return
+        self.nodename = nodename
+        domains = snapshot.domains if snapshot else ()
+        if startup:
+            self.claims.confirm_seen(domains)
+            self.claims.gc(domains, startup=True)
+        else:
+            self.claims.audit(domains)
+        heal = self.conf.claims.heal_allocations
+        root_uuid = tree.roots[0].uuid
+        rebuild = getattr(self.claims, 'needs_rebuild', False)
+        requested, self._full_read_requested = self._full_read_requested, False
+        full = rebuild or requested or self._full_read_due(root_uuid)
+        read = self.report_client.tree_allocations(root_uuid, full=full)
+        if not (startup or full or read.changed
+                or (heal and self._unclaimed_since)):
+            return
+        allocations = read.consumers
+        if rebuild:
+            self.claims.rebuild(domains, allocations, tree=tree,
+                                snapshot=snapshot)
+        self.claims.reconcile(allocations, tree)
+        self.report_client.record_allocations(read, self.clock())
+        if full:
+            self._full_period = self._draw_full_period()
+        self.unclaimed = self.claims.unclaimed_allocations(
+            allocations, domains, tree=tree)
+        if heal:
+            self._heal(tree)
+        else:
+            self._unclaimed_since = {}
+
+    def _heal(self, tree):
+        """Remove allocations nobody holds from this host's providers.
+
+        A consumer goes once it has had neither claim nor guest for
+        ``[claims] heal_allocations_delay`` seconds as seen by this process
+        (the time between a scheduler's allocation and the claim that
+        follows it; 0: at first sight).  Only providers the agent owns
+        (:func:`node_agent.identity.is_ours`) are touched: allocations the
+        consumer holds elsewhere, on another host or on a provider of
+        another service in this tree, stay.
+        """
+        now = time.monotonic()
+        since = {c: self._unclaimed_since.get(c, now) for c in self.unclaimed}
+        self._unclaimed_since = since
+        delay = self.conf.claims.heal_allocations_delay
+        root = tree.roots[0]
+        ours = {p.uuid for p in tree.providers()
+                if identity.is_ours(p, root)
+                and (p.uuid != root.uuid or self.root.owns_root)}
+        for consumer in sorted(self.unclaimed):
+            if now - since[consumer] < delay:
+                continue
+            try:
+                done = self.report_client.remove_allocations_from_tree(
+                    consumer, ours)
+            except exception.PlacementError as exc:
+                LOG.error('%s: could not remove the allocations of consumer '
+                          '%s (neither claim nor guest): %s', self.nodename,
+                          consumer, exc)
+                continue
+            del self._unclaimed_since[consumer]
+            if done is None:
+                # Nothing of it on our providers: another service's.
+                continue
+            names = sorted(tree.get(rp).name
+                           for rp in self.unclaimed.pop(consumer)
+                           if rp in ours)
+            LOG.warning('%s: [claims] heal_allocations: %s the allocations '
+                        'of consumer %s on %s (neither claim nor guest)',
+                        self.nodename, done, consumer, ', '.join(names))
