@@ -59,6 +59,9 @@ ENTRY_SCHEMA = {
 }
 
 BASE_CLASSES = ('FPGA', 'PGPU', 'CUSTOM_PCI_*')
+# Classes of PCI functions reported whole, by this driver or the GPU
+# driver: one hardware limit over both (see hardware_limits).
+WHOLE_DEVICE_CLASSES = ('FPGA', 'PGPU')
 
 
 class Matcher:
@@ -168,6 +171,14 @@ class AcceleratorDriver(base.Driver):
     name = 'accelerator'
     order = 40
     kinds = (identity.PCI,)
+
+    @classmethod
+    def hardware_limits(cls, snapshot):
+        """Accelerator PCI functions, counted once with the GPU driver's
+        whole GPUs."""
+        return {WHOLE_DEVICE_CLASSES: (
+            frozenset(d.address for d in snapshot.accelerators()),
+            'accelerator PCI functions')}
 
     @classmethod
     def check_options(cls, conf):

@@ -20,6 +20,9 @@ says, so that a new kind touches its driver, its options and its tests:
 - :meth:`Driver.check_options`: its options checked up front, with every
   other option (:func:`node_agent.conf.check.validate` finds it through
   the entry point, the way os-vif plugins own their options);
+- :meth:`Driver.hardware_limits`: what the host has of the resource
+  classes it reports, the ceiling every plan is checked against
+  (:mod:`node_agent.drivers.limits` asks every installed driver);
 
 - :meth:`Driver.affinity`: where a running guest's resources really are
   (the reshape places its allocations there);
@@ -45,6 +48,18 @@ class Driver:
         cannot work; run for every installed driver before the agent acts
         on the configuration.  Default: nothing beyond oslo.config's
         types."""
+
+    @classmethod
+    def hardware_limits(cls, snapshot):
+        """What ``snapshot``'s host has of the classes this driver reports:
+        ``{(rc, ...): (amount, what)}``, summed over the whole tree before
+        allocation ratios.  ``amount`` is a number, or, for a group that
+        several drivers may report (a PCI function one driver or another
+        reports whole), the frozenset of the devices this driver counts:
+        :func:`node_agent.drivers.limits.hardware_limits` counts the union.
+        A figure the snapshot does not know is left out (no limit).
+        Default: none."""
+        return {}
 
     def __init__(self, conf, snapshot):
         self.conf = conf

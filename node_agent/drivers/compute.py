@@ -124,6 +124,15 @@ class ComputeDriver(base.Driver):
     order = 0
 
     @classmethod
+    def hardware_limits(cls, snapshot):
+        """Present CPUs (online or not) and the host's memory; a figure
+        the snapshot does not know (0) sets no limit."""
+        figures = {
+            ('PCPU', 'VCPU'): (len(present_cpus(snapshot)), 'present CPUs'),
+            ('MEMORY_MB',): (host_memory_mb(snapshot), 'MB of memory')}
+        return {classes: f for classes, f in figures.items() if f[0]}
+
+    @classmethod
     def check_options(cls, conf):
         """``[compute] cpu_shared_set`` and ``cpu_dedicated_set`` parse and
         do not overlap.  Whether the host has those CPUs is the scan's to

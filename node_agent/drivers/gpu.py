@@ -316,6 +316,22 @@ def _cap(offers, configs):
     return result
 
 
+def _most_vgpus(gpu):
+    """The most vGPUs ``gpu`` can hold, whatever type is chosen: per GPU
+    and per GPU VF the most instances one mdev type offers (free plus
+    existing), a vendor VFIO VF one at most."""
+    def most(mdev_types):
+        return max((t.available_instances + len(t.devices)
+                    for t in mdev_types), default=0)
+
+    total = most(gpu.mdev_types)
+    for vf in gpu.vfs:
+        vendor = 1 if (vf.creatable_vgpu_types
+                       or vf.current_vgpu_type) else 0
+        total += max(most(vf.mdev_types), vendor)
+    return total
+
+
 def _gpus(snapshot):
     """The physical GPUs: the snapshot's, with the mdev types PCI saw when
     the GPU's own record has none, plus display-class PCI functions no
@@ -409,6 +425,19 @@ class GpuDriver(base.Driver):
     @classmethod
     def check_options(cls, conf):
         check_options(conf)
+
+    @classmethod
+    def hardware_limits(cls, snapshot):
+        """Whole GPUs (counted once with the accelerator driver's
+        functions) and the vGPUs the GPUs can hold."""
+        return {
+            accelerator.WHOLE_DEVICE_CLASSES: (
+                frozenset({d.address for d in snapshot.pci_devices
+                           if d.class_id == snapshot_mod.DISPLAY_CLASS}
+                          | {g.address for g in snapshot.gpus}),
+                'GPU PCI functions'),
+            ('VGPU',): (sum(_most_vgpus(gpu) for gpu in snapshot.gpus),
+                        'vGPUs its GPUs can hold')}
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)

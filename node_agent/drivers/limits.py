@@ -3,14 +3,19 @@
 Pure: a :class:`~node_agent.hardware.snapshot.HostSnapshot` in, a mapping
 out, which :func:`node_agent.placement.plan.check` compares with the totals
 a plan would leave in the tree (summed over every provider, before
-allocation ratios: overcommit is a ratio, never a total)::
+allocation ratios: overcommit is a ratio, never a total).  The figures are
+the drivers' own (:meth:`node_agent.drivers.base.Driver.hardware_limits`):
+every installed driver in the ``node_agent.drivers`` entry point namespace
+is asked, enabled or not, so a class one driver stops reporting is still
+held to what the host has.  For the shipped drivers::
 
-    ('PCPU', 'VCPU')     present CPUs (online or not)
-    ('MEMORY_MB',)       the host's memory (MemTotal)
-    ('FPGA', 'PGPU')     display and accelerator PCI functions
-    ('SRIOV_NET_VF',)    VFs enabled on the PFs (sriov_numvfs)
-    ('VGPU',)            vGPUs the GPUs can hold: per GPU and per GPU VF,
-                         the most instances one mdev type offers (free
+    ('PCPU', 'VCPU')     compute: present CPUs (online or not)
+    ('MEMORY_MB',)       compute: the host's memory (MemTotal)
+    ('FPGA', 'PGPU')     gpu and accelerator: display and accelerator PCI
+                         functions, counted once whichever reports them
+    ('SRIOV_NET_VF',)    nic: VFs enabled on the PFs (sriov_numvfs)
+    ('VGPU',)            gpu: vGPUs the GPUs can hold: per GPU and per GPU
+                         VF, the most instances one mdev type offers (free
                          plus existing), a vendor VFIO VF one at most
 
 :func:`node_agent.placement.plan.check` holds every write boundary of a
@@ -21,47 +26,46 @@ CPUs or memory the snapshot does not know (0: no data) set no limit; no
 devices of a kind is a limit of 0.
 """
 
-from node_agent.drivers import compute
-from node_agent.hardware import snapshot as snapshot_mod
+from stevedore import extension
 
-DEVICE_CLASS_IDS = (snapshot_mod.DISPLAY_CLASS,
-                    snapshot_mod.ACCELERATOR_CLASS)
+NAMESPACE = 'node_agent.drivers'
 
 
-def hardware_limits(snapshot):
-    """``{(rc, ...): (total, what)}`` for ``snapshot``."""
-    vfs = {d.address: d.sriov_numvfs for d in snapshot.pci_devices}
-    vfs.update({pf.address: pf.sriov_numvfs for pf in snapshot.pfs})
-    figures = {
-        ('PCPU', 'VCPU'): (len(compute.present_cpus(snapshot)),
-                           'present CPUs'),
-        ('MEMORY_MB',): (compute.host_memory_mb(snapshot), 'MB of memory'),
-        ('FPGA', 'PGPU'): (
-            len({d.address for d in snapshot.pci_devices
-                 if d.class_id in DEVICE_CLASS_IDS}
-                | {g.address for g in snapshot.gpus}),
-            'GPU and accelerator PCI functions'),
-        ('SRIOV_NET_VF',): (sum(vfs.values()), 'SR-IOV VFs enabled'),
-        ('VGPU',): (sum(_vgpus(gpu) for gpu in snapshot.gpus),
-                    'vGPUs its GPUs can hold'),
-    }
-    unknown = [c for c in (('PCPU', 'VCPU'), ('MEMORY_MB',))
-               if not figures[c][0]]
-    for classes in unknown:
-        del figures[classes]
-    return figures
+def _load_failure(manager, entrypoint, error):
+    raise error
 
 
-def _most_instances(mdev_types):
-    return max((t.available_instances + len(t.devices) for t in mdev_types),
-               default=0)
+def installed_drivers():
+    """The driver classes installed, in the drivers' order."""
+    manager = extension.ExtensionManager(
+        NAMESPACE, on_load_failure_callback=_load_failure)
+    return sorted((ext.plugin for ext in manager),
+                  key=lambda plugin: (plugin.order, plugin.name))
 
 
-def _vgpus(gpu):
-    """The most vGPUs ``gpu`` can hold, whatever type is chosen."""
-    total = _most_instances(gpu.mdev_types)
-    for vf in gpu.vfs:
-        vendor = 1 if (vf.creatable_vgpu_types
-                       or vf.current_vgpu_type) else 0
-        total += max(_most_instances(vf.mdev_types), vendor)
-    return total
+def hardware_limits(snapshot, drivers=None):
+    """``{(rc, ...): (total, what)}`` for ``snapshot``, from ``drivers``
+    (driver classes; default: every one installed)."""
+    declared = {}
+    for driver in (installed_drivers() if drivers is None else drivers):
+        for classes, figure in driver.hardware_limits(snapshot).items():
+            declared.setdefault(tuple(classes), []).append(
+                (driver.name, figure))
+    return {classes: _merged(classes, figures)
+            for classes, figures in declared.items()}
+
+
+def _merged(classes, figures):
+    """One ``(total, what)`` of what several drivers declared."""
+    if len(figures) == 1:
+        amount, what = figures[0][1]
+        return (len(amount) if isinstance(amount, frozenset) else amount,
+                what)
+    if not all(isinstance(a, frozenset) for _, (a, _) in figures):
+        raise ValueError(
+            f'drivers {", ".join(n for n, _ in figures)} each declare a '
+            f'limit of {"+".join(classes)}: a shared group counts devices '
+            '(frozensets), never numbers')
+    devices = frozenset().union(*(a for _, (a, _) in figures))
+    return len(devices), ' and '.join(
+        dict.fromkeys(what for _, (_, what) in figures))

@@ -215,6 +215,14 @@ class NicDriver(base.Driver):
     kinds = (identity.NIC, identity.PF)
 
     @classmethod
+    def hardware_limits(cls, snapshot):
+        """The VFs enabled (``sriov_numvfs``) on the host's functions."""
+        vfs = {d.address: d.sriov_numvfs for d in snapshot.pci_devices}
+        vfs.update({pf.address: pf.sriov_numvfs for pf in snapshot.pfs})
+        return {('SRIOV_NET_VF',): (sum(vfs.values()),
+                                    'SR-IOV VFs enabled')}
+
+    @classmethod
     def check_options(cls, conf):
         check_options(conf)
 

@@ -13,6 +13,8 @@ from stevedore import extension
 from node_agent import exception
 from node_agent import identity
 from node_agent.conf import check
+from node_agent.drivers import limits
+from node_agent.hardware import snapshot as snapshot_mod
 from node_agent.placement import client
 from node_agent.tracker import factory
 from tests.fixtures import widget_kind
@@ -67,6 +69,27 @@ def test_the_new_kind_checks_its_own_options(host1, widget_installed):
         check.validate(host1)
     assert str(raised.value) == (
         '[widget] addresses = not-an-address: not a PCI address')
+
+
+def test_the_new_kind_declares_its_hardware_limit(
+        host1, placement_adapter, widget_installed):
+    enable_widgets(host1, [BRIDGE])
+    with factory.tracker(host1, placement_adapter) as rt:
+        snapshot = rt.discovery.scan()
+    functions = len(snapshot.pci_devices)
+    got = limits.hardware_limits(snapshot)
+    assert got[(widget_kind.RESOURCE_CLASS,)] == (functions, 'PCI functions')
+    # The shipped drivers' figures are there beside it, the whole-device
+    # group counted once over the GPU and accelerator drivers.
+    assert got[('FPGA', 'PGPU')] == (
+        len({d.address for d in snapshot.pci_devices
+             if d.class_id in (snapshot_mod.DISPLAY_CLASS,
+                               snapshot_mod.ACCELERATOR_CLASS)}
+            | {g.address for g in snapshot.gpus}),
+        'GPU PCI functions and accelerator PCI functions')
+    assert (widget_kind.RESOURCE_CLASS,) not in limits.hardware_limits(
+        snapshot, [d for d in limits.installed_drivers()
+                   if d.name != 'widget'])
 
 
 def test_without_its_entry_point_the_kind_is_unknown(host1,
