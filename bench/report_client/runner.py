@@ -306,9 +306,10 @@ NOTES = """\
   let the driver fill in the 13 providers, write what differs.  Nova: its
   resource tracker's `get_provider_tree_and_ensure_root` +
   `update_from_provider_tree` with `nova.compute.provider_tree.ProviderTree`;
-  node-agent: the same two calls of `ReportClient` with its `ProviderTree`
-  (the inventories of all new providers, root included, go in one bulk
-  write).
+  node-agent: the same two steps, `tracker.root.ensure_root` and
+  `ReportClient.update_from_provider_tree` with the plan made the
+  tracker's way (`tests/fixtures/sync.py`), over its `ProviderTree` (the
+  inventories of all new providers, root included, go in one bulk write).
 - *audit after C allocations made out of band*: the same sync, right after
   C consumers were allocated directly through the Placement API (every
   provider they use changed generation).  Nova's cache does not look

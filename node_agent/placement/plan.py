@@ -63,7 +63,7 @@ Order of a plan::
 The client writes that order so that Placement never advertises more than
 exists: inventory that shrinks (:func:`lowered_inventory`) and providers
 that go are written before inventory grows anywhere (see
-:mod:`node_agent.placement.client`).
+:mod:`node_agent.placement.writer`).
 
 A move re-parents an existing provider (``PUT /resource_providers/{uuid}``,
 microversion 1.37): the same uuid, inventory, traits and allocations, its

@@ -133,7 +133,7 @@ def replaced(plan, current):
 def boundaries(current, plan):
     """``(after what, tree)`` for every state Placement passes through
     while the report client writes ``plan`` over ``current``, in its
-    order (see :mod:`node_agent.placement.client`)::
+    order (see :mod:`node_agent.placement.writer`)::
 
         sync      each shrinking inventory, each delete, then each
                   inventory that grows or appears
