@@ -94,6 +94,7 @@ from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
+from node_agent.tracker import coexistence
 from node_agent.tracker import root as root_mod
 
 LOG = logging.getLogger(__name__)
@@ -437,57 +438,17 @@ class ResourceTracker:
 
     def _skip_reported_elsewhere(self, drivers, current, desired,
                                  snapshot, ownership):
-        """Beside nova-compute: no device reported twice, and no refusal
-        loop (a peer's provider may come and go).  A device another
-        service reports, in Placement or by nova-compute's configuration,
-        is not reported; the agent's own provider for it is withdrawn
-        when it holds no allocations, else left as it is and counted."""
-        from node_agent.conf import nova as nova_conf   # late, as _drivers
-        from node_agent.drivers import coexist
-        owned = {u for u, own in ownership.items() if own.owned}
-        reported = drivers.reported(current.roots[0])
-        conflicts = coexist.reported_elsewhere(reported, current, owned)
-        named = {ours for ours, _, _ in conflicts}
-        conflicts += [c for c in coexist.reported_by_nova(
-            reported, coexist.nova_reported(
-                nova_conf.read_nova_reports(self.conf), snapshot))
-            if c[0] not in named]
-        withdrawn, kept = [], []
-        have = [current.find(ours) for ours, _, _ in conflicts]
-        in_use = self.report_client.get_usages(
-            {p.uuid for p in have if p is not None and p.uuid in owned})
-        for (ours, theirs, why), provider in zip(conflicts, have):
-            # Withdrawn only when the other service reports that very
-            # device; a class both report may be another device of theirs.
-            same = theirs == 'nova-compute' or why == 'same name' or \
-                why.startswith('PCI device')
-            if same and provider is not None and provider.uuid in owned:
-                if any(in_use.get(provider.uuid, {}).values()):
-                    kept.append(ours)
-                    coexist.leave_as_is(desired, current, ours)
-                else:
-                    withdrawn.append(ours)
-                    if desired.find(provider.uuid) is not None:
-                        desired.remove(provider.uuid)
-            else:
-                coexist.leave_as_is(desired, current, ours)
-        skipped = tuple(sorted(conflicts))
-        if skipped != self.reported_elsewhere:
-            mine = {p.name for p in have if p is not None
-                    and p.uuid in owned}
-            for ours, theirs, why in skipped:
-                what = ('withdrawn' if ours in withdrawn else
-                        'kept: it holds allocations' if ours in kept else
-                        'left as it is' if ours in mine else
-                        'not reported')
-                LOG.warning('%s: %s is reported by %s (%s): %s',
-                            self.nodename, ours, theirs, why, what)
+        """Beside nova-compute: no device reported twice
+        (:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`)."""
+        skipped, kept = coexistence.skip_reported_elsewhere(
+            self.conf, self.report_client, drivers, current, desired,
+            snapshot, ownership, self.nodename, self.reported_elsewhere)
         self.reported_elsewhere = skipped
-        self.kept_twice = tuple(sorted(kept))
+        self.kept_twice = kept
         if kept:
             self.audit_incomplete = (
-                f'{", ".join(self.kept_twice)}: reported by another service '
-                'too, kept while they hold allocations')
+                f'{", ".join(kept)}: reported by another service too, kept '
+                'while they hold allocations')
 
     def _keep_last_good(self, exc, snapshot, drivers, current, ownership):
         reason = exc.reason or 'layout changed'
