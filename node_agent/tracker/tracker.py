@@ -188,7 +188,6 @@ class ResourceTracker:
         self._absent = {}               # (field, key) -> scans missing from
         self.scan_state = scan_state
         self._scan_state_loaded = False
-        self.clock = clock
         # The claim checks after each sync.
         self.claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock, self.root)
@@ -540,6 +539,16 @@ class ResourceTracker:
         (a guest stopped or went: its allocations may be deleted, which
         moves no generation).  Safe from any thread."""
         self.claims_check.request_full_read()
+
+    @property
+    def clock(self):
+        """``() -> seconds since the epoch``: when a full allocation read
+        is due (the claim checks' clock)."""
+        return self.claims_check.clock
+
+    @clock.setter
+    def clock(self, clock):
+        self.claims_check.clock = clock
 
     @property
     def unclaimed(self):
