@@ -50,7 +50,6 @@ Every request pins a microversion from
 :data:`~node_agent.placement.transport.DECLARED_MICROVERSIONS`.
 """
 
-from node_agent import provider_tree as ptree
 from node_agent.placement import allocation_views
 from node_agent.placement import reader as reader_mod
 from node_agent.placement import reshaper as reshaper_mod
@@ -128,11 +127,7 @@ class ReportClient:
         generation = self._writer.create(uuid, name, None)
         if generation is None:
             return None
-        self._reader.trees[uuid] = tree = ptree.ProviderTree()
-        tree.new_root(name, uuid=uuid, generation=generation)
-        self._reader.claim_root(uuid)
-        self._reader.save(tree)
-        return tree.copy()
+        return self._reader.new_root(name, uuid, generation).copy()
 
     def claim_root(self, root_uuid):
         """Record that the agent owns this root: it was told to manage it

@@ -138,6 +138,15 @@ class TreeReader:
             self.trees[root_uuid] = tree
         return tree
 
+    def new_root(self, name, uuid, generation):
+        """The tree of a root just created (``generation``: what the POST
+        answered), cached and recorded as the agent's."""
+        self.trees[uuid] = tree = ptree.ProviderTree()
+        tree.new_root(name, uuid=uuid, generation=generation)
+        self.claim_root(uuid)
+        self.save(tree)
+        return tree
+
     def recorded_root(self, name):
         """The uuid of the root called ``name`` in SyncState, or None."""
         return self._state.root_uuid(name) if self._state else None
