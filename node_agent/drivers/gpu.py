@@ -316,22 +316,6 @@ def _cap(offers, configs):
     return result
 
 
-def _most_vgpus(gpu):
-    """The most vGPUs ``gpu`` can hold, whatever type is chosen: per GPU
-    and per GPU VF the most instances one mdev type offers (free plus
-    existing), a vendor VFIO VF one at most."""
-    def most(mdev_types):
-        return max((t.available_instances + len(t.devices)
-                    for t in mdev_types), default=0)
-
-    total = most(gpu.mdev_types)
-    for vf in gpu.vfs:
-        vendor = 1 if (vf.creatable_vgpu_types
-                       or vf.current_vgpu_type) else 0
-        total += max(most(vf.mdev_types), vendor)
-    return total
-
-
 def _gpus(snapshot):
     """The physical GPUs: the snapshot's, with the mdev types PCI saw when
     the GPU's own record has none, plus display-class PCI functions no
@@ -428,15 +412,13 @@ class GpuDriver(base.Driver):
 
     @classmethod
     def hardware_limits(cls, snapshot):
-        """Whole GPUs (counted once with the accelerator driver's
-        functions) and the vGPUs the GPUs can hold."""
-        return {
-            accelerator.WHOLE_DEVICE_CLASSES: (
-                frozenset({d.address for d in snapshot.pci_devices
-                           if d.class_id == snapshot_mod.DISPLAY_CLASS}
-                          | {g.address for g in snapshot.gpus}),
-                'GPU PCI functions'),
-            ('VGPU',): (sum(_most_vgpus(gpu) for gpu in snapshot.gpus),
+        """Whole GPUs (counted once with the accelerator driver's) and
+        the vGPUs the GPUs can hold."""
+        whole = {d.address for d in snapshot.pci_devices
+                 if d.class_id == snapshot_mod.DISPLAY_CLASS}
+        return {accelerator.WHOLE_DEVICE_CLASSES: (frozenset(
+            whole | {g.address for g in snapshot.gpus}), 'GPU PCI functions'),
+            ('VGPU',): (sum(g.most_vgpus() for g in snapshot.gpus),
                         'vGPUs its GPUs can hold')}
 
     def __init__(self, conf, snapshot):

@@ -140,6 +140,19 @@ class Gpu:
         return (self.mig_mode_pending is not None
                 and self.mig_mode_pending != self.mig_mode_current)
 
+    def most_vgpus(self):
+        """The most vGPUs this GPU can hold, whatever type is chosen: on
+        the GPU and on each VF, the most instances one mdev type offers
+        (free plus existing); a vendor VFIO VF one at most."""
+        def most(mdev_types):
+            return max((t.available_instances + len(t.devices)
+                        for t in mdev_types), default=0)
+
+        return most(self.mdev_types) + sum(
+            max(most(vf.mdev_types),
+                1 if vf.creatable_vgpu_types or vf.current_vgpu_type else 0)
+            for vf in self.vfs)
+
     def mig_profiles(self):
         """``{profile: number of MIG devices}``, e.g. ``{"1g.10gb": 7}``."""
         counts = {}
