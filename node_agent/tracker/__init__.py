@@ -1,6 +1,11 @@
 """The resource tracker: startup (with reshape), periodic audit, the daemon.
 
-``tracker`` holds the loop (discover, build, plan, apply, record), ``plan``
-the pure description of one sync, ``status`` the operator's view of the tree,
-``systemd`` the sd_notify messages and ``service`` the oslo.service daemon.
+``tracker`` holds the loop (discover, build, plan, apply, record); ``root``
+says which provider is this host's root (and alone finds, creates or
+adopts it); ``coexistence`` keeps out what another service reports;
+``claims_check`` keeps the claims true to Placement's allocations after
+each sync; ``status`` is the operator's view of the tree; ``systemd`` the
+sd_notify messages; ``service`` the oslo.service daemon, with
+``watchers`` (its event sources, started within a bound) and
+``claims_server`` (the claims RPC server's life); ``factory`` builds them.
 """
