@@ -25,9 +25,12 @@ driver's capabilities carry no CPU model; there the model from
 it.
 
 libvirt's built-in test host (``test:///default``, the quick start's) is
-invented whole, its CPU an ``i686``: there the architecture is this
-machine's (``platform.machine()``), so the root gets the right
-``COMPUTE_ARCH_*`` trait, and the log says so once.
+invented whole, its CPU an ``i686`` with no model: there the CPU is this
+machine's, the architecture from ``platform.machine()`` (so the root gets
+the right ``COMPUTE_ARCH_*`` trait) and the model and vendor from
+``/proc/cpuinfo`` (:func:`parse_cpuinfo`; the path is a parameter), and the
+log says so once, naming both sources.  That model is the kernel's name for
+the CPU, not one of libvirt's CPU map: its features are not expanded.
 """
 
 import dataclasses
@@ -97,6 +100,11 @@ class _ConnectionLost(Exception):
 _SILENT_HINT = 'is libvirtd (or virtqemud) alive and answering?'
 # libvirt's test driver with its built-in host: nothing in it is real.
 INVENTED_HOST = 'test:///default'
+# Where the CPU of this machine is described when libvirt's is invented.
+CPUINFO = '/proc/cpuinfo'
+# x86 vendor_id (the CPUID vendor string) -> libvirt's <vendor> name.
+_X86_VENDORS = {'GenuineIntel': 'Intel', 'AuthenticAMD': 'AMD',
+                'HygonGenuine': 'Hygon'}
 
 
 @functools.cache
@@ -128,10 +136,13 @@ def connection_hint(uri, message):
 class LibvirtHost:
     """A reconnecting reader of one libvirt connection."""
 
-    def __init__(self, uri, storage_pool=None, timeout=None):
+    def __init__(self, uri, storage_pool=None, timeout=None,
+                 cpuinfo=CPUINFO):
         self.uri = uri
         self.storage_pool = storage_pool
         self.timeout = timeout
+        self.cpuinfo = cpuinfo
+        self._said_invented = False
         self._conn = None
         self._stuck = None              # the worker of a call that hung
 
@@ -231,14 +242,15 @@ class LibvirtHost:
 
     def _host_info(self, conn):
         cpu = parse_capabilities_cpu(conn.getCapabilities())
-        if self.uri == INVENTED_HOST:
-            cpu['arch'] = self._machine_arch(cpu['arch'])
         info = conn.getInfo()
-        if cpu['model'] is None:
-            cpu['model'] = _known_model(conn, cpu['arch'], info[0])
         features = set(cpu['features'])
-        if cpu['model']:
-            features |= _expand_features(conn, cpu)
+        if self.uri == INVENTED_HOST:
+            cpu.update(self._this_machine(cpu['arch']))
+        else:
+            if cpu['model'] is None:
+                cpu['model'] = _known_model(conn, cpu['arch'], info[0])
+            if cpu['model']:
+                features |= _expand_features(conn, cpu)
         return snapshot.HostInfo(
             hostname=conn.getHostname(),
             cpu_arch=cpu['arch'],
@@ -252,16 +264,28 @@ class LibvirtHost:
             memory_mb=int(info[1]),
         )
 
-    def _machine_arch(self, invented):
-        arch = platform.machine() or None
-        if not getattr(self, '_said_invented', False):
+    def _this_machine(self, invented):
+        """arch, model and vendor of this machine's CPU, for the test
+        driver's invented host (said once)."""
+        cpu = {'arch': platform.machine() or None}
+        try:
+            with open(self.cpuinfo, encoding='utf-8',
+                      errors='replace') as f:
+                cpu.update(parse_cpuinfo(f.read()))
+        except OSError as exc:
+            cpu.update(model=None, vendor=None)
+            LOG.info('cannot read %s (%s): CPU model unknown',
+                     self.cpuinfo, exc.strerror or exc)
+        if not self._said_invented:
             self._said_invented = True
-            LOG.info('libvirt at %s is the test driver\'s invented host '
-                     '(CPU %s): using this machine\'s architecture, %s; '
+            LOG.info('libvirt at %s is the test driver, its host invented '
+                     '(CPU %s): using this machine\'s architecture, %s '
+                     '(platform.machine()), and CPU model %s, vendor %s (%s); '
                      'point [libvirt] connection_uri at libvirtd '
                      '(qemu:///system) for the real host', self.uri,
-                     invented, arch)
-        return arch
+                     invented, cpu['arch'], cpu['model'] or '-',
+                     cpu['vendor'] or '-', self.cpuinfo)
+        return cpu
 
     def _node_devices(self, conn):
         libvirt = _libvirt()
@@ -322,6 +346,29 @@ class LibvirtHost:
 def _version(number):
     """libvirt's 1000000*major + 1000*minor + micro, as "major.minor.micro"."""
     return f'{number // 1000000}.{number // 1000 % 1000}.{number % 1000}'
+
+
+def parse_cpuinfo(text):
+    """``{'model': ..., 'vendor': ...}`` of the first CPU in the text of
+    ``/proc/cpuinfo`` (None where it does not say).
+
+    x86 has ``model name`` and ``vendor_id`` (``AuthenticAMD`` becomes
+    libvirt's ``AMD``); other architectures name the model ``cpu model``
+    or ``Model``, or not at all.
+    """
+    fields = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break               # the end of the first CPU's block
+            continue
+        key, sep, value = line.partition(':')
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    model = next((fields[k] for k in ('model name', 'cpu model', 'model')
+                  if fields.get(k) and not fields[k].isdigit()), None)
+    vendor = fields.get('vendor_id') or None
+    return {'model': model, 'vendor': _X86_VENDORS.get(vendor, vendor)}
 
 
 def _known_model(conn, arch, model):

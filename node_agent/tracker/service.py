@@ -28,7 +28,7 @@ Threads and signals::
                    client's cached Placement state, audit now.  A udev
                    event (debounced by the monitor): audit now.  A libvirt
                    domain stopped or undefined: read every allocation at
-                   the next audit.
+                   the next audit; one defined or started: audit now.
     claims-rpc     starts the claims RPC server (oslo.messaging, only with
                    [DEFAULT] transport_url), which then serves claims from
                    its own threads against the tracker's last synced tree
@@ -72,6 +72,7 @@ agent (the unit's
 """
 
 import contextlib
+import functools
 import logging as std_logging
 import random
 import signal
@@ -277,8 +278,11 @@ class AgentService(service.Service):
             self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _start_domain_events(self):
+        make = self.make_domain_events
+        if make is not None:
+            make = functools.partial(make, arrived=self._domain_arrived)
         self.domain_events = self._start_watcher(
-            self.make_domain_events, self._domain_gone,
+            make, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
             'full read every [claims] full_reconcile_interval',
             self.conf.libvirt.scan_timeout, '[libvirt] scan_timeout')
@@ -390,6 +394,10 @@ class AgentService(service.Service):
 
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
+
+    def _domain_arrived(self, domain_uuid):
+        # A new guest's devices and claim: seen now, not at the next audit.
+        self.early_audit()
 
     def _splay(self):
         """Wait a random time within ``[audit] startup_splay`` seconds."""
