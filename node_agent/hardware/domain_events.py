@@ -10,10 +10,10 @@ confirms its consumer's pending claim: the caller's ``arrived(uuid)``
 audits at once instead of at the next periodic audit, so the claims see
 the new guest within one event.
 
-:func:`is_gone` and :func:`is_arrived` are the pure decisions.  :class:`DomainEventWatcher` is the
-thin shell: libvirt's default event loop on a daemon thread
-(``virEventRegisterDefaultImpl`` once per process, then
-``virEventRunDefaultImpl`` in a loop) and a read-only connection of its
+:func:`is_gone` and :func:`is_arrived` are the pure decisions.
+:class:`DomainEventWatcher` is the thin shell: libvirt's default event
+loop on a daemon thread (``virEventRegisterDefaultImpl`` once per process,
+then ``virEventRunDefaultImpl`` in a loop) and a read-only connection of its
 own with a ``VIR_DOMAIN_EVENT_ID_LIFECYCLE`` callback.  The connection is
 its own because libvirt delivers events only on connections opened after
 the loop was registered.  The test driver (``test:///default``) delivers

@@ -28,9 +28,8 @@ libvirt's built-in test host (``test:///default``, the quick start's) is
 invented whole, its CPU an ``i686`` with no model: there the CPU is this
 machine's, the architecture from ``platform.machine()`` (so the root gets
 the right ``COMPUTE_ARCH_*`` trait) and the model and vendor from
-``/proc/cpuinfo`` (:func:`parse_cpuinfo`; the path is a parameter), and the
-log says so once, naming both sources.  That model is the kernel's name for
-the CPU, not one of libvirt's CPU map: its features are not expanded.
+``/proc/cpuinfo`` (:mod:`~node_agent.hardware.cpuinfo`; the path is a
+parameter), and the log says so once, naming both sources.
 """
 
 import dataclasses
@@ -44,6 +43,7 @@ import tenacity
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.hardware import cpuinfo as cpuinfo_mod
 from node_agent.hardware import cpulist
 from node_agent.hardware import snapshot
 from node_agent.hardware import traits
@@ -100,11 +100,6 @@ class _ConnectionLost(Exception):
 _SILENT_HINT = 'is libvirtd (or virtqemud) alive and answering?'
 # libvirt's test driver with its built-in host: nothing in it is real.
 INVENTED_HOST = 'test:///default'
-# Where the CPU of this machine is described when libvirt's is invented.
-CPUINFO = '/proc/cpuinfo'
-# x86 vendor_id (the CPUID vendor string) -> libvirt's <vendor> name.
-_X86_VENDORS = {'GenuineIntel': 'Intel', 'AuthenticAMD': 'AMD',
-                'HygonGenuine': 'Hygon'}
 
 
 @functools.cache
@@ -137,7 +132,7 @@ class LibvirtHost:
     """A reconnecting reader of one libvirt connection."""
 
     def __init__(self, uri, storage_pool=None, timeout=None,
-                 cpuinfo=CPUINFO):
+                 cpuinfo=cpuinfo_mod.CPUINFO):
         self.uri = uri
         self.storage_pool = storage_pool
         self.timeout = timeout
@@ -267,15 +262,8 @@ class LibvirtHost:
     def _this_machine(self, invented):
         """arch, model and vendor of this machine's CPU, for the test
         driver's invented host (said once)."""
-        cpu = {'arch': platform.machine() or None}
-        try:
-            with open(self.cpuinfo, encoding='utf-8',
-                      errors='replace') as f:
-                cpu.update(parse_cpuinfo(f.read()))
-        except OSError as exc:
-            cpu.update(model=None, vendor=None)
-            LOG.info('cannot read %s (%s): CPU model unknown',
-                     self.cpuinfo, exc.strerror or exc)
+        cpu = {'arch': platform.machine() or None,
+               **cpuinfo_mod.read(self.cpuinfo)}
         if not self._said_invented:
             self._said_invented = True
             LOG.info('libvirt at %s is the test driver, its host invented '
@@ -346,29 +334,6 @@ class LibvirtHost:
 def _version(number):
     """libvirt's 1000000*major + 1000*minor + micro, as "major.minor.micro"."""
     return f'{number // 1000000}.{number // 1000 % 1000}.{number % 1000}'
-
-
-def parse_cpuinfo(text):
-    """``{'model': ..., 'vendor': ...}`` of the first CPU in the text of
-    ``/proc/cpuinfo`` (None where it does not say).
-
-    x86 has ``model name`` and ``vendor_id`` (``AuthenticAMD`` becomes
-    libvirt's ``AMD``); other architectures name the model ``cpu model``
-    or ``Model``, or not at all.
-    """
-    fields = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if fields:
-                break               # the end of the first CPU's block
-            continue
-        key, sep, value = line.partition(':')
-        if sep:
-            fields.setdefault(key.strip().lower(), value.strip())
-    model = next((fields[k] for k in ('model name', 'cpu model', 'model')
-                  if fields.get(k) and not fields[k].isdigit()), None)
-    vendor = fields.get('vendor_id') or None
-    return {'model': model, 'vendor': _X86_VENDORS.get(vendor, vendor)}
 
 
 def _known_model(conn, arch, model):

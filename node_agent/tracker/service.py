@@ -529,8 +529,10 @@ class AgentService(service.Service):
         exc = retry_state.outcome.exception()
         sleep = retry_state.next_action.sleep
         if isinstance(exc, exception.PlacementUnavailable):
-            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
-            what = 'Placement'
+            # Placement, or Keystone at [placement] auth_url.
+            self.notifier.set_status(
+                f'waiting for {exc.service}: {exc.reason}')
+            what = exc.service
         elif isinstance(exc, exception.ComputeNodeMissing):
             self.notifier.set_status(exc.status)
             what = 'nova-compute'
@@ -645,13 +647,14 @@ class AgentService(service.Service):
             LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
-            self._problem('audit', f'waiting for Placement: {exc.reason}')
-            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
+            waiting = f'waiting for {exc.service}: {exc.reason}'
+            self._problem('audit', waiting)
+            self.notifier.set_status(waiting)
             # Once when the wait starts, once when it ends (below).
             since, failed = self._away or (time.monotonic(), 0)
             LOG.log(logging.DEBUG if failed else logging.WARNING,
-                    'audit: Placement is not reachable (%s); trying again '
-                    'with backoff', exc)
+                    'audit: %s is not reachable (%s); trying again with '
+                    'backoff', exc.service, exc)
             self._away = (since, failed + 1)
             return False
         except exception.ComputeNodeMissing as exc:
