@@ -57,6 +57,7 @@ def load_conf(argv):
 def main(argv=None):
     from node_agent import metrics
     from node_agent.placement import adapter as adapter_mod
+    from node_agent.tracker import exit_policy
     from node_agent.tracker import factory
     from node_agent.tracker import service
     from node_agent.tracker import systemd
@@ -88,11 +89,11 @@ def main(argv=None):
                 device_health=factory.device_health(conf, rt, agent_metrics),
                 load_conf=functools.partial(load_conf, argv),
                 metrics=agent_metrics))
-    except service.FATAL_ERRORS as exc:
+    except exit_policy.FATAL_ERRORS as exc:
         failure = (exc, logging.CRITICAL, 'cannot continue',
-                   service.EXIT_FATAL)
+                   exit_policy.EXIT_FATAL)
     except exception.NodeAgentError as exc:
-        failure = (exc, logging.ERROR, 'failed', service.EXIT_ERROR)
+        failure = (exc, logging.ERROR, 'failed', exit_policy.EXIT_ERROR)
     # Said outside the except block: oslo.log would append the exception
     # it is handling to the line, saying it twice.
     exc, level, what, status = failure

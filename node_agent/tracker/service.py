@@ -28,7 +28,7 @@ Threads and signals::
                    client's cached Placement state, audit now.  A udev
                    event (debounced by the monitor): audit now.  A libvirt
                    domain stopped or undefined: read every allocation at
-                   the next audit.
+                   the next audit; one defined or started: audit now.
     claims-rpc     starts the claims RPC server (oslo.messaging, only with
                    [DEFAULT] transport_url), which then serves claims from
                    its own threads against the tracker's last synced tree
@@ -67,15 +67,12 @@ completes within [DEFAULT] graceful_shutdown_timeout (10 s) or is
 abandoned at that bound; Placement applies each request atomically.
 STOPPING=1 is the last notification: no READY nor status after it.
 
-Exit status: 0 stopped, 1 unexpected error,
-:data:`EXIT_FATAL` (78, ``EX_CONFIG``) when the service must not be
-restarted as is: a reshape that failed for good, credentials Placement
-does not take, a bad configuration, or a state file written by a newer
-agent (the unit's
-``RestartPreventExitStatus=``).
+Exit status, and which errors are waited out:
+:mod:`node_agent.tracker.exit_policy`.
 """
 
 import contextlib
+import functools
 import logging as std_logging
 import random
 import signal
@@ -95,46 +92,10 @@ from node_agent import exception  # noqa: E402
 from node_agent import metrics as metrics_mod  # noqa: E402
 from node_agent import text  # noqa: E402
 from node_agent.tracker import claims_server  # noqa: E402
+from node_agent.tracker import exit_policy  # noqa: E402
 from node_agent.tracker import watchers  # noqa: E402
 
 LOG = logging.getLogger(__name__)
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_FATAL = 78
-
-# Errors a restart would not cure: systemd is told not to restart.
-FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
-                exception.ScanIncomplete,
-                exception.PlacementCredentialsError, exception.StateTooNew)
-# Errors that may pass by themselves (a dependency not there yet, a guest
-# still holding a device that went, another service's provider that may
-# go): waited out with capped backoff, the status line saying on what,
-# never a crash loop nor an exit 78.  Checked before FATAL_ERRORS
-# (ReportedElsewhere is a ConfigError: its fix may be the other side's).
-WAIT_ERRORS = (exception.PlacementUnavailable,
-               exception.LibvirtConnectionError,
-               exception.SourceSilent,
-               exception.ComputeNodeMissing,
-               exception.ReportedElsewhere,
-               exception.UnsafePlan)
-
-# What the daemon does with an error that ends its startup (see
-# ``disposition``): the exit-code policy.
-WAIT, FATAL, ERROR, STOPPED = 'wait', 'fatal', 'error', 'stopped'
-
-
-def disposition(error_class):
-    """``WAIT`` (retried with backoff, shown), ``FATAL`` (exit 78),
-    ``STOPPED`` (exit 0) or ``ERROR`` (exit 1, restarted by systemd) for
-    an error class that reaches the daemon's startup."""
-    if issubclass(error_class, (watchers.Stopped, exception.Stopping)):
-        return STOPPED
-    if issubclass(error_class, WAIT_ERRORS):
-        return WAIT
-    if issubclass(error_class, FATAL_ERRORS):
-        return FATAL
-    return ERROR
 
 
 def register_opts(conf):
@@ -170,7 +131,7 @@ class AgentService(service.Service):
         self.make_device_health = device_health
         self.device_health = None
         self.load_conf = load_conf
-        self.exit_code = EXIT_OK
+        self.exit_code = exit_policy.EXIT_OK
         self._stop = threading.Event()
         self.claims_server = claims_server.ClaimsServer(
             claims_rpc, notifier, self.metrics, self._stop, self._backoff)
@@ -246,12 +207,12 @@ class AgentService(service.Service):
             self._loop()
         except (watchers.Stopped, exception.Stopping):
             pass
-        except FATAL_ERRORS as exc:
+        except exit_policy.FATAL_ERRORS as exc:
             fatal = exc
-            self.exit_code = EXIT_FATAL
+            self.exit_code = exit_policy.EXIT_FATAL
         except Exception:
             LOG.exception('node-agent stopped on an unexpected error')
-            self.exit_code = EXIT_ERROR
+            self.exit_code = exit_policy.EXIT_ERROR
         finally:
             self.claims_server.stop()
             if self.udev_monitor is not None:
@@ -273,8 +234,11 @@ class AgentService(service.Service):
             self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _start_domain_events(self):
+        make = self.make_domain_events
+        if make is not None:
+            make = functools.partial(make, arrived=self._domain_arrived)
         self.domain_events = self._start_watcher(
-            self.make_domain_events, self._domain_gone,
+            make, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
             'full read every [claims] full_reconcile_interval',
             self.conf.libvirt.scan_timeout, '[libvirt] scan_timeout')
@@ -332,6 +296,10 @@ class AgentService(service.Service):
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
 
+    def _domain_arrived(self, domain_uuid):
+        # A new guest's devices and claim: seen now, not at the next audit.
+        self.early_audit()
+
     def _splay(self):
         """Wait a random time within ``[audit] startup_splay`` seconds."""
         window = self.conf.audit.startup_splay
@@ -350,7 +318,8 @@ class AgentService(service.Service):
         self.notifier.set_status('starting: scanning the host and reading '
                                  'Placement')
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(WAIT_ERRORS),
+            retry=tenacity.retry_if_exception_type(
+                exit_policy.WAIT_ERRORS),
             wait=self._startup_wait,
             sleep=self._sleep,
             before_sleep=self._waiting,
@@ -400,8 +369,10 @@ class AgentService(service.Service):
         exc = retry_state.outcome.exception()
         sleep = retry_state.next_action.sleep
         if isinstance(exc, exception.PlacementUnavailable):
-            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
-            what = 'Placement'
+            # Placement, or Keystone at [placement] auth_url.
+            self.notifier.set_status(
+                f'waiting for {exc.service}: {exc.reason}')
+            what = exc.service
         elif isinstance(exc, exception.ComputeNodeMissing):
             self.notifier.set_status(exc.status)
             what = 'nova-compute'
@@ -516,13 +487,14 @@ class AgentService(service.Service):
             LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
-            self._problem('audit', f'waiting for Placement: {exc.reason}')
-            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
+            waiting = f'waiting for {exc.service}: {exc.reason}'
+            self._problem('audit', waiting)
+            self.notifier.set_status(waiting)
             # Once when the wait starts, once when it ends (below).
             since, failed = self._away or (time.monotonic(), 0)
             LOG.log(logging.DEBUG if failed else logging.WARNING,
-                    'audit: Placement is not reachable (%s); trying again '
-                    'with backoff', exc)
+                    'audit: %s is not reachable (%s); trying again with '
+                    'backoff', exc.service, exc)
             self._away = (since, failed + 1)
             return False
         except exception.ComputeNodeMissing as exc:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from node_agent import conf as na_conf
+from node_agent.tracker import exit_policy
 from node_agent.tracker import service
 
 UNIT = os.path.join(os.path.dirname(__file__), '..', '..', 'systemd',
@@ -52,7 +53,7 @@ def test_notify_watchdog_and_restart_policy():
     assert int(svc['WatchdogSec']) > 0
     assert svc['Restart'] == 'on-failure'
     # A fatal exit (failed reshape, bad config) must not be restarted.
-    assert svc['RestartPreventExitStatus'] == str(service.EXIT_FATAL)
+    assert svc['RestartPreventExitStatus'] == str(exit_policy.EXIT_FATAL)
     assert int(svc['RestartSec']) >= 10
     unit = _unit()['Unit']
     # Crash-looping costs Placement at most one start a minute on average.

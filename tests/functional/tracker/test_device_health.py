@@ -19,6 +19,7 @@ from node_agent import metrics as metrics_mod
 from node_agent.drivers import layout
 from node_agent.placement import client
 from node_agent.placement import state
+from node_agent.tracker import exit_policy
 from node_agent.tracker import factory
 from node_agent.tracker import service
 from node_agent.tracker import systemd
@@ -89,7 +90,7 @@ def running(conf, placement_adapter, request):
         svc.stop()
         assert svc._done.wait(15)
         discovery.close()
-    assert svc.exit_code == service.EXIT_OK
+    assert svc.exit_code == exit_policy.EXIT_OK
 
 
 class Clock:

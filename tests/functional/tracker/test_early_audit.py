@@ -12,6 +12,7 @@ import time
 import pytest
 
 from node_agent.hardware import udev
+from node_agent.tracker import exit_policy
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 
@@ -54,7 +55,7 @@ def running(agents, host1):
     finally:
         svc.stop()
         assert svc._done.wait(15)
-    assert svc.exit_code == service.EXIT_OK
+    assert svc.exit_code == exit_policy.EXIT_OK
 
 
 def _audits(agent):

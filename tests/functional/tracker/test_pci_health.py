@@ -24,6 +24,7 @@ from node_agent.cmd import manage
 from node_agent.drivers import layout
 from node_agent.placement import client
 from node_agent.placement import state
+from node_agent.tracker import exit_policy
 from node_agent.tracker import factory
 from node_agent.tracker import service
 from node_agent.tracker import systemd
@@ -108,7 +109,7 @@ class Running:
         self.svc.stop()
         assert self.svc._done.wait(15)
         self.discovery.close()
-        assert self.svc.exit_code == service.EXIT_OK
+        assert self.svc.exit_code == exit_policy.EXIT_OK
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from node_agent import exception
 from node_agent.drivers import compute
+from node_agent.tracker import exit_policy
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 from node_agent.tracker import tracker as tracker_mod
@@ -135,7 +136,7 @@ def test_startup_refuses_deleting_a_provider_in_use(
     assert not svc._done.wait(1)
     svc.stop()
     assert svc._done.wait(30)
-    assert svc.exit_code == service.EXIT_OK
+    assert svc.exit_code == exit_policy.EXIT_OK
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before, \
         placement_state.changes(before, placement_state.read(

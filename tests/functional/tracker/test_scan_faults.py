@@ -24,6 +24,7 @@ from node_agent import exception
 from node_agent import identity
 from node_agent.hardware import libvirt_host
 from node_agent.hardware import udev
+from node_agent.tracker import exit_policy
 from node_agent.tracker import scan_state
 from node_agent.tracker import service
 from node_agent.tracker import systemd
@@ -248,7 +249,7 @@ def test_daemon_waits_for_a_silent_libvirt_and_feeds_the_watchdog(
         listener.close()
         shutil.rmtree(sock_dir)
     assert svc._done.wait(15)
-    assert svc.exit_code == service.EXIT_OK
+    assert svc.exit_code == exit_policy.EXIT_OK
     assert 'STATUS=waiting for libvirt: no answer within 1 s ([libvirt] ' \
         'scan_timeout)' in messages
     assert not any(m.startswith('READY=1') for m in messages)

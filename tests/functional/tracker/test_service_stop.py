@@ -11,6 +11,8 @@ until the stop request has been made.
 import logging
 import threading
 
+from node_agent.tracker import exit_policy
+
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 
@@ -46,7 +48,7 @@ def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
         stopper.join(15)
         assert svc._done.wait(15)
 
-    assert svc.exit_code == service.EXIT_OK
+    assert svc.exit_code == exit_policy.EXIT_OK
     # The held write went through and was the last request: the startup
     # pass ended there, unfinished, and never said READY.
     writes = agent.writes()

@@ -9,41 +9,42 @@ the table: the policy is decided, never inherited by accident.
 import inspect
 
 from node_agent import exception
-from node_agent.tracker import service
+from node_agent.tracker import exit_policy
 
 POLICY = {
     # A restart cannot fix these: the operator must act.
-    'ConfigError': service.FATAL,
-    'ProviderOverrideError': service.FATAL,
-    'RootShared': service.FATAL,           # standalone beside nova-compute
-    'ReshapeFailed': service.FATAL,
-    'ScanIncomplete': service.FATAL,
-    'PlacementCredentialsError': service.FATAL,
-    'StateTooNew': service.FATAL,
+    'ConfigError': exit_policy.FATAL,
+    'ProviderOverrideError': exit_policy.FATAL,
+    'RootShared': exit_policy.FATAL,           # standalone beside nova-compute
+    'ReshapeFailed': exit_policy.FATAL,
+    'ScanIncomplete': exit_policy.FATAL,
+    'PlacementCredentialsError': exit_policy.FATAL,
+    'StateTooNew': exit_policy.FATAL,
     # May pass by itself: retried with backoff, shown meanwhile.
-    'PlacementUnavailable': service.WAIT,
-    'LibvirtConnectionError': service.WAIT,
-    'SourceSilent': service.WAIT,
-    'ComputeNodeMissing': service.WAIT,
-    'ReportedElsewhere': service.WAIT,     # the peer's provider may go
-    'UnsafePlan': service.WAIT,            # a guest may free the device
+    'PlacementUnavailable': exit_policy.WAIT,
+    'IdentityUnavailable': exit_policy.WAIT,   # Keystone down: as Placement
+    'LibvirtConnectionError': exit_policy.WAIT,
+    'SourceSilent': exit_policy.WAIT,
+    'ComputeNodeMissing': exit_policy.WAIT,
+    'ReportedElsewhere': exit_policy.WAIT,     # the peer's provider may go
+    'UnsafePlan': exit_policy.WAIT,            # a guest may free the device
     # A stop asked for.
-    'Stopping': service.STOPPED,
+    'Stopping': exit_policy.STOPPED,
     # Anything else that escapes: exit 1, restarted by systemd.
-    'NodeAgentError': service.ERROR,
-    'HardwareError': service.ERROR,
-    'SysfsReadError': service.ERROR,
-    'PlacementError': service.ERROR,
-    'PlacementAPIError': service.ERROR,
-    'ResourceProviderNotFound': service.ERROR,
-    'GenerationConflict': service.ERROR,
-    'ReshapeConflict': service.ERROR,
-    'InventoryInUse': service.ERROR,
-    'ReshapeNeeded': service.ERROR,
-    'ClaimError': service.ERROR,
-    'InvalidClaimRequest': service.ERROR,
-    'ClaimRejected': service.ERROR,
-    'ClaimNotFound': service.ERROR,
+    'NodeAgentError': exit_policy.ERROR,
+    'HardwareError': exit_policy.ERROR,
+    'SysfsReadError': exit_policy.ERROR,
+    'PlacementError': exit_policy.ERROR,
+    'PlacementAPIError': exit_policy.ERROR,
+    'ResourceProviderNotFound': exit_policy.ERROR,
+    'GenerationConflict': exit_policy.ERROR,
+    'ReshapeConflict': exit_policy.ERROR,
+    'InventoryInUse': exit_policy.ERROR,
+    'ReshapeNeeded': exit_policy.ERROR,
+    'ClaimError': exit_policy.ERROR,
+    'InvalidClaimRequest': exit_policy.ERROR,
+    'ClaimRejected': exit_policy.ERROR,
+    'ClaimNotFound': exit_policy.ERROR,
 }
 
 
@@ -59,10 +60,10 @@ def test_every_error_class_has_its_decided_exit():
         'decide the exit of: '
         f'{sorted(set(classes) - set(POLICY))}; gone: '
         f'{sorted(set(POLICY) - set(classes))}')
-    got = {name: service.disposition(cls) for name, cls in classes.items()}
+    got = {name: exit_policy.disposition(cls) for name, cls in classes.items()}
     assert got == POLICY
 
 
 def test_exit_statuses():
-    assert (service.EXIT_OK, service.EXIT_ERROR, service.EXIT_FATAL) == (
-        0, 1, 78)
+    assert (exit_policy.EXIT_OK, exit_policy.EXIT_ERROR,
+            exit_policy.EXIT_FATAL) == (0, 1, 78)
