@@ -6,6 +6,7 @@ adopts it); ``coexistence`` keeps out what another service reports;
 ``claims_check`` keeps the claims true to Placement's allocations after
 each sync; ``status`` is the operator's view of the tree; ``systemd`` the
 sd_notify messages; ``service`` the oslo.service daemon, with
-``watchers`` (its event sources, started within a bound) and
-``claims_server`` (the claims RPC server's life); ``factory`` builds them.
+``watchers`` (its event sources, started within a bound),
+``claims_server`` (the claims RPC server's life) and ``exit_policy``
+(what ends it, what is waited out); ``factory`` builds them.
 """
