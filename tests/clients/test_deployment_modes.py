@@ -458,6 +458,43 @@ def test_standalone_started_first_refuses_once_nova_compute_runs(
     assert_beside_tree(cloud, node['node_uuid'])
 
 
+def test_standalone_root_handed_to_nova_compute_before_its_first_start(
+        agent, server, cloud):
+    """What doc/deployment-modes.md tells the operator of a standalone
+    host that nova-compute has not started on yet: beside_nova_compute,
+    and the root's uuid in nova's compute_id before nova-compute's first
+    start.  nova-compute takes the root as its compute node, the agent's
+    devices stay under it, and neither writes after."""
+    configure(agent, server, cloud, 'standalone')
+    once(agent)
+    before = cloud.providers()
+    root = before[HOST]
+    path = cloud.nova_compute_id_path(HOST)
+    os.makedirs(os.path.dirname(path))
+    with open(path, 'w') as f:
+        f.write(root['uuid'] + '\n')
+    configure(agent, server, cloud)
+
+    node = nova(cloud)
+    once(agent)
+
+    assert node['periodics'] == [{'ok': True}]
+    assert node['node_uuid'] == root['uuid']
+    providers = cloud.providers()
+    # nova-compute's inventory and traits on the root now; it keeps the
+    # traits it found there, the agent's owner trait among them (beside
+    # nova-compute the agent writes nothing on the root).
+    assert providers[HOST]['inventory'] == NOVA_ROOT
+    assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2',
+            'CUSTOM_OWNER_NODE_AGENT'} <= providers[HOST]['traits']
+    for name in GPUS | {FPGA, PF_PHYSNET1}:
+        assert providers[name]['uuid'] == before[name]['uuid']
+        assert providers[name]['root'] == root['uuid']
+    for n in (0, 1):
+        assert providers[f'{HOST}_numa_{n}']['inventory'] == {}
+    alternate(agent, server, cloud, rounds=1)
+
+
 # -- nova-compute's other reporters: PCI in Placement, vGPU --------------
 
 FPGA_ADDRESS = '0000:86:00.0'
