@@ -24,8 +24,10 @@ import re
 import subprocess
 from xml.etree import ElementTree
 
+import libvirt
 import pytest
 
+from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -236,10 +238,6 @@ def recorded_libvirt_host(name, local_gb=400):
     from its libvirt test XML, the model's features as libvirt's CPU map
     expands them (the real libvirt, in this virtualenv), its memory and
     every node device."""
-    import libvirt
-
-    from tests.fixtures import hosts
-
     path = os.path.join(hosts.host_dir(name), 'libvirt.xml')
     node = ElementTree.parse(path).getroot()
     cpu = node.find('cpu')
