@@ -25,7 +25,9 @@ other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
 0. on a provider of the previous release, to that provider's successor
    (:func:`node_agent.identity.successor_id`) when it has the class: the
    same amounts, one provider for another, so a migration keeps every
-   allocation where it was, up to the uuid;
+   allocation where it was, up to the uuid; likewise on a provider that is
+   gone, to its parent when that has the class now (vGPU VFs pooled into
+   their GPU's provider: each unit stays on its card);
 1. where its resources really are, when the consumer is a libvirt domain of
    the snapshot (same uuid), as the drivers know their devices
    (:meth:`~node_agent.drivers.base.Driver.affinity`): a vGPU to the device
@@ -102,9 +104,10 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
                      successors=None, drivers=()):
     """Move the allocations of ``moves`` in ``allocations`` in place.
 
-    ``successors``: ``{legacy provider uuid: its successor's uuid}`` (rule
-    0 of the module doc).  ``drivers``: the drivers that built ``after``,
-    which say where a guest's resources are (rule 1).
+    ``successors``: ``{provider uuid: its successor's uuid}`` (rule 0 of
+    the module doc, :func:`node_agent.drivers.compose.successors`).
+    ``drivers``: the drivers that built ``after``, which say where a
+    guest's resources are (rule 1).
     """
     moving = {(m.provider_uuid, m.resource_class): m.new_class
               for m in moves}
@@ -134,7 +137,7 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
 
 
 def _follow_successors(moving, successors, after, allocations):
-    """Move amounts on legacy providers to their successors as they are;
+    """Move amounts on providers with a successor to it as they are;
     returns the ``moving`` pairs left for the other rules."""
     followed = {}
     for (uuid, rc), new_rc in moving.items():

@@ -620,7 +620,7 @@ class ResourceTracker:
         if rebuild:
             self.claims.rebuild(domains, allocations, tree=tree,
                                 snapshot=pending.snapshot)
-        self.claims.reconcile(allocations, tree)
+        self.claims.reconcile(allocations, tree, pending.snapshot)
         self.report_client.record_allocations(read, self.clock())
         if full:
             self._full_period = self._draw_full_period()
