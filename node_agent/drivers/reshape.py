@@ -33,7 +33,8 @@ other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
    (:meth:`~node_agent.drivers.base.Driver.affinity`): a vGPU to the device
    that holds its mdev, CPU and memory to the NUMA node(s) its guest is
    pinned to, passthrough classes to the device it holds;
-2. else to the provider it was on, if that still has the class (a rename);
+2. else to the provider it was on, if that still has the class (a rename),
+   else to one right under it (a card's pooled units back on its VFs);
 3. else to the first destination by provider name where everything the
    consumer moves in one family (say VCPU and MEMORY_MB to NUMA nodes)
    fits together, else class by class, splitting an amount across
@@ -184,7 +185,8 @@ def _place(consumer, needs, sources, prefs, dest):
     for rc in sorted(remaining):
         families[tuple(dest.providers(rc))].append(rc)
     for candidates, classes in families.items():
-        order = _ordered(candidates, prefs.providers, sources, classes)
+        order = _ordered(candidates, prefs.providers, sources, classes,
+                         dest)
         for uuid in order:
             if all(dest.fits(uuid, rc, remaining[rc]) for rc in classes):
                 for rc in classes:
@@ -194,7 +196,8 @@ def _place(consumer, needs, sources, prefs, dest):
     # 3. What is left, class by class, split across destinations.
     for rc in sorted(remaining):
         amount = remaining[rc]
-        order = _ordered(dest.providers(rc), prefs.providers, sources, [rc])
+        order = _ordered(dest.providers(rc), prefs.providers, sources, [rc],
+                         dest)
         for uuid in order:
             chunk = dest.largest_chunk(uuid, rc, amount)
             if chunk:
@@ -213,14 +216,18 @@ def _place(consumer, needs, sources, prefs, dest):
     return placed
 
 
-def _ordered(candidates, preferred, sources, classes):
+def _ordered(candidates, preferred, sources, classes, dest):
     """Candidates in order: affinity, then the consumer's own provider
-    (a rename in place), then by name (``candidates`` come sorted so)."""
+    (a rename in place), then those right under it, then by name
+    (``candidates`` come sorted so)."""
     first = [u for u in preferred if u in candidates]
-    own = sorted({u for rc in classes for u in sources.get(rc, ())
-                  if u in candidates and u not in first})
-    rest = [u for u in candidates if u not in first and u not in own]
-    return first + own + rest
+    origin = {u for rc in classes for u in sources.get(rc, ())}
+    own = sorted(u for u in origin if u in candidates and u not in first)
+    under = [u for u in candidates if u not in first and u not in own
+             and dest.parent(u) in origin]
+    rest = [u for u in candidates
+            if u not in first and u not in own and u not in under]
+    return first + own + under + rest
 
 
 def _rewrite(record, moving, placed, after):
@@ -263,6 +270,9 @@ class _Destinations:
 
     def providers(self, rc):
         return self._by_class.get(rc, [])
+
+    def parent(self, uuid):
+        return self._providers[uuid].parent_uuid
 
     def name(self, uuid):
         return self._providers[uuid].name

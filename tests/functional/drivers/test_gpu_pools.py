@@ -237,3 +237,32 @@ def test_per_vf_to_pooled_is_one_reshape_and_claims_follow(
     finally:
         restarted.close()
     assert restarted.writes() == []
+
+
+def test_pooled_back_to_per_vf_keeps_each_unit_on_its_card(
+        conf, placement_adapter):
+    """Both cards' types as VGPU, pooled, then per VF again: the reshape
+    puts each consumer's units on VFs of the card it had them on (by name
+    the A10's VFs would come first)."""
+    adapter = placement_adapter
+    g.host4_agent(conf, adapter, {('gpu', 'vf_providers'): 'pooled'})
+    g.mdev(conf, 'nvidia-1155', mdev_class='VGPU')
+    agent = c.Agent(conf, adapter, hosts.discover('host4'))
+    agent.sync()
+    assert g.inventory(adapter, L40S) == {'VGPU': (4, 0)}
+    for consumer, card, amount in ((C1, L40S, 1), (C2, A10, 2)):
+        tc.put_allocations(adapter, consumer,
+                           {g.uuid(card): {'VGPU': amount}})
+
+    conf.set_override('vf_providers', 'per_vf', 'gpu')
+    agent.sync()
+
+    assert agent.reshapes == 1
+    held = {k: tc.get_allocations(adapter, k)['allocations']
+            for k in (C1, C2)}
+    assert {k: {rp: a['resources'] for rp, a in v.items()}
+            for k, v in held.items()} == {
+        C1: {g.uuid(L40S_VFS[0]): {'VGPU': 1}},
+        C2: {g.uuid(A10_VFS[0]): {'VGPU': 1},
+             g.uuid(A10_VFS[1]): {'VGPU': 1}}}
+    assert g.inventory(adapter, A10) == {}
