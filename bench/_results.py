@@ -24,12 +24,15 @@ END = '<!-- end of generated figures -->'
 
 
 def commit():
-    """``<sha>``, with ``+ local changes`` when the work tree differs."""
+    """``<sha>``, with ``+ local changes`` when the work tree differs
+    (RESULTS.md itself aside: ``results`` rewrites it section by
+    section)."""
     def git(*args):
         return subprocess.run(['git', *args], cwd=REPO, capture_output=True,
                               text=True).stdout.strip()
     sha = git('rev-parse', '--short=12', 'HEAD') or 'unknown'
-    dirty = git('status', '--porcelain', '--untracked-files=no')
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--',
+                '.', ':!' + os.path.relpath(RESULTS, REPO))
     return sha + (' + local changes' if dirty else '')
 
 
