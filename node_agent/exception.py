@@ -24,7 +24,9 @@
      |                                    option): waited out
      +-- PlacementError                   anything Placement said (or not)
      |    +-- PlacementUnavailable        unreachable / 5xx / timeout after
-     |    |                               retries: transient, waited out
+     |    |    |                          retries: transient, waited out
+     |    |    +-- IdentityUnavailable    the same of Keystone, signing in or
+     |    |                               renewing the token (names auth_url)
      |    +-- PlacementCredentialsError   no credentials, or refused (401,
      |    |                               403): fatal at startup
      |    +-- PlacementAPIError           unexpected 4xx (status, code, detail)
@@ -209,9 +211,26 @@ class PlacementUnavailable(PlacementError):
     form for the status line (the request and what came back).
     """
 
+    # What is awaited, for the status line and the log.
+    service = 'Placement'
+
     def __init__(self, message, reason=None):
         self.reason = reason or message
         super().__init__(message)
+
+
+class IdentityUnavailable(PlacementUnavailable):
+    """The identity service (Keystone at ``[placement] auth_url``) did not
+    answer while the agent signed in or renewed its token.
+
+    Waited out as Placement itself is, but named: the operator looks at
+    Keystone, not at Placement.
+    """
+
+    def __init__(self, auth_url, message, reason=None):
+        self.auth_url = auth_url
+        self.service = f'Keystone at {auth_url}'
+        super().__init__(message, reason)
 
 
 class PlacementCredentialsError(PlacementError):

@@ -5,7 +5,8 @@
 # Placement over SQLite in ./.state, this machine's /sys, NVML if present),
 # then print the provider tree it built.  libvirt is the libvirtd of this
 # machine (qemu:///system) when one answers, else libvirt's test driver,
-# with this machine's CPU architecture; the script says which.
+# with this machine's CPU (architecture, model and vendor); the script and
+# the agent's log say which.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +26,8 @@ libvirt.openReadOnly(sys.argv[1]).close()" "$LIBVIRTD" 2>/dev/null; then
     ARGS+=(--config-file .state/quickstart-libvirtd.conf)
 else
     echo "libvirt: no libvirtd answers at $LIBVIRTD; using libvirt's test" \
-        "driver (test:///default) with this machine's CPU architecture"
+        "driver (test:///default) with this machine's CPU architecture" \
+        "and model"
 fi
 echo "running the agent once (embedded Placement in ./.state)"
 .venv/bin/node-agent "${ARGS[@]}" --once

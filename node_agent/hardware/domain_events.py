@@ -1,14 +1,19 @@
-"""libvirt domain lifecycle events: a guest stopped or went away.
+"""libvirt domain lifecycle events: a guest came, stopped or went away.
 
-That is the moment a guest's resources are likely freed elsewhere too (a
-forced delete of an instance), which the caller may have no other way to
-notice: the tracker reads every allocation on its providers at the next
-audit (``ResourceTracker.request_full_read``).
+A guest stopped or undefined is the moment its resources are likely freed
+elsewhere too (a forced delete of an instance), which the caller may have
+no other way to notice: the tracker reads every allocation on its
+providers at the next audit (``ResourceTracker.request_full_read``).
 
-:func:`is_gone` is the pure decision.  :class:`DomainEventWatcher` is the
-thin shell: libvirt's default event loop on a daemon thread
-(``virEventRegisterDefaultImpl`` once per process, then
-``virEventRunDefaultImpl`` in a loop) and a read-only connection of its
+A guest defined or started brings devices (hostdevs, mdevs, VFs) and
+confirms its consumer's pending claim: the caller's ``arrived(uuid)``
+audits at once instead of at the next periodic audit, so the claims see
+the new guest within one event.
+
+:func:`is_gone` and :func:`is_arrived` are the pure decisions.
+:class:`DomainEventWatcher` is the thin shell: libvirt's default event
+loop on a daemon thread (``virEventRegisterDefaultImpl`` once per process,
+then ``virEventRunDefaultImpl`` in a loop) and a read-only connection of its
 own with a ``VIR_DOMAIN_EVENT_ID_LIFECYCLE`` callback.  The connection is
 its own because libvirt delivers events only on connections opened after
 the loop was registered.  The test driver (``test:///default``) delivers
@@ -33,9 +38,12 @@ from node_agent.hardware import libvirt_host
 LOG = logging.getLogger(__name__)
 
 # virDomainEventType values (libvirt.VIR_DOMAIN_EVENT_*): stable ABI.
+EVENT_DEFINED = 0
 EVENT_UNDEFINED = 1
+EVENT_STARTED = 2
 EVENT_STOPPED = 5
 GONE = frozenset({EVENT_UNDEFINED, EVENT_STOPPED})
+ARRIVED = frozenset({EVENT_DEFINED, EVENT_STARTED})
 
 RECONNECT_INITIAL = 0.5     # seconds
 RECONNECT_MAX = 30.0
@@ -47,6 +55,11 @@ _loop_started = False
 def is_gone(event):
     """Does a lifecycle ``event`` mean the guest no longer runs here?"""
     return event in GONE
+
+
+def is_arrived(event):
+    """Does a lifecycle ``event`` bring a guest (and its devices) here?"""
+    return event in ARRIVED
 
 
 def _run_loop(libvirt):
@@ -70,13 +83,15 @@ def _ensure_event_loop(libvirt):
 
 
 class DomainEventWatcher:
-    """Calls ``callback(domain_uuid)`` when a domain stops or goes, and
-    ``callback(None)`` after a reconnection (events may have been
-    missed)."""
+    """Calls ``callback(domain_uuid)`` when a domain stops or goes,
+    ``callback(None)`` after a reconnection (events may have been missed)
+    and ``arrived(domain_uuid)``, when given, when one is defined or
+    started."""
 
-    def __init__(self, uri, callback):
+    def __init__(self, uri, callback, arrived=None):
         self.uri = uri
         self.callback = callback
+        self.arrived = arrived
         self._conn = None
         self._callback_id = None
         self._lock = threading.Lock()
@@ -157,14 +172,22 @@ class DomainEventWatcher:
             LOG.exception('domain event callback failed')
 
     def _event(self, conn, domain, event, detail, opaque):
-        if not is_gone(event):
+        if is_gone(event):
+            uuid = domain.UUIDString()
+            LOG.info('libvirt domain %s %s: allocations are read in full '
+                     'at the next audit', uuid,
+                     'undefined' if event == EVENT_UNDEFINED else 'stopped')
+            callback = self.callback
+        elif is_arrived(event) and self.arrived is not None:
+            uuid = domain.UUIDString()
+            LOG.info('libvirt domain %s %s: auditing now, to see its '
+                     'devices', uuid,
+                     'defined' if event == EVENT_DEFINED else 'started')
+            callback = self.arrived
+        else:
             return
-        uuid = domain.UUIDString()
-        LOG.info('libvirt domain %s %s: allocations are read in full at '
-                 'the next audit', uuid,
-                 'undefined' if event == EVENT_UNDEFINED else 'stopped')
         try:
-            self.callback(uuid)
+            callback(uuid)
         except Exception:  # noqa: BLE001 - never break libvirt's loop
             LOG.exception('domain event callback failed')
 

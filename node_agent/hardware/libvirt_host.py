@@ -25,9 +25,11 @@ driver's capabilities carry no CPU model; there the model from
 it.
 
 libvirt's built-in test host (``test:///default``, the quick start's) is
-invented whole, its CPU an ``i686``: there the architecture is this
-machine's (``platform.machine()``), so the root gets the right
-``COMPUTE_ARCH_*`` trait, and the log says so once.
+invented whole, its CPU an ``i686`` with no model: there the CPU is this
+machine's, the architecture from ``platform.machine()`` (so the root gets
+the right ``COMPUTE_ARCH_*`` trait) and the model and vendor from
+``/proc/cpuinfo`` (:mod:`~node_agent.hardware.cpuinfo`; the path is a
+parameter), and the log says so once, naming both sources.
 """
 
 import dataclasses
@@ -41,6 +43,7 @@ import tenacity
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.hardware import cpuinfo as cpuinfo_mod
 from node_agent.hardware import cpulist
 from node_agent.hardware import snapshot
 from node_agent.hardware import traits
@@ -128,10 +131,13 @@ def connection_hint(uri, message):
 class LibvirtHost:
     """A reconnecting reader of one libvirt connection."""
 
-    def __init__(self, uri, storage_pool=None, timeout=None):
+    def __init__(self, uri, storage_pool=None, timeout=None,
+                 cpuinfo=cpuinfo_mod.CPUINFO):
         self.uri = uri
         self.storage_pool = storage_pool
         self.timeout = timeout
+        self.cpuinfo = cpuinfo
+        self._said_invented = False
         self._conn = None
         self._stuck = None              # the worker of a call that hung
 
@@ -231,14 +237,15 @@ class LibvirtHost:
 
     def _host_info(self, conn):
         cpu = parse_capabilities_cpu(conn.getCapabilities())
-        if self.uri == INVENTED_HOST:
-            cpu['arch'] = self._machine_arch(cpu['arch'])
         info = conn.getInfo()
-        if cpu['model'] is None:
-            cpu['model'] = _known_model(conn, cpu['arch'], info[0])
         features = set(cpu['features'])
-        if cpu['model']:
-            features |= _expand_features(conn, cpu)
+        if self.uri == INVENTED_HOST:
+            cpu.update(self._this_machine(cpu['arch']))
+        else:
+            if cpu['model'] is None:
+                cpu['model'] = _known_model(conn, cpu['arch'], info[0])
+            if cpu['model']:
+                features |= _expand_features(conn, cpu)
         return snapshot.HostInfo(
             hostname=conn.getHostname(),
             cpu_arch=cpu['arch'],
@@ -252,16 +259,21 @@ class LibvirtHost:
             memory_mb=int(info[1]),
         )
 
-    def _machine_arch(self, invented):
-        arch = platform.machine() or None
-        if not getattr(self, '_said_invented', False):
+    def _this_machine(self, invented):
+        """arch, model and vendor of this machine's CPU, for the test
+        driver's invented host (said once)."""
+        cpu = {'arch': platform.machine() or None,
+               **cpuinfo_mod.read(self.cpuinfo)}
+        if not self._said_invented:
             self._said_invented = True
-            LOG.info('libvirt at %s is the test driver\'s invented host '
-                     '(CPU %s): using this machine\'s architecture, %s; '
+            LOG.info('libvirt at %s is the test driver, its host invented '
+                     '(CPU %s): using this machine\'s architecture, %s '
+                     '(platform.machine()), and CPU model %s, vendor %s (%s); '
                      'point [libvirt] connection_uri at libvirtd '
                      '(qemu:///system) for the real host', self.uri,
-                     invented, arch)
-        return arch
+                     invented, cpu['arch'], cpu['model'] or '-',
+                     cpu['vendor'] or '-', self.cpuinfo)
+        return cpu
 
     def _node_devices(self, conn):
         libvirt = _libvirt()

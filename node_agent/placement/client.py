@@ -187,12 +187,32 @@ class ReportClient:
         except ks_exc.ClientException as e:
             self._metrics.placement_request(
                 method, metrics_mod.STATUS_ERROR, time.monotonic() - start)
-            raise errors.transport_error(method, path, e) from e
+            raise errors.transport_error(
+                method, path, e, identity=self._identity_down(e)) from e
         self._metrics.placement_request(method, resp.status_code,
                                         time.monotonic() - start)
         if errors.is_generation_conflict(resp):
             self._metrics.placement_conflict()
         return resp
+
+    def _identity_down(self, error):
+        """The auth URL when ``error`` was the identity service's, not
+        Placement's: the auth plugin is asked for a token again, which
+        with a valid token cached sends nothing, so only a sign-in or a
+        renewal that fails again fails here."""
+        auth = getattr(self._adapter, 'auth', None)
+        auth_url = getattr(auth, 'auth_url', None)
+        if not auth_url or not isinstance(
+                error, (ks_exc.ConnectionError, ks_exc.DiscoveryFailure,
+                        ks_exc.HttpError)):
+            return None
+        try:
+            self._adapter.get_token()
+        except (ks_exc.Unauthorized, ks_exc.Forbidden):
+            return None
+        except ks_exc.ClientException:
+            return auth_url
+        return None
 
     def _get(self, path, microversion, provider=None):
         resp = self._request('GET', path, microversion)

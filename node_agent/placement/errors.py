@@ -11,6 +11,8 @@ Transient or permanent is decided here, once::
 
     5xx, timeout, connection error  PlacementUnavailable       wait, retry
       (POST /reshaper included)
+    the same of the identity        IdentityUnavailable        wait, retry
+      service (sign-in, renewal)
     no auth plugin configured       PlacementCredentialsError  exit 78
     401, 403                        PlacementCredentialsError  exit 78
     409 concurrent_update           GenerationConflict /       re-read,
@@ -131,14 +133,16 @@ def check_reshape(response, providers=(), consumers=()):
                                   consumers=consumers, status=status)
 
 
-def transport_error(method, path, error):
+def transport_error(method, path, error, identity=None):
     """A keystoneauth1 exception as the agent exception it stands for.
 
     No auth plugin (``[placement] auth_type`` unset) and credentials the
     identity service refused are permanent; anything else (connection
     refused or reset, timeout, endpoint discovery) is transient.  Only the
     exception's class and message are kept; keystoneauth1 messages name
-    the endpoint, never the token or password.
+    the endpoint, never the token or password.  ``identity``: the auth URL
+    when the identity service, not Placement, failed to answer (the caller
+    tells, :meth:`ReportClient._identity_down`).
     """
     name = type(error).__name__
     if isinstance(error, ks_exc.MissingAuthPlugin):
@@ -154,6 +158,11 @@ def transport_error(method, path, error):
         return exception.PlacementCredentialsError(
             f'the identity service refused the [placement] credentials: '
             f'{name}: {error}; check {SIGN_IN_OPTIONS}')
+    if identity:
+        return exception.IdentityUnavailable(
+            identity, f'{method} {path}: no token: the identity service at '
+            f'{identity} is unreachable ([placement] auth_url): {name}: '
+            f'{error}', reason=f'{name} ([placement] auth_url)')
     return exception.PlacementUnavailable(
         f'{method} {path}: Placement unreachable after retries: '
         f'{name}: {error}', reason=f'{method} {path}: {name}')

@@ -28,7 +28,7 @@ Threads and signals::
                    client's cached Placement state, audit now.  A udev
                    event (debounced by the monitor): audit now.  A libvirt
                    domain stopped or undefined: read every allocation at
-                   the next audit.
+                   the next audit; one defined or started: audit now.
     claims-rpc     starts the claims RPC server (oslo.messaging, only with
                    [DEFAULT] transport_url), which then serves claims from
                    its own threads against the tracker's last synced tree
@@ -72,6 +72,7 @@ agent (the unit's
 """
 
 import contextlib
+import functools
 import logging as std_logging
 import random
 import signal
@@ -277,8 +278,11 @@ class AgentService(service.Service):
             self.conf.hardware.scan_timeout, '[hardware] scan_timeout')
 
     def _start_domain_events(self):
+        make = self.make_domain_events
+        if make is not None:
+            make = functools.partial(make, arrived=self._domain_arrived)
         self.domain_events = self._start_watcher(
-            self.make_domain_events, self._domain_gone,
+            make, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
             'full read every [claims] full_reconcile_interval',
             self.conf.libvirt.scan_timeout, '[libvirt] scan_timeout')
@@ -390,6 +394,10 @@ class AgentService(service.Service):
 
     def _domain_gone(self, domain_uuid):
         self.tracker.request_full_read()
+
+    def _domain_arrived(self, domain_uuid):
+        # A new guest's devices and claim: seen now, not at the next audit.
+        self.early_audit()
 
     def _splay(self):
         """Wait a random time within ``[audit] startup_splay`` seconds."""
@@ -521,8 +529,10 @@ class AgentService(service.Service):
         exc = retry_state.outcome.exception()
         sleep = retry_state.next_action.sleep
         if isinstance(exc, exception.PlacementUnavailable):
-            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
-            what = 'Placement'
+            # Placement, or Keystone at [placement] auth_url.
+            self.notifier.set_status(
+                f'waiting for {exc.service}: {exc.reason}')
+            what = exc.service
         elif isinstance(exc, exception.ComputeNodeMissing):
             self.notifier.set_status(exc.status)
             what = 'nova-compute'
@@ -637,13 +647,14 @@ class AgentService(service.Service):
             LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
             result = metrics_mod.AUDIT_UNAVAILABLE
-            self._problem('audit', f'waiting for Placement: {exc.reason}')
-            self.notifier.set_status(f'waiting for Placement: {exc.reason}')
+            waiting = f'waiting for {exc.service}: {exc.reason}'
+            self._problem('audit', waiting)
+            self.notifier.set_status(waiting)
             # Once when the wait starts, once when it ends (below).
             since, failed = self._away or (time.monotonic(), 0)
             LOG.log(logging.DEBUG if failed else logging.WARNING,
-                    'audit: Placement is not reachable (%s); trying again '
-                    'with backoff', exc)
+                    'audit: %s is not reachable (%s); trying again with '
+                    'backoff', exc.service, exc)
             self._away = (since, failed + 1)
             return False
         except exception.ComputeNodeMissing as exc:

@@ -22,6 +22,7 @@ import time
 import pytest
 
 from keystoneauth1 import adapter as ks_adapter
+from node_agent import exception
 from tests.fixtures import keystone_server as ks
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
@@ -172,10 +173,17 @@ def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
     time.sleep(ks.TOKEN_FRESH + 1)          # the next audit must renew
     keystone.stop()
     try:
-        agent.wait_for('STATUS=waiting for Placement: ', timeout=BOUND)
-        wait_for_log(agent, 'audit: Placement is not reachable', timeout=BOUND)
+        # Keystone is named, at its URL, not Placement.
+        waiting = (f'waiting for Keystone at {keystone.auth_url}: '
+                   'ConnectFailure ([placement] auth_url)')
+        agent.wait_for('STATUS=' + waiting, timeout=BOUND)
+        wait_for_log(agent, f'audit: Keystone at {keystone.auth_url} is '
+                     'not reachable (', timeout=BOUND)
         time.sleep(3)
         assert agent.proc.poll() is None
+        assert not any(s.startswith('waiting for Placement')
+                       for s in statuses(agent)), statuses(agent)
+        assert statuses(agent)[-1] == waiting
     finally:
         keystone.start()
     since = len(agent.messages)
@@ -186,6 +194,44 @@ def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
         statuses(agent)
     assert agent.stop() == 0
     assert 'ConnectFailure' in agent.log_text()
+    assert refused(placement) == []
+
+
+def test_placement_down_behind_a_live_keystone_is_placements(
+        keystone, tmp_path):
+    """Signed in, Placement unreachable: the wait names Placement."""
+    from node_agent.placement import adapter as adapter_mod
+    from node_agent.placement import client
+    from tests.functional.placement import test_adapter as ta
+    options = dict(line.split(' = ', 1)
+                   for line in keystone.placement_conf_lines()[1:])
+    conf = ta.make_conf(tmp_path, endpoint_override=f'http://127.0.0.1:'
+                        f'{ta.free_port()}', **options, **ta.FAST_RETRIES)
+    rc = client.ReportClient(adapter_mod.get_adapter(conf))
+    with pytest.raises(exception.PlacementUnavailable) as err:
+        rc.get_provider_tree_and_ensure_root(ta.HOST)
+    assert type(err.value) is exception.PlacementUnavailable
+    assert err.value.service == 'Placement'
+    assert err.value.reason.endswith(': ConnectFailure'), err.value.reason
+
+
+def test_keystone_down_at_the_first_sign_in_is_waited_out(agent, keystone,
+                                                          placement):
+    configure(agent, keystone)
+    keystone.stop()
+    try:
+        agent.start()
+        agent.wait_for(f'STATUS=waiting for Keystone at {keystone.auth_url}'
+                       ': ', timeout=BOUND)
+        wait_for_log(agent, f'Keystone at {keystone.auth_url} is not '
+                     'reachable (', timeout=BOUND)
+        assert agent.proc.poll() is None
+    finally:
+        keystone.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    assert not any(s.startswith('waiting for Placement')
+                   for s in statuses(agent)), statuses(agent)
+    assert agent.stop() == 0
     assert refused(placement) == []
 
 

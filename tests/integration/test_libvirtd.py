@@ -176,19 +176,20 @@ def wait_until(predicate, timeout=BOUND):
         time.sleep(0.05)
 
 
-def agent_config(libvirtd):
+def agent_config(libvirtd, interval=1):
     """This machine's /sys, the private libvirtd, claims on, an audit
-    every second and the slow full read far away."""
+    every ``interval`` seconds and the slow full read far away."""
     return ['[libvirt]', f'connection_uri = {libvirtd.uri}',
             'scan_timeout = 10',
             '[hardware]', 'sysfs_root = /sys',
             '[devices]', 'enabled_mdev_types =',
-            '[audit]', 'interval = 1',
+            '[audit]', f'interval = {interval}',
             '[claims]', 'full_reconcile_interval = 3600']
 
 
-def configure(agent, server, libvirtd):
-    agent.configure(server.url, nested=False, extra=agent_config(libvirtd))
+def configure(agent, server, libvirtd, interval=1):
+    agent.configure(server.url, nested=False,
+                    extra=agent_config(libvirtd, interval))
 
 
 def stop(agent):
@@ -269,9 +270,10 @@ def test_gone_guest_releases_its_claim_at_the_next_audit(agent, server,
     assert 'Released' not in agent.log_text()
 
 
-def test_started_guest_confirms_its_pending_claim(agent, server, libvirtd,
-                                                  guests):
-    configure(agent, server, libvirtd)
+def test_started_guest_confirms_its_pending_claim_at_once(
+        agent, server, libvirtd, guests):
+    # The periodic audit is an hour away: only the event can tell.
+    configure(agent, server, libvirtd, interval=3600)
     assert agent.run_once().returncode == 0
     agent.start()
     agent.wait_for('READY=1', timeout=BOUND)
@@ -281,11 +283,17 @@ def test_started_guest_confirms_its_pending_claim(agent, server, libvirtd,
                             f'{svc.ROOT}:VCPU=1', f'{svc.ROOT}:MEMORY_MB=64')
     assert made.returncode == 0, made.stderr
     assert claims(agent) == {consumer: 'pending'}
+    since = len(server.requests())
     conn = libvirtd.connect()
     try:
         dom = conn.defineXML(lv.tiny_guest('booted', uuid=consumer))
         dom.create()
+        wait_for_log(agent, f'libvirt domain {consumer} started: auditing '
+                     'now', timeout=BOUND)
         wait_until(lambda: claims(agent) == {consumer: 'active'})
+        # An audit ran for the event (the periodic one is an hour away).
+        assert f'GET /resource_providers?in_tree={svc.ROOT}' in \
+            server.requests(since)
         dom.destroy()
         dom.undefine()
     finally:
@@ -398,11 +406,23 @@ def test_quickstart_on_the_real_libvirtd(tmp_path, libvirtd):
     assert 'WARNING' not in once.stderr + once.stdout
 
 
-def test_quickstart_on_the_test_driver_takes_this_machines_arch(tmp_path):
+def this_machines_cpu_model():
+    """The first ``model name`` in ``/proc/cpuinfo``, or None."""
+    with open('/proc/cpuinfo') as f:
+        found = re.search(r'^model name\s*: *(.+?)\s*$', f.read(), re.M)
+    return found.group(1) if found else None
+
+
+def test_quickstart_on_the_test_driver_takes_this_machines_cpu(tmp_path):
     once, show, tree = quickstart(tmp_path)
     machine = platform.machine()
+    model = this_machines_cpu_model()
     assert f'COMPUTE_ARCH_{machine.upper()}' in tree.stdout
-    assert re.search(rf'^cpu: +- {machine}$', show.stdout, re.M), \
-        show.stdout
+    assert re.search(rf'^cpu: +{re.escape(model or "-")} {machine}$',
+                     show.stdout, re.M), show.stdout
     assert 'i686' not in show.stdout
-    assert f"using this machine's architecture, {machine}" in once.stderr
+    assert (f"using this machine's architecture, {machine} "
+            f'(platform.machine()), and CPU model {model or "-"}, vendor '
+            in once.stderr), once.stderr
+    assert 'libvirt at test:///default is the test driver' in once.stderr
+    assert '(/proc/cpuinfo)' in once.stderr

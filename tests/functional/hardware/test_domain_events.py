@@ -49,3 +49,40 @@ def test_watcher_reports_a_stopped_then_undefined_domain():
     finally:
         rw.close()
         watcher.stop()
+
+
+def test_only_defined_and_started_mean_arrived():
+    assert domain_events.is_arrived(libvirt.VIR_DOMAIN_EVENT_DEFINED)
+    assert domain_events.is_arrived(libvirt.VIR_DOMAIN_EVENT_STARTED)
+    for event in (libvirt.VIR_DOMAIN_EVENT_UNDEFINED,
+                  libvirt.VIR_DOMAIN_EVENT_STOPPED,
+                  libvirt.VIR_DOMAIN_EVENT_SUSPENDED,
+                  libvirt.VIR_DOMAIN_EVENT_RESUMED):
+        assert not domain_events.is_arrived(event)
+
+
+def test_watcher_reports_a_defined_then_started_domain():
+    gone, arrived = [], []
+    seen = threading.Event()
+
+    def came(domain_uuid):
+        arrived.append(domain_uuid)
+        if len(arrived) == 2:
+            seen.set()
+
+    watcher = domain_events.DomainEventWatcher(URI, gone.append, came)
+    watcher.start()
+    rw = libvirt.open(URI)
+    try:
+        guest = str(uuid.uuid4())
+        dom = rw.defineXML(DOMAIN_XML.format(name=f'guest-{guest[:8]}',
+                                             uuid=guest))
+        dom.create()
+        assert seen.wait(10), arrived
+        assert arrived == [guest, guest]
+        assert gone == []
+        dom.destroy()
+        dom.undefine()
+    finally:
+        rw.close()
+        watcher.stop()

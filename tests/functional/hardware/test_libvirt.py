@@ -74,3 +74,38 @@ def test_state_path_not_made_yet_is_sized_by_its_filesystem(tmp_path):
     # The filesystem it will be made on; discovery creates nothing.
     assert hosts.discover('host3', conf=conf).host.disk_total_gb == existing
     assert not (tmp_path / 'var').exists()
+
+
+def test_invented_host_takes_this_machines_cpu(tmp_path, caplog):
+    """libvirt's built-in test host has an i686 CPU with no model: the
+    architecture comes from the machine, the model and vendor from its
+    cpuinfo, and the log names the test driver and both sources."""
+    import platform
+
+    from tests.unit.hardware.test_cpuinfo import CPUINFO_X86
+    cpuinfo = tmp_path / 'cpuinfo'
+    cpuinfo.write_text(CPUINFO_X86)
+    host = libvirt_host.LibvirtHost(libvirt_host.INVENTED_HOST,
+                                    cpuinfo=str(cpuinfo))
+    with caplog.at_level('INFO', logger='node_agent.hardware.libvirt_host'):
+        info = host.collect().host
+        host.collect()
+    host.close()
+    assert (info.cpu_arch, info.cpu_model, info.cpu_vendor) == (
+        platform.machine(), 'Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz',
+        'Intel')
+    said, = [r.getMessage() for r in caplog.records
+             if 'test driver' in r.getMessage()]
+    assert f"architecture, {platform.machine()} (platform.machine())" in said
+    assert (f'CPU model Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz, vendor '
+            f'Intel ({cpuinfo})') in said
+    assert 'i686' in said
+
+    # No cpuinfo: the model is unknown, the architecture still this
+    # machine's.
+    host = libvirt_host.LibvirtHost(libvirt_host.INVENTED_HOST,
+                                    cpuinfo=str(tmp_path / 'absent'))
+    info = host.collect().host
+    host.close()
+    assert (info.cpu_arch, info.cpu_model, info.cpu_vendor) == (
+        platform.machine(), None, None)

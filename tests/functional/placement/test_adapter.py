@@ -111,14 +111,17 @@ def test_unreachable_placement_is_a_typed_error_without_secrets(
 
 def test_unreachable_keystone_does_not_log_the_password(tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
-    conf = make_conf(tmp_path, auth_type='password',
-                     auth_url=f'http://127.0.0.1:{free_port()}/v3',
+    auth_url = f'http://127.0.0.1:{free_port()}/v3'
+    conf = make_conf(tmp_path, auth_type='password', auth_url=auth_url,
                      username='nova', password=SECRET_PASSWORD,
                      project_name='service', user_domain_name='Default',
                      project_domain_name='Default', **FAST_RETRIES)
     rc = client.ReportClient(adapter_mod.get_adapter(conf))
-    with pytest.raises(exception.PlacementUnavailable) as err:
+    with pytest.raises(exception.IdentityUnavailable) as err:
         rc.get_provider_tree_and_ensure_root(HOST)
+    # Keystone is named, not Placement.
+    assert err.value.service == f'Keystone at {auth_url}'
+    assert err.value.reason == 'ConnectFailure ([placement] auth_url)'
     assert SECRET_PASSWORD not in str(err.value)
     assert SECRET_PASSWORD not in caplog.text
 

@@ -27,8 +27,9 @@ class Notifier(systemd.Notifier):
 class Watcher:
     """Stands in for libvirt's event connection: the test fires events."""
 
-    def __init__(self, callback):
+    def __init__(self, callback, arrived=None):
         self.callback = callback
+        self.arrived = arrived
         self.started = self.stopped = False
 
     def start(self):
@@ -84,8 +85,8 @@ def test_no_splay_syncs_at_once(make_service):
 def test_a_domain_gone_requests_a_full_read(make_service):
     watchers = []
 
-    def make(callback):
-        watchers.append(Watcher(callback))
+    def make(callback, arrived):
+        watchers.append(Watcher(callback, arrived))
         return watchers[-1]
 
     agent, notifier, svc = make_service(splay=0, domain_events=make)
@@ -97,3 +98,26 @@ def test_a_domain_gone_requests_a_full_read(make_service):
     svc.stop()
     assert svc._done.wait(10)
     assert watchers[0].stopped
+
+
+def test_a_domain_arrived_audits_now(make_service):
+    """A guest defined or started: audited at once, not at the next
+    periodic audit (an hour away here)."""
+    watchers = []
+
+    def make(callback, arrived):
+        watchers.append(Watcher(callback, arrived))
+        return watchers[-1]
+
+    agent, notifier, svc = make_service(splay=0, domain_events=make)
+    wait_until(lambda: agent.tracker.last_good is not None)
+    agent.adapter.reset()
+    time.sleep(0.5)
+    assert agent.adapter.calls == []
+    watchers[0].arrived('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002')
+    # Nothing changed in Placement: the audit is its one read.
+    wait_until(lambda: agent.adapter.calls)
+    svc.stop()
+    assert svc._done.wait(10)
+    assert agent.adapter.summary() == {'GET /resource_providers': 1}
+    assert not agent.tracker._full_read_requested

@@ -117,6 +117,27 @@ def test_transport_errors(error, kind, words):
     assert words in str(err)
 
 
+def test_identity_service_unreachable_names_keystone_and_auth_url():
+    url = 'http://127.0.0.1:5000/v3'
+    err = errors.transport_error(
+        'GET', '/resource_providers', ks_exc.ConnectFailure(
+            f'Unable to establish connection to {url}/auth/tokens'),
+        identity=url)
+    assert type(err) is exception.IdentityUnavailable
+    assert isinstance(err, exception.PlacementUnavailable)
+    assert err.service == f'Keystone at {url}'
+    assert err.reason == 'ConnectFailure ([placement] auth_url)'
+    assert str(err) == (
+        f'GET /resource_providers: no token: the identity service at {url} '
+        'is unreachable ([placement] auth_url): ConnectFailure: Unable to '
+        f'establish connection to {url}/auth/tokens')
+    # Placement's own failure stays Placement's.
+    placement = errors.transport_error(
+        'GET', '/resource_providers', ks_exc.ConnectFailure('refused'))
+    assert type(placement) is exception.PlacementUnavailable
+    assert placement.service == 'Placement'
+
+
 def test_non_json_error_body():
     resp = requests.Response()
     resp.status_code = 400

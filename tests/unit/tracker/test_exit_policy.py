@@ -22,6 +22,7 @@ POLICY = {
     'StateTooNew': service.FATAL,
     # May pass by itself: retried with backoff, shown meanwhile.
     'PlacementUnavailable': service.WAIT,
+    'IdentityUnavailable': service.WAIT,   # Keystone down: as Placement
     'LibvirtConnectionError': service.WAIT,
     'SourceSilent': service.WAIT,
     'ComputeNodeMissing': service.WAIT,
