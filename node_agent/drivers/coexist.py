@@ -81,18 +81,28 @@ def reported_elsewhere(reported, current, owned):
 
     ``reported``: what the agent's drivers report (its root aside);
     ``current``: the tree in Placement; ``owned``: uuids the agent owns
-    there.
+    there.  One entry per provider of ours, naming the one that reports
+    that very device if any: nova's vGPU provider for one GPU shares VGPU
+    with the agent's for another, yet each GPU is reported by one
+    provider, the one of its name.
     """
     theirs = others(current, owned)
     result = []
     for ours in reported.providers():
         if ours.is_root:
             continue
-        for other in theirs:
-            why = why_same(ours, other)
-            if why is not None:
-                result.append((ours.name, other.name, why))
+        matches = [(why, other.name) for other in theirs
+                   if (why := why_same(ours, other)) is not None]
+        if matches:
+            why, name = min(matches, key=lambda m: _strength(m[0]))
+            result.append((ours.name, name, why))
     return sorted(result)
+
+
+def _strength(why):
+    """Sort key: the same name, then the same PCI device, then a class."""
+    return (0 if why == 'same name' else 1 if why.startswith('PCI device')
+            else 2, why)
 
 
 def leave_as_is(desired, current, name):

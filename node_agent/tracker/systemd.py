@@ -37,6 +37,10 @@ LOG = logging.getLogger(__name__)
 # extends the start by.
 START_TIMEOUT = 300
 EXTEND_EVERY = 10.0
+# How long one message may wait for room in the socket's queue: a manager
+# that reads nothing must not stop the agent's loop (the message is lost,
+# and said so).
+SEND_TIMEOUT = 2.0
 
 
 class Notifier:
@@ -88,8 +92,14 @@ class Notifier:
                 return False
             try:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                    sock.settimeout(SEND_TIMEOUT)
                     sock.connect(self.address)
                     sock.sendall(message.encode('utf-8'))
+            except TimeoutError:
+                LOG.warning('sd_notify to %r: no room in the socket for %ss; '
+                            '%s not sent', self.address, SEND_TIMEOUT,
+                            ', '.join(fields))
+                return False
             except OSError:
                 LOG.debug('sd_notify to %r failed', self.address,
                           exc_info=True)

@@ -459,7 +459,12 @@ class ResourceTracker:
             # device; a class both report may be another device of theirs.
             same = theirs == 'nova-compute' or why == 'same name' or \
                 why.startswith('PCI device')
-            if same and provider is not None and provider.uuid in owned:
+            # nova-compute adopts a provider of the name it needs (its
+            # vGPU one): deleting it then would pull it from under nova.
+            adopted = provider is not None and \
+                deployment.OWNER_NOVA in provider.traits
+            if same and provider is not None and provider.uuid in owned \
+                    and not adopted:
                 if any(in_use.get(provider.uuid, {}).values()):
                     kept.append(ours)
                     coexist.leave_as_is(desired, current, ours)

@@ -17,13 +17,17 @@ test asks several questions in one call.
     drive('nova_scheduler', {...}) -> {...}         (this module, .venv)
 """
 
+import functools
 import json
 import os
 import re
 import subprocess
+from xml.etree import ElementTree
 
+import libvirt
 import pytest
 
+from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -107,17 +111,25 @@ class Cloud:
         return os.path.join(self.workdir, name)
 
     def nova_compute(self, host, periodics=1, resources=None, options=(),
-                     pci_devices=()):
-        """nova-compute's start on ``host`` and its periodics;
-        ``pci_devices``: the host's, as nova's libvirt driver lists them
-        (:func:`pci_devices`)."""
-        return drive('nova_compute', {
+                     pci_devices=(), libvirt=None):
+        """nova-compute's start on ``host`` and its periodics.
+
+        With Nova's ``FakeDriver``: ``resources`` on the root, and
+        ``pci_devices`` the host's as nova's libvirt driver lists them
+        (:func:`pci_devices`).  With ``libvirt`` (a
+        :func:`recorded_libvirt_host`), Nova's own libvirt driver over
+        that host instead, as on a real hypervisor.
+        """
+        request = {
             'workdir': self._dir(f'nova-compute-{host}'),
             'placement_url': self.server.url, 'host': host,
             'periodics': periodics, 'options': list(options),
             'pci_devices': list(pci_devices),
             'resources': resources or {'vcpus': 32, 'memory_mb': 131072,
-                                       'local_gb': 400}})
+                                       'local_gb': 400}}
+        if libvirt:
+            request.update(virt='libvirt', libvirt=libvirt)
+        return drive('nova_compute', request)
 
     def nova_compute_id_path(self, host):
         return os.path.join(self._dir(f'nova-compute-{host}'), 'state',
@@ -217,3 +229,34 @@ def computes(host, node_uuid, nodename=None):
 
 def flavor_request(kind, **extra):
     return dict(FLAVORS[kind], name=kind, **extra)
+
+
+@functools.cache
+def recorded_libvirt_host(name, local_gb=400):
+    """Recorded host ``name`` as libvirt shows it, for nova-compute's
+    libvirt driver (``drivers/nova_libvirt.py``): CPU topology and model
+    from its libvirt test XML, the model's features as libvirt's CPU map
+    expands them (the real libvirt, in this virtualenv), its memory and
+    every node device."""
+    path = os.path.join(hosts.host_dir(name), 'libvirt.xml')
+    node = ElementTree.parse(path).getroot()
+    cpu = node.find('cpu')
+    model = cpu.findtext('model')
+    conn = libvirt.open(hosts.libvirt_uri(name))
+    try:
+        expanded = ElementTree.fromstring(conn.baselineCPU(
+            [f'<cpu><arch>x86_64</arch><model>{model}</model></cpu>'],
+            libvirt.VIR_CONNECT_BASELINE_CPU_EXPAND_FEATURES))
+    finally:
+        conn.close()
+    return {
+        'cpu': {tag: int(cpu.findtext(tag))
+                for tag in ('nodes', 'sockets', 'cores', 'threads')} | {
+            'model': model, 'vendor': expanded.findtext('vendor'),
+            'features': sorted(
+                f.get('name') for f in expanded.findall('feature')
+                if f.get('policy', 'require') == 'require')},
+        'memory_mb': int(node.findtext('memory')) // 1024,
+        'local_gb': local_gb,
+        'devices': [ElementTree.tostring(d, encoding='unicode')
+                    for d in node.findall('device')]}

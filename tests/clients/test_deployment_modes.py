@@ -1,10 +1,14 @@
 """The deployment modes beside Nova 34's own nova-compute and scheduler.
 
 nova-compute is its own ``ResourceTracker.update_available_resource``
-with Nova's ``FakeDriverWithoutFakeNodes`` (``drivers/nova_compute.py``),
-nova-scheduler its own ``select_destinations``; node-agent is the shipped
-``node-agent --once`` or daemon; all against one real Placement server
-whose request log counts every write of either side.
+with Nova's own libvirt driver (``LibvirtDriver``) over Nova's libvirt
+stand-in holding the recorded host (``drivers/nova_compute.py``,
+``drivers/nova_libvirt.py``): it reports VCPU, PCPU (``[compute]
+cpu_dedicated_set``), MEMORY_MB, DISK_GB and the CPU's traits on the root,
+and, asked to, its vGPU and PCI-in-Placement providers, as on a real
+hypervisor.  nova-scheduler is its own ``select_destinations``; node-agent
+is the shipped ``node-agent --once`` or daemon; all against one real
+Placement server whose request log counts every write of either side.
 
 The host is recorded host 1 (two NUMA nodes; T4 GPUs 0000:3b:00.0 and
 0000:af:00.0 with vGPU type nvidia-222; SR-IOV PFs ens1f0 and ens2f0 on
@@ -24,16 +28,21 @@ root, in either start order::
 nova-compute it refuses (exit 78) naming nova-compute, and writes nothing.
 """
 
+import contextlib
 import json
 import os
+import select
 import shutil
+import threading
+import time
 
 import pytest
 
 from tests.clients import harness
-from tests.conftest import FIXTURES
 from tests.functional.tracker import test_offline_cpus as offline_cpus
 from tests.fixtures import placement_server as ps
+from tests.fixtures import prometheus
+from tests.fixtures.hosts import make_hosts
 from tests.integration import test_agent_service as svc
 
 pytestmark = pytest.mark.integration
@@ -60,6 +69,11 @@ NEUTRON_SRIOV = {
     'resource_provider_bandwidths': 'ens2f0:5000000:5000000',
     'resource_provider_default_hypervisor': HOST,
 }
+# nova-compute's own CPU split, the same sets the agent is given.
+NOVA_CPUS = (('compute', 'cpu_dedicated_set', '8-15,24-31'),
+             ('compute', 'cpu_shared_set', '0-7,16-23'))
+# What Nova's libvirt driver reports on the root for recorded host 1.
+NOVA_ROOT = {'VCPU': 16, 'PCPU': 16, 'MEMORY_MB': 131072, 'DISK_GB': 400}
 ALL_KINDS = ('plain', 'boot_from_volume', 'vgpu', 'dedicated_cpu',
              'forbidden_trait', 'fpga', 'qos_port')
 
@@ -77,6 +91,14 @@ def agent(tmp_path):
     (tmp_path / 'node-agent').mkdir()
     yield a
     a.cleanup()
+
+
+def nova(cloud, *options):
+    """nova-compute's start on recorded host 1 (Nova's libvirt driver),
+    its CPU split and ``options`` in its nova.conf."""
+    return cloud.nova_compute(
+        HOST, options=NOVA_CPUS + options,
+        libvirt=harness.recorded_libvirt_host('host1'))
 
 
 def configure(agent, server, cloud, mode=None, extra=()):
@@ -128,14 +150,14 @@ def snapshot(cloud):
 
 # -- the shipped default: beside nova-compute ---------------------------
 
-def alternate_three_times(agent, server, cloud, nova=None):
-    """nova-compute's periodic and node-agent's audit, in turn: neither
-    writes, nova-compute's periodic never fails.  ``nova``: how
-    nova-compute runs, ``cloud.nova_compute(HOST)`` by default."""
+def alternate(agent, server, cloud, start_nova=None, rounds=3):
+    """nova-compute's periodic and node-agent's audit, in turn, ``rounds``
+    times: neither writes, nova-compute's periodic never fails.
+    ``start_nova``: how nova-compute runs, :func:`nova` by default."""
     before = snapshot(cloud)
     since = len(server.requests())
-    for _ in range(3):
-        node = nova() if nova else cloud.nova_compute(HOST)
+    for _ in range(rounds):
+        node = start_nova() if start_nova else nova(cloud)
         assert node['periodics'] == [{'ok': True}]
         once(agent)
     assert harness.writes(server.requests(since)) == []
@@ -146,11 +168,12 @@ def assert_beside_tree(cloud, node_uuid):
     providers = cloud.providers()
     root = providers[HOST]
     assert root['uuid'] == node_uuid
-    # nova-compute's root, untouched: FakeDriver's inventory only.
-    assert root['inventory'] == {'VCPU': 32, 'MEMORY_MB': 131072,
-                                 'DISK_GB': 400}
+    # nova-compute's root, untouched: its libvirt driver's inventory and
+    # traits only.
+    assert root['inventory'] == NOVA_ROOT
     assert 'CUSTOM_OWNER_NODE_AGENT' not in root['traits']
-    assert {'COMPUTE_NODE', 'OWNER_NOVA'} <= root['traits']
+    assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2'} <= \
+        root['traits']
     for name in GPUS | {FPGA, PF_PHYSNET1}:
         assert providers[name]['root'] == node_uuid
         assert 'CUSTOM_OWNER_NODE_AGENT' in providers[name]['traits']
@@ -159,32 +182,42 @@ def assert_beside_tree(cloud, node_uuid):
 
 
 def assert_every_kind_lands(cloud, node_uuid):
-    """Every flavor kind nova-compute's FakeDriver root can serve lands:
-    it reports no PCPU, so the dedicated-CPU flavor is nova's own concern
-    beside nova-compute (its libvirt driver reports PCPU on the root)."""
-    results = cloud.schedule(
-        harness.computes(HOST, node_uuid),
-        [r for r in kind_requests(cloud) if r['name'] != 'dedicated_cpu'])
+    """Every flavor kind lands, each class from the provider that must
+    give it: CPU, memory and disk from nova-compute's root, devices from
+    the agent's (or nova's vGPU providers).  The dedicated-CPU flavor
+    lands on PCPU; Nova also merges in its VCPU fallback query's
+    candidates (``[workarounds] disable_fallback_pcpu_query``), which
+    take VCPU from the same root."""
+    results = cloud.schedule(harness.computes(HOST, node_uuid),
+                             kind_requests(cloud))
     names = cloud.names()
-    assert [r['name'] for r in results] == [
-        k for k in ALL_KINDS if k != 'dedicated_cpu']
+    assert [r['name'] for r in results] == list(ALL_KINDS)
     for result in results:
         assert result['error'] is None, (result['name'], result['queries'])
         assert result['selected']['compute_node_uuid'] == node_uuid
         ours = result['host_candidates'][node_uuid]
         assert ours and all(node_uuid in c['allocations'] for c in ours)
         expected = expected_sources(result['name'], HOST)
+        chosen = harness.allocated_from(
+            result['selected']['allocation_request'], names)
+        assert_takes(result['name'], chosen, expected)
         for candidate in ours:
             got = harness.allocated_from(candidate, names)
-            assert set(got) == set(expected), (result['name'], got)
-            for rc, provider in got.items():
-                assert provider in expected[rc], (result['name'], rc)
+            if result['name'] == 'dedicated_cpu' and 'VCPU' in got:
+                got['PCPU'] = got.pop('VCPU')       # the fallback's
+            assert_takes(result['name'], got, expected)
+
+
+def assert_takes(kind, got, expected):
+    assert set(got) == set(expected), (kind, got)
+    for rc, provider in got.items():
+        assert provider in expected[rc], (kind, rc, provider)
 
 
 @pytest.mark.parametrize('mode', [None, 'whole_host'],
                          ids=['default', 'deprecated_whole_host'])
 def test_nova_compute_started_first(agent, server, cloud, mode):
-    node = cloud.nova_compute(HOST)
+    node = nova(cloud)
     assert node['periodics'] == [{'ok': True}]
     configure(agent, server, cloud, mode)
 
@@ -193,7 +226,7 @@ def test_nova_compute_started_first(agent, server, cloud, mode):
     assert_beside_tree(cloud, node['node_uuid'])
     deprecated = '[DEFAULT] deployment = whole_host is deprecated'
     assert (deprecated in agent.log_text()) == (mode == 'whole_host')
-    alternate_three_times(agent, server, cloud)
+    alternate(agent, server, cloud)
     assert_every_kind_lands(cloud, node['node_uuid'])
     assert done.returncode == 0
 
@@ -207,7 +240,7 @@ def test_agent_started_first_waits_for_nova_compute(agent, server, cloud):
         # Nothing created while it waits: no root nova-compute would
         # then fail on.
         assert cloud.providers() == {}
-        node = cloud.nova_compute(HOST)
+        node = nova(cloud)
         assert node['periodics'] == [{'ok': True}]
         agent.wait_for('READY=1', timeout=120)
     finally:
@@ -215,12 +248,12 @@ def test_agent_started_first_waits_for_nova_compute(agent, server, cloud):
     assert cloud.providers()[HOST]['uuid'] == node['node_uuid']
 
     assert_beside_tree(cloud, node['node_uuid'])
-    alternate_three_times(agent, server, cloud)
+    alternate(agent, server, cloud)
     assert_every_kind_lands(cloud, node['node_uuid'])
 
 
 def test_claim_then_once_writes_nothing(agent, server, cloud):
-    node = cloud.nova_compute(HOST)
+    node = nova(cloud)
     configure(agent, server, cloud)
     once(agent)
     claimed, = cloud.schedule(harness.computes(HOST, node['node_uuid']), [
@@ -231,7 +264,7 @@ def test_claim_then_once_writes_nothing(agent, server, cloud):
 
     once(agent)
     # nova-compute's periodic leaves the scheduler's claim alone too.
-    assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+    assert nova(cloud)['periodics'] == [{'ok': True}]
 
     assert harness.writes(server.requests(since)) == []
     assert snapshot(cloud) == before
@@ -239,7 +272,7 @@ def test_claim_then_once_writes_nothing(agent, server, cloud):
 
 def test_neutron_and_node_agent_coexist_through_restarts(
         agent, server, cloud):
-    node = cloud.nova_compute(HOST)
+    node = nova(cloud)
     configure(agent, server, cloud)
     assert cloud.neutron(HOST, sriov_nic=NEUTRON_SRIOV)['report']['synced']
     once(agent)
@@ -255,7 +288,7 @@ def test_neutron_and_node_agent_coexist_through_restarts(
         assert cloud.neutron(HOST, sriov_nic=NEUTRON_SRIOV)['report'][
             'synced']
         once(agent)
-        assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+        assert nova(cloud)['periodics'] == [{'ok': True}]
 
     after = snapshot(cloud)
     assert {n: after[n][0] for n in after} == {n: before[n][0]
@@ -273,7 +306,7 @@ def test_power_managed_cores_change_nothing(agent, server, cloud, tmp_path):
     writes, restarted while they are offline."""
     sysfs = tmp_path / 'sys'
     shutil.copytree(os.path.join(svc.HOST1, 'sys'), sysfs, symlinks=True)
-    node = cloud.nova_compute(HOST)
+    node = nova(cloud)
     configure(agent, server, cloud,
               extra=('[hardware]', f'sysfs_root = {sysfs}'))
     once(agent)
@@ -282,7 +315,7 @@ def test_power_managed_cores_change_nothing(agent, server, cloud, tmp_path):
     # cpu_dedicated_set = 8-15,24-31: half of each node's dedicated
     # cores go offline; every once below is a restart.
     offline_cpus.power_off(str(sysfs), offline_cpus.OFFLINE)
-    alternate_three_times(agent, server, cloud)
+    alternate(agent, server, cloud)
 
 
 # -- a mode that owns the root refuses to share it -------------------------
@@ -302,7 +335,7 @@ def refused(agent):
 
 def test_standalone_refuses_beside_nova_compute_started_first(
         agent, server, cloud):
-    node = cloud.nova_compute(HOST)
+    node = nova(cloud)
     configure(agent, server, cloud, 'standalone')
     before = snapshot(cloud)
     since = len(server.requests())
@@ -311,7 +344,7 @@ def test_standalone_refuses_beside_nova_compute_started_first(
         stderr = refused(agent)
         assert (f'compute node identity file {node["compute_id"]} exists '
                 f'(uuid {node["node_uuid"]})') in stderr
-        assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+        assert nova(cloud)['periodics'] == [{'ok': True}]
 
     # The agent never even read Placement: no write war, no write.
     assert agent.writes() == []
@@ -319,42 +352,168 @@ def test_standalone_refuses_beside_nova_compute_started_first(
     assert snapshot(cloud) == before
 
 
+@contextlib.contextmanager
+def draining(agent):
+    """Read the agent's notify socket meanwhile, as systemd does: its
+    queue is short (net.unix.max_dgram_qlen), and a full one blocks the
+    agent's next status."""
+    sock, done = agent.sock, threading.Event()
+
+    def read():
+        while not done.is_set():
+            try:
+                if select.select([sock], [], [], 0.2)[0]:
+                    agent.messages.append(sock.recv(4096).decode())
+            except (OSError, ValueError):      # closed by agent.stop()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        done.set()
+        reader.join()
+
+
 def test_standalone_started_first_refuses_once_nova_compute_runs(
         agent, server, cloud):
-    configure(agent, server, cloud, 'standalone')
-    once(agent)
-    # Standalone made the host's root: nova-compute cannot create its
-    # compute node under that name (the reason the default is beside).
-    node = cloud.nova_compute(HOST)
-    assert node['periodics'] == [{
-        'error': 'ResourceProviderCreationFailed: Failed to create resource '
-                 f'provider {HOST}'}]
-    before = snapshot(cloud)
+    """standalone made the host's root; then nova-compute starts: its
+    compute node cannot take the name (409 at every periodic, which is
+    the operator's choice of mode, not ours to mend), and the agent's
+    next audit sees nova's compute_id, refuses, naming nova-compute, and
+    writes nothing; restarted, it exits 78 saying the same."""
+    port = prometheus.free_port()
+    url = f'http://127.0.0.1:{port}/metrics'
+    configure(agent, server, cloud, 'standalone', extra=(
+        '[audit]', 'interval = 1', '[metrics]', 'enabled = true',
+        'listen_address = 127.0.0.1', f'port = {port}'))
+    agent.start()
+    try:
+        agent.wait_for('READY=1', timeout=120)
+        root_uuid = cloud.providers()[HOST]['uuid']
+        node = nova(cloud)
+        agent.wait_for('refusing to share root compute1 with nova-compute: '
+                       'set [DEFAULT] deployment = beside_nova_compute',
+                       timeout=60)
+        with draining(agent):
+            written = len(agent.writes())
+            before = snapshot(cloud)
+            audits = prometheus.get(url).total('node_agent_audits_total')
+            nova_again = nova(cloud)
+            # Two more audits at least, refused as well.
+            deadline = time.monotonic() + 30
+            while prometheus.get(url).total('node_agent_audits_total') < \
+                    audits + 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            scrape = prometheus.get(url)
+            assert len(agent.writes()) == written
+            stopped = agent.stop()
+    finally:
+        agent.close()
+    assert stopped == 0
+    assert scrape.total('node_agent_audits_total') >= audits + 2
+    assert scrape.value('node_agent_root_shared', evidence='compute_id',
+                        service='nova-compute') == 1
+    assert node['node_uuid'] != root_uuid
+    for run in (node, nova_again):
+        assert run['periodics'] == [{
+            'error': 'ResourceProviderCreationFailed: Failed to create '
+                     f'resource provider {HOST}'}]
+    assert (f'compute node identity file {node["compute_id"]} exists '
+            f'(uuid {node["node_uuid"]})') in agent.log_text()
+    assert snapshot(cloud) == before
+
     configure(agent, server, cloud, 'standalone')    # a fresh log
-
-    for _ in range(2):
-        refused(agent)
-        assert 'error' in cloud.nova_compute(HOST)['periodics'][0]
-
+    refused(agent)
     assert agent.writes() == []
     assert snapshot(cloud) == before
+
+    # What doc/deployment-modes.md tells the operator once nova-compute
+    # has started: beside_nova_compute refuses while the stale root is
+    # there, naming it, both uuids and nova's file ...
+    configure(agent, server, cloud)
+    stale = agent.run_once()
+    assert stale.returncode == 78, stale.stderr[-3000:]
+    assert (f'root provider {HOST} is {root_uuid} in Placement, but the '
+            f'compute node uuid in {node["compute_id"]} is '
+            f'{node["node_uuid"]}') in stale.stderr
+    # ... so the agent's providers go, children first; nova-compute's
+    # next periodic creates its root, and the agent hangs its devices
+    # under it.
+    tree = cloud.providers()
+    parents = {p['uuid']: p['parent'] for p in tree.values()}
+
+    def depth(rp_uuid):
+        return 0 if parents[rp_uuid] is None else 1 + depth(
+            parents[rp_uuid])
+
+    for name, provider in sorted(tree.items(),
+                                 key=lambda item: -depth(item[1]['uuid'])):
+        assert cloud.api.delete(
+            f'/resource_providers/{provider["uuid"]}',
+            microversion='1.14').status_code == 204, name
+    assert nova(cloud)['periodics'] == [{'ok': True}]
+    once(agent)
+    assert_beside_tree(cloud, node['node_uuid'])
+
+
+def test_standalone_root_handed_to_nova_compute_before_its_first_start(
+        agent, server, cloud):
+    """What doc/deployment-modes.md tells the operator of a standalone
+    host that nova-compute has not started on yet: beside_nova_compute,
+    and the root's uuid in nova's compute_id before nova-compute's first
+    start.  nova-compute takes the root as its compute node, the agent's
+    devices stay under it, and neither writes after."""
+    configure(agent, server, cloud, 'standalone')
+    once(agent)
+    before = cloud.providers()
+    root = before[HOST]
+    path = cloud.nova_compute_id_path(HOST)
+    os.makedirs(os.path.dirname(path))
+    with open(path, 'w') as f:
+        f.write(root['uuid'] + '\n')
+    configure(agent, server, cloud)
+
+    node = nova(cloud)
+    once(agent)
+
+    assert node['periodics'] == [{'ok': True}]
+    assert node['node_uuid'] == root['uuid']
+    providers = cloud.providers()
+    # nova-compute's inventory and traits on the root now; it keeps the
+    # traits it found there, the agent's owner trait among them (beside
+    # nova-compute the agent writes nothing on the root).
+    assert providers[HOST]['inventory'] == NOVA_ROOT
+    assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2',
+            'CUSTOM_OWNER_NODE_AGENT'} <= providers[HOST]['traits']
+    for name in GPUS | {FPGA, PF_PHYSNET1}:
+        assert providers[name]['uuid'] == before[name]['uuid']
+        assert providers[name]['root'] == root['uuid']
+    for n in (0, 1):
+        assert providers[f'{HOST}_numa_{n}']['inventory'] == {}
+    alternate(agent, server, cloud, rounds=1)
 
 
 # -- nova-compute's other reporters: PCI in Placement, vGPU --------------
 
-SYS = os.path.join(FIXTURES, 'hosts', 'host1', 'sys')
 FPGA_ADDRESS = '0000:86:00.0'
 NOVA_FPGA = f'{HOST}_{FPGA_ADDRESS}'       # pci_placement_translator's
 NOVA_PCI = (('pci', 'report_in_placement', 'true'),
             ('pci', 'device_spec', json.dumps({'address': FPGA_ADDRESS})))
+NOVA_VGPUS = (('devices', 'enabled_mdev_types', 'nvidia-222'),)
+# What the two T4s have: each offers GRID T4-1B (nvidia-222) up to its
+# maximum, one of them held by a guest's mdev, the rest creatable.
+T4_VGPUS = {t[0]: t[4] for t in make_hosts.GRID_T4}['nvidia-222']
+SKIPPED_GPUS = ('2 devices reported by another service, skipped: '
+                + ', '.join(sorted(GPUS)))
 
 
 def nova_with_pci(cloud):
-    """nova-compute reporting the FPGA in Placement (Nova 34's own PCI
-    tracker and translator), from the recorded host's device."""
-    return cloud.nova_compute(
-        HOST, options=NOVA_PCI,
-        pci_devices=harness.pci_devices(SYS, [FPGA_ADDRESS]))
+    """nova-compute reporting the FPGA in Placement: Nova 34's own PCI
+    tracker and translator, the device from its libvirt driver's view of
+    the recorded host."""
+    return nova(cloud, *NOVA_PCI)
 
 
 def configure_beside_nova(agent, server, cloud):
@@ -384,13 +543,13 @@ def test_nova_pci_in_placement_started_first(agent, server, cloud):
     assert fpga_providers(cloud) == [NOVA_FPGA]
     assert (f'{FPGA} is reported by {NOVA_FPGA} (PCI device '
             f'{FPGA_ADDRESS}): not reported') in agent.log_text()
-    alternate_three_times(agent, server, cloud, lambda: nova_with_pci(cloud))
+    alternate(agent, server, cloud, lambda: nova_with_pci(cloud))
     assert fpga_providers(cloud) == [NOVA_FPGA]
 
 
 def test_nova_pci_in_placement_enabled_after_the_agent(agent, server, cloud):
     # nova-compute without PCI in Placement: the agent reports the FPGA.
-    node = cloud.nova_compute(HOST)
+    node = nova(cloud)
     configure_beside_nova(agent, server, cloud)
     once(agent)
     assert fpga_providers(cloud) == [FPGA]
@@ -404,30 +563,76 @@ def test_nova_pci_in_placement_enabled_after_the_agent(agent, server, cloud):
     assert f'{FPGA} is reported by ' in agent.log_text()
     assert 'withdrawn' in agent.log_text()
 
-    alternate_three_times(agent, server, cloud, lambda: nova_with_pci(cloud))
+    alternate(agent, server, cloud, lambda: nova_with_pci(cloud))
     assert cloud.providers()[HOST]['uuid'] == node['node_uuid']
 
 
-def test_nova_vgpus_enabled_the_agent_leaves_the_gpus_to_nova(
-        agent, server, cloud):
-    """nova-compute's vGPU provider for a GPU takes the very name the
-    agent would give it: the agent reads nova's [devices]
-    enabled_mdev_types and never creates it, so nova-compute's periodic
-    cannot fail on it, whichever starts first."""
-    vgpus = (('devices', 'enabled_mdev_types', 'nvidia-222'),)
-    node = cloud.nova_compute(HOST, options=vgpus)
+def assert_vgpus_are_novas(cloud, node_uuid):
+    """One VGPU inventory per GPU, nova-compute's, in its tree: the tree
+    offers exactly the vGPUs the hardware has."""
+    providers = cloud.providers()
+    vgpus = {name: p['inventory']['VGPU'] for name, p in providers.items()
+             if 'VGPU' in p['inventory']}
+    assert vgpus == {gpu: T4_VGPUS for gpu in GPUS}
+    assert sum(vgpus.values()) == len(GPUS) * T4_VGPUS
+    for gpu in GPUS:
+        assert providers[gpu]['root'] == node_uuid
+        assert 'OWNER_NOVA' in providers[gpu]['traits']
+    return providers
+
+
+def test_nova_vgpus_started_first(agent, server, cloud):
+    """Nova's libvirt driver makes its vGPU providers, named as the agent
+    would name the GPUs; the agent reads nova's [devices]
+    enabled_mdev_types, leaves the GPUs to nova and says so."""
+    node = nova(cloud, *NOVA_VGPUS)
+    assert node['periodics'] == [{'ok': True}]
+    made = assert_vgpus_are_novas(cloud, node['node_uuid'])
+    for gpu in GPUS:
+        # Nova's own: under its root, its owner trait alone.
+        assert made[gpu]['parent'] == node['node_uuid']
+        assert made[gpu]['traits'] == {'OWNER_NOVA'}
     configure_beside_nova(agent, server, cloud)
 
-    once(agent)
+    done = once(agent)
 
-    names = set(cloud.providers())
-    assert not GPUS & names
+    assert_vgpus_are_novas(cloud, node['node_uuid'])
     for gpu in sorted(GPUS):
-        assert (f'{gpu} is reported by nova-compute (nova-compute reports '
-                'its vGPUs: [devices] enabled_mdev_types = nvidia-222 in '
-                f'{cloud.nova_config_path(HOST)}): not reported') in \
+        assert f'{gpu} is reported by {gpu} (same name): not reported' in \
             agent.log_text()
-    assert FPGA in names
-    alternate_three_times(agent, server, cloud,
-                          lambda: cloud.nova_compute(HOST, options=vgpus))
-    assert cloud.providers()[HOST]['uuid'] == node['node_uuid']
+    assert SKIPPED_GPUS in done.stdout
+    assert FPGA in cloud.providers()
+    alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS))
+    assert_vgpus_are_novas(cloud, node['node_uuid'])
+    assert_every_kind_lands(cloud, node['node_uuid'])
+
+
+def test_nova_vgpus_enabled_after_the_agent(agent, server, cloud):
+    """The other order: the agent reported the GPUs (VGPU under the names
+    nova's libvirt driver uses), then nova-compute is configured to report
+    them.  nova-compute adopts the providers of those names (its periodic
+    adds OWNER_NOVA and writes the same VGPU totals); the agent then leaves
+    them to it, never deleting one from under nova-compute."""
+    node = nova(cloud)
+    configure_beside_nova(agent, server, cloud)
+    once(agent)
+    agents = cloud.providers()
+    for gpu in GPUS:
+        assert 'CUSTOM_OWNER_NODE_AGENT' in agents[gpu]['traits']
+        assert agents[gpu]['inventory'] == {'VGPU': T4_VGPUS}
+
+    restarted = nova(cloud, *NOVA_VGPUS)
+    done = once(agent)
+
+    assert restarted['periodics'] == [{'ok': True}]
+    adopted = assert_vgpus_are_novas(cloud, node['node_uuid'])
+    assert {gpu: adopted[gpu]['uuid'] for gpu in GPUS} == {
+        gpu: agents[gpu]['uuid'] for gpu in GPUS}
+    assert SKIPPED_GPUS in done.stdout
+    for gpu in sorted(GPUS):
+        assert f'{gpu} is reported by {gpu} (same name): left as it is' in \
+            agent.log_text()
+    # One round shows it: a write war writes in every round.
+    alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS),
+              rounds=1)
+    assert_vgpus_are_novas(cloud, node['node_uuid'])

@@ -7,7 +7,8 @@ Run with ``.client-venv/bin/python``; JSON request on stdin::
      "pci_devices": [{"address": "0000:86:00.0", "vendor_id": "8086",
                       "product_id": "09c4", "dev_type": "type-PCI",
                       ...}, ...],
-     "periodics": 1, "options": [[section, option, value], ...]}
+     "periodics": 1, "options": [[section, option, value], ...],
+     "virt": "libvirt", "libvirt": {...}}
 
 ``pci_devices`` are the host's PCI devices as nova's libvirt driver
 describes them (``LibvirtDriver._get_pci_passthrough_devices``: the
@@ -17,10 +18,22 @@ and ``nova.compute.pci_placement_translator`` report them in Placement
 as Nova 34 does.
 
 What one start of nova-compute does towards Placement, in Nova's order,
-with Nova's own ``ResourceTracker`` and
-``nova.virt.fake.FakeDriverWithoutFakeNodes`` (Nova's own minimal driver,
-``FakeDriver``: VCPU, MEMORY_MB, DISK_GB on the root, "that behaves like
-a real single-node driver": one node, its uuid nova's compute_id):
+with Nova's own ``ResourceTracker`` and a virt driver:
+
+- by default ``nova.virt.fake.FakeDriverWithoutFakeNodes`` (Nova's own
+  minimal driver, ``FakeDriver``: VCPU, MEMORY_MB, DISK_GB from
+  ``resources`` on the root, "that behaves like a real single-node
+  driver": one node, its uuid nova's compute_id);
+- with ``"virt": "libvirt"``, Nova's own
+  ``nova.virt.libvirt.driver.LibvirtDriver``, as on a real hypervisor,
+  over Nova's libvirt stand-in holding the recorded host ``libvirt``
+  describes (``nova_libvirt.py``): VCPU and PCPU from ``[compute]
+  cpu_shared_set``/``cpu_dedicated_set``, the CPU's traits, vGPU
+  providers with ``[devices] enabled_mdev_types`` and PCI devices from
+  the host's node devices (``pci_devices`` is then unused).
+
+(``ComputeManager.init_host`` first registers the dynamic options the
+drivers read: ``[neutron_physnet_*]``, ``[mdev_*]``.)
 
 ``periodics`` times ``ResourceTracker.update_available_resource`` (the
 first one with ``startup=True``, as ``ComputeManager.init_host`` runs
@@ -52,9 +65,11 @@ one still runs.
 
 import json
 import os
+import traceback
 from unittest import mock
 
 import nova_env
+import nova_libvirt
 
 
 class CellDatabase:
@@ -63,21 +78,32 @@ class CellDatabase:
     def __init__(self, workdir):
         self.path = os.path.join(workdir, 'cell_db.json')
 
-    def get_by_uuid(self, context, node_uuid, *args, **kwargs):
-        from nova import exception
-        from nova import objects
+    def _record(self):
         try:
             with open(self.path) as f:
-                record = json.load(f)
+                return json.load(f)
         except FileNotFoundError:
-            record = None
-        if record is None or record['uuid'] != node_uuid:
-            raise exception.ComputeHostNotFound(host=node_uuid)
+            return None
+
+    def _node(self, context, record, key, value):
+        from nova import exception
+        from nova import objects
+        if record is None or record[key] != value:
+            raise exception.ComputeHostNotFound(host=value)
         return objects.ComputeNode(
             context, id=1, uuid=record['uuid'], host=record['host'],
             hypervisor_hostname=record['hypervisor_hostname'],
             service_id=1, deleted=False, deleted_at=None,
             numa_topology=None, mapped=1)
+
+    def get_by_uuid(self, context, node_uuid, *args, **kwargs):
+        return self._node(context, self._record(), 'uuid', node_uuid)
+
+    def get_by_nodename(self, context, nodename):
+        """The libvirt driver's PCPU check reads it (no NUMA topology
+        recorded: no pinned guests to move to PCPU)."""
+        return self._node(context, self._record(), 'hypervisor_hostname',
+                          nodename)
 
     def create(self, node):
         node.id = 1
@@ -100,18 +126,28 @@ def main():
     from nova.virt import fake
     from nova.virt import node
 
-    class RecordedHostDriver(fake.FakeDriverWithoutFakeNodes):
-        """Nova's single-node fake driver, with the host's PCI devices."""
+    # What ComputeManager.init_host registers before the driver starts.
+    import nova.conf
+    nova.conf.neutron.register_dynamic_opts(conf)
+    nova.conf.devices.register_dynamic_opts(conf)
+    if request.get('virt') == 'libvirt':
+        nova_libvirt.start(request['libvirt'], conf.host)
+        from nova.virt.libvirt import driver as libvirt_driver
+        driver = libvirt_driver.LibvirtDriver(fake.FakeVirtAPI(), False)
+    else:
+        class RecordedHostDriver(fake.FakeDriverWithoutFakeNodes):
+            """Nova's single-node fake driver, with the host's PCI
+            devices."""
 
-        def get_available_resource(self, nodename):
-            resources = super().get_available_resource(nodename)
-            resources['pci_passthrough_devices'] = json.dumps(
-                request.get('pci_devices', []))
-            return resources
+            def get_available_resource(self, nodename):
+                resources = super().get_available_resource(nodename)
+                resources['pci_passthrough_devices'] = json.dumps(
+                    request.get('pci_devices', []))
+                return resources
 
-    driver = RecordedHostDriver(virtapi=None)
-    for name, value in request['resources'].items():
-        setattr(driver, name, value)
+        driver = RecordedHostDriver(virtapi=None)
+        for name, value in request['resources'].items():
+            setattr(driver, name, value)
     driver.init_host(conf.host)
     nodename, = driver.get_available_nodes()
     tracker = resource_tracker.ResourceTracker(
@@ -129,6 +165,8 @@ def main():
                            return_value=enabled), \
             mock.patch.object(objects.ComputeNode, 'get_by_uuid',
                               side_effect=cells.get_by_uuid), \
+            mock.patch.object(objects.ComputeNode, 'get_by_nodename',
+                              side_effect=cells.get_by_nodename), \
             mock.patch.object(objects.ComputeNode, 'create', autospec=True,
                               side_effect=cells.create), \
             mock.patch.object(objects.ComputeNode, 'save'), \
@@ -150,6 +188,7 @@ def main():
                                                   startup=n == 0)
                 periodics.append({'ok': True})
             except Exception as exc:  # nova-compute logs and goes on
+                traceback.print_exc()
                 periodics.append({'error': f'{type(exc).__name__}: {exc}'})
     node_uuid = node.get_local_node_uuid()
     nova_env.answer({

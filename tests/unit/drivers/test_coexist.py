@@ -176,3 +176,19 @@ def test_reported_by_nova_names_the_agents_providers():
     assert coexist.reported_by_nova(
         reported, {'0000:86:00.0': 'why'}) == [
         ('compute1_pci_0000_86_00_0', 'nova-compute', 'why')]
+
+
+def test_each_device_once_by_its_own_provider():
+    """nova's vGPU providers for two GPUs: each of the agent's GPUs is
+    reported by the one of its name, not also by the other GPU's VGPU."""
+    reported, current, owned = trees()
+    twin = pn.child(reported, 'cn1_gpu_0000:af:00.0',
+                    reported.roots[0].uuid)
+    twin.inventory = {'VGPU': {'total': 16}}
+    for name in ('cn1_gpu_0000:3b:00.0', 'cn1_gpu_0000:af:00.0'):
+        nova = pn.child(current, name, current.roots[0].uuid)
+        nova.inventory = {'VGPU': {'total': 16}}
+        nova.traits = {'OWNER_NOVA'}
+    assert coexist.reported_elsewhere(reported, current, owned) == [
+        ('cn1_gpu_0000:3b:00.0', 'cn1_gpu_0000:3b:00.0', 'same name'),
+        ('cn1_gpu_0000:af:00.0', 'cn1_gpu_0000:af:00.0', 'same name')]

@@ -2,6 +2,7 @@
 
 import os
 import socket
+import threading
 
 import pytest
 
@@ -154,3 +155,27 @@ def test_watchdog_off_in_config_never_pings(notify_socket):
     assert _recv(sock) == ['READY=1']
     assert not notifier.watchdog()
     assert not notifier.progress()
+
+
+def test_a_manager_that_reads_nothing_never_blocks_the_agent(
+        notify_socket, monkeypatch, caplog):
+    path, sock = notify_socket
+    monkeypatch.setattr(systemd, 'SEND_TIMEOUT', 0.05)
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
+    sent = []
+
+    def flood():
+        # The socket's queue holds net.unix.max_dgram_qlen messages.
+        for n in range(500):
+            sent.append(notifier.set_status(f'line {n}'))
+            if sent[-1] is False:
+                return
+
+    worker = threading.Thread(target=flood, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert sent[-1] is False and all(sent[:-1]) and len(sent) > 1
+    assert 'no room in the socket for 0.05s; STATUS not sent' in caplog.text
+    _recv(sock)                         # room again: the next one goes
+    assert notifier.set_status('after') is True
