@@ -5,7 +5,9 @@ up to the line :data:`END`) and leaves every other section, and any text a
 person wrote after the marker, as it is.  The stamp says what produced the
 figures: the commit (``+ local changes`` when the work tree differs), the
 exact command and the machine, with its load, since timings on a shared
-machine mean little without it.
+machine mean little without it; what the load average cannot say (other
+people's jobs starting and stopping during the run) goes in
+``$BENCH_MACHINE_NOTE``, appended to the machine line.
 
 ``python bench/run.py results`` runs every benchmark at its results size
 and rewrites every section (:data:`bench.run.RESULTS_RUNS`).
@@ -22,21 +24,26 @@ END = '<!-- end of generated figures -->'
 
 
 def commit():
-    """``<sha>``, with ``+ local changes`` when the work tree differs."""
+    """``<sha>``, with ``+ local changes`` when the work tree differs
+    (RESULTS.md itself aside: ``results`` rewrites it section by
+    section)."""
     def git(*args):
         return subprocess.run(['git', *args], cwd=REPO, capture_output=True,
                               text=True).stdout.strip()
     sha = git('rev-parse', '--short=12', 'HEAD') or 'unknown'
-    dirty = git('status', '--porcelain', '--untracked-files=no')
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--',
+                '.', ':!' + os.path.relpath(RESULTS, REPO))
     return sha + (' + local changes' if dirty else '')
 
 
 def machine(extra=''):
     mem = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30
     load = ', '.join(f'{x:.1f}' for x in os.getloadavg())
+    note = os.environ.get('BENCH_MACHINE_NOTE', '').strip()
     return (f'{platform.system()} {platform.release()} {platform.machine()}, '
             f'nproc={os.cpu_count()}, {mem:.0f} GiB memory, Python '
-            f'{platform.python_version()}{extra}, load average {load}')
+            f'{platform.python_version()}{extra}, load average {load}'
+            + (f'; {note}' if note else ''))
 
 
 def command(name, argv):

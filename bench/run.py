@@ -29,11 +29,14 @@ sys.path.insert(0, os.path.dirname(BENCH))
 RESULTS_RUNS = (
     ('bench-discovery', ['--runs', '200']),
     ('scan-memory', ['--cpulist', '0-20000000', '0-2000000000']),
-    ('report-client', []),
+    ('report-client', ['--consumers', '40', '400', '--repeat', '1',
+                       '--tree', 'reference', '--server-processes', '1',
+                       '2']),
     ('reshaper-cost', ['--consumers', '40', '400', '--runs', '3']),
     ('fleet', ['--hosts', '250', '--guests', '5', '--rounds', '3',
                '--processes', '4', '--server-processes', '4']),
-    ('scheduler-cost', ['--hosts', '100', '1000']),
+    ('scheduler-cost', ['--hosts', '100', '1000', '--repetitions', '5',
+                        '--writers', '12']),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
 )
 

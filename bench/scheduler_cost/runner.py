@@ -15,10 +15,11 @@ cost it, for the same hardware in three shapes
   root (CPU and memory on the root, as nova-compute reports them);
 - *nova*: the tree Nova 34 and Neutron themselves write for it (one
   provider per vGPU VF, PCI in Placement, Neutron's bandwidth providers);
-- *pooled*: node-agent's tree with each GPU's identical VFs pooled into
-  the GPU provider;
+- *pooled*: node-agent's tree with ``[gpu] vf_providers = pooled``: each
+  GPU's identical VFs pooled into the GPU provider;
 - *standalone*: node-agent's tree in the ``standalone`` mode (CPU and
-  memory on the NUMA providers), for schedulers other than Nova's.
+  memory on the NUMA providers, VFs pooled: ``vf_providers = auto``), for
+  schedulers other than Nova's.
 
 A fleet of N hosts, the four kinds of :mod:`bench.scheduler_cost.hosts` in
 turn (generated at run time), is written into a fresh database per shape
@@ -81,6 +82,13 @@ def host_name(i):
     return f'sc-{i:04d}'
 
 
+# The configurations each host is built in: (deployment, [gpu]
+# vf_providers).  Nova's tree is made from the per-VF standalone one.
+CONFS = {'node-agent': (BESIDE, 'auto'), 'pooled': (BESIDE, 'pooled'),
+         'standalone': ('standalone', 'auto'),
+         'per-vf': ('standalone', 'per_vf')}
+
+
 class Kinds:
     """Per host kind: its snapshot and configuration in each mode; the
     rows of each shape per host."""
@@ -88,23 +96,22 @@ class Kinds:
     def __init__(self, workdir):
         self.kinds = []
         for kind, (root, uri) in kinds_mod.kinds(workdir).items():
-            confs = {mode: trees.conf_for(kind, root, uri,
-                                          kinds_mod.options(kind), mode)
-                     for mode in (BESIDE, 'standalone')}
+            confs = {name: trees.conf_for(
+                         kind, root, uri, kinds_mod.options(kind)
+                         + [('gpu', 'vf_providers', vfs)], mode)
+                     for name, (mode, vfs) in CONFS.items()}
             self.kinds.append(
-                (kind, confs, trees.snapshot(kind, confs[BESIDE])))
+                (kind, confs, trees.snapshot(kind, confs['node-agent'])))
 
     def rows(self, shape, i):
         kind, confs, snap = self.kinds[i % len(self.kinds)]
-        standalone = trees.ours(confs['standalone'], snap, host_name(i))
-        if shape == 'standalone':
-            return trees.as_rows(standalone)
+        per_vf = trees.ours(confs['per-vf'], snap, host_name(i))
         if shape == 'nova':
-            return trees.nova(standalone, snap)
-        tree = trees.ours(confs[BESIDE], snap, host_name(i))
-        if shape == 'pooled':
-            return trees.pooled(tree, standalone, snap)
-        return trees.beside_nova(tree, standalone, snap)
+            return trees.nova(per_vf, snap)
+        tree = trees.ours(confs[shape], snap, host_name(i))
+        if shape == 'standalone':
+            return trees.as_rows(tree)
+        return trees.beside_nova(tree, per_vf, snap)
 
 
 class Writer:

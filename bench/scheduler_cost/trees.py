@@ -1,4 +1,4 @@
-"""The three trees of one host: node-agent's, Nova 34's, and pooled.
+"""The trees of one host: node-agent's (per VF or pooled) and Nova 34's.
 
 *node-agent's*: the tree its drivers build from the host's snapshot
 (discovery over the generated sysfs and libvirt test XML), as its tracker
@@ -34,9 +34,9 @@ counts them for ports) nor for MIG devices given to guests as such (MIG
 reaches Nova only as MIG-backed vGPU types): those inventories have no
 counterpart in Nova's tree.
 
-*pooled*: node-agent's tree with the identical vGPU VFs of each GPU (one
-unit of the same class, the same traits) pooled into the GPU provider,
-the count as its inventory: the shape this benchmark weighs.
+*pooled*: node-agent's tree built with ``[gpu] vf_providers = pooled``
+(:mod:`node_agent.drivers.gpu`): the identical vGPU VFs of each GPU (the
+same type, so the same class and traits) counted on the GPU provider.
 """
 
 import uuid as uuidlib
@@ -147,11 +147,12 @@ def nova(tree, snap):
 
 
 def beside_nova(tree, standalone, snap):
-    """node-agent's default tree as Placement holds it: nova-compute's
-    root, with what nova-compute reports on it (CPU, memory, disk and the
-    CPU traits: the root of :func:`nova`, made from the ``standalone``
-    tree's NUMA inventories), and the agent's children from ``tree``, the
-    ``beside_nova_compute`` tree (list of provider dicts, parents first)."""
+    """node-agent's tree beside nova-compute as Placement holds it:
+    nova-compute's root, with what nova-compute reports on it (CPU,
+    memory, disk and the CPU traits: the root of :func:`nova`, made from
+    the per-VF ``standalone`` tree's NUMA inventories), and the agent's
+    children from ``tree``, a ``beside_nova_compute`` tree (list of
+    provider dicts, parents first)."""
     nova_root = nova(standalone, snap)[0]
     return _with_root(as_rows(tree), nova_root)
 
@@ -161,40 +162,6 @@ def _with_root(rows, nova_root):
                 traits=sorted(set(nova_root['traits'])
                               | set(rows[0]['traits'])))
     return [root] + rows[1:]
-
-
-def pooled(tree, standalone=None, snap=None):
-    """node-agent's tree with each GPU's identical one-unit VF children
-    pooled into the GPU (list of provider dicts, parents first); with
-    ``standalone`` and ``snap``, under nova-compute's root as in
-    :func:`beside_nova`."""
-    pooled_into = {}
-    for p in _rows(tree):
-        kids = [tree.get(c) for c in tree.children(p.uuid)]
-        if identity.kind_of(p, tree) != identity.PCI or not kids:
-            continue
-        shapes = {(tuple(sorted(k.inventory)), frozenset(k.traits))
-                  for k in kids}
-        units = {rec['total'] for k in kids for rec in k.inventory.values()}
-        (classes, _), = shapes if len(shapes) == 1 else ((((), ()),))
-        if len(classes) == 1 and units == {1} and not any(
-                tree.children(k.uuid) for k in kids):
-            pooled_into[p.uuid] = (classes[0], len(kids))
-            for k in kids:
-                pooled_into[k.uuid] = None
-    rows = []
-    for p in _rows(tree):
-        if pooled_into.get(p.uuid, ()) is None:
-            continue
-        inventory = dict(p.inventory)
-        if p.uuid in pooled_into:
-            rc, count = pooled_into[p.uuid]
-            inventory[rc] = ptree.normalize_inventory({'total': count})
-        rows.append(_row(p.name, p.parent_uuid, inventory, p.traits,
-                         uuid=p.uuid))
-    if standalone is not None:
-        return _with_root(rows, nova(standalone, snap)[0])
-    return rows
 
 
 def as_rows(tree):

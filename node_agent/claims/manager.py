@@ -6,7 +6,8 @@
     if mgr.needs_rebuild:        # new file (whoever made it), or a corrupt
                                  # one moved aside, not rebuilt since
         mgr.rebuild(domains, allocations, tree=tree, snapshot=snapshot)
-    mgr.reconcile(allocations, tree)     # at startup, after sync/reshape
+    mgr.reconcile(allocations, tree, snapshot)  # at startup, after a
+                                                # sync or reshape
     c = mgr.claim(consumer, {rp: {"resources": {...}}}, tree=tree,
                   snapshot=snapshot)
     mgr.confirm(c.id); mgr.release(c.id)
@@ -282,16 +283,25 @@ class ClaimManager:
                  text.plural(len(allocations or {}), 'consumer'))
         return created
 
-    def reconcile(self, allocations, tree):
+    def reconcile(self, allocations, tree, snapshot=None):
         """Make claims' resources equal Placement's on this host's providers.
 
         Returns ``{"updated": [claims], "released": [claims]}``.  A claim
         whose consumer has no allocation here any more is released.  A
         consumer with several claims (instance and resize target) has
         Placement's amounts shared out by resource class in claim order,
-        each claim taking back at most what it held of that class.
+        each claim taking back at most what it held of that class.  A
+        claim's devices follow its amounts (:func:`_move_devices`); the
+        drivers of ``snapshot`` say which device's provider holds each
+        (:meth:`~node_agent.drivers.base.Driver.device_holder`).
         """
         providers = tree.uuids()
+        drivers = self._drivers(snapshot)
+
+        def holder(device):
+            return next(filter(None, (d.device_holder(device)
+                                      for d in drivers)), None)
+
         truth = {c.lower(): model.resources_from_allocations(
                      _allocations_of(r), providers)
                  for c, r in (allocations or {}).items()}
@@ -316,7 +326,8 @@ class ClaimManager:
                         txn.delete(claim.id)
                         released.append(claim)
                         continue
-                    devices = _move_devices(claim.devices, resources, tree)
+                    devices = _move_devices(claim.devices, resources, tree,
+                                            holder)
                     updated.append(txn.update(_replace(
                         claim, resources=resources, devices=devices,
                         updated_at=stamp)))
@@ -413,13 +424,15 @@ def _share_out(claims, target):
     return shares
 
 
-def _move_devices(devices, resources, tree):
+def _move_devices(devices, resources, tree, holder=None):
     """Keep each device on the provider that now holds its class.
 
     A device stays where it was if that provider still holds its class;
-    otherwise it follows to the provider named after its parent device, or
-    to the only provider holding the class.  A device that cannot be
-    placed, or is one too many for the amount, is dropped.
+    otherwise it follows to the provider named after its parent device,
+    its own address or the device ``holder(device)`` names (a VF pooled
+    into its GPU's provider), or to the only provider holding the class.
+    A device that cannot be placed, or is one too many for the amount, is
+    dropped.
     """
     kept = []
     count = {}
@@ -430,9 +443,11 @@ def _move_devices(devices, resources, tree):
         if device.provider in holders:
             target = device.provider
         else:
+            names = {device.parent, device.address,
+                     holder(device) if holder else None} - {None}
             named = [rp for rp in holders
                      if (fit.device_of_provider(tree, rp) or
-                         (None, None))[1] == device.parent]
+                         (None, None))[1] in names]
             generic = [rp for rp in holders
                        if fit.device_of_provider(tree, rp) is None]
             if named:

@@ -53,6 +53,33 @@ opts = [
                      'Passthrough GPUs always get their own provider. '
                      'Changing it with '
                      'allocations present is a reshape, done at startup.'),
+    cfg.StrOpt('vf_providers',
+               default='auto',
+               choices=[
+                   ('auto', 'per_vf beside nova-compute, pooled in '
+                            'standalone'),
+                   ('per_vf', 'one provider per vGPU VF, a child of its '
+                              'GPU\'s provider'),
+                   ('pooled', 'the identical vGPU VFs of a GPU counted '
+                              'on the GPU\'s provider'),
+               ],
+               help='How the vGPU VFs of an SR-IOV GPU (Ampere and later) '
+                    'are reported. "per_vf": one provider per VF, named '
+                    'after the VF, which nova-compute\'s libvirt driver '
+                    'needs when it creates the mdev itself: it finds the '
+                    'VF by stripping "<root name>_" off the name of the '
+                    'provider the allocation names. "pooled": the VFs of '
+                    'one GPU that offer the same vGPU type are one '
+                    'inventory on the GPU\'s provider (the count of VFs '
+                    'offering it), and a claim picks a free VF of the '
+                    'GPU; a GPU whose VFs offer different types keeps '
+                    'one provider per VF. Every scheduling request pays '
+                    'for each provider (doc/scheduler-cost.md: pooled '
+                    'answers a vGPU request in a fraction of the time). '
+                    '"auto": per_vf with [DEFAULT] deployment = '
+                    'beside_nova_compute, pooled with standalone. '
+                    'Changing the shape with allocations present is a '
+                    'reshape, done at startup.'),
     cfg.ListOpt('health_ignored_xids',
                 item_type=types.Integer(min=0, max=(1 << 32) - 1),
                 default=list(APPLICATION_XIDS),

@@ -118,6 +118,13 @@ class Driver:
         cannot be had."""
         return None
 
+    def device_holder(self, device):
+        """The PCI address of the device whose provider holds claimed
+        ``device``'s unit now (a :class:`node_agent.claims.model.Device`
+        of this driver's kind), or None: not this driver's, or its own
+        ``parent``.  The claims follow a reshape with it."""
+        return None
+
     def domain_devices(self, domain, holder):
         """The devices running ``domain`` already holds, as Devices.
 

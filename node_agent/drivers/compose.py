@@ -79,13 +79,19 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
 
 
 def successors(before, after, nodename):
-    """``{legacy uuid: successor uuid}`` for the previous release's
-    providers of ``before`` whose successor is in ``after``."""
+    """``{uuid: successor uuid}``: for the previous release's providers
+    of ``before``, their successor in ``after``; for an owned provider
+    gone from ``after``, its parent (VFs pooled into their GPU's
+    provider: each amount goes to its own card).  A class the successor
+    does not have is left to the other rules."""
     root = before.get(nodename)
     result = {}
     for provider in layout.owned_providers(before, nodename):
         device_id = identity.successor_id(provider, root.name)
         if device_id is None or not identity.is_legacy(provider, root.name):
+            if provider.uuid not in after and provider.parent_uuid and \
+                    provider.parent_uuid in after:
+                result[provider.uuid] = provider.parent_uuid
             continue
         uuid = identity.child_uuid(root.uuid, device_id)
         if uuid in after:

@@ -9,8 +9,10 @@ MIG devices, device health.
      |    +-- <root>_pci_0000_3b_00_4   VGPU: 1 (a VF: one vGPU at most)
      |    +-- <root>_pci_0000_3b_00_5   CUSTOM_A10_24Q: 1
      +-- <root>_pci_0000_3c_00_0     PGPU: 1 (passthrough), or VGPU: 16
-                                     (a time-sliced GPU's mdev type), or
-                                     CUSTOM_MIG_1G_10GB: 7 (MIG on)
+     |                               (a time-sliced GPU's mdev type), or
+     |                               CUSTOM_MIG_1G_10GB: 7 (MIG on)
+     +-- <root>_pci_0000_3d_00_0     VGPU: 16, its 16 identical vGPU VFs
+                                     pooled ([gpu] vf_providers)
 
 One provider per physical GPU, under the NUMA node of the GPU (discovery
 takes it from ``numa_node``, else from the node whose CPUs are the GPU's
@@ -31,13 +33,21 @@ What a GPU offers, first match wins:
    ``nvidia/creatable_vgpu_types``; ``nvidia/current_vgpu_type`` when the VF
    already holds one) is a child provider of its GPU with one unit of the
    type's class.  Its name follows Nova's convention for a vGPU parent
-   device (``<root>_pci_<VF address>``).  One provider per VF, not one
-   inventory on the GPU, because a VF holds one vGPU of one type: the
-   allocation then names the VF, types can differ between the VFs of one
-   card, and two vGPUs from the same card are
+   device (``<root>_pci_<VF address>``).  One provider per VF
+   (``[gpu] vf_providers = per_vf``) because nova-compute's libvirt
+   driver, when it creates the mdev, finds the VF by the name of the
+   provider the allocation names; types can then differ between the VFs
+   of one card, and two vGPUs from the same card are
    ``resources1=VGPU:1&resources2=VGPU:1&required3=CUSTOM_GPU_NVIDIA_A10&
-   same_subtree=_1,_2,_3`` with the resourceless group on the GPU.  A
-   time-sliced GPU (mdev types on the GPU itself, no VFs) offers its type's
+   same_subtree=_1,_2,_3`` with the resourceless group on the GPU.
+   Pooled (``pooled``, and ``auto`` in ``standalone``): when every VF of
+   the GPU that offers a vGPU offers the same type, the GPU's provider
+   carries the count of those VFs as one inventory of the type's class
+   and has no VF children; the claim picks a free VF
+   (:mod:`node_agent.drivers.gpu_claims`).  Every provider is paid for by
+   every scheduling request (``doc/scheduler-cost.md``).  A VF whose
+   health reserves it reserves one unit of the pool.  A time-sliced GPU
+   (mdev types on the GPU itself, no VFs) offers its type's
    ``available_instances`` plus its existing mdevs on its own provider.
 3. Nothing: the GPU is not reported, said once in the log with the option
    that would report it.
@@ -78,12 +88,13 @@ import re
 import os_resource_classes as orc
 from oslo_log import log as logging
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
-from node_agent.conf import devices as devices_conf
 from node_agent.drivers import accelerator
 from node_agent.drivers import base
 from node_agent.drivers import gpu_claims
+from node_agent.drivers import gpu_types
 from node_agent.drivers import layout
 from node_agent.hardware import snapshot as snapshot_mod
 
@@ -98,6 +109,8 @@ MIG_CLASS_PREFIX = 'CUSTOM_MIG_'
 DEVICE_SPEC = '[gpu] device_spec'
 # Everything on a provider the driver owns.
 ALL = ('*',)
+# [gpu] vf_providers.
+AUTO, PER_VF, POOLED = 'auto', 'per_vf', 'pooled'
 
 # What was already said in the log, so that an audit every minute does not
 # repeat it: (what, address).
@@ -120,14 +133,6 @@ class Offer:
     total: int
     vendor_vfio: bool = False
     existing: int = 0       # vGPUs the device already holds
-
-
-@dataclasses.dataclass(frozen=True)
-class TypeConfig:
-    type_id: str
-    addresses: frozenset
-    resource_class: str
-    max_instances: int | None
 
 
 def model_trait(gpu, pci=None):
@@ -159,68 +164,32 @@ def _norm(text):
     return re.sub(r'[^A-Z0-9]+', '_', text.upper()).strip('_')
 
 
-def _address(text, option):
-    value = text.strip().lower()
-    if not re.fullmatch(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]',
-                        value):
-        raise exception.ConfigError(
-            f'{option}: {text!r} is not a PCI address (dddd:bb:ss.f)')
-    return value
+def vf_shape(conf):
+    """``per_vf`` or ``pooled``: what ``[gpu] vf_providers`` means in the
+    deployment mode ``conf`` runs in."""
+    value = conf.gpu.vf_providers
+    if value != AUTO:
+        return value
+    if deployment.mode(conf) == deployment.STANDALONE:
+        return POOLED
+    return PER_VF
 
 
-def type_configs(conf):
-    """``[devices] enabled_mdev_types`` with their ``[mdev_<type>]``
-    groups, checked: ``{type id: TypeConfig}`` in the listed order."""
-    devices_conf.register_dynamic_opts(conf)
-    result = {}
-    owner = {}
-    for type_id in dict.fromkeys(conf.devices.enabled_mdev_types):
-        name = devices_conf.group_name(type_id)
-        group = getattr(conf, name)
-        try:
-            values = (group.device_addresses, group.mdev_class,
-                      group.max_instances)
-        except ValueError as e:
-            raise exception.ConfigError(f'[{name}]: {e}') from None
-        option = f'[{name}] device_addresses'
-        addresses = frozenset(_address(a, option)
-                              for a in values[0] if a.strip())
-        for address in sorted(addresses):
-            if address in owner:
-                raise exception.ConfigError(
-                    f'{option}: {address} is also in '
-                    f'[{devices_conf.group_name(owner[address])}] '
-                    'device_addresses; a device offers one type')
-            owner[address] = type_id
-        result[type_id] = TypeConfig(type_id, addresses, *values[1:])
-    return result
+def pool_of(offers):
+    """``(resource class, type id)`` when the VF ``offers`` of one GPU can
+    be pooled (VF offers all, every one of the same type and class),
+    else None."""
+    kinds = {(o.resource_class, o.type_id, o.vendor_vfio) for o in offers}
+    if len(kinds) != 1 or any(o.address == o.gpu_address for o in offers):
+        return None
+    (rc, type_id, _), = kinds
+    return rc, type_id
 
 
 def check_options(conf):
     """ConfigError for GPU options that cannot work, before any scan."""
-    type_configs(conf)
+    gpu_types.type_configs(conf)
     _Passthrough(conf)
-
-
-class _Types:
-    """Which enabled type a device offers (see the module doc)."""
-
-    def __init__(self, configs):
-        self.configs = configs
-        self.by_address = {a: t.type_id for t in configs.values()
-                           for a in t.addresses}
-        self.default = next((t.type_id for t in configs.values()
-                             if not t.addresses), None)
-
-    def configured(self, address, gpu_address):
-        return (self.by_address.get(address)
-                or self.by_address.get(gpu_address) or self.default)
-
-    def enabled(self, type_id):
-        return type_id in self.configs
-
-    def resource_class(self, type_id):
-        return self.configs[type_id].resource_class
 
 
 def _mdev_offer(types, address, gpu_address, mdev_types, per_device_one):
@@ -369,7 +338,7 @@ class _Passthrough:
             if re.fullmatch(r'[0-9a-f]{4}:[0-9a-f]{4}', entry):
                 self.products.add(entry)
             elif entry:
-                self.addresses.add(_address(
+                self.addresses.add(gpu_types.pci_address(
                     entry, '[gpu] passthrough_devices'))
 
     def classes(self):
@@ -424,7 +393,7 @@ class GpuDriver(base.Driver):
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)
         self.passthrough = _Passthrough(conf)
-        self.types = _Types(type_configs(conf))
+        self.types = gpu_types.Types(gpu_types.type_configs(conf))
 
     def applies(self, snapshot):
         return bool(_gpus(snapshot))
@@ -441,6 +410,7 @@ class GpuDriver(base.Driver):
 
     def build(self, provider_tree, nodename, current):
         per_gpu = self.conf.gpu.per_gpu_providers
+        pools = self.devices.pools
         offers = {}
         for offer in _offers(self.types, self.passthrough, self.snapshot):
             offers.setdefault(offer.gpu_address, []).append(offer)
@@ -461,6 +431,11 @@ class GpuDriver(base.Driver):
             if provider is None:
                 continue
             wanted.add(provider.name)
+            if gpu.address in pools:
+                inventory[pools[gpu.address][0]] = layout.record(
+                    len(device_offers),
+                    reserved=self._reserved_vfs(device_offers))
+                device_offers = []
             for offer in device_offers:
                 if offer.address == gpu.address:
                     inventory[offer.resource_class] = layout.record(
@@ -495,6 +470,13 @@ class GpuDriver(base.Driver):
         by_gpu = {}
         for offer in offers:
             by_gpu.setdefault(offer.gpu_address, []).append(offer)
+        pools = {}
+        if self.conf.gpu.per_gpu_providers and \
+                vf_shape(self.conf) == POOLED:
+            for address, gpu_offers in by_gpu.items():
+                pool = pool_of(gpu_offers)
+                if pool is not None:
+                    pools[address] = pool
         passthrough = {}
         for address, gpu in gpus.items():
             match = self.passthrough.match(
@@ -506,11 +488,15 @@ class GpuDriver(base.Driver):
             gpus=gpus, offers={o.address: o for o in offers},
             passthrough=passthrough,
             vgpu_classes=frozenset({'VGPU'} | {
-                t.resource_class for t in self.types.configs.values()}))
+                t.resource_class for t in self.types.configs.values()}),
+            pools=pools)
 
     def claim_devices(self, ctx, provider, resource_class, amount):
         return gpu_claims.claim_devices(self.devices, ctx, provider,
                                         resource_class, amount)
+
+    def device_holder(self, device):
+        return gpu_claims.device_holder(self.devices, device)
 
     def domain_devices(self, domain, holder):
         return gpu_claims.domain_devices(self.devices, self.snapshot,
@@ -550,6 +536,11 @@ class GpuDriver(base.Driver):
         isolated = _isolated_profiles(gpu, self.health.get(gpu.address))
         return ({mig_class(p): layout.record(n, reserved=isolated.get(p, 0))
                  for p, n in profiles.items()}, traits, [])
+
+    def _reserved_vfs(self, offers):
+        """VFs of a pool whose own health reserves them."""
+        return sum(1 for o in offers if layout.UNHEALTHY_TRAIT in
+                   layout.health_traits(self.health.get(o.address)))
 
     def _managed_traits(self):
         return MODEL_TRAITS + tuple(sorted(self.passthrough.traits()))

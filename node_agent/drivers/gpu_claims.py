@@ -11,6 +11,9 @@ A unit on a provider of the GPU driver is::
     VF provider (vGPU VF)     that VF: its existing idle mdev of the VF's
                               type, else a new mdev of that type; vendor
                               VFIO: the VF itself (mdev_type its vGPU type)
+    GPU provider, pooled VFs  one free VF of the GPU per unit, as on a VF
+                              provider (its own guest's VFs first, then by
+                              address); ``address`` names the VF
     GPU provider, vGPU class  an mdev on the GPU (time-sliced): idle ones
                               first, then new ones while the type has room
     GPU provider, MIG class   amounts only
@@ -19,13 +22,16 @@ A unit on a provider of the GPU driver is::
                               of the NUMA nodes the request names
 
 A device's ``parent`` is the device whose provider holds the unit (the VF
-for a VF's vGPU, the GPU otherwise), which is what a reshape follows.
+for a VF's vGPU, the GPU otherwise, pooled VFs included), which is what a
+reshape follows; where the unit lives is its ``address`` when it has one,
+else its ``parent`` (:func:`site`).
 """
 
 import collections
 import dataclasses
 import uuid as uuidlib
 
+from node_agent import exception
 from node_agent import identity
 from node_agent import text
 from node_agent.claims import fit
@@ -43,6 +49,16 @@ class Devices:
     offers: dict                # {device address: gpu.Offer}
     passthrough: dict           # {GPU address: resource class}
     vgpu_classes: frozenset     # classes a vGPU is reported as
+    # {GPU address: (resource class, type id)}: GPUs whose VFs are pooled
+    pools: dict = dataclasses.field(default_factory=dict)
+
+    def holder(self, address):
+        """The device whose provider holds the units of device
+        ``address``: a pooled VF's GPU, else the device itself."""
+        offer = self.offers.get(address)
+        if offer is not None and offer.gpu_address in self.pools:
+            return offer.gpu_address
+        return address
 
     def mdev_types(self, address, snapshot):
         """The mdev types device ``address`` (a GPU or a VF) offers."""
@@ -51,6 +67,11 @@ class Devices:
             return tuple(gpu.mdev_types)
         pci = snapshot.pci_device(address)
         return tuple(pci.mdev_types) if pci is not None else ()
+
+
+def site(device):
+    """The PCI address a claimed Device's unit lives on."""
+    return device.address or device.parent
 
 
 # -- claims ------------------------------------------------------------------
@@ -67,6 +88,9 @@ def claim_devices(devices, ctx, rp, rc, amount):
             return _pick_on_vf(devices, ctx, rp, rc, amount, offer)
         if address not in devices.gpus:
             return None
+        if address in devices.pools and \
+                rc == devices.pools[address][0]:
+            return _pick_in_pool(devices, ctx, rp, rc, amount, address)
         if rc.startswith('CUSTOM_MIG_'):
             return []
         if rc in devices.vgpu_classes and devices.mdev_types(
@@ -98,8 +122,9 @@ def _pick_whole(devices, ctx, rp, rc, amount, addresses):
             for a in free[:amount]]
 
 
-def _pick_on_vf(devices, ctx, rp, rc, amount, offer):
-    """One vGPU on one VF: the VF's own, or a new one of its type."""
+def _pick_on_vf(devices, ctx, rp, rc, amount, offer, holder=None):
+    """One vGPU on one VF: the VF's own, or a new one of its type.
+    ``holder``: the pooled GPU whose provider holds it."""
     vf = offer.address
     if amount > 1:
         raise fit.rejected(f'{amount} {rc} on provider {ctx.label(rp)}: a '
@@ -108,11 +133,50 @@ def _pick_on_vf(devices, ctx, rp, rc, amount, offer):
         if vf in ctx.held:
             raise fit.rejected(f'{rc} on provider {ctx.label(rp)}: VF '
                                f'{vf} is in use', rp, rc)
-        return [model.Device(rc, rp, parent=vf, address=vf,
+        return [model.Device(rc, rp, parent=holder or vf, address=vf,
                              mdev_type=offer.type_id)]
     picked = _pick_mdevs(devices, ctx, rp, rc, 1, [_Parent(vf)],
                          on_device=True, type_id=offer.type_id)
-    return picked
+    if holder is None:
+        return picked
+    return [dataclasses.replace(d, parent=holder, address=vf)
+            for d in picked]
+
+
+def _pick_in_pool(devices, ctx, rp, rc, amount, gpu):
+    """``amount`` free VFs of pooled GPU ``gpu``, one unit each."""
+    vfs = sorted((o for o in devices.offers.values()
+                  if o.gpu_address == gpu),
+                 key=lambda o: (not _owned_by_guest(devices, ctx, o),
+                                o.address))
+    result = []
+    for offer in vfs:
+        if len(result) == amount:
+            break
+        try:
+            picked = _pick_on_vf(devices, ctx, rp, rc, 1, offer,
+                                 holder=gpu)
+        except exception.ClaimRejected:
+            continue
+        result.extend(picked)
+        # The next VF's choice sees this one taken.
+        ctx.held.update(d.key for d in picked)
+        ctx.taken.extend(picked)
+    del ctx.taken[len(ctx.taken) - len(result):]
+    if len(result) < amount:
+        raise fit.rejected(f'{amount} {rc} on provider {ctx.label(rp)}: '
+                           f'only {text.plural(len(result), "free VF")} '
+                           f'of GPU {gpu}', rp, rc)
+    return result
+
+
+def _owned_by_guest(devices, ctx, offer):
+    """Whether the consumer's own guest already uses VF ``offer``."""
+    if offer.address in ctx.own:
+        return True
+    return any(mdev in ctx.own
+               for t in devices.mdev_types(offer.address, ctx.snapshot)
+               for mdev in t.devices)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,7 +201,7 @@ def _pick_mdevs(devices, ctx, rp, rc, amount, parents, on_device,
         existing = {u: t for t in types for u in t.devices}
         in_use = [t for t in types if t.devices] or [
             t for t in types
-            if any(d.parent == parent.address and d.mdev_type == t.type_id
+            if any(site(d) == parent.address and d.mdev_type == t.type_id
                    for d in claimed)]
         usable = in_use or [t for t in types if t.type_id == type_id] or [
             t for t in types if t.available_instances > 0]
@@ -154,7 +218,7 @@ def _pick_mdevs(devices, ctx, rp, rc, amount, parents, on_device,
         if mtype is None:
             room = amount if on_device else 0
         else:
-            pending = sum(1 for d in claimed if d.parent == parent.address
+            pending = sum(1 for d in claimed if site(d) == parent.address
                           and d.mdev_uuid not in existing)
             room = mtype.available_instances - pending
         index = 0
@@ -176,6 +240,14 @@ def _pick_mdevs(devices, ctx, rp, rc, amount, parents, on_device,
     return result
 
 
+def device_holder(devices, device):
+    """See :meth:`node_agent.drivers.base.Driver.device_holder`."""
+    where = site(device)
+    if where in devices.offers:
+        return devices.holder(where)
+    return None
+
+
 # -- running guests ----------------------------------------------------------
 
 def mdev_owners(snapshot):
@@ -194,11 +266,12 @@ def domain_devices(devices, snapshot, domain, holder):
     for address in domain.hostdevs:
         offer = devices.offers.get(address)
         if offer is not None and offer.vendor_vfio:
-            rp = holder(offer.resource_class, address)
+            rp = holder(offer.resource_class, devices.holder(address))
             if rp:
                 result.append(model.Device(
-                    offer.resource_class, rp, parent=address,
-                    address=address, mdev_type=offer.type_id))
+                    offer.resource_class, rp,
+                    parent=devices.holder(address), address=address,
+                    mdev_type=offer.type_id))
         elif address in devices.gpus:
             rc = devices.passthrough.get(address, 'PGPU')
             rp = holder(rc, address)
@@ -210,10 +283,12 @@ def domain_devices(devices, snapshot, domain, holder):
         parent, mtype = owners.get(mdev, (None, None))
         offer = devices.offers.get(parent)
         rc = offer.resource_class if offer is not None else 'VGPU'
-        rp = holder(rc, parent)
+        pooled = devices.holder(parent) if parent else parent
+        rp = holder(rc, pooled)
         if rp:
-            result.append(model.Device(rc, rp, parent=parent,
-                                       mdev_uuid=mdev, mdev_type=mtype))
+            result.append(model.Device(
+                rc, rp, parent=pooled, mdev_uuid=mdev, mdev_type=mtype,
+                address=parent if pooled != parent else None))
     return tuple(result)
 
 
@@ -223,16 +298,18 @@ def affinity(devices, snapshot, domain):
     exact = collections.defaultdict(collections.Counter)
     for address in sorted(domain.hostdevs):
         offer = devices.offers.get(address)
-        if address in devices.gpus or offer is not None:
-            device_ids.append(identity.pci_id(address))
+        device_id = identity.pci_id(devices.holder(address))
+        if (address in devices.gpus or offer is not None) and \
+                device_id not in device_ids:
+            device_ids.append(device_id)
         if offer is not None and offer.vendor_vfio:
-            exact[offer.resource_class][identity.pci_id(address)] += 1
+            exact[offer.resource_class][device_id] += 1
     owners = mdev_owners(snapshot)
     for mdev in domain.mdevs:
         if mdev not in owners:
             continue
-        parent = owners[mdev][0]
-        offer = devices.offers.get(parent)
+        parent = devices.holder(owners[mdev][0])
+        offer = devices.offers.get(owners[mdev][0])
         rc = offer.resource_class if offer is not None else 'VGPU'
         exact[rc][identity.pci_id(parent)] += 1
         if identity.pci_id(parent) not in device_ids:

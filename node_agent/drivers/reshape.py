@@ -25,13 +25,16 @@ other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
 0. on a provider of the previous release, to that provider's successor
    (:func:`node_agent.identity.successor_id`) when it has the class: the
    same amounts, one provider for another, so a migration keeps every
-   allocation where it was, up to the uuid;
+   allocation where it was, up to the uuid; likewise on a provider that is
+   gone, to its parent when that has the class now (vGPU VFs pooled into
+   their GPU's provider: each unit stays on its card);
 1. where its resources really are, when the consumer is a libvirt domain of
    the snapshot (same uuid), as the drivers know their devices
    (:meth:`~node_agent.drivers.base.Driver.affinity`): a vGPU to the device
    that holds its mdev, CPU and memory to the NUMA node(s) its guest is
    pinned to, passthrough classes to the device it holds;
-2. else to the provider it was on, if that still has the class (a rename);
+2. else to the provider it was on, if that still has the class (a rename),
+   else to one right under it (a card's pooled units back on its VFs);
 3. else to the first destination by provider name where everything the
    consumer moves in one family (say VCPU and MEMORY_MB to NUMA nodes)
    fits together, else class by class, splitting an amount across
@@ -102,9 +105,10 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
                      successors=None, drivers=()):
     """Move the allocations of ``moves`` in ``allocations`` in place.
 
-    ``successors``: ``{legacy provider uuid: its successor's uuid}`` (rule
-    0 of the module doc).  ``drivers``: the drivers that built ``after``,
-    which say where a guest's resources are (rule 1).
+    ``successors``: ``{provider uuid: its successor's uuid}`` (rule 0 of
+    the module doc, :func:`node_agent.drivers.compose.successors`).
+    ``drivers``: the drivers that built ``after``, which say where a
+    guest's resources are (rule 1).
     """
     moving = {(m.provider_uuid, m.resource_class): m.new_class
               for m in moves}
@@ -134,7 +138,7 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
 
 
 def _follow_successors(moving, successors, after, allocations):
-    """Move amounts on legacy providers to their successors as they are;
+    """Move amounts on providers with a successor to it as they are;
     returns the ``moving`` pairs left for the other rules."""
     followed = {}
     for (uuid, rc), new_rc in moving.items():
@@ -181,7 +185,8 @@ def _place(consumer, needs, sources, prefs, dest):
     for rc in sorted(remaining):
         families[tuple(dest.providers(rc))].append(rc)
     for candidates, classes in families.items():
-        order = _ordered(candidates, prefs.providers, sources, classes)
+        order = _ordered(candidates, prefs.providers, sources, classes,
+                         dest)
         for uuid in order:
             if all(dest.fits(uuid, rc, remaining[rc]) for rc in classes):
                 for rc in classes:
@@ -191,7 +196,8 @@ def _place(consumer, needs, sources, prefs, dest):
     # 3. What is left, class by class, split across destinations.
     for rc in sorted(remaining):
         amount = remaining[rc]
-        order = _ordered(dest.providers(rc), prefs.providers, sources, [rc])
+        order = _ordered(dest.providers(rc), prefs.providers, sources, [rc],
+                         dest)
         for uuid in order:
             chunk = dest.largest_chunk(uuid, rc, amount)
             if chunk:
@@ -210,14 +216,18 @@ def _place(consumer, needs, sources, prefs, dest):
     return placed
 
 
-def _ordered(candidates, preferred, sources, classes):
+def _ordered(candidates, preferred, sources, classes, dest):
     """Candidates in order: affinity, then the consumer's own provider
-    (a rename in place), then by name (``candidates`` come sorted so)."""
+    (a rename in place), then those right under it, then by name
+    (``candidates`` come sorted so)."""
     first = [u for u in preferred if u in candidates]
-    own = sorted({u for rc in classes for u in sources.get(rc, ())
-                  if u in candidates and u not in first})
-    rest = [u for u in candidates if u not in first and u not in own]
-    return first + own + rest
+    origin = {u for rc in classes for u in sources.get(rc, ())}
+    own = sorted(u for u in origin if u in candidates and u not in first)
+    under = [u for u in candidates if u not in first and u not in own
+             and dest.parent(u) in origin]
+    rest = [u for u in candidates
+            if u not in first and u not in own and u not in under]
+    return first + own + under + rest
 
 
 def _rewrite(record, moving, placed, after):
@@ -260,6 +270,9 @@ class _Destinations:
 
     def providers(self, rc):
         return self._by_class.get(rc, [])
+
+    def parent(self, uuid):
+        return self._providers[uuid].parent_uuid
 
     def name(self, uuid):
         return self._providers[uuid].name

@@ -98,7 +98,7 @@ class ClaimsCheck:
         if rebuild:
             self.claims.rebuild(domains, allocations, tree=tree,
                                 snapshot=snapshot)
-        self.claims.reconcile(allocations, tree)
+        self.claims.reconcile(allocations, tree, snapshot)
         self.report_client.record_allocations(read, self.clock())
         if full:
             self._full_period = self._draw_full_period()

@@ -173,19 +173,21 @@ def test_scheduler_cost(tmp_path):
     # One host of each kind: vgpu (root, 2 NUMA, 8 GPUs, 128 VFs), mig
     # (root, 2 NUMA, 8 GPUs), nic (root, 2 NUMA, 4 cards, 8 PFs), plain
     # (root, 1 NUMA).  Nova's: no NUMA and no GPU providers, one per VF;
-    # Neutron's agent and its 8 bandwidth providers; pooled: no VFs.
-    ours = {'vgpu': 139, 'mig': 11, 'nic': 15, 'plain': 2}
+    # Neutron's agent and its 8 bandwidth providers; pooled (and
+    # standalone, where [gpu] vf_providers = auto pools): no VFs.
+    pooled = {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2}
     assert {shape: per[shape]['by_kind'] for shape in per} == {
-        'node-agent': ours, 'standalone': ours,
-        'nova': {'vgpu': 129, 'mig': 7, 'nic': 10, 'plain': 1},
-        'pooled': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2}}
+        'node-agent': {'vgpu': 139, 'mig': 11, 'nic': 15, 'plain': 2},
+        'standalone': pooled, 'pooled': pooled,
+        'nova': {'vgpu': 129, 'mig': 7, 'nic': 10, 'plain': 1}}
     assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
                                        'qos_port', 'numa_granular'}
     # What Placement answers is exact.  node-agent's default tree offers
     # what Nova's does: one candidate per host and VF, GPU or PF a flavor
-    # needs; pooled, one per GPU; standalone takes CPU and memory from
-    # either NUMA node of a host (4 ways on 2 nodes, 1 on one), and only
-    # it answers a request for CPU and memory from one NUMA node.
+    # needs; pooled, one per GPU; standalone (pooled too) takes CPU and
+    # memory from either NUMA node of a host (4 ways on 2 nodes, 1 on
+    # one), and only it answers a request for CPU and memory from one NUMA
+    # node.
     candidates = {shape: {flavor: f['candidates']
                           for flavor, f in per[shape]['flavors'].items()}
                   for shape in per}
@@ -194,5 +196,5 @@ def test_scheduler_cost(tmp_path):
     assert candidates == {
         'node-agent': nova, 'nova': nova,
         'pooled': dict(nova, vgpu=8),
-        'standalone': {'plain': 13, 'vgpu': 512, 'pgpu': 24, 'pcpu': 13,
-                       'qos_port': 16, 'numa_granular': 256}}
+        'standalone': {'plain': 13, 'vgpu': 32, 'pgpu': 24, 'pcpu': 13,
+                       'qos_port': 16, 'numa_granular': 16}}

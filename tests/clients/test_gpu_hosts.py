@@ -111,3 +111,32 @@ def test_nova_places_vgpus_of_each_type_on_the_vfs(agent, server, cloud):
     fifth, = cloud.schedule(harness.computes(HOST, root),
                             [flavor('a10-5', VGPU=1)])
     assert fifth['error'] is not None
+
+
+def test_nova_places_vgpus_on_pooled_cards(agent, server, cloud):
+    """``[gpu] vf_providers = pooled``: each card's VFs are one inventory
+    on its provider; Nova's scheduler takes units from the card, two at
+    once included, and never more than the card has VFs."""
+    providers = report(agent, server, cloud, 'host4', (
+        '[devices]', 'enabled_mdev_types = nvidia-588, nvidia-1155',
+        '[mdev_nvidia-1155]', 'device_addresses = 0000:af:00.0',
+        'mdev_class = CUSTOM_L40S_4Q', '[gpu]', 'vf_providers = pooled'))
+    root = providers[HOST]['uuid']
+    a10, l40s = f'{HOST}_pci_0000_3b_00_0', f'{HOST}_pci_0000_af_00_0'
+    assert not [name for name in providers if name.startswith(
+        (f'{HOST}_pci_0000_3b_00_', f'{HOST}_pci_0000_af_00_'))
+        and name not in (a10, l40s)]
+
+    placed = schedule(cloud, root, [
+        flavor('a10-pair', VGPU=2), flavor('a10-0', VGPU=1),
+        flavor('a10-1', VGPU=1), flavor('l40s', CUSTOM_L40S_4Q=1)])
+
+    assert {name: p.get('VGPU', p.get('CUSTOM_L40S_4Q'))
+            for name, p in placed.items()} == {
+        'a10-pair': a10, 'a10-0': a10, 'a10-1': a10, 'l40s': l40s}
+    held = cloud.api.get(f'/resource_providers/{providers[a10]["uuid"]}'
+                         '/usages', microversion='1.1').json()
+    assert held['usages'] == {'VGPU': 4}
+    fifth, = cloud.schedule(harness.computes(HOST, root),
+                            [flavor('a10-5', VGPU=1)])
+    assert fifth['error'] is not None

@@ -42,6 +42,7 @@ def host4(conf, snapshot):
     conf.set_override('device_addresses', ['0000:af:00.0'],
                       'mdev_nvidia-1155')
     conf.set_override('mdev_class', 'CUSTOM_L40S_4Q', 'mdev_nvidia-1155')
+    conf.set_override('vf_providers', 'per_vf', 'gpu')
     tree = pt.ProviderTree()
     drivers.DriverSet(conf, snapshot).update_provider_tree(tree, HOST)
     return conf, tree

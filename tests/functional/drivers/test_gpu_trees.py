@@ -202,7 +202,8 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
 # -- SR-IOV vGPU cards -------------------------------------------------------
 
 def host4_agent(conf, adapter, options=None):
-    base = {('devices', 'enabled_mdev_types'): ['nvidia-588', 'nvidia-1155']}
+    base = {('devices', 'enabled_mdev_types'): ['nvidia-588', 'nvidia-1155'],
+            ('gpu', 'vf_providers'): 'per_vf'}
     base.update(options or {})
     agent = agent_for('host4', conf, adapter, base)
     # The L40S's VFs offer the vendor VFIO type, named by their card.

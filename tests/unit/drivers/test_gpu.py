@@ -6,6 +6,7 @@ from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
 from node_agent.drivers import gpu as gpu_mod
+from node_agent.drivers import gpu_types
 from node_agent.hardware import snapshot as s
 from tests.unit.drivers import hostdata
 
@@ -134,7 +135,7 @@ def test_one_address_in_two_types_names_both(tmp_path):
         '[mdev_nvidia-588]\ndevice_addresses = 0000:3b:00.4\n'
         '[mdev_nvidia-592]\ndevice_addresses = 0000:3B:00.4\n'))
     with pytest.raises(exception.ConfigError) as e:
-        gpu_mod.type_configs(conf)
+        gpu_types.type_configs(conf)
     assert str(e.value) == (
         '[mdev_nvidia-592] device_addresses: 0000:3b:00.4 is also in '
         '[mdev_nvidia-588] device_addresses; a device offers one type')
@@ -153,7 +154,7 @@ def test_bad_type_section_names_the_culprit(tmp_path, text, culprit):
     conf = _conf_file(tmp_path, '[devices]\nenabled_mdev_types = '
                                 'nvidia-588\n' + text)
     with pytest.raises(exception.ConfigError, match=culprit):
-        gpu_mod.type_configs(conf)
+        gpu_types.type_configs(conf)
 
 
 def test_what_claims_and_reshape_see_of_an_sriov_host(conf):

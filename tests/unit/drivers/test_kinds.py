@@ -76,6 +76,7 @@ def test_gpu_vfs_of_an_sriov_card(conf):
     conf.set_override('device_addresses', ['0000:af:00.0'],
                       'mdev_nvidia-1155')
     conf.set_override('mdev_class', 'CUSTOM_L40S_4Q', 'mdev_nvidia-1155')
+    conf.set_override('vf_providers', 'per_vf', 'gpu')
     mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
     domain = guest(mdevs=(mdev,), hostdevs=('0000:af:00.4',))
     snapshot = dataclasses.replace(hosts.discover('host4'),
@@ -93,3 +94,35 @@ def test_gpu_vfs_of_an_sriov_card(conf):
         ('CUSTOM_L40S_4Q', 'rp-l40s-vf', '0000:af:00.4', '0000:af:00.4',
          'nvidia-1155'),
         ('VGPU', 'rp-a10-vf', '0000:3b:00.4', mdev, 'nvidia-588')]
+
+
+def test_pooled_vfs_are_their_gpus(conf):
+    """The same guest with the VFs pooled: its units are on each card's
+    provider, and its devices still name the VF they live on."""
+    conf.set_override('config_location', '', 'provider_overrides')
+    conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
+                      'devices')
+    devices_conf.register_dynamic_opts(conf)
+    conf.set_override('device_addresses', ['0000:af:00.0'],
+                      'mdev_nvidia-1155')
+    conf.set_override('mdev_class', 'CUSTOM_L40S_4Q', 'mdev_nvidia-1155')
+    conf.set_override('vf_providers', 'pooled', 'gpu')
+    mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
+    domain = guest(mdevs=(mdev,), hostdevs=('0000:af:00.4',))
+    snapshot = dataclasses.replace(hosts.discover('host4'),
+                                   domains=(domain,))
+    gpu = by_name(conf, snapshot)['gpu']
+    a10 = identity.pci_id('0000:3b:00.0')
+    l40s = identity.pci_id('0000:af:00.0')
+    assert gpu.affinity(domain) == (
+        [l40s, a10], {'CUSTOM_L40S_4Q': {l40s: 1}, 'VGPU': {a10: 1}})
+    # The manager's holder is asked for the provider of each card.
+    held = gpu.domain_devices(domain, lambda rc, parent: {
+        ('VGPU', '0000:3b:00.0'): 'rp-a10',
+        ('CUSTOM_L40S_4Q', '0000:af:00.0'): 'rp-l40s'}.get((rc, parent)))
+    assert sorted((d.resource_class, d.provider, d.parent, d.address, d.key,
+                   d.mdev_type) for d in held) == [
+        ('CUSTOM_L40S_4Q', 'rp-l40s', '0000:af:00.0', '0000:af:00.4',
+         '0000:af:00.4', 'nvidia-1155'),
+        ('VGPU', 'rp-a10', '0000:3b:00.0', '0000:3b:00.4', mdev,
+         'nvidia-588')]
