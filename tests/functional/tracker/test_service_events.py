@@ -84,14 +84,18 @@ def test_no_splay_syncs_at_once(make_service):
     assert not any('startup_splay' in s for s in notifier.statuses)
 
 
-def test_a_domain_gone_requests_a_full_read(make_service):
-    watchers = []
-
+def _recording(watchers):
+    """A domain event watcher factory that keeps what it made."""
     def make(callback, arrived):
         watchers.append(Watcher(callback, arrived))
         return watchers[-1]
+    return make
 
-    agent, notifier, svc = make_service(splay=0, domain_events=make)
+
+def test_a_domain_gone_requests_a_full_read(make_service):
+    watchers = []
+    agent, notifier, svc = make_service(
+        splay=0, domain_events=_recording(watchers))
     wait_until(lambda: agent.tracker.last_good is not None)
     assert watchers[0].started
     assert not agent.tracker.claims_check.full_read_requested
@@ -106,12 +110,8 @@ def test_a_domain_arrived_audits_now(make_service):
     """A guest defined or started: audited at once, not at the next
     periodic audit (an hour away here)."""
     watchers = []
-
-    def make(callback, arrived):
-        watchers.append(Watcher(callback, arrived))
-        return watchers[-1]
-
-    agent, notifier, svc = make_service(splay=0, domain_events=make)
+    agent, notifier, svc = make_service(
+        splay=0, domain_events=_recording(watchers))
     wait_until(lambda: agent.tracker.last_good is not None)
     agent.adapter.reset()
     time.sleep(0.5)

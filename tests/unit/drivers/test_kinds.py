@@ -66,9 +66,12 @@ def test_gpu_mdevs_are_exact_on_their_gpu(dconf, snapshot):
                                   'nvidia-222')
 
 
-def test_gpu_vfs_of_an_sriov_card(conf):
-    """host4: an mdev held on an A10 VF, and a vendor VFIO L40S VF passed
-    to the guest, each exactly on its VF with its type's class."""
+MDEV = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
+
+
+def _host4_guest(conf, vf_providers):
+    """host4's gpu driver, a guest holding an mdev on the A10 VF and the
+    L40S VF passed through, and the mdev's uuid."""
     conf.set_override('config_location', '', 'provider_overrides')
     conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
                       'devices')
@@ -76,12 +79,17 @@ def test_gpu_vfs_of_an_sriov_card(conf):
     conf.set_override('device_addresses', ['0000:af:00.0'],
                       'mdev_nvidia-1155')
     conf.set_override('mdev_class', 'CUSTOM_L40S_4Q', 'mdev_nvidia-1155')
-    conf.set_override('vf_providers', 'per_vf', 'gpu')
-    mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
-    domain = guest(mdevs=(mdev,), hostdevs=('0000:af:00.4',))
+    conf.set_override('vf_providers', vf_providers, 'gpu')
+    domain = guest(mdevs=(MDEV,), hostdevs=('0000:af:00.4',))
     snapshot = dataclasses.replace(hosts.discover('host4'),
                                    domains=(domain,))
-    gpu = by_name(conf, snapshot)['gpu']
+    return by_name(conf, snapshot)['gpu'], domain, MDEV
+
+
+def test_gpu_vfs_of_an_sriov_card(conf):
+    """host4: an mdev held on an A10 VF, and a vendor VFIO L40S VF passed
+    to the guest, each exactly on its VF with its type's class."""
+    gpu, domain, mdev = _host4_guest(conf, 'per_vf')
     a10_vf = identity.pci_id('0000:3b:00.4')
     l40s_vf = identity.pci_id('0000:af:00.4')
     assert gpu.affinity(domain) == (
@@ -99,19 +107,7 @@ def test_gpu_vfs_of_an_sriov_card(conf):
 def test_pooled_vfs_are_their_gpus(conf):
     """The same guest with the VFs pooled: its units are on each card's
     provider, and its devices still name the VF they live on."""
-    conf.set_override('config_location', '', 'provider_overrides')
-    conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
-                      'devices')
-    devices_conf.register_dynamic_opts(conf)
-    conf.set_override('device_addresses', ['0000:af:00.0'],
-                      'mdev_nvidia-1155')
-    conf.set_override('mdev_class', 'CUSTOM_L40S_4Q', 'mdev_nvidia-1155')
-    conf.set_override('vf_providers', 'pooled', 'gpu')
-    mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
-    domain = guest(mdevs=(mdev,), hostdevs=('0000:af:00.4',))
-    snapshot = dataclasses.replace(hosts.discover('host4'),
-                                   domains=(domain,))
-    gpu = by_name(conf, snapshot)['gpu']
+    gpu, domain, mdev = _host4_guest(conf, 'pooled')
     a10 = identity.pci_id('0000:3b:00.0')
     l40s = identity.pci_id('0000:af:00.0')
     assert gpu.affinity(domain) == (
