@@ -22,23 +22,31 @@ cost it, for the same hardware in three shapes
   schedulers other than Nova's.
 
 A fleet of N hosts, the four kinds of :mod:`bench.scheduler_cost.hosts` in
-turn (generated at run time), is written into a fresh database per shape
-of a real Placement server with ``--server-processes`` workers over a
-private PostgreSQL cluster (REPEATABLE READ, tests/fixtures/postgres.py).
-The requests are the ones Nova 34 sends for each flavor kind, built by
-Nova's own code (``tests/clients/drivers/nova_scheduler.py`` records the
-query strings its scheduler sends; the QoS port's request comes from
-Neutron's code): plain, vGPU, PGPU, dedicated CPUs (PCPU), a port with a
-minimum-bandwidth rule, and a granular request asking for CPU and memory
-from one NUMA node beside a vGPU.  Each is sent ``--repetitions`` times,
-one at a time, after one unmeasured warm-up; p50 and p99 are the time
-Placement's WSGI application spent on it (the server's request log), and
-the candidates are those Placement returned (Nova's ``limit`` included).
+turn (generated at run time), is written in each shape into its own fresh
+database, served by its own real Placement server with
+``--server-processes`` workers, over one private PostgreSQL cluster
+(REPEATABLE READ, tests/fixtures/postgres.py).  The requests are the ones
+Nova 34 sends for each flavor kind, built by Nova's own code
+(``tests/clients/drivers/nova_scheduler.py`` records the query strings its
+scheduler sends; the QoS port's request comes from Neutron's code): plain,
+vGPU, PGPU, dedicated CPUs (PCPU), a port with a minimum-bandwidth rule,
+and a granular request asking for CPU and memory from one NUMA node beside
+a vGPU.
+
+The shapes are measured paired: with every shape's server up, each of the
+``--repetitions`` rounds sends every flavor to every shape in turn, one
+request at a time, the order of the shapes rotating one place per flavor,
+so a moment of load on the machine weighs on all of them alike.  One
+unmeasured warm-up per flavor and shape goes first.  p50 and p99 are the
+time Placement's WSGI application spent on the request (each server's
+request log, matched by query string), and the candidates are those
+Placement returned (Nova's ``limit`` included).
 """
 
 import argparse
 import collections
 import concurrent.futures
+import contextlib
 import json
 import logging
 import os
@@ -47,7 +55,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.parse
 
 from bench import _results
 from bench.scheduler_cost import hosts as kinds_mod
@@ -184,66 +191,106 @@ def nova_queries(server, workdir):
     return found
 
 
-def measure(server, queries, repetitions):
-    """``{flavor: {p50_ms, p99_ms, candidates, providers, ...}}``."""
-    adapter = ps.admin_adapter(server.url, client_name='scheduler-cost')
-    out = {}
+def measure(servers, queries, repetitions):
+    """``{shape: {flavor: {p50_ms, p99_ms, candidates, ...}}}``.
+
+    Paired: every shape's Placement is up, and each repetition of a
+    flavor goes to every shape in turn, the order rotated one place per
+    step, so whatever else the machine does in a moment weighs on all the
+    shapes alike (measured one after another, minutes apart, the load of
+    a shared machine swamped the trees' difference).
+    """
+    adapters = {shape: ps.admin_adapter(server.url,
+                                        client_name='scheduler-cost')
+                for shape, server in servers.items()}
+    bodies, wall = {}, collections.defaultdict(list)
     for name, query in queries.items():
-        url = '/allocation_candidates?' + query
-        first = adapter.get(url, microversion=MICROVERSION)
-        if first.status_code != 200:
-            raise RuntimeError(f'{name}: {first.status_code} {first.text}')
-        body = first.json()
-        since = time.time()
-        wall = []
-        for _ in range(repetitions):
-            start = time.perf_counter()
-            resp = adapter.get(url, microversion=MICROVERSION)
-            wall.append(time.perf_counter() - start)
-            if resp.status_code != 200:
-                raise RuntimeError(f'{name}: {resp.status_code}')
-        path = urllib.parse.urlsplit(server.url + url).path
-        seconds = sorted(
-            r.seconds for r in ps.read_request_log(
-                server.request_log_path, since)
-            if r.path.startswith(path) and 'scheduler-cost' in r.agent)
-        if len(seconds) != repetitions:
-            raise RuntimeError(f'{name}: {len(seconds)} requests in the '
-                               f'server log, {repetitions} sent')
-        out[name] = {
-            'query': query,
+        for shape, adapter in adapters.items():
+            # One unmeasured warm-up per flavor and shape.
+            first = adapter.get('/allocation_candidates?' + query,
+                                microversion=MICROVERSION)
+            if first.status_code != 200:
+                raise RuntimeError(f'{shape} {name}: {first.status_code} '
+                                   f'{first.text}')
+            bodies[shape, name] = first.json()
+    since = time.time()
+    order = list(adapters)
+    for _ in range(repetitions):
+        for name, query in queries.items():
+            for shape in order:
+                start = time.perf_counter()
+                resp = adapters[shape].get('/allocation_candidates?' + query,
+                                           microversion=MICROVERSION)
+                wall[shape, name].append(time.perf_counter() - start)
+                if resp.status_code != 200:
+                    raise RuntimeError(f'{shape} {name}: {resp.status_code}')
+            order = order[1:] + order[:1]
+    out = {}
+    for shape, server in servers.items():
+        logged = collections.defaultdict(list)
+        for r in ps.read_request_log(server.request_log_path, since):
+            if r.agent.startswith('scheduler-cost '):
+                logged[r.path].append(r.seconds)
+        out[shape] = {}
+        for name, query in queries.items():
+            seconds = logged['/allocation_candidates?' + query]
+            if len(seconds) != repetitions:
+                raise RuntimeError(f'{shape} {name}: {len(seconds)} '
+                                   'requests in the server log, '
+                                   f'{repetitions} sent')
+            out[shape][name] = _figures(query, bodies[shape, name],
+                                        wall[shape, name], seconds)
+    return out
+
+
+def _figures(query, body, wall, seconds):
+    seconds = sorted(seconds)
+    return {'query': query,
             'candidates': len(body['allocation_requests']),
             'providers': len(body['provider_summaries']),
             'p50_ms': 1000 * statistics.median(seconds),
             'p99_ms': 1000 * seconds[min(len(seconds) - 1,
                                          int(0.99 * len(seconds)))],
-            'client_p50_ms': 1000 * statistics.median(wall),
-        }
-    return out
+            'client_p50_ms': 1000 * statistics.median(wall)}
 
 
-def run_shape(shape, hosts, kinds, args, pg, workdir, queries):
-    """Write the fleet in ``shape`` and measure; (figures, queries)."""
+def write_shape(shape, hosts, kinds, args, server):
+    """Write the fleet in ``shape`` into ``server``; its figures."""
     print(f'  N={hosts} {shape}: writing', file=sys.stderr, flush=True)
-    with ps.PlacementServer(os.path.join(workdir, f'{shape}-{hosts}'),
-                            database=pg.placement_database(),
-                            processes=args.server_processes) as server:
-        writer = Writer(ps.admin_adapter(server.url,
-                                         client_name='scheduler-cost-writer'))
-        started = time.time()
-        all_rows = [kinds.rows(shape, i) for i in range(hosts)]
-        writer.prepare([r for rows in all_rows for r in rows])
-        with concurrent.futures.ThreadPoolExecutor(args.writers) as pool:
-            list(pool.map(writer.write, all_rows))
-        written = time.time() - started
+    writer = Writer(ps.admin_adapter(server.url,
+                                     client_name='scheduler-cost-writer'))
+    started = time.time()
+    all_rows = [kinds.rows(shape, i) for i in range(hosts)]
+    writer.prepare([r for rows in all_rows for r in rows])
+    with concurrent.futures.ThreadPoolExecutor(args.writers) as pool:
+        list(pool.map(writer.write, all_rows))
+    return {'providers': sum(len(rows) for rows in all_rows),
+            'write_s': time.time() - started,
+            'by_kind': providers_by_kind(all_rows)}
+
+
+def run_size(hosts, kinds, args, pg, workdir, queries):
+    """Every shape written at ``hosts`` hosts, each into its own
+    Placement, then measured paired; (results, queries)."""
+    results = {}
+    with contextlib.ExitStack() as stack:
+        servers = {}
+        for shape in args.shapes:
+            servers[shape] = stack.enter_context(ps.PlacementServer(
+                os.path.join(workdir, f'{shape}-{hosts}'),
+                database=pg.placement_database(),
+                processes=args.server_processes))
+            results[shape] = write_shape(shape, hosts, kinds, args,
+                                         servers[shape])
         if queries is None:
-            queries = nova_queries(server, os.path.join(workdir, 'nova'))
-        print(f'  N={hosts} {shape}: measuring', file=sys.stderr, flush=True)
-        figures = measure(server, queries, args.repetitions)
-    providers = sum(len(rows) for rows in all_rows)
-    return {'providers': providers, 'write_s': written,
-            'by_kind': providers_by_kind(all_rows),
-            'flavors': figures}, queries
+            queries = nova_queries(next(iter(servers.values())),
+                                   os.path.join(workdir, 'nova'))
+        print(f'  N={hosts}: measuring {", ".join(servers)} paired',
+              file=sys.stderr, flush=True)
+        for shape, figures in measure(servers, queries,
+                                      args.repetitions).items():
+            results[shape]['flavors'] = figures
+    return results, queries
 
 
 def providers_by_kind(all_rows):
@@ -274,9 +321,11 @@ def table(results, hosts):
 def report(results, args, queries, wall):
     lines = [f'Whole run {wall:.0f} s.  Placement 16.0.0, '
              f'{args.server_processes} worker processes over PostgreSQL '
-             f'(REPEATABLE READ), one fresh database per shape and N; '
-             f'{args.repetitions} requests per flavor and shape, one at a '
-             'time; p50/p99: time inside Placement (server request log).',
+             f'(REPEATABLE READ), one fresh database and server per shape '
+             f'and N, all up together; {args.repetitions} requests per '
+             'flavor and shape, one at a time, paired (each repetition '
+             'goes to every shape in turn, the order rotating); p50/p99: '
+             'time inside Placement (server request log).',
              '']
     for hosts in args.hosts:
         if str(hosts) not in results:
@@ -332,12 +381,10 @@ def main(argv=None):
         stopped = None
         try:
             for hosts in args.hosts:
-                for shape in args.shapes:
-                    figures, queries = run_shape(shape, hosts, kinds, args,
-                                                 pg, tmp, queries)
-                    results.setdefault(str(hosts), {})[shape] = figures
-                    if args.json:
-                        _dump(args.json, queries, results)
+                results[str(hosts)], queries = run_size(
+                    hosts, kinds, args, pg, tmp, queries)
+                if args.json:
+                    _dump(args.json, queries, results)
         except SystemExit as exc:
             # Stopped: report the shapes measured so far, saying so.
             stopped = exc.code
