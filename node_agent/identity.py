@@ -231,6 +231,24 @@ def is_ours(provider, root):
     return is_derived(provider) or is_legacy(provider, root.name)
 
 
+def owned(provider, root, ownership=None):
+    """May the agent touch ``provider`` of the tree under ``root``: the one
+    answer every step of a round uses (the drivers' pruning, overrides and
+    reshape, the plan, allocation healing, the devices watched).
+
+    ``ownership``: ``{uuid: record with an owned flag}``, decided once for
+    the round by the tracker from the report client's records (where,
+    beside nova-compute, the root is not the agent's).  A provider it does
+    not name (one the drivers made in this pass) and every provider when
+    there is none (a tree built from nothing) go by the rule,
+    :func:`is_ours`.
+    """
+    record = ownership.get(provider.uuid) if ownership else None
+    if record is not None:
+        return record.owned
+    return is_ours(provider, root)
+
+
 def owned_by_rule(provider):
     """Ownership when nothing is recorded and the root is not known: a
     derived child, or a provider of the previous release (its root, whose

@@ -68,10 +68,14 @@ class DriverSet:
         return [d.name for d in self.drivers]
 
     def update_provider_tree(self, provider_tree, nodename,
-                             allocations=None):
+                             allocations=None, ownership=None):
+        """Build the host's providers into ``provider_tree`` in place
+        (:func:`node_agent.drivers.compose.compose`).  ``ownership``: what
+        the agent may touch in it, decided by the tracker for the round;
+        None (a tree built from nothing): the ownership rule."""
         compose.compose(self.drivers, self.snapshot, provider_tree,
                         nodename, allocations, overrides=self.overrides,
-                        health=self.health)
+                        health=self.health, ownership=ownership)
 
     def reported(self, root):
         """What the drivers report under ``root`` alone: a new tree with a

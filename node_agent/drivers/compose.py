@@ -40,11 +40,14 @@ LOG = logging.getLogger(__name__)
 
 
 def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
-            overrides=None, prune_kinds=None, health=None):
+            overrides=None, prune_kinds=None, health=None, ownership=None):
     """Run ``drivers`` over ``provider_tree`` in place (see module doc).
 
     ``prune_kinds``: kinds of owned child provider that may be pruned;
     None means every kind (a full driver set owns the whole tree).
+    ``ownership``: what the agent may touch in ``provider_tree``, as the
+    tracker decided it for the round (:func:`node_agent.identity.owned`);
+    every step here (prune, overrides, health, reshape) asks it.
     """
     if provider_tree.find(nodename) is None:
         provider_tree.new_root(nodename,
@@ -61,24 +64,26 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
             driver.retire(provider_tree, nodename)
         renames.update(driver.renames())
 
-    _prune(provider_tree, nodename, wanted, prune_kinds)
+    _prune(provider_tree, nodename, wanted, prune_kinds, ownership)
     if overrides is not None:
-        overrides.apply(provider_tree, nodename)
+        overrides.apply(provider_tree, nodename, ownership)
     # Last, so that no override gives an unhealthy device capacity back.
-    layout.apply_health(provider_tree, nodename, health or {})
+    layout.apply_health(provider_tree, nodename, health or {}, ownership)
 
-    moves = reshape.find_moves(before, provider_tree, nodename, renames)
+    moves = reshape.find_moves(before, provider_tree, nodename, renames,
+                               ownership)
     if not moves:
         return
     if allocations is None:
         raise exception.ReshapeNeeded(reshape.describe(moves))
     reshape.move_allocations(moves, before, provider_tree, nodename,
                              allocations, snapshot,
-                             successors(before, provider_tree, nodename),
-                             drivers)
+                             successors(before, provider_tree, nodename,
+                                        ownership),
+                             drivers, ownership)
 
 
-def successors(before, after, nodename):
+def successors(before, after, nodename, ownership=None):
     """``{uuid: successor uuid}``: for the previous release's providers
     of ``before``, their successor in ``after``; for an owned provider
     gone from ``after``, its parent (VFs pooled into their GPU's
@@ -86,7 +91,7 @@ def successors(before, after, nodename):
     does not have is left to the other rules."""
     root = before.get(nodename)
     result = {}
-    for provider in layout.owned_providers(before, nodename):
+    for provider in layout.owned_providers(before, nodename, ownership):
         device_id = identity.successor_id(provider, root.name)
         if device_id is None or not identity.is_legacy(provider, root.name):
             if provider.uuid not in after and provider.parent_uuid and \
@@ -99,16 +104,17 @@ def successors(before, after, nodename):
     return result
 
 
-def _prune(tree, nodename, wanted, kinds):
+def _prune(tree, nodename, wanted, kinds, ownership):
     # Deepest first, so a parent is empty of our children when we reach it.
-    for provider in reversed(layout.owned_providers(tree, nodename)):
+    for provider in reversed(layout.owned_providers(tree, nodename,
+                                                    ownership)):
         if provider.name in wanted or provider.is_root:
             continue
         if kinds is not None and layout.kind_of(provider, tree) \
                 not in kinds:
             continue
         foreign = [p for p in tree.subtree(provider.uuid)[1:]
-                   if not layout.is_owned(p, nodename, tree)]
+                   if not layout.is_owned(p, nodename, tree, ownership)]
         if foreign:
             LOG.warning('Provider %s is no longer reported but keeps '
                         'children this agent does not own (%s); leaving it '

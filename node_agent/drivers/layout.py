@@ -2,11 +2,12 @@
 
 Rules kept here so that no driver can break them on its own:
 
-- A provider is *owned* by the agent by :func:`node_agent.identity.is_ours`
-  (the root, children with derived uuids, and the previous release's
-  providers, which are only ever pruned: their successors take over).
-  Anything else (a Cyborg child under our root, a provider another service
-  made) is never edited, moved or removed.
+- A provider is *owned* by the agent as :func:`node_agent.identity.owned`
+  answers, over the round's ``ownership`` the tracker decided once (the
+  root, unless nova-compute's; children with derived uuids; the previous
+  release's providers, which are only ever pruned: their successors take
+  over).  Anything else (a Cyborg child under our root, a provider another
+  service made) is never edited, moved or removed.
 - Children are named and uuid'ed by :mod:`node_agent.identity`
   (:func:`ensure_child`), and carry its owner trait.
 - On an owned provider a driver sets only the resource classes and traits
@@ -35,19 +36,20 @@ NUMA_ROOT_TRAIT = 'HW_NUMA_ROOT'
 NIC_ROOT_TRAIT = 'CUSTOM_NIC_ROOT'
 
 
-def is_owned(provider, nodename, tree):
-    """:func:`node_agent.identity.is_ours` under the root ``nodename``."""
+def is_owned(provider, nodename, tree, ownership=None):
+    """:func:`node_agent.identity.owned` under the root ``nodename``."""
     root = tree.find(nodename)
-    return root is not None and identity.is_ours(provider, root)
+    return root is not None and identity.owned(provider, root, ownership)
 
 
-def owned_providers(tree, nodename):
-    """Owned providers of the tree rooted at ``nodename``, parents first."""
+def owned_providers(tree, nodename, ownership=None):
+    """Owned providers of the tree rooted at ``nodename``, parents first
+    (:func:`node_agent.identity.owned` over the round's ``ownership``)."""
     root = tree.find(nodename)
     if root is None:
         return []
     return [p for p in tree.subtree(root.uuid)
-            if identity.is_ours(p, root)]
+            if identity.owned(p, root, ownership)]
 
 
 def kind_of(provider, tree):
@@ -196,7 +198,7 @@ def health_traits(health):
     return family if health.instances else family | {UNHEALTHY_TRAIT}
 
 
-def apply_health(tree, nodename, health):
+def apply_health(tree, nodename, health, ownership=None):
     """Give every owned device provider the health traits of its device
     (``health``: ``{PCI address: Health}``) and make each one reserved,
     and the owned providers under it, unschedulable: ``reserved = total``
@@ -206,14 +208,14 @@ def apply_health(tree, nodename, health):
     capacity, it only refuses new ones).  Returns the names of the
     providers so reserved."""
     reserved = []
-    for provider in owned_providers(tree, nodename):
+    for provider in owned_providers(tree, nodename, ownership):
         device = identity.device_of(provider, tree)
         wanted = health_traits(health.get(device[1]) if device else None)
         set_traits(provider, wanted, HEALTH_TRAITS)
         if UNHEALTHY_TRAIT not in provider.traits:
             continue
         for member in tree.subtree(provider.uuid):
-            if not is_owned(member, nodename, tree):
+            if not is_owned(member, nodename, tree, ownership):
                 continue
             for rc, rec in member.inventory.items():
                 member.inventory[rc] = dict(rec, reserved=rec['total'])

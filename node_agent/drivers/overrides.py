@@ -258,7 +258,7 @@ class ProviderOverrides:
             overrides.extend(load_file(filename))
         return cls(overrides)
 
-    def apply(self, tree, nodename):
+    def apply(self, tree, nodename, ownership=None):
         for o in self.overrides:
             provider = o.find(tree, nodename)
             ident = o.uuid or o.name
@@ -267,7 +267,7 @@ class ProviderOverrides:
                             'which this host does not report; skipped',
                             o.filename, ident)
                 continue
-            if not layout.is_owned(provider, nodename, tree):
+            if not layout.is_owned(provider, nodename, tree, ownership):
                 LOG.warning('Provider override in %s names provider %s, '
                             'which this agent does not manage; skipped',
                             o.filename, ident)

@@ -65,12 +65,15 @@ class Move:
     new_class: str
 
 
-def find_moves(before, after, nodename, renames=None):
-    """The moves from ``before`` to ``after`` (see module doc), sorted."""
+def find_moves(before, after, nodename, renames=None, ownership=None):
+    """The moves from ``before`` to ``after`` (see module doc), sorted;
+    between the providers the round's ``ownership`` lets the agent touch
+    (:func:`node_agent.identity.owned`)."""
     renames = renames or {}
-    after_owned = {p.uuid: p for p in layout.owned_providers(after, nodename)}
-    before_owned = {p.uuid: p
-                    for p in layout.owned_providers(before, nodename)}
+    after_owned = {p.uuid: p for p in layout.owned_providers(
+        after, nodename, ownership)}
+    before_owned = {p.uuid: p for p in layout.owned_providers(
+        before, nodename, ownership)}
     appeared = set()
     for uuid, provider in after_owned.items():
         old = before_owned.get(uuid)
@@ -102,19 +105,20 @@ def describe(moves):
 
 
 def move_allocations(moves, before, after, nodename, allocations, snapshot,
-                     successors=None, drivers=()):
+                     successors=None, drivers=(), ownership=None):
     """Move the allocations of ``moves`` in ``allocations`` in place.
 
     ``successors``: ``{provider uuid: its successor's uuid}`` (rule 0 of
     the module doc, :func:`node_agent.drivers.compose.successors`).
     ``drivers``: the drivers that built ``after``, which say where a
-    guest's resources are (rule 1).
+    guest's resources are (rule 1).  ``ownership``: the round's, as for
+    :func:`find_moves`: only owned providers receive amounts.
     """
     moving = {(m.provider_uuid, m.resource_class): m.new_class
               for m in moves}
     moving = _follow_successors(moving, successors or {}, after,
                                 allocations)
-    dest = _Destinations(after, nodename, allocations, moving)
+    dest = _Destinations(after, nodename, allocations, moving, ownership)
     affinity = _Affinity(drivers, snapshot, after.get(nodename))
 
     work = []
@@ -251,9 +255,9 @@ def _rewrite(record, moving, placed, after):
 class _Destinations:
     """Owned providers after the pass, with what is still free on them."""
 
-    def __init__(self, after, nodename, allocations, moving):
-        self._providers = {p.uuid: p
-                           for p in layout.owned_providers(after, nodename)}
+    def __init__(self, after, nodename, allocations, moving, ownership):
+        self._providers = {p.uuid: p for p in layout.owned_providers(
+            after, nodename, ownership)}
         self._by_class = collections.defaultdict(list)
         for provider in sorted(self._providers.values(),
                                key=lambda p: p.name):

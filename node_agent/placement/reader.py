@@ -255,8 +255,13 @@ class TreeReader:
     def ownership(self, tree):
         """``{uuid: Ownership}`` for ``tree``'s providers, as recorded;
         each root (the node the agent was told to manage) owned."""
-        result = {p.uuid: self.owner(p) for p in tree.providers()}
+        result = {}
         for root in tree.roots:
+            for p in tree.subtree(root.uuid):
+                # Unrecorded: the rule under this very root, as the
+                # drivers apply it (identity.owned).
+                result[p.uuid] = self.records.get(p.uuid) or \
+                    plan_mod.Ownership(owned=identity.is_ours(p, root))
             result[root.uuid] = dataclasses.replace(result[root.uuid],
                                                     owned=True)
         return result

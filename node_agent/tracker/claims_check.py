@@ -29,16 +29,13 @@ LOG = logging.getLogger(__name__)
 class ClaimsCheck:
     """Claims kept true to Placement's allocations, after each sync."""
 
-    def __init__(self, conf, report_client, claims, clock, root):
+    def __init__(self, conf, report_client, claims, clock):
         """``claims``: the claim manager, or None (nothing checked);
-        ``clock``: seconds since the epoch; ``root``: the tracker's
-        :class:`~node_agent.tracker.root.RootFinder` (whether the agent
-        owns the root)."""
+        ``clock``: seconds since the epoch."""
         self.conf = conf
         self.report_client = report_client
         self.claims = claims
         self.clock = clock
-        self.root = root
         self.nodename = None
         self._full_read_requested = False
         self._full_period = self._draw_full_period()
@@ -63,7 +60,7 @@ class ClaimsCheck:
         last = self.report_client.last_full_allocation_read(root_uuid)
         return last is None or self.clock() - last >= self._full_period
 
-    def run(self, snapshot, tree, nodename, startup):
+    def run(self, snapshot, tree, nodename, startup, ownership):
         """The claim checks of :mod:`node_agent.claims.manager`.
 
         Every pass: confirm claims whose guest appeared, release orphans.
@@ -74,7 +71,8 @@ class ClaimsCheck:
         (:meth:`_heal`).  Allocations are read where generations moved;
         all of them when the claim database is new, a full read is due or
         was requested.  ``tree``: the tree just synced; ``snapshot``: the
-        scan it was built from.
+        scan it was built from; ``ownership``: what the agent could touch
+        in that sync (:func:`node_agent.identity.owned`).
         """
         if self.claims is None:
             return
@@ -105,20 +103,21 @@ class ClaimsCheck:
         self.unclaimed = self.claims.unclaimed_allocations(
             allocations, domains, tree=tree)
         if heal:
-            self._heal(tree)
+            self._heal(tree, ownership)
         else:
             self._unclaimed_since = {}
 
-    def _heal(self, tree):
+    def _heal(self, tree, ownership):
         """Remove allocations nobody holds from this host's providers.
 
         A consumer goes once it has had neither claim nor guest for
         ``[claims] heal_allocations_delay`` seconds as seen by this process
         (the time between a scheduler's allocation and the claim that
-        follows it; 0: at first sight).  Only providers the agent owns
-        (:func:`node_agent.identity.is_ours`) are touched: allocations the
-        consumer holds elsewhere, on another host or on a provider of
-        another service in this tree, stay.
+        follows it; 0: at first sight).  Only providers the agent owns in
+        that sync (:func:`node_agent.identity.owned`: not nova-compute's
+        root) are touched: allocations the consumer holds elsewhere, on
+        another host or on a provider of another service in this tree,
+        stay.
         """
         now = time.monotonic()
         since = {c: self._unclaimed_since.get(c, now) for c in self.unclaimed}
@@ -126,8 +125,7 @@ class ClaimsCheck:
         delay = self.conf.claims.heal_allocations_delay
         root = tree.roots[0]
         ours = {p.uuid for p in tree.providers()
-                if identity.is_ours(p, root)
-                and (p.uuid != root.uuid or self.root.owns_root)}
+                if identity.owned(p, root, ownership)}
         for consumer in sorted(self.unclaimed):
             if now - since[consumer] < delay:
                 continue

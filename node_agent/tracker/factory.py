@@ -174,7 +174,7 @@ def watched_devices(rt):
         return set()
     found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):
-        if not identity.is_ours(provider, root):
+        if not identity.owned(provider, root, rt.ownership):
             continue
         device = identity.device_of(provider, tree)
         parent = tree.find(provider.parent_uuid)

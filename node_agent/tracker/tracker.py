@@ -130,8 +130,10 @@ def _reread_may_cure(exc):
 class _Pending:
     """A sync decided but not yet written."""
 
-    def __init__(self, snapshot, current, desired, allocations, plan):
+    def __init__(self, snapshot, current, desired, allocations, plan,
+                 ownership):
         self.snapshot = snapshot
+        self.ownership = ownership
         self.current = current
         self.desired = desired
         self.allocations = allocations
@@ -173,6 +175,7 @@ class ResourceTracker:
         self.root = root_mod.RootFinder(conf, report_client)
         self.nodename = root_mod.root_name(conf)   # the root's, once read
         self.last_good = None           # desired tree of the last sync
+        self.ownership = None           # what it may touch, that round
         self.snapshot = None
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
@@ -190,7 +193,7 @@ class ResourceTracker:
         self._scan_state_loaded = False
         # The claim checks after each sync.
         self.claims_check = claims_check.ClaimsCheck(
-            conf, report_client, claims, clock, self.root)
+            conf, report_client, claims, clock)
         # A hardware.health.HealthMonitor the service feeds, or None: its
         # unhealthy devices are reserved in every tree built.
         self.health = None
@@ -205,7 +208,8 @@ class ResourceTracker:
         drivers = _drivers(self.conf, snapshot, self.unhealthy())
         before = allocations = None
         try:
-            drivers.update_provider_tree(desired, self.nodename)  # build
+            drivers.update_provider_tree(desired, self.nodename,  # build
+                                         ownership=ownership)
         except exception.ReshapeNeeded as exc:
             if not startup:
                 return self._keep_last_good(exc, snapshot, drivers,
@@ -218,7 +222,8 @@ class ResourceTracker:
             before = copy.deepcopy(allocations)
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
-                                         allocations=allocations)
+                                         allocations=allocations,
+                                         ownership=ownership)
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
                                           snapshot, ownership)
@@ -234,7 +239,8 @@ class ResourceTracker:
             allocations = self.report_client.complete_allocations(
                 current, {c: before[c] for c in moving},
                 {c: allocations[c] for c in moving})
-        return _Pending(snapshot, current, desired, allocations, plan)
+        return _Pending(snapshot, current, desired, allocations, plan,
+                        ownership)
 
     def _sync(self, startup):
         self.audit_incomplete = None
@@ -279,7 +285,8 @@ class ResourceTracker:
             self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
             raise
         self.claims_check.run(pending.snapshot, self.last_good,
-                              self.nodename, startup=True)
+                              self.nodename, startup=True,
+                              ownership=self.ownership)
         return pending.plan
 
     def audit(self):
@@ -305,7 +312,8 @@ class ResourceTracker:
             self._status(self.status_line())
             return None
         self.claims_check.run(pending.snapshot, self.last_good,
-                              self.nodename, startup=False)
+                              self.nodename, startup=False,
+                              ownership=self.ownership)
         return pending.plan
 
     def plan(self, startup=True):
@@ -459,7 +467,8 @@ class ResourceTracker:
         self.reshape_pending = reason
         desired = self.last_good.copy() if self.last_good else current.copy()
         plan = self._plan(drivers, current, desired, ownership)
-        pending = _Pending(snapshot, current, desired, None, plan)
+        pending = _Pending(snapshot, current, desired, None, plan,
+                           ownership)
         pending.keeps_last_good = True
         return pending
 
@@ -474,6 +483,7 @@ class ResourceTracker:
                          self.nodename)
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
+        self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
         self._reserve_beside_nova(self.last_good)
         self._status(self.status_line())

@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import identity
 from node_agent import provider_tree as pt
+from node_agent.placement import plan
 from tests.fixtures import provider_names as pn
 
 ROOT = 'compute1'
@@ -80,6 +81,23 @@ def test_derived_children_are_ours_and_lookalikes_are_not():
     assert not identity.is_ours(tree.get('compute1_numa_1'), root)
     assert identity.owned_by_rule(tree.get('compute1_numa_0'))
     assert not identity.owned_by_rule(tree.get('compute1_numa_1'))
+
+
+def test_owned_answers_from_the_rounds_ownership_else_the_rule():
+    tree = tree_with(('compute1_numa_0', ROOT, derived('numa_0')),
+                     ('compute1_numa_1', ROOT,
+                      '0b7e2f3a-5c4d-4e6f-8a9b-1c2d3e4f5a6b'))
+    root = tree.get(ROOT)
+    numa, lookalike = tree.get('compute1_numa_0'), tree.get('compute1_numa_1')
+    # Beside nova-compute the round records the root as nova's.
+    beside_nova = {ROOT_UUID: plan.Ownership(owned=False)}
+    assert identity.owned(root, root)
+    assert not identity.owned(root, root, beside_nova)
+    # Children the round does not name (made in this pass) go by the rule.
+    assert identity.owned(numa, root, beside_nova)
+    assert not identity.owned(lookalike, root, beside_nova)
+    # A record is the answer, whatever the rule says.
+    assert not identity.owned(numa, root, {numa.uuid: plan.Ownership()})
 
 
 def test_a_derived_child_of_another_root_is_not_ours():

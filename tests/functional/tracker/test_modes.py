@@ -7,6 +7,7 @@ root by name and uuid, VCPU/MEMORY_MB/DISK_GB on it, COMPUTE_NODE and
 OWNER_NOVA.
 """
 
+import logging
 import os
 import uuid
 
@@ -464,3 +465,29 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
     assert placement_state.read(placement_adapter) == had
     assert (f'{HYPERVISOR}_pci_0000_3b_00_0 is reported by {theirs} '
             '(both report VGPU): left as it is') in caplog.text
+
+
+def test_beside_nova_an_override_of_the_root_is_left_to_nova(
+        agents, beside, placement_adapter, tmp_path, caplog):
+    # What the agent may touch is decided once per round and the drivers
+    # ask it too: beside nova-compute the root is nova's, so an override
+    # naming it is skipped where it is applied, not built and then
+    # refused by the plan.
+    overrides = tmp_path / 'provider_config'
+    overrides.mkdir()
+    (overrides / 'root.yaml').write_text(
+        "meta: {schema_version: '1.0'}\n"
+        'providers:\n'
+        '  - identification: {uuid: $COMPUTE_NODE}\n'
+        '    traits: {additional: [CUSTOM_GOLD]}\n')
+    beside.set_override('config_location', str(overrides),
+                        group='provider_overrides')
+    nova_compute_creates_root(placement_adapter)
+    before = placement_state.read(placement_adapter)['providers'][NOVA_UUID]
+    with caplog.at_level(logging.WARNING):
+        plan = agents().tracker.startup()
+    assert plan.skipped == ()
+    assert ('names provider $COMPUTE_NODE, which this agent does not '
+            'manage; skipped') in caplog.text
+    assert placement_state.read(placement_adapter)['providers'][
+        NOVA_UUID] == before

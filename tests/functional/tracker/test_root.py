@@ -60,3 +60,32 @@ def test_a_root_of_the_host_s_name_is_adopted(placement_adapter):
         for part in ('inventories', 'traits', 'aggregates')]
     assert counted.calls[2].query == f'name={HOST}'
     assert rc.ownership(tree)[theirs].owned
+
+
+def test_ownership_recorded_for_a_round_agrees_with_the_rule(
+        placement_adapter):
+    # What the report client records for a round is what the drivers'
+    # rule says for every provider it has no record of: one answer.
+    rc = client.ReportClient(placement_adapter)
+    root_uuid = root.ensure_root(rc, HOST).roots[0].uuid
+    children = {
+        'compute1_numa_0': identity.legacy_uuid('compute1_numa_0'),
+        # The previous release's, but of another host's name.
+        'compute0_numa_1': identity.legacy_uuid('compute0_numa_1'),
+        f'{HOST}_numa_1': identity.child_uuid(root_uuid, 'numa_1'),
+        'cyborg_fpga_0': str(uuidlib.uuid4()),
+    }
+    for name, uuid in children.items():
+        resp = placement_adapter.post(
+            '/resource_providers', microversion=transport.MV_PROVIDERS,
+            json={'uuid': uuid, 'name': name,
+                  'parent_provider_uuid': root_uuid})
+        assert resp.status_code == 200, resp.text
+    tree = root.ensure_root(rc, HOST)
+    ownership = rc.ownership(tree)
+    owned = {p.name: ownership[p.uuid].owned for p in tree.providers()}
+    assert owned == {HOST: True, 'compute1_numa_0': True,
+                     'compute0_numa_1': False, f'{HOST}_numa_1': True,
+                     'cyborg_fpga_0': False}
+    assert owned == {p.name: identity.owned(p, tree.roots[0])
+                     for p in tree.providers()}
