@@ -237,7 +237,7 @@ class TreeReader:
 
     def save(self, tree):
         if self._state is not None and not self._read_only:
-            self._state.save(tree, {p.uuid: self.owner(p)
+            self._state.save(tree, {p.uuid: self.owner(p, tree)
                                     for p in tree.providers()})
 
     def forget(self):
@@ -248,20 +248,17 @@ class TreeReader:
 
     # -- ownership ------------------------------------------------------------
 
-    def owner(self, provider):
-        return (self.records.get(provider.uuid)
-                or plan_mod.default_ownership(provider))
+    def owner(self, provider, tree):
+        """What the agent may touch on ``provider`` of ``tree``: its
+        record, else the ownership rule under its root."""
+        return self.records.get(provider.uuid) or plan_mod.Ownership(
+            owned=identity.is_ours(provider, tree.get(provider.root_uuid)))
 
     def ownership(self, tree):
         """``{uuid: Ownership}`` for ``tree``'s providers, as recorded;
         each root (the node the agent was told to manage) owned."""
-        result = {}
+        result = {p.uuid: self.owner(p, tree) for p in tree.providers()}
         for root in tree.roots:
-            for p in tree.subtree(root.uuid):
-                # Unrecorded: the rule under this very root, as the
-                # drivers apply it (identity.owned).
-                result[p.uuid] = self.records.get(p.uuid) or \
-                    plan_mod.Ownership(owned=identity.is_ours(p, root))
             result[root.uuid] = dataclasses.replace(result[root.uuid],
                                                     owned=True)
         return result

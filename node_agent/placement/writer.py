@@ -241,7 +241,7 @@ class TreeWriter:
         have = tree.get(want.uuid)
         if change is None:
             change = plan_mod.provider_change(have, want,
-                                              self._reader.owner(have))
+                                              self._reader.owner(have, tree))
         label = f'{have.name} ({have.uuid})'
         if lower_only:
             lowered = plan_mod.lowered_inventory(have.inventory,
