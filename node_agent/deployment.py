@@ -12,9 +12,10 @@ nova-compute makes every one of its periodics fail with 409.  So the
 default is the mode that never writes the root::
 
     mode                 root                       CPU, memory   NUMA nodes
-    beside_nova_compute  nova-compute's: never      root, written no inventory
-      (the default)      created nor written        by nova       (affinity of
-                                                                  devices only)
+    beside_nova_compute  nova-compute's: never      root, written none, unless
+      (the default)      created nor written        by nova       [numa]
+                                                                  enabled (no
+                                                                  inventory)
     standalone           the agent's, named after   NUMA nodes    VCPU, PCPU,
                          [DEFAULT] host, COMPUTE_   (root when    MEMORY_MB
                          NODE + owner trait         NUMA is off)

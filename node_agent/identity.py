@@ -73,6 +73,13 @@ PF = 'pf'
 PCI = 'pci'
 ROOT = 'root'
 
+#: What a network PF's provider carries, under its card's provider or
+#: (beside nova-compute, no card level) under its NUMA node's or the root.
+PF_CLASSES = ('SRIOV_NET_VF', 'NET_BW_EGR_KILOBIT_PER_SEC',
+              'NET_BW_IGR_KILOBIT_PER_SEC')
+PF_TRAIT = 'HW_NIC_SRIOV'
+PHYSNET_PREFIX = 'CUSTOM_PHYSNET_'
+
 #: What a legacy provider renamed out of the way carries after its name.
 ASIDE_SUFFIX = ' (migrating)'
 
@@ -306,6 +313,10 @@ def kind_of(provider, tree):
         return prefix
     parent = tree.find(provider.parent_uuid)
     if parent is not None and kind_of(parent, tree) == NIC:
+        return PF
+    if set(provider.inventory) & set(PF_CLASSES) or any(
+            t == PF_TRAIT or t.startswith(PHYSNET_PREFIX)
+            for t in provider.traits):
         return PF
     return PCI
 

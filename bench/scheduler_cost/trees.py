@@ -24,7 +24,10 @@ here from node-agent's tree, not by running their drivers)::
      +-- <host>_0000:97:00.0          PGPU: 1, PCI in Placement
      |                                (pci_placement_translator:
      |                                "<nodename>_<ADDRESS>", the class
-     |                                [pci] device_spec gives, OWNER_NOVA)
+     |                                [pci] device_spec gives, OWNER_NOVA,
+     |                                COMPUTE_MANAGED_PCI_DEVICE), every
+     |                                GPU the spec's PCI ids match, MIG
+     |                                on or not (Nova has no MIG model)
      +-- <host>:NIC Switch agent      Neutron's SR-IOV agent (no inventory)
           +-- <host>:NIC Switch agent:ens1f0   NET_BW_EGR/IGR_KILOBIT_PER_SEC,
                                       CUSTOM_PHYSNET_*, CUSTOM_VNIC_TYPE_*
@@ -32,7 +35,7 @@ here from node-agent's tree, not by running their drivers)::
 Nova has no provider for SR-IOV NIC VFs (its PCI tracker, not Placement,
 counts them for ports) nor for MIG devices given to guests as such (MIG
 reaches Nova only as MIG-backed vGPU types): those inventories have no
-counterpart in Nova's tree.
+counterpart in Nova's tree, which offers a MIG-partitioned GPU whole.
 
 *pooled*: node-agent's tree built with ``[gpu] vf_providers = pooled``
 (:mod:`node_agent.drivers.gpu`): the identical vGPU VFs of each GPU (the
@@ -44,12 +47,14 @@ import uuid as uuidlib
 from node_agent import drivers
 from node_agent import identity
 from node_agent import provider_tree as ptree
+from node_agent.drivers import layout
 from node_agent.hardware import discovery
 from tests.fixtures import hosts as recorded
 from tests.fixtures import recorded_nvml
 
 NEUTRON_AGENT = 'NIC Switch agent'
 NIC_CLASSES = ('NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC')
+MIG_PREFIX = 'CUSTOM_MIG_'
 
 
 def conf_for(kind, sysfs_root, uri, options, mode='beside_nova_compute'):
@@ -137,10 +142,14 @@ def nova(tree, snap):
             continue
         if kind != identity.PCI or not classes:
             continue
-        if classes == {'PGPU'}:
+        if classes == {'PGPU'} or all(rc.startswith(MIG_PREFIX)
+                                      for rc in classes):
+            # Nova's [pci] device_spec matches a GPU by its PCI ids: it
+            # knows nothing of MIG and offers a MIG-partitioned GPU whole.
             address = identity.pci_address(identity.device_id(p.name))
             rows.append(_row(f'{name}_{address.upper()}', root.uuid,
-                             dict(p.inventory), {'OWNER_NOVA'}))
+                             {'PGPU': layout.record(1)},
+                             {'OWNER_NOVA', 'COMPUTE_MANAGED_PCI_DEVICE'}))
         elif 'VGPU' in classes and len(classes) == 1:
             rows.append(_row(p.name, root.uuid, dict(p.inventory), ()))
     return [_row(name, None, inventory, traits, uuid=root.uuid)] + rows

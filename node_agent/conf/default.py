@@ -31,9 +31,11 @@ opts = [
                     'hypervisor_hostname, waits until nova-compute has '
                     'created it, and never creates, renames or deletes it '
                     'nor writes its inventory, traits or aggregates. The '
-                    'agent reports only devices under it (NICs and PFs, '
-                    'accelerators, GPUs nova does not report; NUMA '
-                    'providers without inventory) and skips, naming both '
+                    'agent reports only devices, each a child of the '
+                    'root as nova\'s are (PFs, accelerators, GPUs and '
+                    'vGPU VFs nova does not report, each carrying its '
+                    'card\'s traits; no NUMA or card providers unless '
+                    '[numa] enabled says so), and skips, naming both '
                     'sides, a device another service already reports.'),
                    (deployment.STANDALONE,
                     'For a Placement cloud without Nova (a scheduler that '

@@ -68,7 +68,9 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     if overrides is not None:
         overrides.apply(provider_tree, nodename, ownership)
     # Last, so that no override gives an unhealthy device capacity back.
-    layout.apply_health(provider_tree, nodename, health or {}, ownership)
+    layout.apply_health(provider_tree, nodename, health or {}, ownership,
+                        {d.address: d.physfn for d in snapshot.pci_devices
+                         if d.physfn})
 
     moves = reshape.find_moves(before, provider_tree, nodename, renames,
                                ownership)

@@ -31,22 +31,21 @@ What a GPU offers, first match wins:
    VFs offers its vGPUs on the VFs (Ampere and later): each VF that offers
    an enabled type (an mdev type on the VF, or NVIDIA's vendor VFIO
    ``nvidia/creatable_vgpu_types``; ``nvidia/current_vgpu_type`` when the VF
-   already holds one) is a child provider of its GPU with one unit of the
-   type's class.  Its name follows Nova's convention for a vGPU parent
-   device (``<root>_pci_<VF address>``).  One provider per VF
-   (``[gpu] vf_providers = per_vf``) because nova-compute's libvirt
-   driver, when it creates the mdev, finds the VF by the name of the
-   provider the allocation names; types can then differ between the VFs
-   of one card, and two vGPUs from the same card are
-   ``resources1=VGPU:1&resources2=VGPU:1&required3=CUSTOM_GPU_NVIDIA_A10&
-   same_subtree=_1,_2,_3`` with the resourceless group on the GPU.
-   Pooled (``pooled``, and ``auto`` in ``standalone``): when every VF of
-   the GPU that offers a vGPU offers the same type, the GPU's provider
-   carries the count of those VFs as one inventory of the type's class
-   and has no VF children; the claim picks a free VF
-   (:mod:`node_agent.drivers.gpu_claims`).  Every provider is paid for by
-   every scheduling request (``doc/scheduler-cost.md``).  A VF whose
-   health reserves it reserves one unit of the pool.  A time-sliced GPU
+   already holds one) is a provider with one unit of the type's class,
+   named as Nova names a vGPU parent device (``<root>_pci_<VF
+   address>``): per VF (``[gpu] vf_providers = per_vf``, and ``auto``
+   beside nova-compute, whose libvirt driver finds the VF to carve the
+   mdev from by that name).  In standalone it is a child of its GPU's
+   provider (two vGPUs of one card: ``same_subtree`` with a
+   resourceless group on the GPU); beside nova-compute it hangs where
+   the GPU's would and carries the GPU's traits, with no GPU provider
+   (:func:`node_agent.drivers.layout.card_providers`).  Pooled
+   (``pooled``, ``auto`` in standalone): the VFs of one GPU that offer
+   the same type are one inventory on the GPU's provider, and the claim
+   picks a free VF (:mod:`node_agent.drivers.gpu_claims`); a VF whose
+   health reserves it reserves one unit of the pool.  Every provider is
+   paid for by every scheduling request (``doc/scheduler-cost.md``).  A
+   time-sliced GPU
    (mdev types on the GPU itself, no VFs) offers its type's
    ``available_instances`` plus its existing mdevs on its own provider.
 3. Nothing: the GPU is not reported, said once in the log with the option
@@ -427,6 +426,13 @@ class GpuDriver(base.Driver):
             if not inventory and not device_offers:
                 self._say_not_reported(gpu)
                 continue
+            if self._vfs_alone(gpu, inventory, device_offers):
+                parent = layout.parent_for(self.conf, self.snapshot,
+                                           provider_tree, nodename,
+                                           gpu.numa_node)
+                wanted.update(self._build_vfs(provider_tree, nodename,
+                                              parent, device_offers, traits))
+                continue
             provider = self._ensure_gpu(provider_tree, nodename, gpu)
             if provider is None:
                 continue
@@ -440,15 +446,9 @@ class GpuDriver(base.Driver):
                 if offer.address == gpu.address:
                     inventory[offer.resource_class] = layout.record(
                         offer.total)
-                    continue
-                child = layout.ensure_child(
-                    provider_tree, identity.pci_id(offer.address),
-                    provider.uuid, nodename)
-                if child is None:
-                    continue
-                wanted.add(child.name)
-                layout.set_inventory(
-                    child, {offer.resource_class: layout.record(1)}, ALL)
+            wanted.update(self._build_vfs(
+                provider_tree, nodename, provider,
+                [o for o in device_offers if o.address != gpu.address], ()))
             layout.set_inventory(provider, inventory, ALL)
             layout.set_traits(provider, traits, self._managed_traits())
         root = provider_tree.get(nodename)
@@ -460,6 +460,32 @@ class GpuDriver(base.Driver):
     def retire(self, provider_tree, nodename):
         layout.set_inventory(provider_tree.get(nodename), {},
                              self.root_classes())
+
+    def _vfs_alone(self, gpu, inventory, offers):
+        """Whether the GPU's vGPU VFs are reported without a provider of
+        the GPU above them: no card level
+        (:func:`node_agent.drivers.layout.card_providers`), one provider
+        per VF, nothing offered on the GPU itself."""
+        return (not layout.card_providers(self.conf) and not inventory
+                and gpu.address not in self.devices.pools
+                and all(o.address != gpu.address for o in offers))
+
+    def _build_vfs(self, tree, nodename, parent, offers, traits):
+        """One provider per VF under ``parent`` (the GPU's, or where the
+        GPU's would hang, the VFs then carrying its ``traits``, as
+        nova-compute's vGPU providers are children of its root); the
+        names of those made."""
+        made = set()
+        for offer in offers:
+            child = layout.ensure_child(tree, identity.pci_id(offer.address),
+                                        parent.uuid, nodename)
+            if child is None:
+                continue
+            made.add(child.name)
+            layout.set_inventory(
+                child, {offer.resource_class: layout.record(1)}, ALL)
+            layout.set_traits(child, traits, self._managed_traits())
+        return made
 
     # -- the reshape's and the claims' view (node_agent.drivers.gpu_claims)
 

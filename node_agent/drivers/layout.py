@@ -20,6 +20,7 @@ Rules kept here so that no driver can break them on its own:
 
 from oslo_log import log as logging
 
+from node_agent import deployment
 from node_agent import identity
 from node_agent import provider_tree as ptree
 
@@ -58,9 +59,26 @@ def kind_of(provider, tree):
 
 
 def numa_active(conf, snapshot):
-    """Whether NUMA nodes are providers in the tree being built."""
-    return ('numa' in conf.enabled_drivers and conf.numa.enabled
+    """Whether NUMA nodes are providers in the tree being built: ``[numa]
+    enabled``, unset meaning in standalone only (beside nova-compute no
+    request Nova builds from a flavor can ask for them)."""
+    enabled = conf.numa.enabled
+    if enabled is None:
+        enabled = deployment.owns_root(conf)
+    return ('numa' in conf.enabled_drivers and enabled
             and bool(snapshot.numa_nodes))
+
+
+def card_providers(conf):
+    """Whether a card's functions hang under a provider of the card (a GPU
+    above its vGPU VFs, a NIC above its PFs), so that ``same_subtree`` can
+    keep two of them on one card: in standalone.  Beside nova-compute each
+    function is a child of its NUMA node's provider or of the root, as
+    nova's own are, and carries the card's traits itself: Nova 34 builds
+    ``same_subtree`` only from Neutron's port requests, and a flavor's
+    ``trait:...=required`` is matched on the providers that give the
+    resources."""
+    return deployment.owns_root(conf)
 
 
 def parent_for(conf, snapshot, tree, nodename, numa_node):
@@ -198,19 +216,28 @@ def health_traits(health):
     return family if health.instances else family | {UNHEALTHY_TRAIT}
 
 
-def apply_health(tree, nodename, health, ownership=None):
+def apply_health(tree, nodename, health, ownership=None, physfns=None):
     """Give every owned device provider the health traits of its device
     (``health``: ``{PCI address: Health}``) and make each one reserved,
     and the owned providers under it, unschedulable: ``reserved = total``
     on each inventory record.  A device's provider is found by its
-    address, whatever driver made it (GPU, accelerator, NIC PF).
-    Allocations are left alone (Placement keeps allocations above
-    capacity, it only refuses new ones).  Returns the names of the
-    providers so reserved."""
+    address, whatever driver made it (GPU, accelerator, NIC PF).  A VF
+    whose physical function has no provider in the tree (no card level,
+    :func:`card_providers`) carries its function's health too
+    (``physfns``: ``{VF address: PF address}``), so a failing GPU still
+    takes its VFs out.  Allocations are left alone (Placement keeps
+    allocations above capacity, it only refuses new ones).  Returns the
+    names of the providers so reserved."""
     reserved = []
-    for provider in owned_providers(tree, nodename, ownership):
+    owned = owned_providers(tree, nodename, ownership)
+    devices = {d[1] for d in (identity.device_of(p, tree) for p in owned)
+               if d is not None}
+    for provider in owned:
         device = identity.device_of(provider, tree)
         wanted = health_traits(health.get(device[1]) if device else None)
+        physfn = (physfns or {}).get(device[1]) if device else None
+        if physfn is not None and physfn not in devices:
+            wanted |= health_traits(health.get(physfn))
         set_traits(provider, wanted, HEALTH_TRAITS)
         if UNHEALTHY_TRAIT not in provider.traits:
             continue

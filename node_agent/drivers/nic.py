@@ -32,7 +32,9 @@ one provider.
 The card provider hangs under the NUMA node its PFs share (root when NUMA
 modelling is off, the node is unknown or the PFs disagree); the resourceless
 card provider with ``CUSTOM_NIC_ROOT`` lets a request keep two VFs on one
-card with ``same_subtree``.
+card with ``same_subtree``.  Beside nova-compute there is no card level
+(:func:`node_agent.drivers.layout.card_providers`): the PFs hang where the
+card would, as Neutron's own port providers have no card either.
 
 Managed: on card providers ``CUSTOM_NIC_ROOT``; on PF providers the classes
 above, ``HW_NIC_SRIOV`` and ``CUSTOM_PHYSNET_*``.
@@ -55,9 +57,9 @@ from node_agent.drivers import layout
 LOG = logging.getLogger(__name__)
 
 VF_CLASS = 'SRIOV_NET_VF'
-PF_CLASSES = (VF_CLASS, 'NET_BW_EGR_KILOBIT_PER_SEC',
-              'NET_BW_IGR_KILOBIT_PER_SEC')
-PF_TRAITS = ('HW_NIC_SRIOV', 'CUSTOM_PHYSNET_*', 'CUSTOM_VNIC_TYPE_*')
+PF_CLASSES = identity.PF_CLASSES
+PF_TRAITS = (identity.PF_TRAIT, identity.PHYSNET_PREFIX + '*',
+             'CUSTOM_VNIC_TYPE_*')
 BANDWIDTH_OPTION = '[nic] resource_provider_bandwidths'
 VNIC_OPTION = '[nic] vnic_types'
 #: neutron-lib's vnic types (neutron_lib.api.definitions.portbindings).
@@ -262,14 +264,18 @@ class NicDriver(base.Driver):
         for card, pfs in sorted(cards.items()):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
-            card_rp = layout.ensure_device(
-                self.conf, self.snapshot, provider_tree, nodename,
-                identity.nic_id(card), node)
-            if card_rp is None:
-                continue
-            wanted.add(card_rp.name)
-            layout.set_inventory(card_rp, {}, PF_CLASSES)
-            layout.set_traits(card_rp, CARD_TRAITS, CARD_TRAITS)
+            if layout.card_providers(self.conf):
+                card_rp = layout.ensure_device(
+                    self.conf, self.snapshot, provider_tree, nodename,
+                    identity.nic_id(card), node)
+                if card_rp is None:
+                    continue
+                wanted.add(card_rp.name)
+                layout.set_inventory(card_rp, {}, PF_CLASSES)
+                layout.set_traits(card_rp, CARD_TRAITS, CARD_TRAITS)
+            else:
+                card_rp = layout.parent_for(self.conf, self.snapshot,
+                                            provider_tree, nodename, node)
             for pf, physnet in pfs:
                 provider = layout.ensure_child(
                     provider_tree, identity.pci_id(pf.address), card_rp,

@@ -170,31 +170,32 @@ def test_fleet(tmp_path):
 def test_scheduler_cost(tmp_path):
     figures, _ = bench('scheduler-cost', tmp_path)
     per = figures['results']['4']
-    # One host of each kind: vgpu (root, 2 NUMA, 8 GPUs, 128 VFs), mig
-    # (root, 2 NUMA, 8 GPUs), nic (root, 2 NUMA, 4 cards, 8 PFs), plain
-    # (root, 1 NUMA).  Nova's: no NUMA and no GPU providers, one per VF;
-    # Neutron's agent and its 8 bandwidth providers; pooled (and
-    # standalone, where [gpu] vf_providers = auto pools): no VFs.
-    pooled = {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2}
+    # One host of each kind: vgpu (root, 128 VFs), mig (root, 8 GPUs),
+    # nic (root, 8 PFs), plain (root) beside nova-compute: no NUMA and no
+    # card providers.  Nova's: one per VF, every H100 (MIG on or not) as
+    # PGPU, Neutron's agent and its 8 bandwidth providers.  Pooled: no
+    # VFs; standalone (where [gpu] vf_providers = auto pools) adds the
+    # NUMA nodes and the NIC cards.
     assert {shape: per[shape]['by_kind'] for shape in per} == {
-        'node-agent': {'vgpu': 139, 'mig': 11, 'nic': 15, 'plain': 2},
-        'standalone': pooled, 'pooled': pooled,
-        'nova': {'vgpu': 129, 'mig': 7, 'nic': 10, 'plain': 1}}
+        'node-agent': {'vgpu': 129, 'mig': 9, 'nic': 9, 'plain': 1},
+        'pooled': {'vgpu': 9, 'mig': 9, 'nic': 9, 'plain': 1},
+        'standalone': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2},
+        'nova': {'vgpu': 129, 'mig': 9, 'nic': 10, 'plain': 1}}
     assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
                                        'qos_port', 'numa_granular'}
     # What Placement answers is exact.  node-agent's default tree offers
-    # what Nova's does: one candidate per host and VF, GPU or PF a flavor
-    # needs; pooled, one per GPU; standalone (pooled too) takes CPU and
-    # memory from either NUMA node of a host (4 ways on 2 nodes, 1 on
-    # one), and only it answers a request for CPU and memory from one NUMA
-    # node.
+    # what Nova's does, but for the two MIG-partitioned GPUs Nova offers
+    # whole: one candidate per host and VF, GPU or PF a flavor needs;
+    # pooled, one per GPU; standalone (pooled too) takes CPU and memory
+    # from either NUMA node of a host (4 ways on 2 nodes, 1 on one), and
+    # only it answers a request for CPU and memory from one NUMA node.
     candidates = {shape: {flavor: f['candidates']
                           for flavor, f in per[shape]['flavors'].items()}
                   for shape in per}
-    nova = {'plain': 4, 'vgpu': 128, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
+    ours = {'plain': 4, 'vgpu': 128, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
             'numa_granular': 0}
     assert candidates == {
-        'node-agent': nova, 'nova': nova,
-        'pooled': dict(nova, vgpu=8),
+        'node-agent': ours, 'nova': dict(ours, pgpu=8),
+        'pooled': dict(ours, vgpu=8),
         'standalone': {'plain': 13, 'vgpu': 32, 'pgpu': 24, 'pcpu': 13,
                        'qos_port': 16, 'numa_granular': 16}}

@@ -18,10 +18,8 @@ hypervisor is ``compute1``.  With its shipped default
 root, in either start order::
 
     compute1 (nova-compute's uuid, inventory and traits)
-    +-- compute1_numa_<n> (no inventory)
-    |    +-- compute1_pci_0000_3b_00_0 (agent's)
-    |    +-- compute1_nic_0000_5e_00
-    |         +-- compute1_pci_0000_5e_00_0   VNIC_TYPE_DIRECT, NET_BW_*
+    +-- compute1_pci_0000_3b_00_0 (agent's; no NUMA nor card providers)
+    +-- compute1_pci_0000_5e_00_0   VNIC_TYPE_DIRECT, NET_BW_*
     +-- compute1:NIC Switch agent (Neutron)
 
 ``standalone`` owns its root and shares it with no one: beside
@@ -107,6 +105,7 @@ def configure(agent, server, cloud, mode=None, extra=()):
         '[DEFAULT]', f'deployment = {mode or "standalone"}',
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
         f'hypervisor_hostname = {HOST}') + NIC_OPTIONS + tuple(extra))
+    agent.use_default('enabled', 'numa')    # as the mode says
     if mode is None:
         agent.use_default('deployment')
 
@@ -175,10 +174,11 @@ def assert_beside_tree(cloud, node_uuid):
     assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2'} <= \
         root['traits']
     for name in GPUS | {FPGA, PF_PHYSNET1}:
-        assert providers[name]['root'] == node_uuid
+        assert providers[name]['parent'] == node_uuid
         assert 'CUSTOM_OWNER_NODE_AGENT' in providers[name]['traits']
-    for n in (0, 1):
-        assert providers[f'{HOST}_numa_{n}']['inventory'] == {}
+    # No NUMA and no card providers: nothing Nova asks could use them.
+    assert not [name for name in providers
+                if name.startswith((f'{HOST}_numa_', f'{HOST}_nic_'))]
 
 
 def assert_every_kind_lands(cloud, node_uuid):
@@ -489,9 +489,11 @@ def test_standalone_root_handed_to_nova_compute_before_its_first_start(
             'CUSTOM_OWNER_NODE_AGENT'} <= providers[HOST]['traits']
     for name in GPUS | {FPGA, PF_PHYSNET1}:
         assert providers[name]['uuid'] == before[name]['uuid']
-        assert providers[name]['root'] == root['uuid']
-    for n in (0, 1):
-        assert providers[f'{HOST}_numa_{n}']['inventory'] == {}
+        assert providers[name]['parent'] == root['uuid']
+    # standalone's NUMA and card providers are gone, their devices moved
+    # up to the root with their uuids.
+    assert not [name for name in providers
+                if name.startswith((f'{HOST}_numa_', f'{HOST}_nic_'))]
     alternate(agent, server, cloud, rounds=1)
 
 

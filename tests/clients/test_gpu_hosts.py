@@ -49,13 +49,15 @@ def report(agent, server, cloud, host, extra):
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
         f'hypervisor_hostname = {HOST}') + host_options(host) + extra)
     agent.use_default('deployment')
+    agent.use_default('enabled', 'numa')
     done = agent.run_once()
     assert done.returncode == 0, done.stderr[-3000:]
     return cloud.providers()
 
 
-def flavor(name, **resources):
+def flavor(name, traits=(), **resources):
     specs = {f'resources:{rc}': str(n) for rc, n in resources.items()}
+    specs.update({f'trait:{t}': 'required' for t in traits})
     return {'name': name, 'keep': True,
             'flavor': {'vcpus': 2, 'memory_mb': 512, 'root_gb': 1,
                        'extra_specs': specs}}
@@ -80,7 +82,7 @@ def test_nova_places_a_whole_h100(agent, server, cloud):
         '[gpu]', 'passthrough_devices = 10de:2330'))
     root = providers[HOST]['uuid']
     gpu = f'{HOST}_pci_0000_00_06_0'
-    assert providers[gpu]['parent'] == providers[f'{HOST}_numa_0']['uuid']
+    assert providers[gpu]['parent'] == root
 
     placed = schedule(cloud, root, [flavor('pgpu', PGPU=1)])
 
@@ -100,14 +102,30 @@ def test_nova_places_vgpus_of_each_type_on_the_vfs(agent, server, cloud):
     root = providers[HOST]['uuid']
     a10_vfs = {f'{HOST}_pci_0000_3b_00_{f}' for f in range(4, 8)}
     l40s_vfs = {f'{HOST}_pci_0000_af_00_{f}' for f in range(4, 8)}
+    # Beside nova-compute each VF is the root's child, as nova's own vGPU
+    # providers are, and carries its GPU's model: no GPU provider.
+    for name in a10_vfs | l40s_vfs:
+        assert providers[name]['parent'] == root
+    assert {name for name in providers
+            if name.startswith(f'{HOST}_pci_0000_3b_00_')} == a10_vfs
+    a10 = {t for name in a10_vfs for t in providers[name]['traits']
+           if t.startswith('CUSTOM_GPU_')}
+    l40s = {t for name in l40s_vfs for t in providers[name]['traits']
+            if t.startswith('CUSTOM_GPU_')}
+    assert len(a10) == len(l40s) == 1 and a10 != l40s
 
     placed = schedule(cloud, root, [
-        flavor(f'a10-{i}', VGPU=1) for i in range(4)] + [
-        flavor('l40s', CUSTOM_L40S_4Q=1)])
+        flavor('a10-0', traits=a10, VGPU=1)] + [
+        flavor(f'a10-{i}', VGPU=1) for i in range(1, 4)] + [
+        flavor('l40s', traits=l40s, CUSTOM_L40S_4Q=1)])
 
-    # Four VGPU flavors take the A10's four VFs, one each.
+    # Four VGPU flavors take the A10's four VFs, one each; a flavor's
+    # trait:CUSTOM_GPU_<model>=required finds its model on the VF.
     assert {placed[f'a10-{i}']['VGPU'] for i in range(4)} == a10_vfs
     assert placed['l40s']['CUSTOM_L40S_4Q'] in l40s_vfs
+    wrong, = cloud.schedule(harness.computes(HOST, root), [
+        flavor('l40s-on-a10', traits=a10, CUSTOM_L40S_4Q=1)])
+    assert wrong['error'] is not None
     fifth, = cloud.schedule(harness.computes(HOST, root),
                             [flavor('a10-5', VGPU=1)])
     assert fifth['error'] is not None

@@ -109,11 +109,18 @@ class Agent:
         write_conf(self.conf, url, self.state, nested, direct_db, self.log,
                    extra)
 
-    def use_default(self, option):
-        """Drop ``option`` from the config file: its shipped default."""
+    def use_default(self, option, section=None):
+        """Drop ``option`` (of ``[section]`` only, when given) from the
+        config file: its shipped default."""
+        lines, current = [], None
         with open(self.conf) as f:
-            lines = [line for line in f
-                     if not line.startswith(f'{option} =')]
+            for line in f:
+                if line.startswith('['):
+                    current = line.strip()[1:-1]
+                if line.startswith(f'{option} =') and \
+                        section in (None, current):
+                    continue
+                lines.append(line)
         with open(self.conf, 'w') as f:
             f.writelines(lines)
 

@@ -245,6 +245,77 @@ def test_two_vgpus_from_the_same_card(conf, placement_adapter):
     assert {mapped(r)['3'] for r in found} == {uuid(A10)}
 
 
+def test_beside_nova_vfs_are_the_roots_children_and_share_their_gpus_health(
+        conf, placement_adapter):
+    adapter = placement_adapter
+    agent = host4_agent(conf, adapter)
+    conf.set_override('deployment', 'beside_nova_compute')
+    conf.clear_override('enabled', 'numa')
+    tree = agent.sync()
+    root = tree.roots[0].uuid
+    # No GPU and no NUMA provider: each VF is a child of the root, as
+    # nova-compute's vGPU providers are, with its GPU's model.
+    assert adapter.get(f'/resource_providers/{uuid(A10)}').status_code \
+        == 404
+    assert not [p for p in tree.providers()
+                if identity.kind_of(p, tree) == identity.NUMA]
+    for vf in A10_VFS:
+        assert parent(adapter, vf) == root
+        assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10',
+                                       identity.OWNER_TRAIT}
+    # The A10 fails: its VFs, not the L40S's, are unschedulable.
+    agent.health = {A10: health_mod.Health(
+        health_mod.ISOLATED, 'XID 79 (GPU has fallen off the bus)',
+        health_mod.GPU_LOST_FAMILY, health_mod.ISOLATE)}
+    agent.sync()
+    for vf in A10_VFS:
+        assert inventory(adapter, vf) == {'VGPU': (1, 1)}
+        assert layout.UNHEALTHY_TRAIT in traits(adapter, vf)
+    for vf in L40S_VFS:
+        assert inventory(adapter, vf) == {'CUSTOM_L40S_4Q': (1, 0)}
+        assert layout.UNHEALTHY_TRAIT not in traits(adapter, vf)
+    assert candidates(adapter, '1.36', resources='VGPU:1') == []
+
+    agent.health = {}
+    agent.sync()
+    for vf in A10_VFS:
+        assert inventory(adapter, vf) == {'VGPU': (1, 0)}
+        assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10',
+                                       identity.OWNER_TRAIT}
+
+
+def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
+        conf, placement_adapter, monkeypatch):
+    """A host the earlier release reported beside nova-compute (NUMA
+    nodes, a provider per GPU above its VFs) loses those levels at the
+    next sync: each VF moves up to the root keeping its uuid, and the
+    allocation on it stays as it was, without a reshape."""
+    adapter = placement_adapter
+    agent = host4_agent(conf, adapter)
+    conf.set_override('deployment', 'beside_nova_compute')
+    with monkeypatch.context() as m:
+        m.setattr(layout, 'card_providers', lambda conf: True)
+        agent.sync()
+    assert parent(adapter, A10_VFS[1]) == uuid(A10)
+    assert parent(adapter, A10) == numa(0)
+    consumer = 'c0000000-0000-4000-8000-000000000002'
+    allocate(adapter, consumer, A10_VFS[1], {'VGPU': 1})
+    before = get(adapter, f'/allocations/{consumer}', '1.28')
+
+    conf.clear_override('enabled', 'numa')
+    tree = agent.sync()
+    root = tree.roots[0].uuid
+    assert {parent(adapter, vf) for vf in A10_VFS + L40S_VFS} == {root}
+    for gone in (uuid(A10), uuid(L40S), numa(0), numa(1)):
+        assert adapter.get(f'/resource_providers/{gone}',
+                           microversion='1.36').status_code == 404
+    after = get(adapter, f'/allocations/{consumer}', '1.28')
+    assert {rp: a['resources'] for rp, a in after['allocations'].items()} \
+        == {uuid(A10_VFS[1]): {'VGPU': 1}}
+    assert after['consumer_generation'] == before['consumer_generation']
+    assert inventory(adapter, A10_VFS[1]) == {'VGPU': (1, 0)}
+
+
 def test_types_mix_on_one_card_and_max_instances_caps(conf,
                                                       placement_adapter):
     adapter = placement_adapter

@@ -42,6 +42,17 @@ def test_nova_modes_leave_cpu_and_memory_to_nova(
     root = tree.get(H)
     assert root.inventory == {}
     assert root.traits == set()
+    # No NUMA provider: nothing Nova asks for could use one.  Devices
+    # are the root's children, as nova-compute's own are.
+    assert [p.name for p in tree.providers()
+            if identity.kind_of(p, tree) == identity.NUMA] == []
+    assert tree.get(f'{H}_pci_0000_3b_00_0').parent_uuid == root.uuid
+
+
+def test_beside_nova_numa_providers_when_the_operator_asks(
+        dconf, snapshot, tree):
+    dconf.set_override('enabled', True, group='numa')
+    run(dconf, snapshot, tree, 'beside_nova_compute')
     for node in (0, 1):
         numa = tree.get(f'{H}_numa_{node}')
         assert numa.inventory == {}
@@ -59,7 +70,10 @@ def test_beside_nova_compute_leaves_the_root_to_nova(dconf, snapshot, tree):
     assert root.inventory == {'VCPU': {'total': 4}}
     assert root.traits == {'COMPUTE_NODE', 'OWNER_NOVA',
                            'CUSTOM_NODE_AGENT_MANAGED'}
-    assert tree.get(f'{H}_numa_1').inventory == {}
+    assert {identity.kind_of(p, tree) for p in tree.providers()} == {
+        identity.ROOT, identity.PCI, identity.PF}
+    assert all(p.parent_uuid == root.uuid for p in tree.providers()
+               if p is not root)
 
 
 def test_the_previous_release_root_trait_is_removed(dconf, snapshot, tree):
