@@ -68,9 +68,10 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     if overrides is not None:
         overrides.apply(provider_tree, nodename, ownership)
     # Last, so that no override gives an unhealthy device capacity back.
+    physfns = {d.address: d.physfn for d in snapshot.pci_devices
+               if d.physfn}
     layout.apply_health(provider_tree, nodename, health or {}, ownership,
-                        {d.address: d.physfn for d in snapshot.pci_devices
-                         if d.physfn})
+                        physfns)
 
     moves = reshape.find_moves(before, provider_tree, nodename, renames,
                                ownership)
@@ -81,24 +82,31 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     reshape.move_allocations(moves, before, provider_tree, nodename,
                              allocations, snapshot,
                              successors(before, provider_tree, nodename,
-                                        ownership),
+                                        ownership, physfns),
                              drivers, ownership)
 
 
-def successors(before, after, nodename, ownership=None):
+def successors(before, after, nodename, ownership=None, physfns=None):
     """``{uuid: successor uuid}``: for the previous release's providers
     of ``before``, their successor in ``after``; for an owned provider
-    gone from ``after``, its parent (VFs pooled into their GPU's
-    provider: each amount goes to its own card).  A class the successor
-    does not have is left to the other rules."""
+    gone from ``after``, its function's (``physfns``: ``{VF address: PF
+    address}``) else its parent (VFs pooled into their GPU's provider,
+    from under it or from beside it: each amount goes to its own card).
+    A class the successor does not have is left to the other rules."""
     root = before.get(nodename)
     result = {}
     for provider in layout.owned_providers(before, nodename, ownership):
         device_id = identity.successor_id(provider, root.name)
         if device_id is None or not identity.is_legacy(provider, root.name):
-            if provider.uuid not in after and provider.parent_uuid and \
-                    provider.parent_uuid in after:
-                result[provider.uuid] = provider.parent_uuid
+            if provider.uuid not in after:
+                device = identity.device_of(provider, before)
+                physfn = (physfns or {}).get(device[1]) if device else None
+                card = physfn and identity.child_uuid(
+                    root.uuid, identity.pci_id(physfn))
+                if card in after:
+                    result[provider.uuid] = card
+                elif provider.parent_uuid in after:
+                    result[provider.uuid] = provider.parent_uuid
             continue
         uuid = identity.child_uuid(root.uuid, device_id)
         if uuid in after:

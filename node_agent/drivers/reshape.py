@@ -118,7 +118,9 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
               for m in moves}
     moving = _follow_successors(moving, successors or {}, after,
                                 allocations)
-    dest = _Destinations(after, nodename, allocations, moving, ownership)
+    dest = _Destinations(after, nodename, allocations, moving, ownership,
+                         {d.address: d.physfn for d in snapshot.pci_devices
+                          if d.physfn})
     affinity = _Affinity(drivers, snapshot, after.get(nodename))
 
     work = []
@@ -222,13 +224,14 @@ def _place(consumer, needs, sources, prefs, dest):
 
 def _ordered(candidates, preferred, sources, classes, dest):
     """Candidates in order: affinity, then the consumer's own provider
-    (a rename in place), then those right under it, then by name
-    (``candidates`` come sorted so)."""
+    (a rename in place), then those of its card (right under it, or the
+    VFs of its function beside it), then by name (``candidates`` come
+    sorted so)."""
     first = [u for u in preferred if u in candidates]
     origin = {u for rc in classes for u in sources.get(rc, ())}
     own = sorted(u for u in origin if u in candidates and u not in first)
     under = [u for u in candidates if u not in first and u not in own
-             and dest.parent(u) in origin]
+             and dest.card(u) in origin]
     rest = [u for u in candidates
             if u not in first and u not in own and u not in under]
     return first + own + under + rest
@@ -255,9 +258,18 @@ def _rewrite(record, moving, placed, after):
 class _Destinations:
     """Owned providers after the pass, with what is still free on them."""
 
-    def __init__(self, after, nodename, allocations, moving, ownership):
+    def __init__(self, after, nodename, allocations, moving, ownership,
+                 physfns):
         self._providers = {p.uuid: p for p in layout.owned_providers(
             after, nodename, ownership)}
+        root = after.get(nodename).uuid
+        self._cards = {}
+        for provider in self._providers.values():
+            device = identity.device_of(provider, after)
+            physfn = physfns.get(device[1]) if device else None
+            self._cards[provider.uuid] = (
+                identity.child_uuid(root, identity.pci_id(physfn))
+                if physfn else provider.parent_uuid)
         self._by_class = collections.defaultdict(list)
         for provider in sorted(self._providers.values(),
                                key=lambda p: p.name):
@@ -275,8 +287,10 @@ class _Destinations:
     def providers(self, rc):
         return self._by_class.get(rc, [])
 
-    def parent(self, uuid):
-        return self._providers[uuid].parent_uuid
+    def card(self, uuid):
+        """The provider of ``uuid``'s card: its function's for a VF (under
+        it or not), else its parent."""
+        return self._cards[uuid]
 
     def name(self, uuid):
         return self._providers[uuid].name

@@ -164,14 +164,17 @@ def device_health(conf, rt, metrics=None, clock=None):
 
 def watched_devices(rt):
     """PCI addresses of the devices the tracker last synced a provider
-    for (GPUs, accelerators, NIC PFs; not the VFs under a GPU), and of
-    those nova-compute reports in Placement beside it."""
+    for (GPUs, accelerators, NIC PFs; a VF's own function, whether the VF
+    is under its GPU's provider or, with no card level, in its place),
+    and of those nova-compute reports in Placement beside it."""
     from node_agent import identity
     from node_agent.tracker import nova_pci
     tree = rt.last_good
     root = tree.find(rt.nodename) if tree is not None else None
     if root is None:
         return set()
+    physfns = {d.address: d.physfn for d in
+               (rt.snapshot.pci_devices if rt.snapshot else ()) if d.physfn}
     found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):
         if not identity.owned(provider, root, rt.ownership):
@@ -179,7 +182,7 @@ def watched_devices(rt):
         device = identity.device_of(provider, tree)
         parent = tree.find(provider.parent_uuid)
         if device and device[1] and identity.device_of(parent, tree) is None:
-            found.add(device[1])
+            found.add(physfns.get(device[1], device[1]))
     return found
 
 

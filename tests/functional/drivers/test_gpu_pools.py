@@ -266,3 +266,40 @@ def test_pooled_back_to_per_vf_keeps_each_unit_on_its_card(
         C2: {g.uuid(A10_VFS[0]): {'VGPU': 1},
              g.uuid(A10_VFS[1]): {'VGPU': 1}}}
     assert g.inventory(adapter, A10) == {}
+
+
+def test_beside_nova_per_vf_to_pooled_keeps_each_unit_on_its_card(
+        conf, placement_adapter):
+    """Beside nova-compute the VFs are the root's children, not their
+    card's: pooled, each consumer's unit still goes to its own VF's card
+    (by name the A10 would come first), in one reshape."""
+    adapter = placement_adapter
+    g.host4_agent(conf, adapter)
+    conf.set_override('deployment', 'beside_nova_compute')
+    conf.clear_override('enabled', 'numa')
+    g.mdev(conf, 'nvidia-1155', mdev_class='VGPU')
+    agent = c.Agent(conf, adapter, hosts.discover('host4'))
+    tree = agent.sync()
+    assert g.parent(adapter, L40S_VFS[1]) == tree.roots[0].uuid
+    tc.put_allocations(adapter, C1, {g.uuid(L40S_VFS[1]): {'VGPU': 1}})
+    tc.put_allocations(adapter, C2, {g.uuid(A10_VFS[2]): {'VGPU': 1}})
+
+    conf.set_override('vf_providers', 'pooled', 'gpu')
+    agent.sync()
+
+    assert agent.reshapes == 1
+    assert {k: {rp: a['resources'] for rp, a in tc.get_allocations(
+                adapter, k)['allocations'].items()} for k in (C1, C2)} == {
+        C1: {g.uuid(L40S): {'VGPU': 1}}, C2: {g.uuid(A10): {'VGPU': 1}}}
+    assert g.inventory(adapter, L40S) == {'VGPU': (4, 0)}
+    assert not any(g.exists(adapter, vf) for vf in A10_VFS + L40S_VFS)
+
+    # And back: each unit on a VF of the card it was on.
+    conf.set_override('vf_providers', 'per_vf', 'gpu')
+    agent.sync()
+    assert agent.reshapes == 2
+    held = {k: set(tc.get_allocations(adapter, k)['allocations'])
+            for k in (C1, C2)}
+    assert len(held[C1]) == len(held[C2]) == 1
+    assert held[C1] <= {g.uuid(vf) for vf in L40S_VFS}
+    assert held[C2] <= {g.uuid(vf) for vf in A10_VFS}
