@@ -68,8 +68,7 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     if overrides is not None:
         overrides.apply(provider_tree, nodename, ownership)
     # Last, so that no override gives an unhealthy device capacity back.
-    physfns = {d.address: d.physfn for d in snapshot.pci_devices
-               if d.physfn}
+    physfns = snapshot.physfns()
     layout.apply_health(provider_tree, nodename, health or {}, ownership,
                         physfns)
 

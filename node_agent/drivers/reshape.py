@@ -119,8 +119,7 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
     moving = _follow_successors(moving, successors or {}, after,
                                 allocations)
     dest = _Destinations(after, nodename, allocations, moving, ownership,
-                         {d.address: d.physfn for d in snapshot.pci_devices
-                          if d.physfn})
+                         snapshot.physfns())
     affinity = _Affinity(drivers, snapshot, after.get(nodename))
 
     work = []

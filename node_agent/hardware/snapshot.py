@@ -255,6 +255,10 @@ class HostSnapshot:
     def pf(self, address):
         return next((p for p in self.pfs if p.address == address), None)
 
+    def physfns(self):
+        """``{VF address: its physical function's address}``."""
+        return {d.address: d.physfn for d in self.pci_devices if d.physfn}
+
     def accelerators(self):
         """PCI functions of class 0x12 (processing accelerators, FPGAs)."""
         return tuple(d for d in self.pci_devices

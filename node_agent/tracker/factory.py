@@ -173,8 +173,7 @@ def watched_devices(rt):
     root = tree.find(rt.nodename) if tree is not None else None
     if root is None:
         return set()
-    physfns = {d.address: d.physfn for d in
-               (rt.snapshot.pci_devices if rt.snapshot else ()) if d.physfn}
+    physfns = rt.snapshot.physfns() if rt.snapshot else {}
     found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):
         if not identity.owned(provider, root, rt.ownership):
