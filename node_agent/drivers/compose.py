@@ -98,10 +98,8 @@ def successors(before, after, nodename, ownership=None, physfns=None):
         device_id = identity.successor_id(provider, root.name)
         if device_id is None or not identity.is_legacy(provider, root.name):
             if provider.uuid not in after:
-                device = identity.device_of(provider, before)
-                physfn = (physfns or {}).get(device[1]) if device else None
-                card = physfn and identity.child_uuid(
-                    root.uuid, identity.pci_id(physfn))
+                card = layout.function_uuid(provider, before, root.uuid,
+                                            physfns or {})
                 if card in after:
                     result[provider.uuid] = card
                 elif provider.parent_uuid in after:

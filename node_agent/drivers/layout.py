@@ -81,6 +81,18 @@ def card_providers(conf):
     return deployment.owns_root(conf)
 
 
+def function_uuid(provider, tree, root_uuid, physfns):
+    """The uuid the provider of a VF's physical function has (or would
+    have) under ``root_uuid``, whether the VF hangs under it or not; None
+    for a provider that is no VF (``physfns``: ``{VF address: PF
+    address}``)."""
+    device = identity.device_of(provider, tree)
+    physfn = physfns.get(device[1]) if device else None
+    if physfn is None:
+        return None
+    return identity.child_uuid(root_uuid, identity.pci_id(physfn))
+
+
 def parent_for(conf, snapshot, tree, nodename, numa_node):
     """The provider a device affined to ``numa_node`` hangs under: its
     NUMA node's while NUMA modelling is active and that node is in the

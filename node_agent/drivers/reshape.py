@@ -262,13 +262,8 @@ class _Destinations:
         self._providers = {p.uuid: p for p in layout.owned_providers(
             after, nodename, ownership)}
         root = after.get(nodename).uuid
-        self._cards = {}
-        for provider in self._providers.values():
-            device = identity.device_of(provider, after)
-            physfn = physfns.get(device[1]) if device else None
-            self._cards[provider.uuid] = (
-                identity.child_uuid(root, identity.pci_id(physfn))
-                if physfn else provider.parent_uuid)
+        self._cards = {p.uuid: layout.function_uuid(p, after, root, physfns)
+                       or p.parent_uuid for p in self._providers.values()}
         self._by_class = collections.defaultdict(list)
         for provider in sorted(self._providers.values(),
                                key=lambda p: p.name):
