@@ -43,10 +43,12 @@ Ownership (:func:`is_ours`): a provider is ours when it is
    reuse it, its successor (:func:`successor_id`) takes over its
    allocations in one reshape and it is deleted.
 
-Every provider the agent owns carries :data:`OWNER_TRAIT` (the drivers put
-it on the children they make, see :func:`node_agent.drivers.layout.
-ensure_child`), so other services and operators can see the owner; the
-trait is a sign, not the rule: an operator may copy a trait, not a uuid.
+In standalone every provider the agent owns carries :data:`OWNER_TRAIT`
+(the drivers put it on the children they make, see
+:func:`node_agent.drivers.layout.ensure_child`), so other services and
+operators can see the owner; beside nova-compute the children carry none
+(:func:`node_agent.drivers.layout.owner_trait` says why).  The trait is a
+sign, not the rule: an operator may copy a trait, not a uuid.
 
 Migration and the name clash: ``<host>_numa_0`` keeps its name but changes
 uuid, and Placement's names are unique.  The legacy provider is first
@@ -64,7 +66,7 @@ import uuid as uuidlib
 # change it.
 PROVIDER_NAMESPACE = uuidlib.UUID('7f0c58a4-4a5e-4f1b-9d8e-4b1c5a9b0e21')
 
-#: On every provider the agent owns (the root too while it owns the root).
+#: On every provider the agent owns in standalone (the root too).
 OWNER_TRAIT = 'CUSTOM_OWNER_NODE_AGENT'
 
 NUMA = 'numa'

@@ -40,7 +40,13 @@ so a moment of load on the machine weighs on all of them alike.  One
 unmeasured warm-up per flavor and shape goes first.  p50 and p99 are the
 time Placement's WSGI application spent on the request (each server's
 request log, matched by query string), and the candidates are those
-Placement returned (Nova's ``limit`` included).
+Placement returned (Nova's ``limit`` included).  Nova's queries are
+those of a cloud whose nova-compute services all run Nova 34
+(``owner_nova_filter`` then requires ``OWNER_NOVA`` on the root);
+*standalone*, a cloud without Nova, is sent the same requests without
+that trait.  Each database is vacuumed and analysed once its fleet is
+written, as autovacuum would soon do on its own, so no shape is measured
+on a planner without statistics or beside a vacuum running.
 """
 
 import argparse
@@ -171,8 +177,11 @@ class Writer:
 
 
 def nova_queries(server, workdir):
-    """``{flavor kind: query string}``: the first query Nova 34's
-    scheduler sends for each, recorded by the nova_scheduler driver."""
+    """``{shape: {flavor kind: query string}}``: the first query Nova
+    34's scheduler sends for each flavor, recorded by the nova_scheduler
+    driver; for *standalone* (no nova-compute, so no ``OWNER_NOVA`` on
+    its root) the one it sends before every compute is upgraded, which
+    differs only in that trait."""
     cloud = harness.Cloud(server, workdir)
     port, = cloud.neutron(host_name(0), report=False,
                           ports=[harness.QOS_PORT])['ports']
@@ -183,12 +192,14 @@ def nova_queries(server, workdir):
                 'plain', port_resource_request=port) | {'name': name}
         requests.append(request)
     found = {}
-    for result in cloud.schedule([], requests, upgraded=False):
-        if not result['queries']:
-            raise RuntimeError(f'{result["name"]}: Nova sent no query '
-                               f'({result["error"]})')
-        found[result['name']] = result['queries'][0]
-    return found
+    for upgraded in (True, False):
+        found[upgraded] = {}
+        for result in cloud.schedule([], requests, upgraded=upgraded):
+            if not result['queries']:
+                raise RuntimeError(f'{result["name"]}: Nova sent no query '
+                                   f'({result["error"]})')
+            found[upgraded][result['name']] = result['queries'][0]
+    return {shape: found[shape != 'standalone'] for shape in SHAPES}
 
 
 def measure(servers, queries, repetitions):
@@ -200,14 +211,18 @@ def measure(servers, queries, repetitions):
     shapes alike (measured one after another, minutes apart, the load of
     a shared machine swamped the trees' difference).
     """
+    # An idle keep-alive connection the server has just closed is retried
+    # on a new one (the request never reached Placement).
     adapters = {shape: ps.admin_adapter(server.url,
-                                        client_name='scheduler-cost')
+                                        client_name='scheduler-cost',
+                                        connect_retries=2)
                 for shape, server in servers.items()}
     bodies, wall = {}, collections.defaultdict(list)
-    for name, query in queries.items():
+    for name in FLAVORS:
         for shape, adapter in adapters.items():
             # One unmeasured warm-up per flavor and shape.
-            first = adapter.get('/allocation_candidates?' + query,
+            first = adapter.get('/allocation_candidates?'
+                                + queries[shape][name],
                                 microversion=MICROVERSION)
             if first.status_code != 200:
                 raise RuntimeError(f'{shape} {name}: {first.status_code} '
@@ -216,10 +231,11 @@ def measure(servers, queries, repetitions):
     since = time.time()
     order = list(adapters)
     for _ in range(repetitions):
-        for name, query in queries.items():
+        for name in FLAVORS:
             for shape in order:
                 start = time.perf_counter()
-                resp = adapters[shape].get('/allocation_candidates?' + query,
+                resp = adapters[shape].get('/allocation_candidates?'
+                                           + queries[shape][name],
                                            microversion=MICROVERSION)
                 wall[shape, name].append(time.perf_counter() - start)
                 if resp.status_code != 200:
@@ -232,7 +248,7 @@ def measure(servers, queries, repetitions):
             if r.agent.startswith('scheduler-cost '):
                 logged[r.path].append(r.seconds)
         out[shape] = {}
-        for name, query in queries.items():
+        for name, query in queries[shape].items():
             seconds = logged['/allocation_candidates?' + query]
             if len(seconds) != repetitions:
                 raise RuntimeError(f'{shape} {name}: {len(seconds)} '
@@ -243,9 +259,12 @@ def measure(servers, queries, repetitions):
     return out
 
 
-def _figures(query, body, wall, seconds):
-    seconds = sorted(seconds)
+def _figures(query, body, wall, logged):
+    seconds = sorted(logged)
     return {'query': query,
+            # In the order sent: the i-th went out beside the i-th of every
+            # other shape (see paired_ratio).
+            'samples_ms': [round(1000 * s, 3) for s in logged],
             'candidates': len(body['allocation_requests']),
             'providers': len(body['provider_summaries']),
             'p50_ms': 1000 * statistics.median(seconds),
@@ -254,8 +273,9 @@ def _figures(query, body, wall, seconds):
             'client_p50_ms': 1000 * statistics.median(wall)}
 
 
-def write_shape(shape, hosts, kinds, args, server):
-    """Write the fleet in ``shape`` into ``server``; its figures."""
+def write_shape(shape, hosts, kinds, args, server, pg, database):
+    """Write the fleet in ``shape`` into ``server`` (over ``database``
+    of ``pg``); its figures."""
     print(f'  N={hosts} {shape}: writing', file=sys.stderr, flush=True)
     writer = Writer(ps.admin_adapter(server.url,
                                      client_name='scheduler-cost-writer'))
@@ -264,7 +284,11 @@ def write_shape(shape, hosts, kinds, args, server):
     writer.prepare([r for rows in all_rows for r in rows])
     with concurrent.futures.ThreadPoolExecutor(args.writers) as pool:
         list(pool.map(writer.write, all_rows))
-    return {'providers': sum(len(rows) for rows in all_rows),
+    pg.query('VACUUM ANALYZE', dbname=database)
+    every = [row for rows in all_rows for row in rows]
+    return {'providers': len(every),
+            'traits': sum(len(row['traits']) for row in every),
+            'inventories': sum(len(row['inventory']) for row in every),
             'write_s': time.time() - started,
             'by_kind': providers_by_kind(all_rows)}
 
@@ -276,19 +300,21 @@ def run_size(hosts, kinds, args, pg, workdir, queries):
     with contextlib.ExitStack() as stack:
         servers = {}
         for shape in args.shapes:
+            database = f'sc_{shape.replace("-", "_")}_{hosts}'
             servers[shape] = stack.enter_context(ps.PlacementServer(
                 os.path.join(workdir, f'{shape}-{hosts}'),
-                database=pg.placement_database(),
+                database=pg.placement_database(database),
                 processes=args.server_processes))
             results[shape] = write_shape(shape, hosts, kinds, args,
-                                         servers[shape])
+                                         servers[shape], pg, database)
         if queries is None:
             queries = nova_queries(next(iter(servers.values())),
                                    os.path.join(workdir, 'nova'))
         print(f'  N={hosts}: measuring {", ".join(servers)} paired',
               file=sys.stderr, flush=True)
-        for shape, figures in measure(servers, queries,
-                                      args.repetitions).items():
+        for shape, figures in measure(
+                servers, {shape: queries[shape] for shape in servers},
+                args.repetitions).items():
             results[shape]['flavors'] = figures
     return results, queries
 
@@ -300,9 +326,16 @@ def providers_by_kind(all_rows):
     return dict(counts)
 
 
+def paired_ratio(ours, nova):
+    """The median, over the repetitions, of one shape's time over Nova's
+    tree's time for the request sent beside it."""
+    return statistics.median(o / n for o, n in zip(ours, nova))
+
+
 def table(results, hosts):
-    lines = ['| flavor | shape | candidates | p50 | p99 | vs Nova p99 |',
-             '|---|---|---:|---:|---:|---:|']
+    lines = ['| flavor | shape | candidates | p50 | p99 | vs Nova p99 '
+             '| vs Nova, paired median |',
+             '|---|---|---:|---:|---:|---:|---:|']
     per = results[str(hosts)]
     for flavor in FLAVORS:
         nova = per.get('nova', {}).get('flavors', {}).get(flavor)
@@ -310,11 +343,14 @@ def table(results, hosts):
             f = per.get(shape, {}).get('flavors', {}).get(flavor)
             if f is None:
                 continue
-            ratio = (f'{f["p99_ms"] / nova["p99_ms"]:.2f}'
-                     if nova and shape != 'nova' else '-')
+            ratio = paired = '-'
+            if nova and shape != 'nova':
+                ratio = f'{f["p99_ms"] / nova["p99_ms"]:.2f}'
+                paired = '%.2f' % paired_ratio(f['samples_ms'],
+                                               nova['samples_ms'])
             lines.append(f'| {flavor} | {shape} | {f["candidates"]} | '
                          f'{f["p50_ms"]:.1f} ms | {f["p99_ms"]:.1f} ms | '
-                         f'{ratio} |')
+                         f'{ratio} | {paired} |')
     return '\n'.join(lines)
 
 
@@ -325,7 +361,10 @@ def report(results, args, queries, wall):
              f'and N, all up together; {args.repetitions} requests per '
              'flavor and shape, one at a time, paired (each repetition '
              'goes to every shape in turn, the order rotating); p50/p99: '
-             'time inside Placement (server request log).',
+             'time inside Placement (server request log); paired median: '
+             'the median over the repetitions of the ratio of each '
+             "request's time to that of the request to Nova's tree sent "
+             'beside it.',
              '']
     for hosts in args.hosts:
         if str(hosts) not in results:
@@ -334,20 +373,25 @@ def report(results, args, queries, wall):
         sizes = ', '.join(
             f'{shape} {per[shape]["providers"]} providers (per host: '
             + ', '.join(f'{k} {n}' for k, n in
-                        per[shape]['by_kind'].items()) + ')'
+                        per[shape]['by_kind'].items())
+            + f'; {per[shape]["inventories"]} inventory and '
+            f'{per[shape]["traits"]} trait rows)'
             for shape in SHAPES if shape in per)
         lines += [f'### N = {hosts} hosts', '', f'Trees: {sizes}.', '',
                   table(results, hosts), '']
     lines += ['<details><summary>The queries Nova 34 sent (its own code)'
               '</summary>', '', '```']
-    lines += [f'{name}: {q}' for name, q in queries.items()]
-    lines += ['```', '', '</details>']
+    lines += [f'{name}: {q}' for name, q in queries['nova'].items()]
+    lines += ['```', '', '*standalone* was sent the same without '
+              '`OWNER_NOVA` in `root_required`.', '', '</details>']
     return '\n'.join(lines)
 
 
 def _dump(path, queries, results):
     with open(path, 'w') as f:
-        json.dump({'queries': queries, 'results': results}, f, indent=1)
+        json.dump({'queries': queries and queries['nova'],
+                   'standalone_queries': queries and queries['standalone'],
+                   'results': results}, f, indent=1)
 
 
 def main(argv=None):

@@ -17,7 +17,8 @@ here from node-agent's tree, not by running their drivers)::
      |                                the CPU traits (no NUMA providers:
      |                                nova.virt.libvirt.driver reports
      |                                CPU and memory on the root)
-     +-- <host>_pci_0000_17_00_4      VGPU: 1, one per vGPU parent device
+     +-- <host>_pci_0000_17_00_4      VGPU: 1, OWNER_NOVA, one per vGPU
+     |                                parent device
      |                                (_update_provider_tree_for_vgpu:
      |                                "<nodename>_<libvirt device name>",
      |                                a child of the root)
@@ -28,7 +29,9 @@ here from node-agent's tree, not by running their drivers)::
      |                                COMPUTE_MANAGED_PCI_DEVICE), every
      |                                GPU the spec's PCI ids match, MIG
      |                                on or not (Nova has no MIG model)
-     +-- <host>:NIC Switch agent      Neutron's SR-IOV agent (no inventory)
+     +-- <host>:NIC Switch agent      Neutron's SR-IOV agent: no inventory,
+     |                                CUSTOM_VNIC_TYPE_* (placement_report:
+     |                                _deferred_update_agent_rp_traits)
           +-- <host>:NIC Switch agent:ens1f0   NET_BW_EGR/IGR_KILOBIT_PER_SEC,
                                       CUSTOM_PHYSNET_*, CUSTOM_VNIC_TYPE_*
 
@@ -107,7 +110,8 @@ def nova(tree, snap):
     root = tree.roots[0]
     name = root.name
     inventory = dict(root.inventory)
-    traits = set(root.traits) | {'COMPUTE_NODE', 'OWNER_NOVA'}
+    traits = ((set(root.traits) - {identity.OWNER_TRAIT})
+              | {'COMPUTE_NODE', 'OWNER_NOVA'})
     rows = []
     ifnames = {n.pci_address: n.name for n in snap.nics
                if getattr(n, 'pci_address', None)}
@@ -130,7 +134,9 @@ def nova(tree, snap):
         classes = set(p.inventory)
         if kind == identity.PF and classes & set(NIC_CLASSES):
             if agent is None:
-                agent = _row(f'{name}:{NEUTRON_AGENT}', root.uuid, {}, ())
+                agent = _row(f'{name}:{NEUTRON_AGENT}', root.uuid, {},
+                             {t for t in p.traits
+                              if t.startswith('CUSTOM_VNIC_TYPE_')})
                 rows.append(agent)
             address = identity.pci_address(identity.device_id(p.name))
             ifname = ifnames.get(address, address)
@@ -151,7 +157,8 @@ def nova(tree, snap):
                              {'PGPU': layout.record(1)},
                              {'OWNER_NOVA', 'COMPUTE_MANAGED_PCI_DEVICE'}))
         elif 'VGPU' in classes and len(classes) == 1:
-            rows.append(_row(p.name, root.uuid, dict(p.inventory), ()))
+            rows.append(_row(p.name, root.uuid, dict(p.inventory),
+                             {'OWNER_NOVA'}))
     return [_row(name, None, inventory, traits, uuid=root.uuid)] + rows
 
 

@@ -4,7 +4,7 @@
 
     <root>_numa_1
      +-- <root>_pci_0000_86_00_0     FPGA: 1, CUSTOM_FPGA_INTEL_ARRIA10,
-                                     CUSTOM_OWNER_NODE_AGENT
+                                     CUSTOM_OWNER_NODE_AGENT (standalone)
 
 A device is reported only when an entry of ``[pci] device_allow_list``
 names it (vendor_id, product_id, address glob; every given field must

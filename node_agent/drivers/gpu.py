@@ -5,7 +5,7 @@ MIG devices, device health.
 
     <root> (or <root>_numa_0)
      +-- <root>_pci_0000_3b_00_0     the physical GPU: CUSTOM_GPU_NVIDIA_A10,
-     |    |                          CUSTOM_OWNER_NODE_AGENT
+     |    |                          CUSTOM_OWNER_NODE_AGENT (standalone)
      |    +-- <root>_pci_0000_3b_00_4   VGPU: 1 (a VF: one vGPU at most)
      |    +-- <root>_pci_0000_3b_00_5   CUSTOM_A10_24Q: 1
      +-- <root>_pci_0000_3c_00_0     PGPU: 1 (passthrough), or VGPU: 16
@@ -478,7 +478,7 @@ class GpuDriver(base.Driver):
         made = set()
         for offer in offers:
             child = layout.ensure_child(tree, identity.pci_id(offer.address),
-                                        parent.uuid, nodename)
+                                        parent.uuid, nodename, self.conf)
             if child is None:
                 continue
             made.add(child.name)

@@ -9,7 +9,8 @@ Rules kept here so that no driver can break them on its own:
   over).  Anything else (a Cyborg child under our root, a provider another
   service made) is never edited, moved or removed.
 - Children are named and uuid'ed by :mod:`node_agent.identity`
-  (:func:`ensure_child`), and carry its owner trait.
+  (:func:`ensure_child`), and carry its owner trait in standalone
+  (:func:`owner_trait`).
 - On an owned provider a driver sets only the resource classes and traits
   it *manages* (:func:`set_inventory`, :func:`set_traits`): whatever else an
   operator or another writer put there stays.
@@ -112,13 +113,25 @@ def ensure_device(conf, snapshot, tree, nodename, device_id, numa_node):
     :func:`ensure_child` says."""
     return ensure_child(tree, device_id,
                         parent_for(conf, snapshot, tree, nodename, numa_node),
-                        nodename)
+                        nodename, conf)
 
 
-def ensure_child(tree, device_id, parent, nodename):
+def owner_trait(conf):
+    """Whether the agent's children carry :data:`identity.OWNER_TRAIT`:
+    in standalone, where the whole tree is the agent's.  Beside
+    nova-compute they carry no owner trait: there nova marks its own
+    providers ``OWNER_NOVA`` (its scheduler tells them apart by it), the
+    agent's are known by their uuid (:func:`identity.is_ours`), and one
+    more trait on every vGPU VF's provider is one more row that every
+    scheduling request in the cloud reads (doc/scheduler-cost.md)."""
+    return deployment.owns_root(conf)
+
+
+def ensure_child(tree, device_id, parent, nodename, conf):
     """The owned child for ``device_id`` under ``parent``, made or moved
-    there, named and uuid'ed by :mod:`node_agent.identity` and carrying its
-    owner trait.
+    there, named and uuid'ed by :mod:`node_agent.identity`, carrying its
+    owner trait where :func:`owner_trait` says so (and losing it where
+    not).
 
     Found by its uuid: one named otherwise (the root was renamed) takes
     its name again.  A provider of ours under another parent (NUMA
@@ -146,7 +159,10 @@ def ensure_child(tree, device_id, parent, nodename):
         tree.rename(uuid, name)
     if provider.parent_uuid != parent.uuid:
         tree.move(provider.uuid, parent.uuid)
-    provider.traits.add(identity.OWNER_TRAIT)
+    if owner_trait(conf):
+        provider.traits.add(identity.OWNER_TRAIT)
+    else:
+        provider.traits.discard(identity.OWNER_TRAIT)
     return provider
 
 

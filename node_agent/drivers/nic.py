@@ -279,7 +279,7 @@ class NicDriver(base.Driver):
             for pf, physnet in pfs:
                 provider = layout.ensure_child(
                     provider_tree, identity.pci_id(pf.address), card_rp,
-                    nodename)
+                    nodename, self.conf)
                 if provider is None:
                     continue
                 wanted.add(provider.name)

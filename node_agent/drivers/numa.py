@@ -88,7 +88,8 @@ class NumaDriver(base.Driver):
             else {}
         for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
             provider = layout.ensure_child(
-                provider_tree, identity.numa_id(node.id), nodename, nodename)
+                provider_tree, identity.numa_id(node.id), nodename, nodename,
+                self.conf)
             if provider is None:
                 continue
             wanted.add(provider.name)

@@ -181,8 +181,22 @@ def test_scheduler_cost(tmp_path):
         'pooled': {'vgpu': 9, 'mig': 9, 'nic': 9, 'plain': 1},
         'standalone': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2},
         'nova': {'vgpu': 129, 'mig': 9, 'nic': 10, 'plain': 1}}
+    # The data the trees carry, every row of which each request reads:
+    # node-agent's default tree no more traits than Nova's (each VF its
+    # model where Nova's has OWNER_NOVA; no owner trait beside
+    # nova-compute), 8 inventory rows more (each PF's SRIOV_NET_VF).
+    assert {shape: (per[shape]['inventories'], per[shape]['traits'])
+            for shape in per} == {
+        'node-agent': (176, 315), 'nova': (168, 317), 'pooled': (56, 195),
+        'standalone': (65, 349)}
     assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
                                        'qos_port', 'numa_granular'}
+    # Nova 34 with every compute upgraded asks for OWNER_NOVA on the root
+    # (owner_nova_filter); a cloud without Nova (standalone) does not.
+    for flavor, query in figures['queries'].items():
+        assert 'root_required=OWNER_NOVA%2C' in query, flavor
+        assert figures['standalone_queries'][flavor] == query.replace(
+            'OWNER_NOVA%2C', '')
     # What Placement answers is exact.  node-agent's default tree offers
     # what Nova's does, but for the two MIG-partitioned GPUs Nova offers
     # whole: one candidate per host and VF, GPU or PF a flavor needs;

@@ -173,9 +173,12 @@ def assert_beside_tree(cloud, node_uuid):
     assert 'CUSTOM_OWNER_NODE_AGENT' not in root['traits']
     assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2'} <= \
         root['traits']
+    # Flat and unmarked, as nova-compute's own children are (theirs carry
+    # OWNER_NOVA): the agent's are known by their uuids.
     for name in GPUS | {FPGA, PF_PHYSNET1}:
         assert providers[name]['parent'] == node_uuid
-        assert 'CUSTOM_OWNER_NODE_AGENT' in providers[name]['traits']
+        assert 'CUSTOM_OWNER_NODE_AGENT' not in providers[name]['traits']
+        assert 'OWNER_NOVA' not in providers[name]['traits']
     # No NUMA and no card providers: nothing Nova asks could use them.
     assert not [name for name in providers
                 if name.startswith((f'{HOST}_numa_', f'{HOST}_nic_'))]
@@ -620,7 +623,7 @@ def test_nova_vgpus_enabled_after_the_agent(agent, server, cloud):
     once(agent)
     agents = cloud.providers()
     for gpu in GPUS:
-        assert 'CUSTOM_OWNER_NODE_AGENT' in agents[gpu]['traits']
+        assert 'OWNER_NOVA' not in agents[gpu]['traits']
         assert agents[gpu]['inventory'] == {'VGPU': T4_VGPUS}
 
     restarted = nova(cloud, *NOVA_VGPUS)

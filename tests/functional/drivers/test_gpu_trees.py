@@ -254,15 +254,15 @@ def test_beside_nova_vfs_are_the_roots_children_and_share_their_gpus_health(
     tree = agent.sync()
     root = tree.roots[0].uuid
     # No GPU and no NUMA provider: each VF is a child of the root, as
-    # nova-compute's vGPU providers are, with its GPU's model.
+    # nova-compute's vGPU providers are, with its GPU's model (and, as
+    # theirs carry OWNER_NOVA alone, that alone: no owner trait).
     assert adapter.get(f'/resource_providers/{uuid(A10)}').status_code \
         == 404
     assert not [p for p in tree.providers()
                 if identity.kind_of(p, tree) == identity.NUMA]
     for vf in A10_VFS:
         assert parent(adapter, vf) == root
-        assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10',
-                                       identity.OWNER_TRAIT}
+        assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10'}
     # The A10 fails: its VFs, not the L40S's, are unschedulable.
     agent.health = {A10: health_mod.Health(
         health_mod.ISOLATED, 'XID 79 (GPU has fallen off the bus)',
@@ -280,24 +280,34 @@ def test_beside_nova_vfs_are_the_roots_children_and_share_their_gpus_health(
     agent.sync()
     for vf in A10_VFS:
         assert inventory(adapter, vf) == {'VGPU': (1, 0)}
-        assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10',
-                                       identity.OWNER_TRAIT}
+        assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10'}
 
 
 def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
         conf, placement_adapter, monkeypatch):
     """A host the earlier release reported beside nova-compute (NUMA
-    nodes, a provider per GPU above its VFs) loses those levels at the
-    next sync: each VF moves up to the root keeping its uuid, and the
-    allocation on it stays as it was, without a reshape."""
+    nodes, a provider per GPU above its VFs, the owner trait on each)
+    loses those levels at the next sync: each VF moves up to the root
+    keeping its uuid, and the allocation on it stays as it was, without
+    a reshape.  The owner trait goes; an operator's trait stays."""
     adapter = placement_adapter
     agent = host4_agent(conf, adapter)
     conf.set_override('deployment', 'beside_nova_compute')
     with monkeypatch.context() as m:
         m.setattr(layout, 'card_providers', lambda conf: True)
+        m.setattr(layout, 'owner_trait', lambda conf: True)
         agent.sync()
     assert parent(adapter, A10_VFS[1]) == uuid(A10)
     assert parent(adapter, A10) == numa(0)
+    assert identity.OWNER_TRAIT in traits(adapter, A10_VFS[1])
+    rp = get(adapter, f'/resource_providers/{uuid(A10_VFS[1])}', '1.14')
+    assert adapter.put('/traits/CUSTOM_RACK_7',
+                       microversion='1.6').status_code == 201
+    assert adapter.put(
+        f'/resource_providers/{uuid(A10_VFS[1])}/traits', microversion='1.6',
+        json={'resource_provider_generation': rp['generation'],
+              'traits': sorted(traits(adapter, A10_VFS[1])
+                               | {'CUSTOM_RACK_7'})}).status_code == 200
     consumer = 'c0000000-0000-4000-8000-000000000002'
     allocate(adapter, consumer, A10_VFS[1], {'VGPU': 1})
     before = get(adapter, f'/allocations/{consumer}', '1.28')
@@ -314,6 +324,9 @@ def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
         == {uuid(A10_VFS[1]): {'VGPU': 1}}
     assert after['consumer_generation'] == before['consumer_generation']
     assert inventory(adapter, A10_VFS[1]) == {'VGPU': (1, 0)}
+    assert traits(adapter, A10_VFS[1]) == {'CUSTOM_GPU_NVIDIA_A10',
+                                           'CUSTOM_RACK_7'}
+    assert traits(adapter, A10_VFS[2]) == {'CUSTOM_GPU_NVIDIA_A10'}
 
 
 def test_types_mix_on_one_card_and_max_instances_caps(conf,

@@ -56,7 +56,7 @@ def test_beside_nova_numa_providers_when_the_operator_asks(
     for node in (0, 1):
         numa = tree.get(f'{H}_numa_{node}')
         assert numa.inventory == {}
-        assert numa.traits == {'HW_NUMA_ROOT', identity.OWNER_TRAIT}
+        assert numa.traits == {'HW_NUMA_ROOT'}
     # Devices keep their NUMA affinity.
     assert tree.get(f'{H}_pci_0000_3b_00_0').parent_uuid == \
         tree.get(f'{H}_numa_0').uuid
