@@ -35,8 +35,10 @@ a vGPU.
 
 The shapes are measured paired: with every shape's server up, each of the
 ``--repetitions`` rounds sends every flavor to every shape in turn, one
-request at a time, the order of the shapes rotating one place per flavor,
-so a moment of load on the machine weighs on all of them alike.  One
+request at a time, so a moment of load on the machine weighs on all of
+them alike; the order (:func:`sending_order`) puts every shape first,
+second, ... in turn for every flavor, and each shape as often just before
+as just after each of its neighbours.  One
 unmeasured warm-up per flavor and shape goes first.  p50 and p99 are the
 time Placement's WSGI application spent on the request (each server's
 request log, matched by query string), and the candidates are those
@@ -206,10 +208,10 @@ def measure(servers, queries, repetitions):
     """``{shape: {flavor: {p50_ms, p99_ms, candidates, ...}}}``.
 
     Paired: every shape's Placement is up, and each repetition of a
-    flavor goes to every shape in turn, the order rotated one place per
-    step, so whatever else the machine does in a moment weighs on all the
-    shapes alike (measured one after another, minutes apart, the load of
-    a shared machine swamped the trees' difference).
+    flavor goes to every shape in turn (:func:`sending_order`), so
+    whatever else the machine does in a moment weighs on all the shapes
+    alike (measured one after another, minutes apart, the load of a
+    shared machine swamped the trees' difference).
     """
     # An idle keep-alive connection the server has just closed is retried
     # on a new one (the request never reached Placement).
@@ -229,10 +231,9 @@ def measure(servers, queries, repetitions):
                                    f'{first.text}')
             bodies[shape, name] = first.json()
     since = time.time()
-    order = list(adapters)
-    for _ in range(repetitions):
-        for name in FLAVORS:
-            for shape in order:
+    for repetition in range(repetitions):
+        for step, name in enumerate(FLAVORS):
+            for shape in sending_order(list(adapters), repetition, step):
                 start = time.perf_counter()
                 resp = adapters[shape].get('/allocation_candidates?'
                                            + queries[shape][name],
@@ -240,7 +241,6 @@ def measure(servers, queries, repetitions):
                 wall[shape, name].append(time.perf_counter() - start)
                 if resp.status_code != 200:
                     raise RuntimeError(f'{shape} {name}: {resp.status_code}')
-            order = order[1:] + order[:1]
     out = {}
     for shape, server in servers.items():
         logged = collections.defaultdict(list)
@@ -257,6 +257,18 @@ def measure(servers, queries, repetitions):
             out[shape][name] = _figures(query, bodies[shape, name],
                                         wall[shape, name], seconds)
     return out
+
+
+def sending_order(shapes, repetition, step):
+    """The order ``shapes`` are sent the ``step``-th flavor in round
+    ``repetition``: each rotation once forwards and once backwards, one
+    rotation further every two rounds, so over ``2 * len(shapes)`` rounds
+    every shape takes every place twice for every flavor, and follows its
+    neighbour (and whatever that request leaves the machine doing) as
+    often as it precedes it."""
+    k = (repetition // 2 + step) % len(shapes)
+    order = shapes[k:] + shapes[:k]
+    return order[::-1] if repetition % 2 else order
 
 
 def _figures(query, body, wall, logged):
@@ -360,7 +372,8 @@ def report(results, args, queries, wall):
              f'(REPEATABLE READ), one fresh database and server per shape '
              f'and N, all up together; {args.repetitions} requests per '
              'flavor and shape, one at a time, paired (each repetition '
-             'goes to every shape in turn, the order rotating); p50/p99: '
+             'goes to every shape in turn, each shape in every place and '
+             'as often before as after each other); p50/p99: '
              'time inside Placement (server request log); paired median: '
              'the median over the repetitions of the ratio of each '
              "request's time to that of the request to Nova's tree sent "

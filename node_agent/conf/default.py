@@ -34,9 +34,10 @@ opts = [
                     'agent reports only devices, each a child of the '
                     'root as nova\'s are (PFs, accelerators, GPUs and '
                     'vGPU VFs nova does not report, each carrying its '
-                    'card\'s traits; no NUMA or card providers unless '
-                    '[numa] enabled says so), and skips, naming both '
-                    'sides, a device another service already reports.'),
+                    'card\'s traits and no owner trait; no NUMA or card '
+                    'providers unless [numa] enabled says so), and skips, '
+                    'naming both sides, a device another service already '
+                    'reports.'),
                    (deployment.STANDALONE,
                     'For a Placement cloud without Nova (a scheduler that '
                     'understands nested trees). Root: named after '

@@ -14,8 +14,11 @@ import os
 import subprocess
 import sys
 
+import collections
+
 import pytest
 
+from bench.scheduler_cost import runner as scheduler_cost
 from tests.fixtures import postgres
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -213,3 +216,22 @@ def test_scheduler_cost(tmp_path):
         'pooled': dict(ours, vgpu=8),
         'standalone': {'plain': 13, 'vgpu': 32, 'pgpu': 24, 'pcpu': 13,
                        'qos_port': 16, 'numa_granular': 16}}
+
+
+def test_scheduler_cost_sends_the_shapes_in_a_balanced_order():
+    """Over 2 x 4 rounds, for every flavor, each shape takes each place
+    twice and goes just before each neighbour as often as just after it:
+    no shape always follows a heavy request (the rotation before put
+    Nova's tree right after node-agent's in every round but one in four,
+    and each flavor in two places only)."""
+    shapes = list(scheduler_cost.SHAPES)
+    for step in range(len(scheduler_cost.FLAVORS)):
+        places, pairs = collections.Counter(), collections.Counter()
+        for repetition in range(2 * len(shapes)):
+            order = scheduler_cost.sending_order(shapes, repetition, step)
+            assert sorted(order) == sorted(shapes)
+            places.update(enumerate(order))
+            pairs.update(zip(order, order[1:]))
+        assert places == {(i, s): 2 for i in range(len(shapes))
+                          for s in shapes}
+        assert all(pairs[a, b] == pairs[b, a] for a, b in pairs)
