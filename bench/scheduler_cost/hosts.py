@@ -11,12 +11,15 @@ committed::
     mig    recorded host 2: 8 H100, two split by MIG, six given whole
            (PGPU), 4 ConnectX-7 ports.
     nic    2 NUMA nodes, 64 CPUs; 4 dual-port SR-IOV NICs (8 VFs per
-           port), every port on a physnet with 10 Gbit/s of bandwidth.
+           port), every port on a physnet with 10 Gbit/s of bandwidth,
+           its VFs given to nova-compute for Neutron's SR-IOV ports
+           (nova.conf ``[pci] device_spec`` with the port's physnet).
     plain  recorded host 3: one NUMA node, one plain NIC.
 
 :func:`kinds` writes them and returns, per kind, the host's directory and
 the node-agent options that report it (the operator's choices: the vGPU
-type, passthrough GPUs, physnets and bandwidth, dedicated CPUs).
+type, passthrough GPUs, physnets and bandwidth, dedicated CPUs);
+:func:`nova_conf` writes the nova.conf of its nova-compute.
 """
 
 import os
@@ -149,6 +152,24 @@ def options(kind):
                   for c, p in ifaces]),
                 ('compute', 'cpu_dedicated_set', _dedicated(0, 2, 32))]
     return [('compute', 'cpu_dedicated_set', '4-7')]
+
+
+def nova_conf(kind, path):
+    """Write the nova.conf nova-compute runs with on a host of ``kind``
+    (what node-agent reads beside it: ``[nova] config_file``) and return
+    its path.  Nova's SR-IOV networking: each NIC port's VFs in nova's
+    PCI tracker for Neutron's ports, on the port's physnet, as Nova's
+    own tree of :mod:`bench.scheduler_cost.trees` has them."""
+    lines = ['[DEFAULT]']
+    if kind == 'nic':
+        lines.append('[pci]')
+        lines += [
+            'device_spec = {"devname": "%s", "physical_network": "%s"}'
+            % (nic_ifname(c, p), physnet(p))
+            for c in range(4) for p in range(NIC_PORTS)]
+    with open(path, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    return path
 
 
 def kinds(workdir):

@@ -111,9 +111,12 @@ class Kinds:
     def __init__(self, workdir):
         self.kinds = []
         for kind, (root, uri) in kinds_mod.kinds(workdir).items():
+            nova_conf = kinds_mod.nova_conf(
+                kind, os.path.join(workdir, f'nova-{kind}.conf'))
             confs = {name: trees.conf_for(
                          kind, root, uri, kinds_mod.options(kind)
-                         + [('gpu', 'vf_providers', vfs)], mode)
+                         + [('gpu', 'vf_providers', vfs),
+                            ('nova', 'config_file', nova_conf)], mode)
                      for name, (mode, vfs) in CONFS.items()}
             self.kinds.append(
                 (kind, confs, trees.snapshot(kind, confs['node-agent'])))

@@ -47,11 +47,13 @@ same type, so the same class and traits) counted on the GPU provider.
 
 import uuid as uuidlib
 
+from node_agent import deployment
 from node_agent import drivers
 from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.drivers import layout
 from node_agent.hardware import discovery
+from node_agent.tracker import coexistence
 from tests.fixtures import hosts as recorded
 from tests.fixtures import recorded_nvml
 
@@ -83,10 +85,20 @@ def snapshot(kind, conf):
 
 
 def ours(conf, snap, name):
-    """node-agent's tree for host ``name``, built by its drivers."""
+    """node-agent's tree for host ``name``, built by its drivers, as its
+    tracker writes it at a fresh host's first start: beside nova-compute
+    without what nova-compute's configuration (``[nova] config_file``)
+    gives nova (:func:`node_agent.tracker.coexistence.
+    skip_reported_elsewhere`: nothing of the agent's in Placement yet, so
+    no usage to read)."""
     tree = ptree.ProviderTree()
     tree.new_root(name, uuid=root_uuid(name))
-    drivers.DriverSet(conf, snap).update_provider_tree(tree, name)
+    current = tree.copy()
+    driver_set = drivers.DriverSet(conf, snap)
+    driver_set.update_provider_tree(tree, name)
+    if not deployment.owns_root(conf):
+        coexistence.skip_reported_elsewhere(
+            conf, None, driver_set, current, tree, snap, {}, name)
     return tree
 
 

@@ -13,6 +13,10 @@ options that make nova-compute report devices in Placement::
     [pci] report_in_placement = true    a provider per device_spec match
     [pci] device_spec                   (physical_network aside), named
                                         <root>_0000:86:00.0
+    [pci] device_spec (any)             the SR-IOV VFs its PCI tracker
+                                        hands out (Neutron ports, PCI
+                                        aliases): no SRIOV_NET_VF on
+                                        their PF
 
 A missing file, or one the agent may not read, is no evidence: nova's
 providers are then still found in Placement once they exist
@@ -60,8 +64,11 @@ opts = [
                     'reports none of the GPUs and PCI devices nova-compute '
                     'reports itself (in either start order: nova\'s vGPU '
                     'provider takes the very name the agent would give the '
-                    'GPU). A missing or unreadable file is no evidence; '
-                    'empty: not read.'),
+                    'GPU), nor SRIOV_NET_VF for a PF whose VFs a '
+                    'device_spec entry matches (nova\'s PCI tracker hands '
+                    'them to ports and PCI aliases outside Placement). A '
+                    'missing or unreadable file is no evidence; empty: not '
+                    'read.'),
 ]
 
 

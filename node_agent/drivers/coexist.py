@@ -129,6 +129,20 @@ def _hex_field(pattern, value):
         return False
 
 
+def _glob_fields(text):
+    """``(domain, bus, slot, function)`` of a glob address, None where
+    left out or ``*`` (nova's ``PciAddressGlobSpec``)."""
+    text = str(text)
+    function = None
+    if '.' in text:
+        text, function = text.rsplit('.', 1)
+    parts = text.split(':') if text else []
+    parts = [None] * (3 - len(parts)) + parts
+    fields = tuple(parts[-3:]) + (function,)
+    return tuple(None if f is None or f.strip() in ('', '*') else f.strip()
+                 for f in fields)
+
+
 def _address_matches(spec, address):
     """Whether nova's ``device_spec`` address (glob string or regex
     dict) names PCI function ``address`` ("0000:86:00.0")."""
@@ -137,32 +151,71 @@ def _address_matches(spec, address):
     if spec is None:
         return True
     if isinstance(spec, dict):
+        # nova's PciAddressRegexSpec: re.match, anchored at the start.
         fields = {'domain': domain, 'bus': bus, 'slot': slot,
                   'function': function}
-        return all(re.fullmatch(str(spec.get(k, '.*')), v, re.I)
-                   for k, v in fields.items())
-    text = str(spec)
-    want_function = None
-    if '.' in text:
-        text, want_function = text.rsplit('.', 1)
-    parts = text.split(':') if text else []
-    parts = [None] * (3 - len(parts)) + parts
-    want_domain, want_bus, want_slot = parts[-3:]
-    return all(_hex_field(p, v) for p, v in (
-        (want_domain, domain), (want_bus, bus), (want_slot, slot),
-        (want_function, function)))
-
-
-def spec_matches(spec, device):
-    """Whether one nova ``[pci] device_spec`` entry matches ``device``."""
-    if 'devname' in spec and 'address' not in spec:
-        return False
-    for key, value in (('vendor_id', device.vendor_id),
-                       ('product_id', device.product_id)):
-        want = spec.get(key)
-        if want not in (None, '*') and str(want).lower() != value:
+        try:
+            return all(re.match(str(spec.get(k, '.*')), v, re.I)
+                       for k, v in fields.items())
+        except re.error:
             return False
-    return _address_matches(spec.get('address'), device.address)
+    return all(_hex_field(p, v) for p, v in zip(
+        _glob_fields(spec), (domain, bus, slot, function)))
+
+
+def _single_address(spec):
+    """The one PCI function nova's address spec names (every field given
+    in hex, nova's ``is_single_address``), or None."""
+    if spec is None:
+        return None
+    if isinstance(spec, dict):
+        fields = tuple(spec.get(k) for k in
+                       ('domain', 'bus', 'slot', 'function'))
+    else:
+        fields = _glob_fields(spec)
+    try:
+        domain, bus, slot, function = (int(str(f), 16) for f in fields)
+    except (TypeError, ValueError):
+        return None
+    return f'{domain:04x}:{bus:02x}:{slot:02x}.{function:x}'
+
+
+def _is_pf(snapshot, address):
+    """Whether ``address`` is an SR-IOV physical function (nova:
+    ``sriov_totalvfs`` above 0)."""
+    device = snapshot.pci_device(address) or snapshot.pf(address)
+    return device is not None and device.sriov_totalvfs > 0
+
+
+def nova_matcher(spec, snapshot):
+    """nova's ``PciDeviceSpec.match`` for one ``[pci] device_spec`` entry
+    on this host: a predicate over :class:`~node_agent.hardware.snapshot.
+    PciDevice`.  As nova reads it, a spec naming one PF (by ``devname``,
+    or by its full address) matches the PF and its VFs; a ``devname``
+    the host does not have, or given with an ``address`` (nova refuses
+    the spec), matches nothing."""
+    devname, pattern = spec.get('devname'), spec.get('address')
+    if devname is not None:
+        nic = snapshot.nic(devname)
+        if pattern is not None or nic is None or nic.address is None:
+            return lambda device: False
+        pattern = nic.address
+    single = _single_address(pattern)
+    parent = single if single and _is_pf(snapshot, single) else None
+
+    def match(device):
+        for key, value in (('vendor_id', device.vendor_id),
+                           ('product_id', device.product_id)):
+            want = spec.get(key)
+            if want not in (None, '*') and not _hex_field(str(want), value):
+                return False
+        return (parent is not None and device.physfn == parent) or \
+            _address_matches(pattern, device.address)
+    return match
+
+
+def _spec_text(nova, spec):
+    return f'device_spec {json.dumps(spec, sort_keys=True)} in {nova.path}'
 
 
 def nova_reported(nova, snapshot):
@@ -187,16 +240,45 @@ def nova_reported(nova, snapshot):
                     f'nova-compute reports its vGPUs: [devices] '
                     f'enabled_mdev_types = {mdev_type} in {nova.path}')
     if nova.pci_in_placement:
+        # Neither a physical_network device (Neutron's) nor a devname
+        # spec (nova-compute refuses it then) is reported in Placement.
+        specs = [s for s in nova.device_specs
+                 if s.get('physical_network') is None and 'devname' not in s]
+        matchers = [(s, nova_matcher(s, snapshot)) for s in specs]
         for device in snapshot.pci_devices:
-            for spec in nova.device_specs:
-                if spec.get('physical_network') is None and \
-                        spec_matches(spec, device):
+            for spec, match in matchers:
+                if match(device):
                     found.setdefault(device.address, (
                         'nova-compute reports it in Placement: [pci] '
-                        'report_in_placement = true, device_spec '
-                        f'{json.dumps(spec, sort_keys=True)} in '
-                        f'{nova.path}'))
+                        'report_in_placement = true, '
+                        + _spec_text(nova, spec)))
                     break
+    return found
+
+
+def nova_hands_out_vfs(nova, snapshot):
+    """``{PF address: why}`` of the PFs whose VFs nova-compute's PCI
+    tracker may hand to a guest: one of its ``[pci] device_spec`` entries
+    matches the PF or one of its VFs.  A ``physical_network`` entry is
+    the usual one (Neutron's SR-IOV ports); with none, a PCI alias.
+    Neither goes through Placement (only PCI in Placement does, and then
+    nova reports the PF itself: :func:`nova_reported`), so a VF nova
+    hands out is not in any Placement usage."""
+    if nova is None or not nova.device_specs:
+        return {}
+    matchers = [(s, nova_matcher(s, snapshot)) for s in nova.device_specs]
+    parents = snapshot.physfns()
+    found = {}
+    for device in snapshot.pci_devices:
+        pf = parents.get(device.address) or (
+            device.address if device.sriov_totalvfs else None)
+        if pf is None or pf in found:
+            continue
+        for spec, match in matchers:
+            if match(device):
+                found[pf] = ("nova-compute's PCI tracker hands out its "
+                             'VFs: [pci] ' + _spec_text(nova, spec))
+                break
     return found
 
 

@@ -15,7 +15,9 @@ Neutron's SR-IOV agent spells it (``physnet:ifname,...``); an interface the
 host does not have is skipped with a warning (hardware may come later), a
 malformed entry is a ConfigError at construction.  ``SRIOV_NET_VF`` is the
 PF's ``sriov_numvfs``: only VFs that exist can be handed to a guest, and
-raising ``sriov_numvfs`` shows up at the next audit.
+raising ``sriov_numvfs`` shows up at the next audit.  Beside nova-compute
+a PF whose VFs nova's ``[pci] device_spec`` matches offers none: nova's
+PCI tracker hands them out (:mod:`node_agent.tracker.coexistence`).
 
 As Neutron's port requests expect (one group with
 ``required=CUSTOM_PHYSNET_<NET>,CUSTOM_VNIC_TYPE_DIRECT`` and

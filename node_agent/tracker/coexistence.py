@@ -9,6 +9,11 @@ else left as it is and counted (the status line and the audit say so)
 until its guests are gone.  A peer's provider may come and go, so none
 of this is fatal: a refusal would loop.  The rules of what counts as the
 same device are :mod:`node_agent.drivers.coexist`'s.
+
+The VFs of an SR-IOV PF that nova-compute's PCI tracker hands out (its
+``[pci] device_spec`` matches them: Neutron's SR-IOV ports, a PCI alias)
+are in no Placement usage, so the agent offers no ``SRIOV_NET_VF`` for
+that PF (:func:`withhold_vfs`); the PF keeps its bandwidth and traits.
 """
 
 from oslo_log import log as logging
@@ -17,18 +22,24 @@ from node_agent import deployment
 
 LOG = logging.getLogger(__name__)
 
+VF_CLASS = 'SRIOV_NET_VF'
+
 
 def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
-                            snapshot, ownership, nodename, before=()):
+                            snapshot, ownership, nodename, before=(),
+                            before_withheld=()):
     """Edit ``desired`` so that nothing another service reports is
-    reported; ``(skipped, kept)``.
+    reported; ``(skipped, kept, withheld)``.
 
     ``ownership``: what the agent may touch in ``current``, decided for
     the round.  ``skipped``: ``(ours, theirs, why)`` of every device
     another service reports, sorted; ``kept``: the names of the agent's
-    own providers left as they are since they hold allocations.  Each
-    skipped device is logged when ``skipped`` differs from ``before``
-    (the last round's).  One usage read per owned provider concerned.
+    own providers left as they are since they hold allocations;
+    ``withheld``: :func:`withhold_vfs`'s, for the VFs nova-compute hands
+    out.  Each skipped device is logged when ``skipped`` differs from
+    ``before`` (the last round's), each PF's VFs when ``withheld`` differs
+    from ``before_withheld``.  One usage read per owned provider
+    concerned.
     """
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
@@ -36,16 +47,16 @@ def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
     from node_agent.drivers import coexist
     owned = {u for u, own in ownership.items() if own.owned}
     reported = drivers.reported(current.roots[0])
+    nova = nova_conf.read_nova_reports(conf)
     conflicts = coexist.reported_elsewhere(reported, current, owned)
     named = {ours for ours, _, _ in conflicts}
     conflicts += [c for c in coexist.reported_by_nova(
-        reported, coexist.nova_reported(
-            nova_conf.read_nova_reports(conf), snapshot))
+        reported, coexist.nova_reported(nova, snapshot))
         if c[0] not in named]
     withdrawn, kept = [], []
     have = [current.find(ours) for ours, _, _ in conflicts]
-    in_use = report_client.get_usages(
-        {p.uuid for p in have if p is not None and p.uuid in owned})
+    read = {p.uuid for p in have if p is not None and p.uuid in owned}
+    in_use = report_client.get_usages(read) if read else {}
     for (ours, theirs, why), provider in zip(conflicts, have):
         # Withdrawn only when the other service reports that very
         # device; a class both report may be another device of theirs.
@@ -76,4 +87,56 @@ def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
                     'not reported')
             LOG.warning('%s: %s is reported by %s (%s): %s',
                         nodename, ours, theirs, why, what)
-    return skipped, tuple(sorted(kept))
+    withheld = withhold_vfs(
+        report_client, reported, current, desired,
+        coexist.nova_hands_out_vfs(nova, snapshot), owned,
+        skip={ours for ours, _, _ in conflicts})
+    if withheld != before_withheld:
+        for name, why, in_use in withheld:
+            LOG.warning('%s: %s: %s: %s', nodename, name, why,
+                        f'{VF_CLASS} kept while it holds allocations'
+                        if in_use else f'no {VF_CLASS} offered')
+    kept += [f'{name} {VF_CLASS}' for name, _, in_use in withheld if in_use]
+    return skipped, tuple(sorted(kept)), withheld
+
+
+def withhold_vfs(report_client, reported, current, desired, handed_out,
+                 owned, skip=()):
+    """No ``SRIOV_NET_VF`` on the agent's PF providers (of ``reported``,
+    the drivers' tree, names in ``skip`` aside) whose VFs nova-compute's
+    PCI tracker hands out (``handed_out``: ``{PF address: why}``,
+    :func:`node_agent.drivers.coexist.nova_hands_out_vfs`); the PF keeps
+    its bandwidth and traits.  Edits ``desired``; ``((name, why, kept),
+    ...)``, sorted.
+
+    A PF whose ``SRIOV_NET_VF`` in Placement (``current``) holds
+    allocations (the agent's own claims, made before nova-compute was
+    given the VFs) keeps it as Placement has it (``kept`` True) until
+    they are gone: Placement refuses to delete inventory in use.  One
+    usage read per owned PF that still has the class in Placement, so a
+    steady state reads nothing.
+    """
+    from node_agent.drivers import coexist
+    concerned = []
+    for ours in reported.providers():
+        address = None if ours.is_root else coexist.pci_address(ours.name)
+        provider = desired.find(ours.name)
+        if address in handed_out and ours.name not in skip and \
+                provider is not None and VF_CLASS in provider.inventory:
+            concerned.append((provider, handed_out[address]))
+    placed = {}
+    for provider, _ in concerned:
+        have = current.find(provider.uuid)
+        if provider.uuid in owned and have is not None and \
+                VF_CLASS in have.inventory:
+            placed[provider.uuid] = have.inventory[VF_CLASS]
+    in_use = report_client.get_usages(set(placed)) if placed else {}
+    withheld = []
+    for provider, why in concerned:
+        used = in_use.get(provider.uuid, {}).get(VF_CLASS, 0)
+        if used:
+            provider.inventory[VF_CLASS] = dict(placed[provider.uuid])
+        else:
+            del provider.inventory[VF_CLASS]
+        withheld.append((provider.name, why, bool(used)))
+    return tuple(sorted(withheld))

@@ -28,8 +28,10 @@ Rules:
   reports in the tree or nova-compute's configuration says it reports
   (skipped with a warning and a status note, never fatal: a peer's
   provider may come and go; the agent's own provider for such a device is
-  withdrawn unless it holds allocations), and a root not created yet is
-  ``ComputeNodeMissing``, which the daemon waits out.
+  withdrawn unless it holds allocations), nor the SR-IOV VFs
+  nova-compute's PCI tracker hands out (no ``SRIOV_NET_VF`` on their
+  PF), and a root not created yet is ``ComputeNodeMissing``, which the
+  daemon waits out.
 - A mode that owns the root (standalone) writes nothing while another
   service writes it (``RootShared``: fatal at startup, an audit skipped;
   :meth:`node_agent.tracker.root.RootFinder.other_writer`).
@@ -185,6 +187,7 @@ class ResourceTracker:
         # service reports, and those of ours kept as they hold allocations.
         self.reported_elsewhere = ()
         self.kept_twice = ()
+        self.vfs_withheld = ()
         # What the last sync left out although it wrote the rest.
         self.audit_incomplete = None
         self.libvirt_down = False       # ... because libvirt was away
@@ -447,11 +450,13 @@ class ResourceTracker:
                                  snapshot, ownership):
         """Beside nova-compute: no device reported twice
         (:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`)."""
-        skipped, kept = coexistence.skip_reported_elsewhere(
+        skipped, kept, withheld = coexistence.skip_reported_elsewhere(
             self.conf, self.report_client, drivers, current, desired,
-            snapshot, ownership, self.nodename, self.reported_elsewhere)
+            snapshot, ownership, self.nodename, self.reported_elsewhere,
+            self.vfs_withheld)
         self.reported_elsewhere = skipped
         self.kept_twice = kept
+        self.vfs_withheld = withheld
         if kept:
             self.audit_incomplete = (
                 f'{", ".join(kept)}: reported by another service too, kept '
@@ -523,6 +528,11 @@ class ResourceTracker:
                 len(self.reported_elsewhere),
                 'device') + ' reported by another service, skipped: ' + \
                 ', '.join(ours for ours, _, _ in self.reported_elsewhere)
+        withheld = [name for name, _, in_use in self.vfs_withheld
+                    if not in_use]
+        if withheld:
+            line += ("; SR-IOV VFs nova-compute's PCI tracker hands out, "
+                     'not offered: ' + ', '.join(withheld))
         if self.kept_twice:
             line += ('; reported twice while they hold allocations: '
                      + ', '.join(self.kept_twice))

@@ -187,10 +187,12 @@ def test_scheduler_cost(tmp_path):
     # The data the trees carry, every row of which each request reads:
     # node-agent's default tree no more traits than Nova's (each VF its
     # model where Nova's has OWNER_NOVA; no owner trait beside
-    # nova-compute), 8 inventory rows more (each PF's SRIOV_NET_VF).
+    # nova-compute) and as many inventory rows: the NIC host's nova.conf
+    # gives every port's VFs to nova's PCI tracker, so no PF offers
+    # SRIOV_NET_VF beside nova-compute (standalone, without Nova, does).
     assert {shape: (per[shape]['inventories'], per[shape]['traits'])
             for shape in per} == {
-        'node-agent': (176, 315), 'nova': (168, 317), 'pooled': (56, 195),
+        'node-agent': (168, 315), 'nova': (168, 317), 'pooled': (48, 195),
         'standalone': (65, 349)}
     assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
                                        'qos_port', 'numa_granular'}

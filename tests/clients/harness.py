@@ -111,14 +111,16 @@ class Cloud:
         return os.path.join(self.workdir, name)
 
     def nova_compute(self, host, periodics=1, resources=None, options=(),
-                     pci_devices=(), libvirt=None):
+                     pci_devices=(), libvirt=None, sysfs_root=None):
         """nova-compute's start on ``host`` and its periodics.
 
         With Nova's ``FakeDriver``: ``resources`` on the root, and
         ``pci_devices`` the host's as nova's libvirt driver lists them
         (:func:`pci_devices`).  With ``libvirt`` (a
         :func:`recorded_libvirt_host`), Nova's own libvirt driver over
-        that host instead, as on a real hypervisor.
+        that host instead, as on a real hypervisor.  ``sysfs_root``: the
+        host's recorded sysfs, which nova's PCI utilities then read (the
+        answer says what nova's PCI tracker holds: ``pci_tracker``).
         """
         request = {
             'workdir': self._dir(f'nova-compute-{host}'),
@@ -129,6 +131,8 @@ class Cloud:
                                        'local_gb': 400}}
         if libvirt:
             request.update(virt='libvirt', libvirt=libvirt)
+        if sysfs_root:
+            request.update(sysfs_root=sysfs_root)
         return drive('nova_compute', request)
 
     def nova_compute_id_path(self, host):

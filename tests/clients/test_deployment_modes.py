@@ -38,6 +38,7 @@ import pytest
 
 from tests.clients import harness
 from tests.functional.tracker import test_offline_cpus as offline_cpus
+from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 from tests.fixtures import prometheus
 from tests.fixtures.hosts import make_hosts
@@ -641,3 +642,63 @@ def test_nova_vgpus_enabled_after_the_agent(agent, server, cloud):
     alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS),
               rounds=1)
     assert_vgpus_are_novas(cloud, node['node_uuid'])
+
+
+# -- nova-compute's PCI tracker: the SR-IOV VFs it hands out -------------
+
+PF_ADDRESSES = {'0000:5e:00.0': PF_PHYSNET1,
+                '0000:d8:00.0': f'{HOST}_pci_0000_d8_00_0'}
+
+
+def nova_with_sriov(cloud, spec):
+    """nova-compute with ``spec`` in its [pci] device_spec, Nova's own
+    PCI utilities reading the recorded host's sysfs (a devname's PF, a
+    PF's VFs), as on that host."""
+    return cloud.nova_compute(
+        HOST, options=NOVA_CPUS + (('pci', 'device_spec', json.dumps(spec)),),
+        libvirt=harness.recorded_libvirt_host('host1'),
+        sysfs_root=hosts.sysfs_root('host1'))
+
+
+@pytest.mark.parametrize('spec, given', [
+    # Nova's SR-IOV networking guide: the PF's interface and its physnet.
+    ({'devname': 'ens1f0', 'physical_network': 'physnet1'},
+     {'0000:5e:00.0'}),
+    # The VFs' PCI ids on card d8 (a glob over its functions).
+    ({'vendor_id': '15b3', 'product_id': '1018', 'address': '*:d8:*.*',
+      'physical_network': 'physnet2'}, {'0000:d8:00.0'}),
+    # A PF by its full address, for a PCI alias (no physnet).
+    ({'address': '0000:5e:00.0'}, {'0000:5e:00.0'}),
+], ids=['devname', 'vf_ids', 'pf_address'])
+def test_nova_pci_tracker_vfs_are_not_offered(agent, server, cloud, spec,
+                                              given):
+    """The PFs whose VFs (or themselves) Nova 34's own PCI tracker holds,
+    from its device_spec over the host as its libvirt driver lists it,
+    are those whose SRIOV_NET_VF the agent does not offer: a VF nova gives
+    a port or an alias is in no Placement usage, so offering it too would
+    offer it twice.  Bandwidth and traits stay: the QoS port still lands
+    on the PF; neither side writes in turn."""
+    node = nova_with_sriov(cloud, spec)
+    assert node['periodics'] == [{'ok': True}]
+    tracked = node['pci_tracker']
+    assert {d['parent_addr'] or d['address'] for d in tracked
+            if d['dev_type'] in ('type-VF', 'type-PF')} & set(PF_ADDRESSES) \
+        == given
+    assert [d for d in tracked if d['dev_type'] == 'type-VF']
+    configure_beside_nova(agent, server, cloud)
+
+    done = once(agent)
+
+    providers = cloud.providers()
+    offered = {address for address, name in PF_ADDRESSES.items()
+               if 'SRIOV_NET_VF' in providers[name]['inventory']}
+    assert offered == set(PF_ADDRESSES) - given
+    for address in given:
+        assert f"{PF_ADDRESSES[address]}: nova-compute's PCI tracker hands " \
+            'out its VFs: [pci] device_spec' in agent.log_text()
+        assert PF_ADDRESSES[address] in done.stdout
+    assert providers[PF_PHYSNET1]['inventory'][
+        'NET_BW_EGR_KILOBIT_PER_SEC'] == 10000000
+    alternate(agent, server, cloud, lambda: nova_with_sriov(cloud, spec),
+              rounds=2)
+    assert_every_kind_lands(cloud, node['node_uuid'])

@@ -61,8 +61,17 @@ Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
 "periodics": [{"ok": true} | {"error": "ExcName: message"}, ...]}``.
 A periodic that fails is reported, as nova-compute logs it, and the next
 one still runs.
+
+With ``"sysfs_root"`` (a recorded host's sysfs tree), what
+``nova.pci.utils`` reads under ``/sys`` (a ``devname``'s function, whether
+an address is a PF) is read there, as on that host; the answer then also
+has ``"pci_tracker"``: the devices nova-compute's PCI tracker holds after
+the last periodic, those its ``[pci] device_spec`` matches (``address``,
+``parent_addr``, ``dev_type``, ``status``).
 """
 
+import builtins
+import contextlib
 import json
 import os
 import traceback
@@ -113,6 +122,35 @@ class CellDatabase:
                        'hypervisor_hostname': node.hypervisor_hostname}, f)
 
 
+@contextlib.contextmanager
+def recorded_sysfs(root):
+    """``/sys/...`` read under ``root`` by nova's PCI utilities (and
+    os.path.isdir, os.readlink, os.listdir anywhere): the recorded host's
+    sysfs, links kept, as nova-compute on that host reads it."""
+    if not root:
+        yield
+        return
+    real = {'open': builtins.open, 'isdir': os.path.isdir,
+            'readlink': os.readlink, 'listdir': os.listdir}
+
+    def moved(path):
+        path = os.fspath(path)
+        if isinstance(path, str) and path.startswith('/sys/'):
+            return root + path[len('/sys'):]
+        return path
+
+    with mock.patch('nova.pci.utils.open', create=True,
+                    new=lambda p, *a, **k: real['open'](moved(p), *a, **k)), \
+            mock.patch('os.path.isdir',
+                       new=lambda p: real['isdir'](moved(p))), \
+            mock.patch('os.readlink',
+                       new=lambda p, *a, **k: real['readlink'](moved(p), *a,
+                                                               **k)), \
+            mock.patch('os.listdir',
+                       new=lambda p='.': real['listdir'](moved(p))):
+        yield
+
+
 def main():
     request = nova_env.read_request()
     conf, ctx = nova_env.setup(
@@ -161,8 +199,9 @@ def main():
         raise exception.InstanceNotFound(instance_id=instance_uuid)
 
     periodics = []
-    with mock.patch.object(objects.Service, 'get_by_compute_host',
-                           return_value=enabled), \
+    with recorded_sysfs(request.get('sysfs_root')), \
+            mock.patch.object(objects.Service, 'get_by_compute_host',
+                              return_value=enabled), \
             mock.patch.object(objects.ComputeNode, 'get_by_uuid',
                               side_effect=cells.get_by_uuid), \
             mock.patch.object(objects.ComputeNode, 'get_by_nodename',
@@ -191,10 +230,17 @@ def main():
                 traceback.print_exc()
                 periodics.append({'error': f'{type(exc).__name__}: {exc}'})
     node_uuid = node.get_local_node_uuid()
-    nova_env.answer({
+    result = {
         'node_uuid': node_uuid, 'nodename': nodename,
         'compute_id': os.path.join(conf.state_path, node.COMPUTE_ID_FILE),
-        'periodics': periodics})
+        'periodics': periodics}
+    if request.get('sysfs_root'):
+        result['pci_tracker'] = sorted((
+            {'address': d.address, 'parent_addr': d.parent_addr,
+             'dev_type': d.dev_type, 'status': d.status}
+            for d in tracker.pci_tracker.pci_devs),
+            key=lambda d: d['address'])
+    nova_env.answer(result)
 
 
 if __name__ == '__main__':

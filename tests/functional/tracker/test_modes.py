@@ -491,3 +491,105 @@ def test_beside_nova_an_override_of_the_root_is_left_to_nova(
             'manage; skipped') in caplog.text
     assert placement_state.read(placement_adapter)['providers'][
         NOVA_UUID] == before
+
+
+# -- SR-IOV VFs nova-compute's PCI tracker hands out -------------------------
+
+ENS1F0_PF = f'{HYPERVISOR}_pci_0000_5e_00_0'
+ENS2F0_PF = f'{HYPERVISOR}_pci_0000_d8_00_0'
+PHYSNET1_SPEC = '{"devname": "ens1f0", "physical_network": "physnet1"}'
+
+
+def totals_of(provider):
+    return {rc: inv['total'] for rc, inv in provider['inventories'].items()}
+
+
+@pytest.fixture
+def beside_nics(beside, tmp_path):
+    """Beside nova-compute, both cards' first ports mapped, and
+    nova-compute's nova.conf (empty until a test writes it)."""
+    beside.set_override('physical_device_mappings',
+                        ['physnet1:ens1f0', 'physnet2:ens2f0'], 'nic')
+    beside.set_override('resource_provider_bandwidths',
+                        ['ens1f0:10000000:10000000'], 'nic')
+    path = tmp_path / 'nova.conf'
+    path.write_text('[DEFAULT]\n')
+    beside.set_override('config_file', str(path), 'nova')
+    return path
+
+
+def nova_gives_ens1f0_to_neutron(path):
+    path.write_text(f'[pci]\ndevice_spec = {PHYSNET1_SPEC}\n')
+
+
+def test_beside_nova_offers_no_vf_nova_hands_out(
+        agents, beside_nics, placement_adapter, caplog):
+    nova_gives_ens1f0_to_neutron(beside_nics)
+    nova_compute_creates_root(placement_adapter)
+    agent = agents()
+    with caplog.at_level(logging.WARNING):
+        agent.tracker.startup()
+    tree = tree_of(placement_adapter, NOVA_UUID)
+    # ens1f0's VFs are nova's to give to Neutron ports: its PF keeps its
+    # bandwidth and traits for the ports' QoS, and offers no VF.
+    assert totals_of(tree[ENS1F0_PF]) == {
+        'NET_BW_EGR_KILOBIT_PER_SEC': 10000000,
+        'NET_BW_IGR_KILOBIT_PER_SEC': 10000000}
+    assert {'CUSTOM_PHYSNET_PHYSNET1', 'HW_NIC_SRIOV'} <= \
+        set(tree[ENS1F0_PF]['traits'])
+    assert totals_of(tree[ENS2F0_PF]) == {'SRIOV_NET_VF': 4}
+    why = ("nova-compute's PCI tracker hands out its VFs: [pci] device_spec "
+           '{"devname": "ens1f0", "physical_network": "physnet1"} in '
+           f'{beside_nics}')
+    assert f'{ENS1F0_PF}: {why}: no SRIOV_NET_VF offered' in caplog.text
+    assert agent.tracker.vfs_withheld == ((ENS1F0_PF, why, False),)
+    assert ("SR-IOV VFs nova-compute's PCI tracker hands out, not offered: "
+            f'{ENS1F0_PF}') in agent.tracker.status_line()
+
+    # Steady state: nothing written, no usage read.
+    caplog.clear()
+    agent.adapter.reset()
+    assert agent.tracker.audit().empty
+    assert agent.writes() == []
+    assert not [c for c in agent.adapter.calls if c.path.endswith('/usages')]
+    assert 'no SRIOV_NET_VF offered' not in caplog.text
+
+
+def test_beside_nova_keeps_vfs_in_use_until_released(
+        agents, beside_nics, placement_adapter, caplog):
+    # The agent offered ens1f0's VFs and one is allocated; then nova-compute
+    # is given them.  Placement refuses to delete inventory in use: the
+    # class stays as it is until the allocation goes, then goes.
+    nova_compute_creates_root(placement_adapter)
+    agent = agents()
+    agent.tracker.startup()
+    pf = tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF]
+    assert totals_of(pf)['SRIOV_NET_VF'] == 4
+    consumer = h.new_consumer()
+    h.put_allocations(placement_adapter, consumer,
+                      {pf['uuid']: {'SRIOV_NET_VF': 1}})
+    nova_gives_ens1f0_to_neutron(beside_nics)
+
+    with caplog.at_level(logging.WARNING):
+        assert agent.tracker.audit().empty
+    assert tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF][
+        'inventories']['SRIOV_NET_VF'] == pf['inventories']['SRIOV_NET_VF']
+    assert f'{ENS1F0_PF}: nova-compute\'s PCI tracker hands out its VFs' \
+        in caplog.text
+    assert 'SRIOV_NET_VF kept while it holds allocations' in caplog.text
+    assert agent.tracker.kept_twice == (f'{ENS1F0_PF} SRIOV_NET_VF',)
+    assert (f'reported twice while they hold allocations: {ENS1F0_PF} '
+            'SRIOV_NET_VF') in agent.tracker.status_line()
+    assert 'not offered' not in agent.tracker.status_line()
+
+    resp = placement_adapter.delete(f'/allocations/{consumer}')
+    assert resp.status_code == 204, resp.text
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert 'SRIOV_NET_VF' not in tree_of(placement_adapter, NOVA_UUID)[
+        ENS1F0_PF]['inventories']
+    assert [c.path for c in agent.writes()] == [
+        f'/resource_providers/{pf["uuid"]}/inventories']
+    assert agent.tracker.kept_twice == ()
+    assert ("SR-IOV VFs nova-compute's PCI tracker hands out, not offered: "
+            f'{ENS1F0_PF}') in agent.tracker.status_line()

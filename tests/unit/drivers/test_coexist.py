@@ -1,5 +1,7 @@
 """Beside nova-compute: devices and classes another service reports."""
 
+import json
+
 import pytest
 
 from node_agent import provider_tree as pt
@@ -192,3 +194,74 @@ def test_each_device_once_by_its_own_provider():
     assert coexist.reported_elsewhere(reported, current, owned) == [
         ('cn1_gpu_0000:3b:00.0', 'cn1_gpu_0000:3b:00.0', 'same name'),
         ('cn1_gpu_0000:af:00.0', 'cn1_gpu_0000:af:00.0', 'same name')]
+
+
+# -- the SR-IOV VFs nova-compute's PCI tracker hands out ---------------------
+
+def with_vfs(snapshot):
+    """Host 1 with its VFs as sysfs lists them (ConnectX-5 VFs, 15b3:1018)
+    and its PFs' interfaces."""
+    import dataclasses
+    from node_agent.hardware import snapshot as s
+    vfs = [s.PciDevice(vf, '15b3', '1018', '020000', physfn=pf.address)
+           for pf in snapshot.pfs for vf in pf.vfs]
+    nics = [s.Nic(pf.ifname, pf.address, is_pf=True) for pf in snapshot.pfs]
+    nics.append(s.Nic('eno1', '0000:00:1f.6'))
+    return dataclasses.replace(
+        snapshot, nics=tuple(nics),
+        pci_devices=tuple(sorted(snapshot.pci_devices + tuple(vfs),
+                                 key=lambda d: d.address)))
+
+
+ENS1F0, ENS1F1 = hostdata.PFS['ens1f0'][0], hostdata.PFS['ens1f1'][0]
+ENS2F0, ENS2F1 = hostdata.PFS['ens2f0'][0], hostdata.PFS['ens2f1'][0]
+
+
+@pytest.mark.parametrize('spec, pfs', [
+    # Nova's SR-IOV networking guide: the PF's interface and its physnet.
+    ({'devname': 'ens1f0', 'physical_network': 'physnet1'}, {ENS1F0}),
+    # The VFs' PCI ids: every PF of that card model.
+    ({'vendor_id': '15b3', 'product_id': '1018',
+      'physical_network': 'physnet1'}, {ENS1F0, ENS1F1, ENS2F0, ENS2F1}),
+    # One PF by its full address: nova matches its VFs by their parent.
+    ({'address': ENS2F1, 'physical_network': 'physnet2'}, {ENS2F1}),
+    ({'address': {'domain': '0000', 'bus': 'd8', 'slot': '00',
+                  'function': '1'}}, {ENS2F1}),
+    # A glob over VF addresses (5e:01.* are ens1f0's), regex prefixes as
+    # nova's re.match reads them ('d' matches bus d8).
+    ({'address': '*:5e:01.*'}, {ENS1F0}),
+    ({'address': {'bus': 'd', 'function': '[2-3]'}}, {ENS2F0, ENS2F1}),
+    # The PF's own ids only: nova may hand out the PF whole.
+    ({'vendor_id': '15b3', 'product_id': '1017', 'address': '*:d8:*.*'},
+     {ENS2F0, ENS2F1}),
+    # A PCI alias for the FPGA, another interface: none of the PFs.
+    ({'address': hostdata.FPGA}, set()),
+    ({'devname': 'eno1', 'physical_network': 'physnet9'}, set()),
+    # What nova-compute refuses or cannot resolve matches nothing.
+    ({'devname': 'ens1f0', 'address': ENS1F0}, set()),
+    ({'devname': 'ens9f9', 'physical_network': 'physnet1'}, set()),
+    ({'vendor_id': '8086', 'product_id': '1018'}, set()),
+])
+def test_nova_hands_out_the_vfs_its_device_spec_matches(snapshot, spec, pfs):
+    found = coexist.nova_hands_out_vfs(
+        nova(device_specs=(spec,)), with_vfs(snapshot))
+    assert set(found) == pfs
+    for why in found.values():
+        assert why == ("nova-compute's PCI tracker hands out its VFs: [pci] "
+                       f'device_spec {json.dumps(spec, sort_keys=True)} in '
+                       f'{NOVA_CONF}')
+
+
+def test_no_device_spec_hands_out_no_vfs(snapshot):
+    assert coexist.nova_hands_out_vfs(None, with_vfs(snapshot)) == {}
+    assert coexist.nova_hands_out_vfs(
+        nova(mdev_types=('nvidia-222',)), with_vfs(snapshot)) == {}
+
+
+def test_pci_in_placement_matches_vfs_by_their_pf_address(snapshot):
+    """With PCI in Placement nova reports the VFs of a PF it is given by
+    address; a devname spec it refuses there."""
+    found = coexist.nova_reported(nova(pci_in_placement=True, device_specs=(
+        {'address': ENS1F1}, {'devname': 'ens2f0'})), with_vfs(snapshot))
+    assert set(found) == {ENS1F1} | set(
+        dict((pf.address, pf.vfs) for pf in snapshot.pfs)[ENS1F1])
