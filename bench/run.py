@@ -35,7 +35,7 @@ RESULTS_RUNS = (
     ('reshaper-cost', ['--consumers', '40', '400', '--runs', '3']),
     ('fleet', ['--hosts', '250', '--guests', '5', '--rounds', '3',
                '--processes', '4', '--server-processes', '4']),
-    ('scheduler-cost', ['--hosts', '100', '1000', '--repetitions', '24',
+    ('scheduler-cost', ['--hosts', '100', '1000', '--repetitions', '20',
                         '--writers', '12']),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
 )

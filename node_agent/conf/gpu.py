@@ -80,6 +80,21 @@ opts = [
                     'beside_nova_compute, pooled with standalone. '
                     'Changing the shape with allocations present is a '
                     'reshape, done at startup.'),
+    cfg.BoolOpt('vf_traits',
+                default=False,
+                help='Beside nova-compute, with one provider per vGPU VF '
+                     '(no GPU provider above them): whether each VF\'s '
+                     'provider carries its GPU\'s traits, the model trait '
+                     '"CUSTOM_GPU_<VENDOR>_<MODEL>" among them, so that a '
+                     'flavor\'s trait:CUSTOM_GPU_NVIDIA_A10=required finds '
+                     'the model. Off by default: nova-compute\'s own vGPU '
+                     'providers carry no model trait, and each copy is a '
+                     'trait on every VF that every scheduling request of '
+                     'the cloud reads and returns (doc/scheduler-cost.md). '
+                     'A vGPU type runs on one GPU model only: to let '
+                     'flavors choose one, give its type a class of its own '
+                     '([mdev_<type>] mdev_class), as with Nova. Switching '
+                     'it changes traits only, at the next sync.'),
     cfg.ListOpt('health_ignored_xids',
                 item_type=types.Integer(min=0, max=(1 << 32) - 1),
                 default=list(APPLICATION_XIDS),

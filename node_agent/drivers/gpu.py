@@ -38,8 +38,9 @@ What a GPU offers, first match wins:
    mdev from by that name).  In standalone it is a child of its GPU's
    provider (two vGPUs of one card: ``same_subtree`` with a
    resourceless group on the GPU); beside nova-compute it hangs where
-   the GPU's would and carries the GPU's traits, with no GPU provider
-   (:func:`node_agent.drivers.layout.card_providers`).  Pooled
+   the GPU's would, with no GPU provider
+   (:func:`node_agent.drivers.layout.card_providers`), and carries the
+   GPU's traits with ``[gpu] vf_traits`` only.  Pooled
    (``pooled``, ``auto`` in standalone): the VFs of one GPU that offer
    the same type are one inventory on the GPU's provider, and the claim
    picks a free VF (:mod:`node_agent.drivers.gpu_claims`); a VF whose
@@ -430,8 +431,9 @@ class GpuDriver(base.Driver):
                 parent = layout.parent_for(self.conf, self.snapshot,
                                            provider_tree, nodename,
                                            gpu.numa_node)
-                wanted.update(self._build_vfs(provider_tree, nodename,
-                                              parent, device_offers, traits))
+                wanted.update(self._build_vfs(
+                    provider_tree, nodename, parent, device_offers,
+                    traits if self.conf.gpu.vf_traits else ()))
                 continue
             provider = self._ensure_gpu(provider_tree, nodename, gpu)
             if provider is None:
@@ -472,9 +474,8 @@ class GpuDriver(base.Driver):
 
     def _build_vfs(self, tree, nodename, parent, offers, traits):
         """One provider per VF under ``parent`` (the GPU's, or where the
-        GPU's would hang, the VFs then carrying its ``traits``, as
-        nova-compute's vGPU providers are children of its root); the
-        names of those made."""
+        GPU's would hang, as nova-compute's vGPU providers are children of
+        its root), each with ``traits``; the names of those made."""
         made = set()
         for offer in offers:
             child = layout.ensure_child(tree, identity.pci_id(offer.address),

@@ -176,23 +176,27 @@ def test_scheduler_cost(tmp_path):
     # One host of each kind: vgpu (root, 128 VFs), mig (root, 8 GPUs),
     # nic (root, 8 PFs), plain (root) beside nova-compute: no NUMA and no
     # card providers.  Nova's: one per VF, every H100 (MIG on or not) as
-    # PGPU, Neutron's agent and its 8 bandwidth providers.  Pooled: no
+    # PGPU, Neutron's agent and its 8 bandwidth providers (the control,
+    # nova-again, the same tree in a database of its own).  Pooled: no
     # VFs; standalone (where [gpu] vf_providers = auto pools) adds the
     # NUMA nodes and the NIC cards.
+    nova = {'vgpu': 129, 'mig': 9, 'nic': 10, 'plain': 1}
     assert {shape: per[shape]['by_kind'] for shape in per} == {
         'node-agent': {'vgpu': 129, 'mig': 9, 'nic': 9, 'plain': 1},
         'pooled': {'vgpu': 9, 'mig': 9, 'nic': 9, 'plain': 1},
         'standalone': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2},
-        'nova': {'vgpu': 129, 'mig': 9, 'nic': 10, 'plain': 1}}
+        'nova': nova, 'nova-again': nova}
     # The data the trees carry, every row of which each request reads:
-    # node-agent's default tree no more traits than Nova's (each VF its
-    # model where Nova's has OWNER_NOVA; no owner trait beside
-    # nova-compute) and as many inventory rows: the NIC host's nova.conf
-    # gives every port's VFs to nova's PCI tracker, so no PF offers
-    # SRIOV_NET_VF beside nova-compute (standalone, without Nova, does).
+    # node-agent's default tree as many inventory rows as Nova's and 130
+    # trait rows fewer: no trait on its VFs (Nova's carry OWNER_NOVA; no
+    # owner trait beside nova-compute, the model with [gpu] vf_traits
+    # only), the NIC host's nova.conf gives every port's VFs to nova's
+    # PCI tracker, so no PF offers SRIOV_NET_VF beside nova-compute
+    # (standalone, without Nova, does).
     assert {shape: (per[shape]['inventories'], per[shape]['traits'])
             for shape in per} == {
-        'node-agent': (168, 315), 'nova': (168, 317), 'pooled': (48, 195),
+        'node-agent': (168, 187), 'nova': (168, 317),
+        'nova-again': (168, 317), 'pooled': (48, 195),
         'standalone': (65, 349)}
     assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
                                        'qos_port', 'numa_granular'}
@@ -215,13 +219,23 @@ def test_scheduler_cost(tmp_path):
             'numa_granular': 0}
     assert candidates == {
         'node-agent': ours, 'nova': dict(ours, pgpu=8),
-        'pooled': dict(ours, vgpu=8),
+        'nova-again': dict(ours, pgpu=8), 'pooled': dict(ours, vgpu=8),
         'standalone': {'plain': 13, 'vgpu': 32, 'pgpu': 24, 'pcpu': 13,
                        'qos_port': 16, 'numa_granular': 16}}
+    # What Placement sends back (every provider of every tree with a
+    # candidate, its inventory and traits) is exact too: node-agent's
+    # default tree answers every flavor in fewer bytes than Nova's, the
+    # control in as many.
+    size = {shape: {flavor: f['bytes']
+                    for flavor, f in per[shape]['flavors'].items()}
+            for shape in per}
+    assert size['nova-again'] == size['nova']
+    for flavor in ('plain', 'vgpu', 'pgpu', 'pcpu', 'qos_port'):
+        assert size['node-agent'][flavor] < size['nova'][flavor], flavor
 
 
 def test_scheduler_cost_sends_the_shapes_in_a_balanced_order():
-    """Over 2 x 4 rounds, for every flavor, each shape takes each place
+    """Over 2 x 5 rounds, for every flavor, each shape takes each place
     twice and goes just before each neighbour as often as just after it:
     no shape always follows a heavy request (the rotation before put
     Nova's tree right after node-agent's in every round but one in four,

@@ -98,12 +98,13 @@ def test_nova_places_vgpus_of_each_type_on_the_vfs(agent, server, cloud):
     providers = report(agent, server, cloud, 'host4', (
         '[devices]', 'enabled_mdev_types = nvidia-588, nvidia-1155',
         '[mdev_nvidia-1155]', 'device_addresses = 0000:af:00.0',
-        'mdev_class = CUSTOM_L40S_4Q'))
+        'mdev_class = CUSTOM_L40S_4Q', '[gpu]', 'vf_traits = true'))
     root = providers[HOST]['uuid']
     a10_vfs = {f'{HOST}_pci_0000_3b_00_{f}' for f in range(4, 8)}
     l40s_vfs = {f'{HOST}_pci_0000_af_00_{f}' for f in range(4, 8)}
     # Beside nova-compute each VF is the root's child, as nova's own vGPU
-    # providers are, and carries its GPU's model: no GPU provider.
+    # providers are, and carries its GPU's model ([gpu] vf_traits): no
+    # GPU provider.
     for name in a10_vfs | l40s_vfs:
         assert providers[name]['parent'] == root
     assert {name for name in providers

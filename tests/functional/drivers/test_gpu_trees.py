@@ -254,14 +254,19 @@ def test_beside_nova_vfs_are_the_roots_children_and_share_their_gpus_health(
     tree = agent.sync()
     root = tree.roots[0].uuid
     # No GPU and no NUMA provider: each VF is a child of the root, as
-    # nova-compute's vGPU providers are, with its GPU's model (and, as
-    # theirs carry OWNER_NOVA alone, that alone: no owner trait).
+    # nova-compute's vGPU providers are, with no trait (theirs carry
+    # OWNER_NOVA alone; no owner trait, no model trait by default).
     assert adapter.get(f'/resource_providers/{uuid(A10)}').status_code \
         == 404
     assert not [p for p in tree.providers()
                 if identity.kind_of(p, tree) == identity.NUMA]
     for vf in A10_VFS:
         assert parent(adapter, vf) == root
+        assert traits(adapter, vf) == set()
+    # [gpu] vf_traits: each VF carries its GPU's model, at the next sync.
+    conf.set_override('vf_traits', True, 'gpu')
+    agent.sync()
+    for vf in A10_VFS:
         assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10'}
     # The A10 fails: its VFs, not the L40S's, are unschedulable.
     agent.health = {A10: health_mod.Health(
@@ -281,6 +286,13 @@ def test_beside_nova_vfs_are_the_roots_children_and_share_their_gpus_health(
     for vf in A10_VFS:
         assert inventory(adapter, vf) == {'VGPU': (1, 0)}
         assert traits(adapter, vf) == {'CUSTOM_GPU_NVIDIA_A10'}
+    # Switched off again: the model trait goes, nothing else changes.
+    conf.set_override('vf_traits', False, 'gpu')
+    agent.sync()
+    for vf in A10_VFS:
+        assert inventory(adapter, vf) == {'VGPU': (1, 0)}
+        assert traits(adapter, vf) == set()
+        assert parent(adapter, vf) == root
 
 
 def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
@@ -289,7 +301,8 @@ def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
     nodes, a provider per GPU above its VFs, the owner trait on each)
     loses those levels at the next sync: each VF moves up to the root
     keeping its uuid, and the allocation on it stays as it was, without
-    a reshape.  The owner trait goes; an operator's trait stays."""
+    a reshape.  The owner trait goes (and the GPU's model, which the VFs
+    carry with ``[gpu] vf_traits`` only); an operator's trait stays."""
     adapter = placement_adapter
     agent = host4_agent(conf, adapter)
     conf.set_override('deployment', 'beside_nova_compute')
@@ -324,9 +337,8 @@ def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
         == {uuid(A10_VFS[1]): {'VGPU': 1}}
     assert after['consumer_generation'] == before['consumer_generation']
     assert inventory(adapter, A10_VFS[1]) == {'VGPU': (1, 0)}
-    assert traits(adapter, A10_VFS[1]) == {'CUSTOM_GPU_NVIDIA_A10',
-                                           'CUSTOM_RACK_7'}
-    assert traits(adapter, A10_VFS[2]) == {'CUSTOM_GPU_NVIDIA_A10'}
+    assert traits(adapter, A10_VFS[1]) == {'CUSTOM_RACK_7'}
+    assert traits(adapter, A10_VFS[2]) == set()
 
 
 def test_types_mix_on_one_card_and_max_instances_caps(conf,
