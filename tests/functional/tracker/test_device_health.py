@@ -204,10 +204,12 @@ def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
         f'in sync: 3 providers; 1 device unmonitored: {H100}: NVML events: '
         'waiting on NVML events failed (Unknown Error)')
     assert rt.unhealthy() == {}
-    assert ('node_agent_device_health{action="",address="0000:00:06.0",'
-            'family="",reason="NVML events: waiting on NVML events failed '
-            '(Unknown Error)",severity="",state="unmonitored"} 1.0'
-            ) in metrics.exposition()
+    # The monitor holds the state before its change callback has set the
+    # gauge: wait for the gauge too.
+    gauge = ('node_agent_device_health{action="",address="0000:00:06.0",'
+             'family="",reason="NVML events: waiting on NVML events failed '
+             '(Unknown Error)",severity="",state="unmonitored"} 1.0')
+    wait_for(lambda: gauge in metrics.exposition(), 'the health gauge set')
     # The next wait works (the recording times out): watched again.
     wait_for(lambda: rt.health.health(H100).state == 'healthy',
              'the GPU watched again', timeout=60)
