@@ -42,9 +42,11 @@ def report_client(conf, adapter, stateful=True, read_state=False,
                                          metrics=metrics)
 
 
-def claim_manager(conf, upgrade=True):
+def claim_manager(conf, upgrade=True, repair=True):
     """The claim manager over the claim database under state_path, which
-    asks the enabled drivers what a snapshot's devices are."""
+    asks the enabled drivers what a snapshot's devices are.  ``repair``
+    False: a corrupt database is refused, not moved aside (the commands
+    that only read)."""
     from node_agent.claims import manager
     from node_agent import drivers
 
@@ -52,7 +54,7 @@ def claim_manager(conf, upgrade=True):
         return drivers.DriverSet(conf, snapshot).drivers
 
     return manager.ClaimManager(conf, upgrade=upgrade,
-                                drivers_for=drivers_for)
+                                drivers_for=drivers_for, repair=repair)
 
 
 @contextlib.contextmanager

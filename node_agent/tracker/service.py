@@ -89,6 +89,7 @@ from oslo_service import opts as service_opts  # noqa: E402
 from oslo_service import service  # noqa: E402
 
 from node_agent import exception  # noqa: E402
+from node_agent import local_state  # noqa: E402
 from node_agent import metrics as metrics_mod  # noqa: E402
 from node_agent import text  # noqa: E402
 from node_agent.tracker import claims_server  # noqa: E402
@@ -202,6 +203,7 @@ class AgentService(service.Service):
             self._splay()
             self._startup()
             self._solved('startup')
+            self._show_state_faults()
             self.notifier.ready(status=self.tracker.status_line())
             self.claims_server.start()
             self._loop()
@@ -286,6 +288,13 @@ class AgentService(service.Service):
             return
         since = self._problem(what, detail)
         self.notifier.note(what, f'{detail} (since {since})')
+
+    def _show_state_faults(self):
+        """The files under state_path the host does not let us write
+        (:func:`node_agent.local_state.faults`), beside the status line
+        and in the problems metric, until they are written again."""
+        self._note('state_path',
+                   local_state.describe_faults(self.conf.state_path))
 
     def _audit_problem(self, kind, detail):
         """The audit failed or was skipped: the status line says so, and
@@ -380,6 +389,15 @@ class AgentService(service.Service):
             self.notifier.set_status(
                 f'waiting for {exc.source}: {exc.reason}')
             what = exc.source
+        elif isinstance(exc, exception.GenerationConflict):
+            self.notifier.set_status(
+                f'waiting for other writers of the providers: {exc}')
+            what = 'contention in Placement'
+        elif isinstance(exc, exception.LocalStateUnavailable):
+            # local_state logged it, once per change.
+            self.notifier.set_status(f'waiting for state_path: {exc}')
+            self._waited_for = 'state_path'
+            return
         elif isinstance(exc, (exception.ReportedElsewhere,
                               exception.UnsafePlan)):
             since = self._problem('startup', str(exc))
@@ -497,6 +515,10 @@ class AgentService(service.Service):
                     'backoff', exc.service, exc)
             self._away = (since, failed + 1)
             return False
+        except exception.LocalStateUnavailable as exc:
+            # Placement is synced; what the host would not let us write
+            # is retried at the next audit (local_state logged it once).
+            self._audit_problem('incomplete', exc)
         except exception.ComputeNodeMissing as exc:
             # nova's compute node went (its service deleted): nothing to
             # hang the devices under until nova-compute makes it again.
@@ -518,6 +540,7 @@ class AgentService(service.Service):
             LOG.exception('audit failed on an unexpected error')
         finally:
             self.metrics.audit(result, time.monotonic() - start)
+            self._show_state_faults()
         if self._away is not None:
             since, failed = self._away
             self._away = None

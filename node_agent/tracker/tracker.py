@@ -37,7 +37,9 @@ Rules:
   :meth:`node_agent.tracker.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
-  retried from fresh data ``[audit] reshape_retries`` times;
+  retried from fresh data ``[audit] reshape_retries`` times; a conflict
+  still there after them is raised as it is, contention the daemon waits
+  out with capped backoff before it starts again (never an exit 78);
   ``ReshapeFailed`` (drivers cannot place a consumer, or Placement
   refused the reshape for good) is logged with its providers and consumers
   and raised: the daemon exits non-zero rather than run on a tree that does
@@ -277,12 +279,13 @@ class ResourceTracker:
                 with attempt:
                     pending = self._sync(startup=True)
         except exception.ReshapeConflict as exc:
-            exc = exception.ReshapeFailed(
-                f'Placement kept answering 409 after {retries} retries '
-                f'({exc})')
-            LOG.error('%s: %s', self.nodename, exc)
-            self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
-            raise exc
+            # Contention, not a failure: other writers moved generations
+            # under every try.  The caller waits and starts again, for as
+            # long as it is contention (exit_policy.WAIT_ERRORS).
+            LOG.warning('%s: Placement answered 409 to %d reshape tries in '
+                        'a row (%s); the startup is tried again',
+                        self.nodename, retries + 1, exc)
+            raise
         except exception.ReshapeFailed as exc:
             LOG.error('%s: %s', self.nodename, exc)
             self.metrics.reshape(metrics_mod.RESHAPE_FAILED)

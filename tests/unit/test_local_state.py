@@ -4,10 +4,14 @@ import logging
 import os
 import sqlite3
 import stat
+import subprocess
 
 import pytest
 
+from node_agent import exception
 from node_agent import local_state
+from tests.fixtures.full_disk import fill
+from tests.fixtures.full_disk import tmpfs
 
 
 def mode(path):
@@ -96,11 +100,42 @@ def test_replace_file_writes_whole_files_0640_under_umask_zero(tmp_path,
     local_state.replace_file(str(path), b'first')
     assert mode(tmp_path / 'state') == 0o750
     assert mode(path) == 0o640
-    # A .tmp a crash left behind, wider than it should be, is not reused.
-    stale = tmp_path / 'state' / 'last_scan.json.tmp'
-    stale.write_bytes(b'half')
-    os.chmod(stale, 0o666)
+    # Temporaries a crash left behind (an older agent's fixed name, a dead
+    # writer's own), wider than they should be, are not reused but
+    # removed; a live writer's is left alone.
+    stale = [tmp_path / 'state' / 'last_scan.json.tmp',
+             tmp_path / 'state' / f'last_scan.json.{_dead_pid()}.ab12.tmp']
+    live = tmp_path / 'state' / f'last_scan.json.{os.getppid()}.cd34.tmp'
+    for f in stale + [live]:
+        f.write_bytes(b'half')
+        os.chmod(f, 0o666)
     local_state.replace_file(str(path), b'second')
     assert path.read_bytes() == b'second'
     assert mode(path) == 0o640
-    assert sorted(os.listdir(tmp_path / 'state')) == ['last_scan.json']
+    assert sorted(os.listdir(tmp_path / 'state')) == [
+        'last_scan.json', live.name]
+
+
+def _dead_pid():
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen(['true'])
+    proc.wait()
+    return proc.pid
+
+
+def test_replace_file_on_a_full_filesystem_leaves_the_file(tmp_path):
+    """ENOSPC is the host's fault: LocalStateUnavailable naming the file,
+    the old content kept, no temporary left."""
+    path = tmp_path / 'full' / 'device_drains.json'
+    with tmpfs(tmp_path / 'full', size='64k'):
+        local_state.replace_file(str(path), b'before')
+        fill(tmp_path / 'full')
+        with pytest.raises(exception.LocalStateUnavailable) as info:
+            local_state.replace_file(str(path), b'x' * 65536, what='drains')
+        assert str(info.value) == (
+            f'drains {path}: No space left on device (a fault of the '
+            'filesystem, not of the file: nothing was moved aside; '
+            'retried)')
+        assert path.read_bytes() == b'before'
+        assert sorted(os.listdir(tmp_path / 'full')) == [
+            'device_drains.json', 'filler']
