@@ -92,6 +92,7 @@ def main(argv=None):
                 domain_events=factory.domain_events(conf, rt),
                 device_health=factory.device_health(conf, rt, agent_metrics),
                 load_conf=functools.partial(load_conf, argv),
+                reload_placement=getattr(adapter, 'reload', None),
                 metrics=agent_metrics))
     except exit_policy.FATAL_ERRORS as exc:
         failure = (exc, logging.CRITICAL, 'cannot continue',

@@ -17,14 +17,16 @@ LOG = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def placement_adapter(conf):
-    """The Adapter to Placement: embedded (in-process) or over HTTP."""
+    """The Adapter to Placement: embedded (in-process) or over HTTP (a
+    :class:`~node_agent.placement.adapter.ReloadableAdapter`, which a
+    SIGHUP signs in anew)."""
     if conf.placement.embedded:
         from node_agent.placement import embedded
         with embedded.EmbeddedPlacement(conf) as adapter:
             yield adapter
     else:
         from node_agent.placement import adapter as adapter_mod
-        yield adapter_mod.get_adapter(conf)
+        yield adapter_mod.ReloadableAdapter(conf)
 
 
 def report_client(conf, adapter, stateful=True, read_state=False,

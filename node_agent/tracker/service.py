@@ -110,7 +110,7 @@ class AgentService(service.Service):
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
                  claims_rpc=None, domain_events=None, load_conf=None,
-                 metrics=None, device_health=None):
+                 metrics=None, device_health=None, reload_placement=None):
         """``udev_monitor``, ``domain_events`` and ``device_health``:
         ``make(callback) -> watcher`` (with start() and stop()), or None;
         a device health change audits early, as a udev event does.
@@ -119,6 +119,9 @@ class AgentService(service.Service):
         ``load_conf``: ``() -> ConfigOpts``, a fresh and checked copy of the
         configuration from the same files (raises ConfigError), which
         SIGHUP runs before it touches ``conf``; None: not checked.
+        ``reload_placement(conf)``: sign in to Placement anew with the
+        checked copy's ``[placement]`` options (a rotated password), or
+        None (an embedded Placement).
         ``metrics``: :class:`node_agent.metrics.Metrics`, or None."""
         super().__init__(threads=1)
         self.conf = conf
@@ -132,6 +135,7 @@ class AgentService(service.Service):
         self.make_device_health = device_health
         self.device_health = None
         self.load_conf = load_conf
+        self.reload_placement = reload_placement
         self.exit_code = exit_policy.EXIT_OK
         self._stop = threading.Event()
         self.claims_server = claims_server.ClaimsServer(
@@ -463,14 +467,23 @@ class AgentService(service.Service):
         self._reload.clear()
         if self.load_conf is not None:
             # reload_config_files() changes conf in place: check a fresh
-            # copy first, so a bad file leaves the config in effect alone.
+            # copy first, so a bad file leaves the config in effect alone;
+            # sign in to Placement with it (credentials are the session's,
+            # built once), swapped in only when that worked.
             try:
-                self.load_conf()
-            except exception.ConfigError as exc:
+                fresh = self.load_conf()
+                if self.reload_placement is not None:
+                    self.reload_placement(fresh)
+            except (exception.ConfigError,
+                    exception.PlacementCredentialsError) as exc:
+                refused = exc
+            else:
+                refused = None
+            if refused is not None:
                 LOG.error('SIGHUP: the config files are not valid, the '
-                          'configuration in effect stays: %s', exc)
+                          'configuration in effect stays: %s', refused)
                 self._note('SIGHUP', f'refused, the configuration in effect '
-                                     f'stays: {exc}')
+                                     f'stays: {refused}')
                 return False
         self._note('SIGHUP', None)
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
