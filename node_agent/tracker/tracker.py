@@ -93,7 +93,6 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import exception
 from node_agent import metrics as metrics_mod
-from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
@@ -185,6 +184,7 @@ class ResourceTracker:
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
         self._rewrites = 0              # reads in a row the root moved
+        self._added_root_traits = frozenset()
         # Beside nova-compute: (ours, theirs, why) of the devices another
         # service reports, and those of ours kept as they hold allocations.
         self.reported_elsewhere = ()
@@ -385,17 +385,23 @@ class ResourceTracker:
         mine = self.last_good.find(root.uuid)
         if mine is None:
             return None
-        same = root.traits == mine.traits and {
-            rc: ptree.normalize_inventory(r)
-            for rc, r in root.inventory.items()} == {
-            rc: ptree.normalize_inventory(r)
-            for rc, r in mine.inventory.items()}
-        self._rewrites = 0 if same else self._rewrites + 1
+        undone = root_mod.undone(root, mine)
+        added = frozenset(root.traits - mine.traits)
+        if added != self._added_root_traits:
+            # Another writer's own traits (an operator's, a service's):
+            # kept, and no takeover; said once per change.
+            self._added_root_traits = added
+            if added:
+                LOG.info('%s: the root carries traits the agent did not '
+                         'set, kept as they are (not a second writer: only '
+                         "writes to the agent's own traits and inventory "
+                         'count): %s', self.nodename, ', '.join(sorted(added)))
+        self._rewrites = self._rewrites + 1 if undone else 0
         if self._rewrites < 2:
             return None
         return ('rewritten', f'root {root.name} ({root.uuid}) was rewritten '
                 'under the agent again after it corrected it (generation '
-                f'{root.generation})')
+                f'{root.generation}: {undone})')
 
     def _refuse_shared(self, tree=None, ownership=None):
         found = self.root.other_writer(tree, ownership)
