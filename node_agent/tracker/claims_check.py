@@ -49,6 +49,21 @@ class ClaimsCheck:
         self._unclaimed_since = {}      # consumer -> monotonic first sight
         self._startup_due = False       # a startup check put off
 
+    def claimed(self):
+        """``{consumer: claimed devices}`` of the claims that hold devices,
+        for a reshape to put each unit where its device is; {} when the
+        claim database cannot be read now (the reshape then places by
+        guests and names alone)."""
+        if self.claims is None:
+            return {}
+        try:
+            return {c.consumer_uuid: c.devices
+                    for c in self.claims.list() if c.devices}
+        except exception.LocalStateUnavailable as exc:
+            LOG.warning('The claims cannot be read for the reshape (%s): '
+                        'allocations are placed by guests and names', exc)
+            return {}
+
     def request_full_read(self):
         """Read every provider's allocations at the next check (a guest
         stopped or went: its allocations may be deleted, which moves no

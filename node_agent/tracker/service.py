@@ -92,6 +92,7 @@ from node_agent import exception  # noqa: E402
 from node_agent import local_state  # noqa: E402
 from node_agent import metrics as metrics_mod  # noqa: E402
 from node_agent import text  # noqa: E402
+from node_agent.conf import reload as conf_reload  # noqa: E402
 from node_agent.tracker import claims_server  # noqa: E402
 from node_agent.tracker import exit_policy  # noqa: E402
 from node_agent.tracker import watchers  # noqa: E402
@@ -134,8 +135,8 @@ class AgentService(service.Service):
         self.domain_events = None
         self.make_device_health = device_health
         self.device_health = None
-        self.load_conf = load_conf
-        self.reload_placement = reload_placement
+        self._reloader = conf_reload.Reloader(conf, load_conf,
+                                              reload_placement)
         self.exit_code = exit_policy.EXIT_OK
         self._stop = threading.Event()
         self.claims_server = claims_server.ClaimsServer(
@@ -465,30 +466,15 @@ class AgentService(service.Service):
         if not self._reload.is_set():
             return False
         self._reload.clear()
-        if self.load_conf is not None:
-            # reload_config_files() changes conf in place: check a fresh
-            # copy first, so a bad file leaves the config in effect alone;
-            # sign in to Placement with it (credentials are the session's,
-            # built once), swapped in only when that worked.
-            try:
-                fresh = self.load_conf()
-                if self.reload_placement is not None:
-                    self.reload_placement(fresh)
-            except (exception.ConfigError,
-                    exception.PlacementCredentialsError) as exc:
-                refused = exc
-            else:
-                refused = None
-            if refused is not None:
-                LOG.error('SIGHUP: the config files are not valid, the '
-                          'configuration in effect stays: %s', refused)
-                self._note('SIGHUP', f'refused, the configuration in effect '
-                                     f'stays: {refused}')
-                return False
+        refused = self._reloader.reload()
+        if refused is not None:
+            self._note('SIGHUP', f'refused, the configuration in effect '
+                                 f'stays: {refused}')
+            return False
         self._note('SIGHUP', None)
-        LOG.info('SIGHUP: re-reading the config files and dropping cached '
-                 'Placement state')
-        self.conf.reload_config_files()
+        pending = self._reloader.pending
+        self._note('restart required',
+                   f'to apply: {", ".join(pending)}' if pending else None)
         self.tracker.report_client.invalidate()
         return True
 

@@ -228,7 +228,8 @@ class ResourceTracker:
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations,
-                                         ownership=ownership)
+                                         ownership=ownership,
+                                         claimed=self.claims_check.claimed())
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
                                           snapshot, ownership)
