@@ -37,6 +37,7 @@ import contextlib
 import datetime
 import os
 import sqlite3
+import stat
 import tempfile
 import threading
 
@@ -81,6 +82,32 @@ def prepare_file(path):
             continue
         if mode & ~FILE_MODE:
             os.chmod(name, mode & FILE_MODE)
+
+
+def narrow(state_path):
+    """Take what is wider than ``0750`` off ``state_path`` and ``0640`` off
+    the files in it (an older agent's, an operator's ``chmod``), where this
+    user owns them.  A directory others share (sticky, like ``/tmp``) or a
+    missing one is left alone: nothing is created here."""
+    try:
+        st = os.stat(state_path)
+    except OSError:
+        return
+    if st.st_uid != os.geteuid() or st.st_mode & stat.S_ISVTX:
+        return
+    _narrow(state_path, st, DIR_MODE)
+    for entry in os.scandir(state_path):
+        if entry.is_file(follow_symlinks=False):
+            _narrow(entry.path, entry.stat(follow_symlinks=False), FILE_MODE)
+
+
+def _narrow(path, st, allowed):
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid == os.geteuid() and mode & ~allowed:
+        os.chmod(path, mode & allowed)
+        LOG.warning('%s was mode %04o: narrowed to %04o (the agent keeps '
+                    'its state from other users)', path, mode,
+                    mode & allowed)
 
 
 def create_file(path, content):

@@ -68,8 +68,11 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
     and the tracker count into (None: nothing is counted).
     """
     from node_agent.hardware import discovery as discovery_mod
+    from node_agent import local_state
     from node_agent.tracker import scan_state
     from node_agent.tracker import tracker as tracker_mod
+    if stateful:
+        local_state.narrow(conf.state_path)
     discovery = discovery_mod.Discovery(conf)
     try:
         yield tracker_mod.ResourceTracker(

@@ -208,9 +208,11 @@ class ResourceTracker:
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
+        # The drivers check their options against the host (CPU sets
+        # naming CPUs it lacks): before anything is created or read.
+        drivers = _drivers(self.conf, snapshot, self.unhealthy())
         current, ownership = self._read_tree(ensure=not dry_run)  # read
         desired = current.copy()
-        drivers = _drivers(self.conf, snapshot, self.unhealthy())
         before = allocations = None
         try:
             drivers.update_provider_tree(desired, self.nodename,  # build

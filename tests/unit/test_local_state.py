@@ -139,3 +139,43 @@ def test_replace_file_on_a_full_filesystem_leaves_the_file(tmp_path):
         assert path.read_bytes() == b'before'
         assert sorted(os.listdir(tmp_path / 'full')) == [
             'device_drains.json', 'filler']
+
+
+def test_narrow_takes_wider_modes_off_state_path_and_its_files(tmp_path,
+                                                               caplog):
+    state = tmp_path / 'state'
+    state.mkdir()
+    os.chmod(state, 0o777)
+    (state / 'device_drains.json').write_text('{}')
+    os.chmod(state / 'device_drains.json', 0o666)
+    (state / 'claim.sqlite').write_text('')
+    os.chmod(state / 'claim.sqlite', 0o600)
+    with caplog.at_level(logging.WARNING):
+        local_state.narrow(str(state))
+    assert mode(state) == 0o750
+    assert mode(state / 'device_drains.json') == 0o640
+    assert mode(state / 'claim.sqlite') == 0o600      # narrower: kept
+    assert [r.getMessage() for r in caplog.records] == [
+        f'{state} was mode 0777: narrowed to 0750 (the agent keeps its '
+        'state from other users)',
+        f'{state}/device_drains.json was mode 0666: narrowed to 0640 (the '
+        'agent keeps its state from other users)']
+
+
+def test_narrow_leaves_a_shared_directory_alone(tmp_path):
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    local_state.narrow(str(shared))
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+    local_state.narrow(str(tmp_path / 'missing'))
+    assert not os.path.exists(tmp_path / 'missing')
+
+
+def test_a_file_moved_aside_is_no_wider_than_0640(tmp_path):
+    path = tmp_path / 'claim.sqlite'
+    path.write_bytes(b'not a database')
+    os.chmod(path, 0o666)
+    target = local_state.move_aside(str(path), 'claim database', 'garbage',
+                                    'nowhere')
+    assert mode(target) == 0o640
