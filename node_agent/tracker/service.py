@@ -395,9 +395,17 @@ class AgentService(service.Service):
                 f'waiting for {exc.source}: {exc.reason}')
             what = exc.source
         elif isinstance(exc, exception.GenerationConflict):
-            self.notifier.set_status(
-                f'waiting for other writers of the providers: {exc}')
-            what = 'contention in Placement'
+            what = 'other writers of the providers'
+            detail = ' '.join(str(exc).split())
+            self.notifier.set_status(f'waiting for {what}: {detail}')
+            level = (logging.DEBUG if what == self._waited_for
+                     else logging.WARNING)
+            self._waited_for = what
+            LOG.log(level, 'startup: other writers keep moving the '
+                    "generations of this host's providers in Placement "
+                    '(%s); trying again in %.1f s (with capped backoff: '
+                    'said again only when it ends)', detail, sleep)
+            return
         elif isinstance(exc, exception.LocalStateUnavailable):
             # local_state logged it, once per change.
             self.notifier.set_status(f'waiting for state_path: {exc}')

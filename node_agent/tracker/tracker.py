@@ -269,7 +269,11 @@ class ResourceTracker:
         """The startup pass; returns the :class:`Plan` it applied.
 
         Raises ``ReshapeFailed`` (fatal), ``PlacementUnavailable`` (the
-        caller waits and calls again) or ``LibvirtConnectionError``.
+        caller waits and calls again), ``LibvirtConnectionError``, or
+        ``ReshapeConflict`` when other writers moved generations under
+        every try: contention, not a failure, which the caller waits out
+        and starts again for as long as it lasts
+        (``exit_policy.WAIT_ERRORS``).
         """
         retries = self.conf.audit.reshape_retries
         try:
@@ -281,14 +285,6 @@ class ResourceTracker:
                     reraise=True):
                 with attempt:
                     pending = self._sync(startup=True)
-        except exception.ReshapeConflict as exc:
-            # Contention, not a failure: other writers moved generations
-            # under every try.  The caller waits and starts again, for as
-            # long as it is contention (exit_policy.WAIT_ERRORS).
-            LOG.warning('%s: Placement answered 409 to %d reshape tries in '
-                        'a row (%s); the startup is tried again',
-                        self.nodename, retries + 1, exc)
-            raise
         except exception.ReshapeFailed as exc:
             LOG.error('%s: %s', self.nodename, exc)
             self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
