@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The live NVIDIA GPU check (doc/development.md, "A real NVIDIA GPU"):
+# the agent's discovery with the real NVML and /sys and the trees it
+# builds, every NVML query of its health source once with an event wait,
+# the differences from the recorded H100 (tests/fixtures/hosts/h100-vm),
+# and a fresh recording in the same format.  Read only: it never calls
+# an NVML setter and changes no GPU setting.
+#
+#   bash tools/gpu-check.sh [OUT_DIR] [--event-wait SECONDS] [...]
+#
+# OUT_DIR (default: $OUT, else a new temporary directory) receives
+# gpu-check.log, report.json and recording.tar.gz; further arguments go
+# to `python -m tools.gpu_check` (--help lists them).
+#
+# Python: the repository's .venv when it has what the check needs, else
+# python3 with the wheels in tools/wheels/ (or $GPU_CHECK_WHEELS)
+# installed offline into a temporary directory, and the shared libraries
+# in its lib/ on LD_LIBRARY_PATH: tools/gpu-check-wheels.sh builds them
+# beforehand on a machine with a package index.  The whole run takes at
+# most 5 minutes: 90 s to install, 190 s to check.
+#
+# No NVIDIA GPU on the PCI bus ($GPU_CHECK_SYSFS_ROOT, default /sys):
+# "no NVIDIA GPU: nothing to check", exit 0.  What it cannot do it says,
+# and why; it exits non-zero only when the agent itself failed (1) or
+# the check outran its time (124).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+SYSFS=${GPU_CHECK_SYSFS_ROOT:-/sys}
+WHEELS=${GPU_CHECK_WHEELS:-tools/wheels}
+OUT_DIR=${OUT:-}
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    OUT_DIR=$1
+    shift
+fi
+[ -n "$OUT_DIR" ] || OUT_DIR=$(mktemp -d /tmp/gpu-check-out.XXXXXX)
+mkdir -p "$OUT_DIR"
+
+# The same test as the check's own (tools/gpu_check: nvidia_gpus), made
+# before anything is installed: an NVIDIA display function, not a VF.
+has_nvidia_gpu() {
+    local device
+    for device in "$SYSFS"/bus/pci/devices/*; do
+        [ "$(cat "$device/vendor" 2>/dev/null)" = 0x10de ] || continue
+        case "$(cat "$device/class" 2>/dev/null)" in
+            0x03*) ;;
+            *) continue ;;
+        esac
+        [ -e "$device/physfn" ] || return 0
+    done
+    return 1
+}
+
+if ! has_nvidia_gpu; then
+    echo "no NVIDIA GPU: nothing to check"
+    exit 0
+fi
+
+NEEDS='import node_agent, placement, libvirt, pynvml'
+PY=.venv/bin/python
+if ! "$PY" -c "$NEEDS" 2>/dev/null; then
+    PY=python3
+    if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+        echo "COULD NOT run the check: $PY lacks the agent's packages" \
+            "and $WHEELS holds no wheels; build them with" \
+            "'bash tools/gpu-check-wheels.sh' on a machine with a package" \
+            "index (doc/development.md)"
+        exit 0
+    fi
+    SITE=$(mktemp -d /tmp/gpu-check-site.XXXXXX)
+    echo "installing the agent from $WHEELS into $SITE (offline)"
+    if ! timeout 90 "$PY" -m pip install -q --no-index --no-cache-dir \
+            --no-compile --find-links "$WHEELS" --target "$SITE" \
+            '.[embedded]'; then
+        echo "COULD NOT run the check: installing from $WHEELS failed" \
+            "(above); rebuild the wheels for this machine's $("$PY" -V)"
+        exit 0
+    fi
+    export PYTHONPATH=$SITE
+    if [ -d "$WHEELS/lib" ]; then
+        export LD_LIBRARY_PATH=$PWD/$WHEELS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+fi
+
+PYTHONUNBUFFERED=1 timeout 190 "$PY" -m tools.gpu_check "$OUT_DIR" \
+    --sysfs-root "$SYSFS" "$@" 2>&1 | tee "$OUT_DIR/gpu-check.log"
+status=${PIPESTATUS[0]}
+if [ "$status" = 124 ]; then
+    echo "the check did not finish within 190 s: the last lines above" \
+        "say where it was" | tee -a "$OUT_DIR/gpu-check.log"
+fi
+exit "$status"
