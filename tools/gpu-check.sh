@@ -13,9 +13,10 @@
 # to `python -m tools.gpu_check` (--help lists them).
 #
 # Python: the repository's .venv when it has what the check needs, else
-# python3 with the wheels in tools/wheels/ (or $GPU_CHECK_WHEELS)
-# installed offline into a temporary directory, and the shared libraries
-# in its lib/ on LD_LIBRARY_PATH: tools/gpu-check-wheels.sh builds them
+# $GPU_CHECK_PYTHON (default python3) with the wheels in tools/wheels/ (or
+# $GPU_CHECK_WHEELS) installed offline into a temporary directory, and
+# the shared libraries of libvirt-libs.tar.gz there that this machine
+# lacks on LD_LIBRARY_PATH: tools/gpu-check-wheels.sh builds them
 # beforehand on a machine with a package index.  The whole run takes at
 # most 5 minutes: 90 s to install, 190 s to check.
 #
@@ -56,12 +57,31 @@ if ! has_nvidia_gpu; then
     exit 0
 fi
 
+# The libraries of libvirt-python's wheel this machine lacks, from the
+# archive tools/gpu-check-wheels.sh made.
+unpack_missing_libraries() {
+    local archive=$1 name missing=()
+    for name in $(tar -tzf "$archive"); do
+        name=${name#./}
+        [ -n "$name" ] || continue
+        ldconfig -p 2>/dev/null | grep -q "^[[:space:]]$name " \
+            || missing+=("./$name")
+    done
+    [ ${#missing[@]} -gt 0 ] || return 0
+    LIBS=$(mktemp -d /tmp/gpu-check-lib.XXXXXX)
+    tar -xzf "$archive" -C "$LIBS" "${missing[@]}"
+    echo "libraries this machine lacks, from $archive: ${missing[*]#./}"
+    export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}
+
 NEEDS='import node_agent, placement, libvirt, pynvml'
-PY=.venv/bin/python
-if ! "$PY" -c "$NEEDS" 2>/dev/null; then
-    PY=python3
+PY=${GPU_CHECK_PYTHON:-}
+if [ -z "$PY" ] && .venv/bin/python -c "$NEEDS" 2>/dev/null; then
+    PY=.venv/bin/python
+else
+    PY=${PY:-python3}
     if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-        echo "COULD NOT run the check: $PY lacks the agent's packages" \
+        echo "COULD NOT run the check: no virtualenv with the agent here" \
             "and $WHEELS holds no wheels; build them with" \
             "'bash tools/gpu-check-wheels.sh' on a machine with a package" \
             "index (doc/development.md)"
@@ -69,16 +89,16 @@ if ! "$PY" -c "$NEEDS" 2>/dev/null; then
     fi
     SITE=$(mktemp -d /tmp/gpu-check-site.XXXXXX)
     echo "installing the agent from $WHEELS into $SITE (offline)"
-    if ! timeout 90 "$PY" -m pip install -q --no-index --no-cache-dir \
-            --no-compile --find-links "$WHEELS" --target "$SITE" \
-            '.[embedded]'; then
+    if ! PIP_ROOT_USER_ACTION=ignore timeout 90 "$PY" -m pip install -q \
+            --no-index --no-cache-dir --no-compile --find-links "$WHEELS" \
+            --target "$SITE" '.[embedded]'; then
         echo "COULD NOT run the check: installing from $WHEELS failed" \
             "(above); rebuild the wheels for this machine's $("$PY" -V)"
         exit 0
     fi
     export PYTHONPATH=$SITE
-    if [ -d "$WHEELS/lib" ]; then
-        export LD_LIBRARY_PATH=$PWD/$WHEELS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    if [ -f "$WHEELS/libvirt-libs.tar.gz" ]; then
+        unpack_missing_libraries "$WHEELS/libvirt-libs.tar.gz"
     fi
 fi
 
