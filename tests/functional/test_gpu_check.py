@@ -11,14 +11,18 @@ import os
 import re
 import shutil
 import tarfile
+import threading
+import time
 
 import pytest
 
+from node_agent import exception
 from node_agent.hardware import nvml as nvml_source
 from node_agent.hardware import snapshot
 from tests.fixtures import hosts
 from tests.fixtures import recorded_nvml
 from tools import gpu_check
+from tools.gpu_check import calls
 from tools.gpu_check import compare
 from tools.gpu_check import queries
 
@@ -206,6 +210,29 @@ def test_the_agent_failing_is_the_one_failure(tmp_path):
     failed = [line for line in lines if line.startswith('AGENT FAILED: ')]
     assert len(failed) == 1 and 'LibvirtConnectionError' in failed[0]
     assert lines[-1] == 'the agent failed'
+
+
+def test_a_hung_nvml_call_is_named_and_later_calls_fail_at_once(
+        monkeypatch):
+    nvml = hosts.nvml('h100-vm')
+    released = threading.Event()
+    monkeypatch.setattr(nvml, 'nvmlInit', lambda: released.wait(10))
+    heard = []
+    deadline = calls.deadline(0.2)
+    try:
+        with pytest.raises(exception.SourceSilent):
+            queries.probe(nvml, deadline, heard.append)
+        start = time.monotonic()
+        with pytest.raises(exception.SourceSilent, match='has still not '
+                           'returned'):
+            queries.health_round(nvml, hosts.make_conf(), 0.1, deadline,
+                                 heard.append)
+        assert time.monotonic() - start < 0.2
+    finally:
+        released.set()
+    assert [(c.name, c.error) for c in heard] == 2 * [
+        ('nvmlInit', 'SourceSilent')]
+    assert 'NVML: no answer within 0.2 s' in heard[0].message
 
 
 def test_the_check_never_names_an_nvml_setter():

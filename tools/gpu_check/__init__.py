@@ -66,6 +66,7 @@ class Check:
         self.logging = logging
         self.could_not = []
         self.failed = []
+        self.agent_ran = False
         self.report = {}
 
     def not_done(self, what, why):
@@ -107,11 +108,13 @@ class Check:
             self.say(f'not done: {line}')
         for line in self.failed:
             self.say(f'AGENT FAILED: {line}')
-        self.say('the agent failed' if self.failed else
-                 'the agent ran; ' + ('everything was checked'
-                                      if not self.could_not else
-                                      f'{len(self.could_not)} thing(s) '
-                                      'not done (above)'))
+        if self.failed:
+            self.say('the agent failed')
+        else:
+            self.say(('the agent ran; ' if self.agent_ran else
+                      'the agent did not run; ') +
+                     (f'{len(self.could_not)} thing(s) not done (above)'
+                      if self.could_not else 'everything was checked'))
         self.report.update(could_not=self.could_not, failed=self.failed)
         with open(os.path.join(self.out_dir, REPORT), 'w') as f:
             json.dump(self.report, f, indent=1, default=str)
@@ -130,6 +133,7 @@ class Check:
                 self.config, os.path.join(work, 'beside'), self.sysfs_root,
                 self.libvirt_uri, deployment='beside_nova_compute')
             agent.beside_nova(beside, result, self.say)
+            self.agent_ran = True
         except ImportError as exc:
             self.not_done('run the agent', f'{exc} (a Python package is '
                           'missing: see doc/development.md)')
@@ -151,11 +155,11 @@ class Check:
         else:
             try:
                 log, states = queries.health_round(
-                    nvml, conf, self.event_wait, self.deadline)
+                    nvml, conf, self.event_wait, self.deadline,
+                    self._say_call)
             except exception.SourceSilent as exc:
                 self.not_done('finish the health round', exc)
             else:
-                self._say_calls(log)
                 self.say('health after the round: '
                          f'{states or "all healthy"}')
                 if log.calls and log.calls[0].name == 'nvmlInit' and \
@@ -167,11 +171,10 @@ class Check:
                     for c in log.calls]
         self.say('\nevery getter, once per GPU (for the recording):')
         try:
-            probe, raw = queries.probe(nvml, self.deadline)
+            probe, raw = queries.probe(nvml, self.deadline, self._say_call)
         except exception.SourceSilent as exc:
             self.not_done('ask the getters', exc)
             return log, {}
-        self._say_calls(probe)
         if not raw:
             self.not_done('record NVML answers', 'NVML did not start: '
                           f'{probe.calls[-1].message}')
@@ -179,12 +182,11 @@ class Check:
             queries.add_health(raw, log)
         return log, raw
 
-    def _say_calls(self, log):
-        for call in log.calls:
-            self.say(queries.call_line(call))
-            if call.name == 'nvmlDeviceGetFieldValues' and call.ok:
-                for line in queries.field_lines(call):
-                    self.say(line)
+    def _say_call(self, call):
+        self.say(queries.call_line(call))
+        if call.name == 'nvmlDeviceGetFieldValues' and call.ok:
+            for line in queries.field_lines(call):
+                self.say(line)
 
     def step_compare(self, recording):
         reference = compare.facts(self.reference)

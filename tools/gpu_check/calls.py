@@ -16,6 +16,7 @@ import dataclasses
 import time
 import types
 
+from node_agent import exception
 from node_agent.hardware import discovery
 
 
@@ -98,9 +99,10 @@ class CallLog:
     GPU it asked.
     """
 
-    def __init__(self, nvml, deadline):
+    def __init__(self, nvml, deadline, on_call=None):
         self._nvml = nvml
         self._deadline = deadline
+        self._on_call = on_call
         self.calls = []
         self.after = {}
         self.names = {}
@@ -116,29 +118,46 @@ class CallLog:
         return timed
 
     def call(self, name, fn, *args):
-        target = next((self.names[id(a)] for a in args
-                       if id(a) in self.names), None)
+        target = next(filter(None, map(self.address_of, args)), None)
         if target is None:
             target = ', '.join(str(a) for a in args
                                if isinstance(a, (int, str))) or None
         start = time.monotonic()
         try:
             result = self._deadline(fn, *args)
-        except self._nvml.NVMLError as exc:
-            self.calls.append(Call(
-                name, target, time.monotonic() - start,
-                error=type(exc).__name__, code=getattr(exc, 'value', None),
-                message=str(exc)))
+        except (self._nvml.NVMLError, exception.SourceSilent) as exc:
+            self._done(Call(name, target, time.monotonic() - start,
+                            error=type(exc).__name__,
+                            code=getattr(exc, 'value', None),
+                            message=str(exc)))
             raise
         finally:
             hook = self.after.pop(name, None)
             if hook is not None:
                 hook()
-        self.calls.append(Call(name, target, time.monotonic() - start,
-                               value=plain(result), raw=result))
         if name == 'nvmlDeviceGetPciInfo' and args:
-            self.names[id(args[0])] = _address(result)
+            self.names[_key(args[0])] = _address(result)
+        self._done(Call(name, target, time.monotonic() - start,
+                        value=plain(result), raw=result))
         return result
+
+    def _done(self, call):
+        self.calls.append(call)
+        if self._on_call is not None:
+            self._on_call(call)
+
+    def address_of(self, handle):
+        """The PCI address NVML gave for ``handle``, or None."""
+        return self.names.get(_key(handle))
+
+
+def _key(handle):
+    """What identifies a handle: the address a ctypes pointer holds
+    (pynvml makes a new pointer object for the same GPU each time, an
+    event's ``device`` too), else the object itself."""
+    if isinstance(handle, ctypes._Pointer):
+        return 'pointer', ctypes.cast(handle, ctypes.c_void_p).value
+    return 'object', id(handle)
 
 
 def _address(pci_info):

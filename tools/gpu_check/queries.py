@@ -55,10 +55,11 @@ MIG_GETTERS = ('nvmlDeviceGetUUID', 'nvmlDeviceGetName',
 VGPU_GETTERS = ('nvmlVgpuTypeGetName', 'nvmlVgpuTypeGetFramebufferSize')
 
 
-def health_round(nvml, conf, wait_s, deadline):
+def health_round(nvml, conf, wait_s, deadline, on_call=None):
     """``(CallLog, {address: Health})`` of one round of the agent's NVML
-    health source, its event wait ``wait_s`` seconds long."""
-    log = calls.CallLog(nvml, deadline)
+    health source, its event wait ``wait_s`` seconds long; ``on_call``:
+    :class:`~tools.gpu_check.calls.CallLog`'s."""
+    log = calls.CallLog(nvml, deadline, on_call)
     monitor = health.HealthMonitor.from_conf(conf, lambda *_: None)
     source = nvml_health.NvmlHealthSource.from_conf(conf, log, monitor)
     source.wait_s = wait_s
@@ -79,10 +80,10 @@ def sysfs_look(conf, reader, addresses):
     return monitor.states()
 
 
-def probe(nvml, deadline):
+def probe(nvml, deadline, on_call=None):
     """``(CallLog, raw)``: every getter once per GPU; ``raw`` is
     ``nvml_raw.json``'s content, ``{}`` when NVML cannot start."""
-    log = calls.CallLog(nvml, deadline)
+    log = calls.CallLog(nvml, deadline, on_call)
     started = time.monotonic()
     try:
         log.nvmlInit()

@@ -190,7 +190,7 @@ def _events(health_log, devices):
             return [{'error': call.error.replace('NVMLError_', '', 1),
                      'after_s': after}]
         event = call.raw
-        address = health_log.names.get(id(event.device))
+        address = health_log.address_of(event.device)
         return [{'bus_id': bus_ids.get(address, address),
                  'event_type': event.eventType,
                  'event_data': event.eventData,
