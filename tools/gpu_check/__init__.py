@@ -41,7 +41,7 @@ from tools.gpu_check import queries
 from tools.gpu_check import record
 
 NO_GPU = 'no NVIDIA GPU: nothing to check'
-REFERENCE = 'tests/fixtures/hosts/h100-vm'
+REFERENCE = os.path.join(agent.REPO, 'tests', 'fixtures', 'hosts', 'h100-vm')
 ARCHIVE = 'recording.tar.gz'
 REPORT = 'report.json'
 
@@ -96,7 +96,7 @@ class Check:
                          datetime.datetime.now(datetime.timezone.utc)
                          .strftime('%Y-%m-%d %H:%M UTC'))
             self.say('\n== 3. compared with the recorded H100 '
-                     f'({self.reference})')
+                     f'({os.path.relpath(self.reference, agent.REPO)})')
             self.step_compare(recording)
             self.say('\n== 4. the recording')
             self.step_record(recording)

@@ -16,6 +16,7 @@ and uuid; its inventory and traits are nova's, not shown): printed, never
 written.
 """
 
+import os
 import time
 
 from node_agent import cmd
@@ -26,7 +27,9 @@ from node_agent.cmd.manage import tree as tree_cmd
 from node_agent.tracker import factory
 from node_agent.tracker import status
 
-CONFIG = 'etc/node-agent/quickstart.conf'
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+CONFIG = os.path.join(REPO, 'etc', 'node-agent', 'quickstart.conf')
 
 
 def load_conf(config_file, state_path, sysfs_root, libvirt_uri=None,
