@@ -55,12 +55,13 @@ echo "building libvirt-python with $BUILD_PY"
 "$BUILD_PY" -m pip wheel -q --no-deps -w "$DIR" libvirt-python
 
 # The libraries libvirtmod links to, from this machine, as they are
-# found here (one archive: the GPU machine takes what it lacks).
+# found here (one archive: the GPU machine takes what it lacks), but for
+# the C and C++ runtimes, which every machine has in a version of its own.
 SO=$(cd "$(mktemp -d)" && unzip -q "$OLDPWD/$DIR"/libvirt_python-*.whl \
     'libvirtmod.*.so' && echo "$PWD"/libvirtmod.*.so)
 LIBS=$(mktemp -d)
 ldd "$SO" | awk '$3 ~ /^\// {print $3}' \
-    | grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux-x86-64)\.so' \
+    | grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux-x86-64)\.so' \
     | xargs -I{} cp -L {} "$LIBS"/
 tar -czf "$DIR/libvirt-libs.tar.gz" -C "$LIBS" .
 rm -rf "$LIBS" "$(dirname "$SO")"

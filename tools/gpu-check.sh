@@ -65,6 +65,8 @@ unpack_missing_libraries() {
         name=${name#./}
         [ -n "$name" ] || continue
         ldconfig -p 2>/dev/null | grep -q "^[[:space:]]$name " \
+            || [ -e "/lib/x86_64-linux-gnu/$name" ] \
+            || [ -e "/usr/lib/x86_64-linux-gnu/$name" ] \
             || missing+=("./$name")
     done
     [ ${#missing[@]} -gt 0 ] || return 0

@@ -194,10 +194,10 @@ def fields(call):
         key = (f'{value.fieldId}' if not value.scopeId
                else f'{value.fieldId}/{value.scopeId}')
         answer = None
-        if value.nvmlReturn == 0:
+        members = value.value._fields_
+        if value.nvmlReturn == 0 and value.valueType < len(members):
             # valueType indexes the members of NVML's value union.
-            member = value.value._fields_[value.valueType][0]
-            answer = getattr(value.value, member)
+            answer = getattr(value.value, members[value.valueType][0])
         yield key, value.fieldId, value.nvmlReturn, answer
 
 
