@@ -20,7 +20,8 @@
 # beforehand on a machine with a package index.  The whole run takes at
 # most 5 minutes: 90 s to install, 190 s to check.
 #
-# No NVIDIA GPU on the PCI bus ($GPU_CHECK_SYSFS_ROOT, default /sys):
+# No NVIDIA GPU on the PCI bus ($GPU_CHECK_SYSFS_ROOT, default /sys)
+# and, with the machine's own /sys, no NVIDIA device node either:
 # "no NVIDIA GPU: nothing to check", exit 0.  What it cannot do it says,
 # and why; it exits non-zero only when the agent itself failed (1) or
 # the check outran its time (124).
@@ -52,7 +53,15 @@ has_nvidia_gpu() {
     return 1
 }
 
-if ! has_nvidia_gpu; then
+# A sandboxed /sys (gVisor) may list no PCI device while the GPU is
+# there: its device nodes say so (only when /sys is the machine's own).
+has_nvidia_device() {
+    [ -z "${GPU_CHECK_SYSFS_ROOT:-}" ] || return 1
+    compgen -G '/dev/nvidia[0-9]*' >/dev/null \
+        || compgen -G '/proc/driver/nvidia/gpus/*' >/dev/null
+}
+
+if ! has_nvidia_gpu && ! has_nvidia_device; then
     echo "no NVIDIA GPU: nothing to check"
     exit 0
 fi

@@ -192,6 +192,19 @@ def test_no_nvidia_gpu_is_nothing_to_check(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_gpus_nvml_sees_and_sysfs_does_not_are_checked(tmp_path):
+    # A sandbox's /sys (gVisor) lists no PCI device: NVML still counts.
+    status, lines = check(tmp_path, host='host3',
+                          nvml=hosts.nvml('h100-vm'))
+    assert status == 0
+    assert [line for line in lines if line.startswith('not done: ')] == [
+        f'not done: find the GPUs in sysfs: {hosts.sysfs_root("host3")} '
+        'lists no NVIDIA display function, yet NVML sees 1 GPU(s): it is '
+        "not the host's (a sandbox?)"]
+    assert '  NVIDIA GPUs (sysfs): recorded 1, here 0' in lines
+    assert '  GPU 0 name: recorded' not in '\n'.join(lines)
+
+
 def test_a_gpu_without_nvml_is_checked_as_far_as_it_goes(tmp_path):
     status, lines = check(tmp_path, nvml=recorded_nvml.load(None))
     assert status == 0

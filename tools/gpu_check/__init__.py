@@ -77,10 +77,16 @@ class Check:
         reader = record.TracingReader(self.sysfs_root)
         reader.check_root()
         gpus = compare.nvidia_gpus(reader)
-        if not gpus:
-            self.say(NO_GPU)
-            return 0
         nvml = nvml_source.import_pynvml()
+        if not gpus:
+            seen = queries.count(nvml, self.deadline)
+            if not seen:
+                self.say(NO_GPU)
+                return 0
+            self.not_done('find the GPUs in sysfs', f'{self.sysfs_root} '
+                          'lists no NVIDIA display function, yet NVML '
+                          f'sees {seen} GPU(s): it is not the host\'s '
+                          '(a sandbox?)')
         with tempfile.TemporaryDirectory(prefix='gpu-check-') as work:
             self.say('== 1. the agent: discovery and its trees')
             conf = self.step_agent(work, reader)

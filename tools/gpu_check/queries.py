@@ -9,9 +9,11 @@ GPU every getter the recorded H100 was asked (``nvml_raw.json``), MIG
 devices and vGPU types too, for the recording.  Both only read.
 """
 
+import contextlib
 import threading
 import time
 
+from node_agent import exception
 from node_agent.hardware import health
 from node_agent.hardware import nvml as nvml_source
 from node_agent.hardware import nvml_health
@@ -78,6 +80,25 @@ def sysfs_look(conf, reader, addresses):
     pci_health.SysfsHealthSource.from_conf(
         conf, reader, monitor, lambda: addresses).look()
     return monitor.states()
+
+
+def count(nvml, deadline):
+    """How many GPUs NVML sees: 0 without a library, a driver or an
+    answer."""
+    if nvml is None:
+        return 0
+    log = calls.CallLog(nvml, deadline)
+    try:
+        log.nvmlInit()
+    except (nvml.NVMLError, exception.SourceSilent):
+        return 0
+    try:
+        return log.nvmlDeviceGetCount()
+    except (nvml.NVMLError, exception.SourceSilent):
+        return 0
+    finally:
+        with contextlib.suppress(nvml.NVMLError, exception.SourceSilent):
+            log.nvmlShutdown()
 
 
 def probe(nvml, deadline, on_call=None):
