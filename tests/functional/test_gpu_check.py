@@ -158,7 +158,7 @@ def test_the_check_on_the_recorded_h100(h100_run):
     assert {tuple(d) for d in report['differences']} == {
         (f'GPU 0 {name}', reference_raw[f'GPU 0 {name}'],
          'NVMLError_FunctionNotFound')
-        for name, _ in queries.GETTERS
+        for name in queries.GETTERS
         if not hasattr(recorded_nvml.RecordedNvml, name)}
     assert report['could_not'] == [] and report['failed'] == []
 
@@ -246,6 +246,23 @@ def test_a_hung_nvml_call_is_named_and_later_calls_fail_at_once(
     assert [(c.name, c.error) for c in heard] == 2 * [
         ('nvmlInit', 'SourceSilent')]
     assert 'NVML: no answer within 0.2 s' in heard[0].message
+
+
+def test_a_getter_that_does_not_fit_the_driver_is_an_answer(monkeypatch):
+    nvml = hosts.nvml('h100-vm')
+
+    def old_binding(handle):
+        raise TypeError('argument 2: wrong type')
+    monkeypatch.setattr(nvml, 'nvmlDeviceGetArchitecture', old_binding)
+    heard = []
+    _, raw = queries.probe(nvml, calls.deadline(5), heard.append)
+    assert raw['devices'][0]['nvmlDeviceGetArchitecture'] == {
+        'error': 'TypeError', 'msg': 'argument 2: wrong type',
+        's': raw['devices'][0]['nvmlDeviceGetArchitecture']['s']}
+    assert [c.name for c in heard].count('nvmlDeviceGetArchitecture') == 1
+    # Every getter was still asked, and NVML shut down.
+    assert set(queries.GETTERS) <= {c.name for c in heard}
+    assert heard[-1].name == 'nvmlShutdown' and heard[-1].ok
 
 
 def test_the_check_never_names_an_nvml_setter():

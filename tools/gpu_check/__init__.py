@@ -165,6 +165,12 @@ class Check:
                     self._say_call)
             except exception.SourceSilent as exc:
                 self.not_done('finish the health round', exc)
+            except Exception as exc:    # noqa: BLE001 - the agent's fault
+                # In the daemon its supervisor would restart the source;
+                # anything but NVML's own errors escaping it is a bug.
+                self.failed.append(f'the NVML health source: '
+                                   f'{type(exc).__name__}: {exc}')
+                self.say(traceback.format_exc())
             else:
                 self.say('health after the round: '
                          f'{states or "all healthy"}')

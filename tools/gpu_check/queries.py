@@ -32,9 +32,9 @@ FIELD_NAMES = {
     nvml_health.NVLINK_RECOVERY: 'NVLink recovery errors',
 }
 
-#: Per GPU, the getters asked once each: ``(function, extra arguments)``.
-#: The recorded H100's ``nvml_raw.json`` holds the same calls.
-GETTERS = tuple((name, ()) for name in (
+#: Per GPU, the getters asked once each: the calls the recorded H100's
+#: ``nvml_raw.json`` holds, in its order.
+GETTERS = (
     'nvmlDeviceGetPciInfo', 'nvmlDeviceGetUUID', 'nvmlDeviceGetName',
     'nvmlDeviceGetMemoryInfo', 'nvmlDeviceGetNumaNodeId',
     'nvmlDeviceGetMigMode', 'nvmlDeviceGetMaxMigDeviceCount',
@@ -43,14 +43,14 @@ GETTERS = tuple((name, ()) for name in (
     'nvmlDeviceGetGspFirmwareMode', 'nvmlDeviceGetArchitecture',
     'nvmlDeviceGetCudaComputeCapability', 'nvmlDeviceGetEccMode',
     'nvmlDeviceGetRetiredPagesPendingStatus', 'nvmlDeviceGetRemappedRows',
-)) + (('nvmlDeviceGetTemperature', (0,)),) + tuple(
-    (name, ()) for name in (
-        'nvmlDeviceGetPowerUsage', 'nvmlDeviceGetCurrentClocksEventReasons',
-        'nvmlDeviceGetPersistenceMode', 'nvmlDeviceGetComputeMode',
-        'nvmlDeviceGetPcieLinkMaxSpeed', 'nvmlDeviceGetCurrPcieLinkWidth',
-        'nvmlDeviceGetSupportedEventTypes', 'nvmlDeviceGetMinorNumber',
-        'nvmlDeviceGetBAR1MemoryInfo',
-        'nvmlDeviceGetConfComputeMemSizeInfo'))
+    'nvmlDeviceGetTemperature', 'nvmlDeviceGetPowerUsage',
+    'nvmlDeviceGetCurrentClocksEventReasons', 'nvmlDeviceGetPersistenceMode',
+    'nvmlDeviceGetComputeMode', 'nvmlDeviceGetPcieLinkMaxSpeed',
+    'nvmlDeviceGetCurrPcieLinkWidth', 'nvmlDeviceGetSupportedEventTypes',
+    'nvmlDeviceGetMinorNumber', 'nvmlDeviceGetBAR1MemoryInfo',
+    'nvmlDeviceGetConfComputeMemSizeInfo')
+#: What a getter takes beside the GPU's handle.
+GETTER_ARGS = {'nvmlDeviceGetTemperature': (0,)}   # NVML_TEMPERATURE_GPU
 MIG_GETTERS = ('nvmlDeviceGetUUID', 'nvmlDeviceGetName',
                'nvmlDeviceGetMemoryInfo', 'nvmlDeviceGetGpuInstanceId',
                'nvmlDeviceGetComputeInstanceId')
@@ -127,13 +127,19 @@ def probe(nvml, deadline, on_call=None):
 
 
 def _ask(log, name, *args):
-    """The answer entry of one call; its result in ``Call.raw``."""
+    """The answer entry of one call, whatever it raised but a call
+    without an answer in time (SourceSilent); its result in
+    ``Call.raw``."""
     try:
-        getattr(log, name)(*args)
-    except log.NVMLError:
-        pass
+        fn = getattr(log, name)
     except AttributeError as exc:       # this pynvml has no such call
         return {'error': 'AttributeError', 'msg': str(exc)}
+    try:
+        fn(*args)
+    except exception.SourceSilent:
+        raise
+    except Exception:   # noqa: BLE001 - the answer is what it raised
+        pass
     return log.calls[-1].answer()
 
 
@@ -143,8 +149,8 @@ def _device(log, index):
         handle = log.nvmlDeviceGetHandleByIndex(index)
     except log.NVMLError:
         return {'nvmlDeviceGetHandleByIndex': log.calls[-1].answer()}
-    for name, args in GETTERS:
-        answers[name] = _ask(log, name, handle, *args)
+    for name in GETTERS:
+        answers[name] = _ask(log, name, handle, *GETTER_ARGS.get(name, ()))
     slots = answers['nvmlDeviceGetMaxMigDeviceCount'].get('ok') or 0
     mode = answers['nvmlDeviceGetMigMode'].get('ok') or [0]
     if mode[0] == 1:
