@@ -66,6 +66,11 @@ if ! has_nvidia_gpu && ! has_nvidia_device; then
     exit 0
 fi
 
+# From here on every line goes to gpu-check.log too.
+say() {
+    echo "$*" | tee -a "$OUT_DIR/gpu-check.log"
+}
+
 # The libraries of libvirt-python's wheel this machine lacks, from the
 # archive tools/gpu-check-wheels.sh made.
 unpack_missing_libraries() {
@@ -81,7 +86,7 @@ unpack_missing_libraries() {
     [ ${#missing[@]} -gt 0 ] || return 0
     LIBS=$(mktemp -d /tmp/gpu-check-lib.XXXXXX)
     tar -xzf "$archive" -C "$LIBS" "${missing[@]}"
-    echo "libraries this machine lacks, from $archive: ${missing[*]#./}"
+    say "libraries this machine lacks, from $archive: ${missing[*]#./}"
     export LD_LIBRARY_PATH=$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 }
 
@@ -92,18 +97,18 @@ if [ -z "$PY" ] && .venv/bin/python -c "$NEEDS" 2>/dev/null; then
 else
     PY=${PY:-python3}
     if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-        echo "COULD NOT run the check: no virtualenv with the agent here" \
+        say "COULD NOT run the check: no virtualenv with the agent here" \
             "and $WHEELS holds no wheels; build them with" \
             "'bash tools/gpu-check-wheels.sh' on a machine with a package" \
             "index (doc/development.md)"
         exit 0
     fi
     SITE=$(mktemp -d /tmp/gpu-check-site.XXXXXX)
-    echo "installing the agent from $WHEELS into $SITE (offline)"
+    say "installing the agent from $WHEELS into $SITE (offline)"
     if ! PIP_ROOT_USER_ACTION=ignore timeout 90 "$PY" -m pip install -q \
             --no-index --no-cache-dir --no-compile --find-links "$WHEELS" \
             --target "$SITE" '.[embedded]'; then
-        echo "COULD NOT run the check: installing from $WHEELS failed" \
+        say "COULD NOT run the check: installing from $WHEELS failed" \
             "(above); rebuild the wheels for this machine's $("$PY" -V)"
         exit 0
     fi
@@ -114,10 +119,10 @@ else
 fi
 
 PYTHONUNBUFFERED=1 timeout 190 "$PY" -m tools.gpu_check "$OUT_DIR" \
-    --sysfs-root "$SYSFS" "$@" 2>&1 | tee "$OUT_DIR/gpu-check.log"
+    --sysfs-root "$SYSFS" "$@" 2>&1 | tee -a "$OUT_DIR/gpu-check.log"
 status=${PIPESTATUS[0]}
 if [ "$status" = 124 ]; then
-    echo "the check did not finish within 190 s: the last lines above" \
-        "say where it was" | tee -a "$OUT_DIR/gpu-check.log"
+    say "the check did not finish within 190 s: the last lines above" \
+        "say where it was"
 fi
 exit "$status"
