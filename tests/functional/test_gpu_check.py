@@ -147,6 +147,11 @@ def test_the_check_on_the_recorded_h100(h100_run):
     with open(out / gpu_check.REPORT) as f:
         report = json.load(f)
     assert [c['name'] for c in report['health_calls']] == HEALTH_CALLS
+    assert report['snapshot']['gpus'][0]['name'] == 'NVIDIA H100 80GB HBM3'
+    assert [(p['name'], p['parent']) for p in
+            report['beside_nova_compute']['providers']] == [
+        ('vm', None), ('vm_pci_0000_00_06_0', 'vm')]
+    assert len(report['standalone']['providers']) == 3
     assert all(re.search(r'  \d+\.\d ms$', line) for line in lines
                if line.startswith('  nvml'))
     fields = [line for line in lines if line.startswith('    field ')]

@@ -34,6 +34,8 @@ import traceback
 from node_agent import cmd
 from node_agent import exception
 from node_agent.hardware import nvml as nvml_source
+from node_agent.hardware import snapshot
+from node_agent.tracker import status
 from tools.gpu_check import agent
 from tools.gpu_check import calls
 from tools.gpu_check import compare
@@ -138,8 +140,14 @@ class Check:
             beside = agent.load_conf(
                 self.config, os.path.join(work, 'beside'), self.sysfs_root,
                 self.libvirt_uri, deployment='beside_nova_compute')
-            agent.beside_nova(beside, result, self.say)
+            beside_tree = agent.beside_nova(beside, result, self.say)
             self.agent_ran = True
+            self.report.update(
+                snapshot=snapshot.as_dict(result.snapshot),
+                standalone=json.loads(status.render_json(result.tree,
+                                                         result.usages)),
+                beside_nova_compute=json.loads(
+                    status.render_json(beside_tree)))
         except ImportError as exc:
             self.not_done('run the agent', f'{exc} (a Python package is '
                           'missing: see doc/development.md)')

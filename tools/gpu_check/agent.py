@@ -45,11 +45,13 @@ def load_conf(config_file, state_path, sysfs_root, libvirt_uri=None,
 
 
 class Result:
-    """What step 1 found: the snapshot, the synced tree, the reader."""
+    """What step 1 found: the snapshot, the synced tree and its usages,
+    the root's name, the NVIDIA GPUs."""
 
     def __init__(self):
         self.snapshot = None
         self.tree = None
+        self.usages = None
         self.nodename = None
         self.gpus = ()
 
@@ -81,10 +83,10 @@ def standalone(conf, reader, say):
         rt.audit()
         say(f'startup pass and one audit: {time.monotonic() - start:.2f} '
             f's; status: {rt.status_line()}')
-        found.tree, usages = tree_cmd.read_tree(conf, adapter)
+        found.tree, found.usages = tree_cmd.read_tree(conf, adapter)
         found.snapshot, found.nodename = rt.snapshot, rt.nodename
     say('\nstandalone, in the embedded Placement (tree show --long):')
-    say(status.render_table(found.tree, usages, long=True))
+    say(status.render_table(found.tree, found.usages, long=True))
     return found
 
 
