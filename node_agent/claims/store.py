@@ -157,6 +157,25 @@ def _row_to_claim(row):
         updated_at=row['updated_at'])
 
 
+def salvage(path):
+    """``[{consumer_uuid, kind, state}]`` of the claims a corrupt claim
+    database at ``path`` still shows, row by row, read as it is on disk;
+    None when its claims cannot be read at all."""
+    try:
+        conn = sqlite3.connect(f'file:{path}?immutable=1', uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute(
+            f'SELECT consumer_uuid, kind, state FROM {CLAIMS_TABLE}')
+        return [{'consumer_uuid': str(c).lower(), 'kind': k, 'state': s}
+                for c, k, s in rows]
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
 class Transaction:
     """What may be done while the write lock is held."""
 
@@ -242,6 +261,12 @@ class ClaimStore:
                     'libvirt domains and Placement allocations at the '
                     "agent's next startup")
             self._guarded_open()
+            # What the corrupt file still shows, for the rebuild to say
+            # which claims it could not bring back.
+            with self._transaction() as txn:
+                txn.conn.execute(
+                    f'INSERT OR REPLACE INTO {META_TABLE} VALUES (?, ?)',
+                    ('salvaged', json.dumps(salvage(self.moved_aside))))
 
     def _guarded_open(self):
         try:
@@ -435,11 +460,23 @@ class ClaimStore:
                 return False    # made before the marker existed
         return row is not None and row[0] == '1'
 
+    def salvaged(self, txn):
+        """``[{consumer_uuid, kind, state}]`` the claims a corrupt file
+        moved aside still showed; None when none of it could be read; ()
+        when nothing was moved aside (or it was said already)."""
+        try:
+            row = txn.conn.execute(
+                f"SELECT value FROM {META_TABLE} "
+                "WHERE key = 'salvaged'").fetchone()
+        except sqlite3.OperationalError:
+            return ()           # made before the marker existed
+        return () if row is None else json.loads(row[0])
+
     def rebuilt(self, txn):
         """Clear the marker, inside the transaction that rebuilt claims."""
         try:
             txn.conn.execute(f"DELETE FROM {META_TABLE} "
-                             "WHERE key = 'needs_rebuild'")
+                             "WHERE key IN ('needs_rebuild', 'salvaged')")
         except sqlite3.OperationalError:
             pass                # made before the marker existed
 
