@@ -18,8 +18,7 @@ the value in effect again.
 ``[audit]``        ``interval``, ``startup_backoff_initial``,
                    ``startup_backoff_max``
 ``[claims]``       ``claim_expiry_time``, ``heal_allocations``,
-                   ``heal_allocations_delay``, ``full_reconcile_interval``,
-                   ``max_request_bytes``
+                   ``heal_allocations_delay``, ``full_reconcile_interval``
 =================  =====================================================
 
 oslo.config's own mutable options are not used for this: keystoneauth
@@ -38,8 +37,7 @@ APPLIED = {
     'placement': None,      # every option, less RESTART_ONLY's
     'audit': {'interval', 'startup_backoff_initial', 'startup_backoff_max'},
     'claims': {'claim_expiry_time', 'heal_allocations',
-               'heal_allocations_delay', 'full_reconcile_interval',
-               'max_request_bytes'},
+               'heal_allocations_delay', 'full_reconcile_interval'},
 }
 RESTART_ONLY = {
     'placement': {'embedded', 'embedded_connection', 'conflict_retries',
