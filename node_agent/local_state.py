@@ -149,3 +149,48 @@ def move_aside(path, what, reason, rebuilt_from):
                  'created and rebuilt from %s', what[:1].upper() + what[1:],
                  path, reason, target, rebuilt_from)
     return target
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Hold an exclusive lock on ``<path>.lock`` (``0640``) for the block:
+    a read-modify-write of ``path`` by several processes at once is done
+    one after the other."""
+    import fcntl
+    ensure_directory(os.path.dirname(os.path.abspath(path)))
+    fd = os.open(path + '.lock', os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)            # releases the lock
+
+
+def replace_file_unique(path, data):
+    """Write ``data`` (bytes) to ``path`` whole or not at all, ``0640``,
+    through a temporary file of its own (``<path>.<random>.tmp``) that is
+    fsync'd, renamed over ``path``, and the directory fsync'd: two
+    writers never share a temporary file, and a rename reported done
+    survives a crash."""
+    import tempfile
+    directory = os.path.dirname(os.path.abspath(path))
+    ensure_directory(directory)
+    fd, tmp = tempfile.mkstemp(dir=directory,
+                               prefix=os.path.basename(path) + '.',
+                               suffix='.tmp')
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -195,6 +195,10 @@ def _rose(values, key, address, rate, counters, now):
         return None
     last = counters.get((address, key))
     counters[(address, key)] = values[key]
+    if last is not None and values[key] < last:
+        LOG.info('GPU %s: NVML field %s went down (%s -> %s): a reset or a '
+                 'driver reload; the new baseline', address, key, last,
+                 values[key])
     if last is not None and values[key] > last:
         return rate.rose((address, key), now)
     rate.quiet((address, key), now)
@@ -232,7 +236,8 @@ class NvmlHealthSource:
         self.wait_s = wait_s
         self.rate = rate or health.Rate(300)
         self._stop = threading.Event()
-        self._counters = {}
+        # {(address, field): last value}, from the last run at first.
+        self._counters = monitor.counters(self.name)
         self._wait_failed = False
         self._thread = None
 
@@ -243,7 +248,7 @@ class NvmlHealthSource:
 
     def start(self):
         """Run in a thread of its own (without a
-        :class:`~node_agent.hardware.health.Supervisor`)."""
+        :class:`~node_agent.hardware.health_monitor.Supervisor`)."""
         self._thread = threading.Thread(target=self.run, daemon=True,
                                         name='health-nvml')
         self._thread.start()
@@ -322,7 +327,7 @@ class NvmlHealthSource:
                 self.monitor.observe(address, health.Observation(
                     health.ISOLATE, f'{health.GPU_LOST} ({exc})',
                     health.GPU_LOST_FAMILY,
-                    'reset the GPU or reboot the host'))
+                    'reset the GPU or reboot the host'), self.name)
         except nvml.NVMLError as exc:
             LOG.warning('GPU health: waiting on NVML events failed (%s); '
                         'trying again in %ss', exc, self.wait_s)
@@ -341,8 +346,9 @@ class NvmlHealthSource:
                 self.monitor.now())
             self.monitor.unmonitored(address, self.QUERIES, problem)
             for observation in observations:
-                self.monitor.observe(address, observation)
-        self.monitor.settle()
+                self.monitor.observe(address, observation, self.name)
+        self.monitor.settle(self.name)
+        self.monitor.store_counters(self.name, self._counters)
 
     def _events_work(self, handles):
         """A wait answered: a failed one before it no longer stands."""
@@ -369,7 +375,7 @@ class NvmlHealthSource:
             observation = dataclasses.replace(
                 observation, reason=f'{observation.reason} (GPU unknown)')
             for address in handles:
-                self.monitor.observe(address, observation)
+                self.monitor.observe(address, observation, self.name)
             return
         if address in handles:
-            self.monitor.observe(address, observation)
+            self.monitor.observe(address, observation, self.name)

@@ -179,6 +179,10 @@ class ResourceTracker:
         self.last_good = None           # desired tree of the last sync
         self.ownership = None           # what it may touch, that round
         self.snapshot = None
+        #: ``(last_good, snapshot)`` of the last sync, replaced in one
+        #: assignment: what a reader on another thread (the claims RPC)
+        #: takes, never a tree of one round with the snapshot of another.
+        self.synced = None
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
@@ -197,9 +201,11 @@ class ResourceTracker:
         # The claim checks after each sync.
         self.claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
-        # A hardware.health.HealthMonitor the service feeds, or None: its
-        # unhealthy devices are reserved in every tree built.
+        # A HealthMonitor (the daemon's, or one holding what is stored:
+        # node_agent.health_state), or None: its unhealthy devices are
+        # reserved in every tree built.
         self.health = None
+        self._kept_checked = False      # stored health unreadable: kept?
 
     # -- the loop -----------------------------------------------------------
 
@@ -207,6 +213,7 @@ class ResourceTracker:
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
         current, ownership = self._read_tree(ensure=not dry_run)  # read
+        self._keep_reserved(current, ownership)
         desired = current.copy()
         drivers = _drivers(self.conf, snapshot, self.unhealthy())
         before = allocations = None
@@ -488,6 +495,7 @@ class ResourceTracker:
                          self.nodename)
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
+        self.synced = (self.last_good, self.snapshot)
         self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
         self._reserve_beside_nova(self.last_good)
@@ -497,13 +505,28 @@ class ResourceTracker:
         """Health hook: beside nova-compute, nova's own PCI providers of
         the devices to reserve (:mod:`node_agent.tracker.nova_pci`)."""
         if self.health is None or \
-                self.conf.deployment != deployment.BESIDE_NOVA:
+                deployment.mode(self.conf) != deployment.BESIDE_NOVA:
             return
         from node_agent.tracker import nova_pci
         root = tree.find(self.nodename)
         if root is not None:
             nova_pci.apply(self.report_client, tree, root, self.unhealthy(),
                            nova_pci.Reservations.from_conf(self.conf))
+
+    def _keep_reserved(self, current, ownership):
+        """Stored health unreadable: what Placement shows reserved for
+        health stays reserved (once per process)."""
+        if self.health is None or self._kept_checked or \
+                not self.health.state_problem:
+            return
+        from node_agent import health_state
+        self._kept_checked = True
+        found = health_state.reserved_in(current, self.nodename, ownership)
+        if found:
+            LOG.warning('%s: keeping reserved what Placement shows reserved '
+                        'for health: %s', self.nodename,
+                        ', '.join(sorted(found)))
+            self.health.keep_reserved(found)
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""

@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from node_agent.hardware import health
+from node_agent.hardware import health_monitor
 from node_agent.hardware import pci_health
 from node_agent.hardware import sysfs
 from tests.fixtures import hosts
@@ -36,7 +37,7 @@ class Host:
         shutil.copytree(hosts.sysfs_root(name), self.root, symlinks=True)
         self.now = 1000.0
         self.calls = []
-        self.monitor = health.HealthMonitor(
+        self.monitor = health_monitor.HealthMonitor(
             QUIET, clock=lambda: self.now,
             on_change=lambda a, h: self.calls.append(
                 (self.now, a, h.state, h.reason)))
@@ -186,7 +187,7 @@ def test_carrier_is_watched_only_where_asked(tmp_path):
 def test_options_from_conf():
     conf = hosts.make_conf()
     conf.set_override('carrier_devices', [PF], 'health')
-    monitor = health.HealthMonitor.from_conf(conf, lambda a, h: None)
+    monitor = health_monitor.HealthMonitor.from_conf(conf, lambda a, h: None)
     source = pci_health.SysfsHealthSource.from_conf(
         conf, sysfs.SysfsReader(hosts.sysfs_root('host1')), monitor, set)
     assert (source.interval, source.rate.window, source.carrier) == (
