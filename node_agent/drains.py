@@ -193,6 +193,7 @@ class DrainSource:
         self.interval = interval
         self._stamp = None
         self._failing = False
+        self._loaded = False
 
     def run(self, stop):
         while not stop.is_set():
@@ -212,8 +213,15 @@ class DrainSource:
         except DrainFileError as exc:
             if not self._failing:
                 LOG.error('%s; the drains known before stay', exc)
+            if not self._failing and not self._loaded:
+                # Nothing known before: what Placement shows reserved
+                # stays reserved (the tracker keeps it).
+                self.monitor.state_problem = (
+                    f'{exc}: the devices Placement shows reserved stay '
+                    'reserved')
             self._failing = True
             return
+        self._loaded = True
         self._failing = False
         self._stamp = stamp
         self.monitor.cleared(found['clears'])

@@ -178,17 +178,16 @@ class HealthStore:
         self._failing = False
 
 
-def monitor_for(conf, on_change=None, read_only=True, clock=None):
-    """A health monitor holding what is withheld now: the stored
-    decisions (the quiet periods that ended since settled when
-    ``read_only``), the drains and the clears.  A drain file that cannot
-    be read is a ``state_problem`` too: what Placement shows reserved
-    stays reserved."""
+def monitor_for(conf):
+    """A health monitor holding what is withheld now, for a process
+    beside the daemon (it reads, never writes): the stored decisions,
+    the quiet periods that ended since settled, the drains and the
+    clears.  A drain file that cannot be read is a ``state_problem`` too:
+    what Placement shows reserved stays reserved."""
     from node_agent.hardware import health_monitor
-    store = HealthStore.from_conf(conf, read_only)
     monitor = health_monitor.HealthMonitor.from_conf(
-        conf, on_change or (lambda address, said: None),
-        **({'clock': clock} if clock else {}), store=store)
+        conf, lambda address, said: None,
+        store=HealthStore.from_conf(conf, read_only=True))
     try:
         found = drains.load_all(drains.path_for(conf))
     except drains.DrainFileError as exc:
@@ -199,8 +198,7 @@ def monitor_for(conf, on_change=None, read_only=True, clock=None):
     monitor.cleared(found['clears'])
     monitor.drained({a: d.get('reason') or 'drained'
                      for a, d in found['drains'].items()})
-    if read_only:
-        monitor.settle()
+    monitor.settle()
     return monitor
 
 

@@ -46,9 +46,13 @@ class HealthMonitor:
         self.restarts = {}              # source name: restarts so far
         self.running = frozenset()      # names of the sources started
         self.store = store
+        #: Whether changes are logged (a monitor that only reads what the
+        #: daemon stored says nothing the daemon did not say).
+        self.log_changes = store is None or not store.read_only
         #: Why the stored decisions could not be read (the status line
         #: says it while what Placement showed reserved is kept).
         self.state_problem = None
+        self._kept = False              # keep_reserved() has run
         if store is not None:
             self._records, self._counters, self.state_problem = \
                 store.load(self.offset())
@@ -137,9 +141,11 @@ class HealthMonitor:
                 at = entry.get('at', 0) - offset
                 if record.isolate and record.isolate_at > at:
                     continue            # seen again after the clear
-                LOG.warning('device %s: isolation (%s) cleared by %s: %s',
-                            address, health.health_of(record).reason,
-                            entry.get('by'), entry.get('reason'))
+                if self.log_changes:
+                    LOG.warning('device %s: isolation (%s) cleared by %s: '
+                                '%s', address,
+                                health.health_of(record).reason,
+                                entry.get('by'), entry.get('reason'))
                 ended[address] = dataclasses.replace(
                     record, isolate=None, isolate_at=None,
                     isolate_since=None, isolate_by=None,
@@ -159,6 +165,7 @@ class HealthMonitor:
                 'device clear ADDRESS if it is sound')
 
         def change(records, now):
+            self._kept = True
             known = {a: records.get(a, health.EMPTY) for a in found}
             return {a: health.observe(r, kept(found[a]), now, KEPT)
                     for a, r in known.items()
@@ -199,13 +206,14 @@ class HealthMonitor:
             stored = any(_stored(self._records.get(a, health.EMPTY))
                          != _stored(r) for a, r in new.items())
             self._records.update(new)
-            if self.state_problem and not any(
+            if self.state_problem and self._kept and not any(
                     r.isolate_by == KEPT for r in self._records.values()):
-                self.state_problem = None
+                self.state_problem = None   # what was kept has ended
             if stored:
                 self._save()            # before Placement is told
         for address, said in changed:
-            _log(address, said, self.quiet_period)
+            if self.log_changes:
+                _log(address, said, self.quiet_period)
             self._on_change(address, said)
 
     def _save(self):

@@ -150,8 +150,9 @@ def device_health(conf, rt, metrics=None, clock=None):
 
         # The stored decisions, drains and clears, before the startup
         # sync: no flip-flop, and nothing given back by a restart.
-        monitor = health_state.monitor_for(conf, changed, read_only=False,
-                                           clock=clock)
+        monitor = health_monitor.HealthMonitor.from_conf(
+            conf, changed, **({'clock': clock} if clock else {}),
+            store=health_state.HealthStore.from_conf(conf))
         rt.health = monitor
         drained = drains.DrainSource(drains.path_for(conf), monitor)
         drained.look()

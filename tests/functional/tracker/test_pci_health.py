@@ -226,6 +226,7 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     conf_file.write_text(
         f'[DEFAULT]\nstate_path = {conf.state_path}\nhost = compute1\n'
         'deployment = standalone\n'
+        f'[hardware]\nsysfs_root = {sys_root}\n'
         f'[libvirt]\nconnection_uri = {hosts.libvirt_uri("h100-vm")}\n')
     # tree show reads this test's Placement.
     monkeypatch.setattr(factory, 'placement_adapter',
@@ -275,9 +276,9 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     assert body['drained_devices'][H100]['reason'] == 'fan swap'
     assert manage_device('list') == 0
     listed = capsys.readouterr().out.splitlines()
-    assert listed[0] == 'drained devices:'
-    assert listed[1].startswith(f'  {H100}  since 20')
-    assert listed[1].endswith('Z  fan swap')
+    assert listed[0] == 'withheld devices:'
+    assert listed[1].startswith(f'  {H100}  drained  since 20')
+    assert listed[1].endswith('Z  until undrain  DRAINED: fan swap')
 
     assert manage_device('undrain', H100) == 0
     assert capsys.readouterr().out == f'undrained {H100}\n'
@@ -287,7 +288,7 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     assert agent.rt.status_line() == 'in sync: 3 providers'
     assert drains.load(drains.path_for(conf)) == {}
     assert manage_device('list') == 0
-    assert capsys.readouterr().out == 'drained devices:\n  none\n'
+    assert capsys.readouterr().out == 'withheld devices:\n  none\n'
 
 
 def test_drain_needs_an_address_and_a_reason(conf, tmp_path, capsys):

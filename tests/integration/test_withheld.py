@@ -1,0 +1,215 @@
+"""What the agent withheld stays withheld, whatever process writes and
+however the daemon restarts: the shipped ``node-agent`` (daemon and
+``--once``) and ``node-agent-manage`` against a real Placement server on
+127.0.0.1, on a copy of the recorded host1 whose GPUs get the AER files
+the kernel writes.
+
+A poller reads both GPUs' inventories every 0.3 s for the whole test and
+counts the polls in which a withheld GPU was offered: there must be none.
+"""
+
+import os
+import shutil
+import threading
+import time
+
+import pytest
+
+from node_agent import drains
+from node_agent import health_state
+from tests.fixtures import placement_server as ps
+from tests.integration import test_agent_service as svc
+from tests.integration.test_agent_service import agent  # noqa: F401
+from tests.unit.hardware.test_pci_health import aer_text
+
+pytestmark = pytest.mark.integration
+
+GPU0_ADDRESS, GPU1_ADDRESS = '0000:3b:00.0', '0000:af:00.0'
+GPUS = {GPU0_ADDRESS: svc.GPU0, GPU1_ADDRESS: svc.GPU1}
+QUIET = 40
+
+
+class Poller:
+    """Reads every GPU's VGPU inventory every 0.3 s; ``offered(address)``
+    counts the polls since ``withhold(address)`` in which it was not
+    reserved."""
+
+    def __init__(self, url):
+        self.adapter = ps.admin_adapter(url)
+        self.withheld = set()
+        self.offered_polls = {a: 0 for a in GPUS}
+        self.polls = 0
+        self.last = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+
+    def reserved(self, address):
+        resp = self.adapter.get(
+            f'/resource_providers/{GPUS[address]}/inventories',
+            microversion='1.26')
+        if resp.status_code != 200:
+            return None
+        vgpu = resp.json()['inventories'].get('VGPU')
+        return vgpu is not None and vgpu['reserved'] == vgpu['total']
+
+    def _run(self):
+        while not self._stop.wait(0.3):
+            for address in GPUS:
+                said = self.reserved(address)
+                self.last[address] = said
+                if address in self.withheld and said is False:
+                    self.offered_polls[address] += 1
+            self.polls += 1
+
+    def wait(self, address, reserved, timeout=30):
+        """Seconds until a poll sees ``address`` (not) reserved."""
+        start = time.monotonic()
+        polls = self.polls
+        while time.monotonic() - start < timeout:
+            if self.polls > polls and self.last.get(address) is reserved:
+                return time.monotonic() - start
+            time.sleep(0.05)
+        raise AssertionError(f'{address} not reserved={reserved} within '
+                             f'{timeout} s')
+
+
+def host_copy(tmp_path):
+    root = str(tmp_path / 'sys')
+    shutil.copytree(os.path.join(svc.HOST1, 'sys'), root, symlinks=True)
+    for address in GPUS:
+        for name in ('aer_dev_fatal', 'aer_dev_nonfatal',
+                     'aer_dev_correctable'):
+            aer(root, address, name, 0)
+    return root
+
+
+def aer(root, address, name, total):
+    path = os.path.join(root, 'bus/pci/devices', address, name)
+    with open(path + '.new', 'w') as f:
+        f.write(aer_text(name, total))
+    os.replace(path + '.new', path)
+
+
+@pytest.fixture
+def withheld(agent, server, tmp_path):
+    root = host_copy(tmp_path)
+    agent.configure(server.url, nested=True, extra=(
+        '[hardware]', f'sysfs_root = {root}',
+        '[health]', f'quiet_period = {QUIET}', 'sysfs_interval = 0.2'))
+    poller = Poller(server.url)
+    yield agent, poller, root
+    poller.stop()
+
+
+def status(agent):
+    return [m for m in agent.messages if m.startswith('STATUS=')][-1]
+
+
+def once_ok(agent):
+    done = agent.run_once()
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def kill9_restart(agent):
+    agent.close()                       # SIGKILL, as an OOM would
+    agent.start()
+    agent.wait_for('READY=1')
+
+
+def term_restart(agent):
+    assert agent.stop() == 0
+    agent.start()
+    agent.wait_for('READY=1')
+
+
+def test_a_drain_holds_through_once_and_restarts(withheld):
+    agent, poller, _ = withheld
+    once_ok(agent)                      # the tree exists, nothing withheld
+    poller.start()
+    poller.wait(GPU0_ADDRESS, False)
+    drained = agent.run_manage('device', 'drain', GPU0_ADDRESS, '--reason',
+                               'fan swap')
+    assert drained.returncode == 0, drained.stderr
+    assert drained.stdout == f'drained {GPU0_ADDRESS}: fan swap\n'
+    # --once with no daemon reserves it.
+    assert f'1 device drained: {GPU0_ADDRESS}: fan swap' in once_ok(agent)
+    poller.wait(GPU0_ADDRESS, True)
+    poller.withheld.add(GPU0_ADDRESS)
+
+    agent.start()
+    agent.wait_for('READY=1')
+    assert f'1 device drained: {GPU0_ADDRESS}: fan swap' in status(agent)
+    once_ok(agent)                      # beside the daemon
+    term_restart(agent)
+    kill9_restart(agent)
+    time.sleep(1)
+    assert poller.offered_polls[GPU0_ADDRESS] == 0
+
+    undrained = agent.run_manage('device', 'undrain', GPU0_ADDRESS)
+    assert undrained.returncode == 0, undrained.stderr
+    poller.withheld.discard(GPU0_ADDRESS)
+    assert poller.wait(GPU0_ADDRESS, False, timeout=10) < 2
+    assert agent.stop() == 0
+
+
+def test_an_aer_isolation_holds_through_restarts_and_a_corrupt_file(
+        withheld):
+    agent, poller, root = withheld
+    agent.start()
+    agent.wait_for('READY=1')
+    poller.start()
+    poller.wait(GPU0_ADDRESS, False)
+    aer(root, GPU0_ADDRESS, 'aer_dev_fatal', 1)
+    assert poller.wait(GPU0_ADDRESS, True) < 2
+    poller.withheld.add(GPU0_ADDRESS)
+
+    kill9_restart(agent)
+    assert 'PCIe AER fatal errors rising (0 -> 1)' in status(agent)
+    assert 'isolated' in once_ok(agent)     # inside its quiet period
+
+    # Counters that rise while the daemon is stopped: seen before READY.
+    assert agent.stop() == 0
+    aer(root, GPU1_ADDRESS, 'aer_dev_fatal', 2)
+    agent.start()
+    agent.wait_for('READY=1')
+    assert poller.reserved(GPU1_ADDRESS) is True
+    poller.withheld.add(GPU1_ADDRESS)
+    assert f'{GPU1_ADDRESS}: PCIe AER fatal errors rising (0 -> 2)' in \
+        status(agent)
+
+    # A corrupt health state file: what Placement shows reserved stays.
+    assert agent.stop() == 0
+    path = os.path.join(agent.state, health_state.FILE_NAME)
+    with open(path, 'w') as f:
+        f.write('{"version": 1, "devi')
+    agent.start()
+    ready = agent.wait_for('READY=1')[-1]
+    assert 'unreadable' in ready, ready
+    for address in GPUS:
+        assert f'{address}: reserved in Placement, kept' in ready, ready
+    assert any(name.startswith(health_state.FILE_NAME + '.corrupt-')
+               for name in os.listdir(agent.state))
+
+    # An operator ends both isolations; the devices are offered again.
+    for address in GPUS:
+        cleared = agent.run_manage('device', 'clear', address, '--reason',
+                                   'reseated')
+        assert cleared.returncode == 0, cleared.stderr
+        poller.withheld.discard(address)
+        assert poller.wait(address, False, timeout=10) < 2
+    time.sleep(0.5)
+    assert poller.offered_polls == {GPU0_ADDRESS: 0, GPU1_ADDRESS: 0}
+    assert agent.stop() == 0
+    with open(path) as f:
+        assert f.read().startswith('{')             # rebuilt
+    assert set(drains.load_clears(os.path.join(
+        agent.state, drains.FILE_NAME))) == set(GPUS)
