@@ -99,7 +99,7 @@ def aer(root, address, name, total):
 
 
 @pytest.fixture
-def withheld(agent, server, tmp_path):
+def withheld(agent, server, tmp_path):  # noqa: F811
     root = host_copy(tmp_path)
     agent.configure(server.url, nested=True, extra=(
         '[hardware]', f'sysfs_root = {root}',
@@ -109,107 +109,107 @@ def withheld(agent, server, tmp_path):
     poller.stop()
 
 
-def status(agent):
-    return [m for m in agent.messages if m.startswith('STATUS=')][-1]
+def status(daemon):
+    return [m for m in daemon.messages if m.startswith('STATUS=')][-1]
 
 
-def once_ok(agent):
-    done = agent.run_once()
+def once_ok(daemon):
+    done = daemon.run_once()
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def kill9_restart(agent):
-    agent.close()                       # SIGKILL, as an OOM would
-    agent.start()
-    agent.wait_for('READY=1')
+def kill9_restart(daemon):
+    daemon.close()                       # SIGKILL, as an OOM would
+    daemon.start()
+    daemon.wait_for('READY=1')
 
 
-def term_restart(agent):
-    assert agent.stop() == 0
-    agent.start()
-    agent.wait_for('READY=1')
+def term_restart(daemon):
+    assert daemon.stop() == 0
+    daemon.start()
+    daemon.wait_for('READY=1')
 
 
 def test_a_drain_holds_through_once_and_restarts(withheld):
-    agent, poller, _ = withheld
-    once_ok(agent)                      # the tree exists, nothing withheld
+    daemon, poller, _ = withheld
+    once_ok(daemon)                      # the tree exists, nothing withheld
     poller.start()
     poller.wait(GPU0_ADDRESS, False)
-    drained = agent.run_manage('device', 'drain', GPU0_ADDRESS, '--reason',
-                               'fan swap')
+    drained = daemon.run_manage('device', 'drain', GPU0_ADDRESS, '--reason',
+                                'fan swap')
     assert drained.returncode == 0, drained.stderr
     assert drained.stdout == f'drained {GPU0_ADDRESS}: fan swap\n'
     # --once with no daemon reserves it.
-    assert f'1 device drained: {GPU0_ADDRESS}: fan swap' in once_ok(agent)
+    assert f'1 device drained: {GPU0_ADDRESS}: fan swap' in once_ok(daemon)
     poller.wait(GPU0_ADDRESS, True)
     poller.withheld.add(GPU0_ADDRESS)
 
-    agent.start()
-    agent.wait_for('READY=1')
-    assert f'1 device drained: {GPU0_ADDRESS}: fan swap' in status(agent)
-    once_ok(agent)                      # beside the daemon
-    term_restart(agent)
-    kill9_restart(agent)
+    daemon.start()
+    daemon.wait_for('READY=1')
+    assert f'1 device drained: {GPU0_ADDRESS}: fan swap' in status(daemon)
+    once_ok(daemon)                      # beside the daemon
+    term_restart(daemon)
+    kill9_restart(daemon)
     time.sleep(1)
     assert poller.offered_polls[GPU0_ADDRESS] == 0
 
-    undrained = agent.run_manage('device', 'undrain', GPU0_ADDRESS)
+    undrained = daemon.run_manage('device', 'undrain', GPU0_ADDRESS)
     assert undrained.returncode == 0, undrained.stderr
     poller.withheld.discard(GPU0_ADDRESS)
     assert poller.wait(GPU0_ADDRESS, False, timeout=10) < 2
-    assert agent.stop() == 0
+    assert daemon.stop() == 0
 
 
 def test_an_aer_isolation_holds_through_restarts_and_a_corrupt_file(
         withheld):
-    agent, poller, root = withheld
-    agent.start()
-    agent.wait_for('READY=1')
+    daemon, poller, root = withheld
+    daemon.start()
+    daemon.wait_for('READY=1')
     poller.start()
     poller.wait(GPU0_ADDRESS, False)
     aer(root, GPU0_ADDRESS, 'aer_dev_fatal', 1)
     assert poller.wait(GPU0_ADDRESS, True) < 2
     poller.withheld.add(GPU0_ADDRESS)
 
-    kill9_restart(agent)
-    assert 'PCIe AER fatal errors rising (0 -> 1)' in status(agent)
-    assert 'isolated' in once_ok(agent)     # inside its quiet period
+    kill9_restart(daemon)
+    assert 'PCIe AER fatal errors rising (0 -> 1)' in status(daemon)
+    assert 'isolated' in once_ok(daemon)     # inside its quiet period
 
     # Counters that rise while the daemon is stopped: seen before READY.
-    assert agent.stop() == 0
+    assert daemon.stop() == 0
     aer(root, GPU1_ADDRESS, 'aer_dev_fatal', 2)
-    agent.start()
-    agent.wait_for('READY=1')
+    daemon.start()
+    daemon.wait_for('READY=1')
     assert poller.reserved(GPU1_ADDRESS) is True
     poller.withheld.add(GPU1_ADDRESS)
     assert f'{GPU1_ADDRESS}: PCIe AER fatal errors rising (0 -> 2)' in \
-        status(agent)
+        status(daemon)
 
     # A corrupt health state file: what Placement shows reserved stays.
-    assert agent.stop() == 0
-    path = os.path.join(agent.state, health_state.FILE_NAME)
+    assert daemon.stop() == 0
+    path = os.path.join(daemon.state, health_state.FILE_NAME)
     with open(path, 'w') as f:
         f.write('{"version": 1, "devi')
-    agent.start()
-    ready = agent.wait_for('READY=1')[-1]
+    daemon.start()
+    ready = daemon.wait_for('READY=1')[-1]
     assert 'unreadable' in ready, ready
     for address in GPUS:
         assert f'{address}: reserved in Placement, kept' in ready, ready
     assert any(name.startswith(health_state.FILE_NAME + '.corrupt-')
-               for name in os.listdir(agent.state))
+               for name in os.listdir(daemon.state))
 
     # An operator ends both isolations; the devices are offered again.
     for address in GPUS:
-        cleared = agent.run_manage('device', 'clear', address, '--reason',
-                                   'reseated')
+        cleared = daemon.run_manage('device', 'clear', address, '--reason',
+                                    'reseated')
         assert cleared.returncode == 0, cleared.stderr
         poller.withheld.discard(address)
         assert poller.wait(address, False, timeout=10) < 2
     time.sleep(0.5)
     assert poller.offered_polls == {GPU0_ADDRESS: 0, GPU1_ADDRESS: 0}
-    assert agent.stop() == 0
+    assert daemon.stop() == 0
     with open(path) as f:
         assert f.read().startswith('{')             # rebuilt
     assert set(drains.load_clears(os.path.join(
-        agent.state, drains.FILE_NAME))) == set(GPUS)
+        daemon.state, drains.FILE_NAME))) == set(GPUS)
