@@ -10,6 +10,7 @@ counts the polls in which a withheld GPU was offered: there must be none.
 
 import os
 import shutil
+import subprocess
 import threading
 import time
 
@@ -213,3 +214,80 @@ def test_an_aer_isolation_holds_through_restarts_and_a_corrupt_file(
         assert f.read().startswith('{')             # rebuilt
     assert set(drains.load_clears(os.path.join(
         daemon.state, drains.FILE_NAME))) == set(GPUS)
+
+
+def test_twenty_concurrent_drains_are_all_kept(agent, server):  # noqa: F811
+    agent.configure(server.url, nested=True)
+    addresses = sorted(os.listdir(os.path.join(
+        svc.HOST1, 'sys/bus/pci/devices')))[:20]
+    assert len(addresses) == 20
+    procs = [subprocess.Popen(
+        [os.path.join(svc.BIN, 'node-agent-manage'), '--config-file',
+         agent.conf, 'device', 'drain', address, '--reason', f'job {n}'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for n, address in enumerate(addresses)]
+    done = [(p.wait(120), *p.communicate()) for p in procs]
+    assert [rc for rc, _, _ in done] == [0] * 20, done
+    assert not [err for _, _, err in done if 'Traceback' in err]
+    kept = drains.load(os.path.join(agent.state, drains.FILE_NAME))
+    assert {a: d['reason'] for a, d in kept.items()} == {
+        a: f'job {n}' for n, a in enumerate(addresses)}
+    # Those the tree has a provider for are reserved by the next writer.
+    assert 'devices drained' in once_ok(agent)
+    assert Poller(server.url).reserved(GPU0_ADDRESS) is True
+    assert [name for name in os.listdir(agent.state)
+            if name.endswith('.tmp')] == []
+
+
+def test_what_an_operator_types_is_checked(agent, server):  # noqa: F811
+    agent.configure(server.url, nested=True)
+    path = os.path.join(agent.state, drains.FILE_NAME)
+
+    def device(*args):
+        # --nodebug: as an operator runs it (the test config turns debug
+        # on).
+        return agent.run_manage('--nodebug', 'device', *args)
+
+    typo = device('drain', '0000:3b:00.1', '--reason', 'fan swap')
+    assert (typo.returncode, typo.stdout) == (2, '')
+    assert typo.stderr == (
+        'error: 0000:3b:00.1 is not a PCI device of this host (none under '
+        f'{svc.HOST1}/sys/bus/pci/devices); closest: 0000:3b:00.0, '
+        '0000:3a:00.0, 0000:5e:00.1 (--force drains it anyway); nothing '
+        'written\n')
+    assert not os.path.exists(path)
+
+    injected = device('drain', GPU0_ADDRESS, '--reason', 'fan\nSTOPPING=1')
+    assert (injected.returncode, injected.stderr) == (
+        2, "error: the reason must be one printable line: it holds '\\n'; "
+        'nothing written\n')
+    assert not os.path.exists(path)
+
+    forced = device('drain', '0000:3b:00.1', '--reason', 'new card',
+                    '--force')
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout == (
+        'drained 0000:3b:00.1: new card (not present on this host now: '
+        'drained anyway, --force)\n')
+    assert list(drains.load(path)) == ['0000:3b:00.1']
+
+    for args, error in (
+            (('undrain', '0000:ff:1f.7'), '0000:ff:1f.7 is not a PCI device '
+             'of this host'),
+            (('clear', GPU0_ADDRESS, '--reason', 'ok'),
+             f'{GPU0_ADDRESS} is not isolated (it is healthy)'),
+            (('clear', '0000:ff:1f.7', '--reason', 'ok'),
+             '0000:ff:1f.7 is not a PCI device of this host')):
+        refused = device(*args)
+        assert refused.returncode == 2, (args, refused.stdout)
+        assert refused.stderr.startswith(f'error: {error}'), refused.stderr
+        assert refused.stderr.endswith('nothing written\n')
+        assert len(refused.stderr.splitlines()) == 1
+    assert list(drains.load(path)) == ['0000:3b:00.1']
+    assert drains.load_clears(path) == {}
+
+    gone = device('undrain', '0000:3b:00.1')
+    assert (gone.returncode, gone.stdout) == (0, 'undrained 0000:3b:00.1\n')
+    listed = device('list')
+    assert (listed.returncode, listed.stdout, listed.stderr) == (
+        0, 'withheld devices:\n  none\n', '')

@@ -27,7 +27,6 @@ and says so.
 """
 
 import argparse
-import difflib
 import sys
 
 from node_agent import drains
@@ -106,13 +105,22 @@ def host_addresses(conf):
             f'devices cannot be listed ({exc})') from None
 
 
+def closest(address, known, most=3, within=2):
+    """Up to ``most`` of ``known`` that differ from ``address`` in at most
+    ``within`` characters (a typo), closest first."""
+    def distance(other):
+        return sum(a != b for a, b in zip(address, other)) + abs(
+            len(address) - len(other))
+    near = sorted((distance(k), k) for k in known)
+    return [k for d, k in near if d <= within][:most]
+
+
 def unknown(conf, address, known=None):
     """The refusal of an address the host does not have, or None."""
     known = host_addresses(conf) if known is None else known
     if address in known:
         return None
-    close = difflib.get_close_matches(address, sorted(known), n=3,
-                                      cutoff=0.6)
+    close = closest(address, known)
     hint = f'; closest: {", ".join(close)}' if close else ''
     return (f'{address} is not a PCI device of this host (none under '
             f'{conf.hardware.sysfs_root}/bus/pci/devices){hint}')
