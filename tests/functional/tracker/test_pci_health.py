@@ -161,6 +161,9 @@ def test_vfio_gpu_with_rising_fatal_aer_is_isolated_then_recovers(
     tc.put_allocations(api, consumer, {GPU: {'PGPU': 1}})
     agent.looked()
     assert agent.rt.status_line() == 'in sync: 3 providers'
+    # What the claims RPC reads: the last sync's tree and snapshot, one
+    # value.
+    assert agent.rt.synced == (agent.rt.last_good, agent.rt.snapshot)
     agent.adapter.reset()
 
     aer(sys_root, 'aer_dev_fatal', 1)
