@@ -94,6 +94,15 @@ class HealthMonitor:
         sources restarted; '' when there is nothing to say."""
         parts = [self.state_problem, health.summary(self.states())]
         with self._lock:
+            blind = sorted((a, r.unmonitored) for a, r in self._records.items()
+                           if r.unmonitored and health.health_of(r).state
+                           not in (health.UNMONITORED, health.HEALTHY))
+        if blind:
+            parts.append(f'{text.plural(len(blind), "device")} unmonitored '
+                         'too: ' + ', '.join(
+                             f'{a}: ' + '; '.join(f'{s}: {r}' for s, r in u)
+                             for a, u in blind))
+        with self._lock:
             restarts = sorted(self.restarts.items())
         for source, count in restarts:
             parts.append(f'health source {source} restarted '
@@ -260,7 +269,16 @@ class Supervisor:
     the event is set, or at once when it has no data) and nothing else.
     ``on_stop()`` runs once at :meth:`stop`, after the sources' threads
     (the notifier's transport is closed there).
+
+    Every source's calls have a deadline: a source with a ``deadline``
+    (seconds) sets ``beat`` (monotonic time) at each step and names the
+    devices it watches in ``watched()``; one that has not beaten for its
+    deadline (a call that hangs, NVML on a GPU that fell off the bus) makes
+    them ``unmonitored``, said so, until it beats again.  Its thread is
+    left to return: a blocked call cannot be interrupted.
     """
+
+    WATCH_EVERY = 0.5
 
     MAX_DELAY = 300.0
 
@@ -276,6 +294,8 @@ class Supervisor:
 
     def start(self):
         self.monitor.running = frozenset(s.name for s in self.sources)
+        threading.Thread(target=self._watch, daemon=True,
+                         name='health-deadlines').start()
         for source in self.sources:
             thread = threading.Thread(target=self._keep, args=(source,),
                                       daemon=True,
@@ -307,3 +327,26 @@ class Supervisor:
             if self._stop.wait(delay):
                 return
             delay = min(max(delay, 0.01) * 2, self.MAX_DELAY)
+
+    def _watch(self):
+        """Marks the devices of a silent source unmonitored, and back."""
+        silent = {}
+        while not self._stop.wait(self.WATCH_EVERY):
+            now = time.monotonic()
+            for source in self.sources:
+                deadline = getattr(source, 'deadline', None)
+                beat = getattr(source, 'beat', None)
+                if deadline is None or beat is None:
+                    continue
+                late = now - beat > deadline
+                if late == silent.get(source.name, False):
+                    continue
+                silent[source.name] = late
+                if late:
+                    LOG.warning('health source %s: no answer within %ss; '
+                                'its devices are unmonitored', source.name,
+                                deadline)
+                reason = f'no answer within {deadline:g} s' if late else None
+                for address in source.watched():
+                    self.monitor.unmonitored(address, f'{source.name} calls',
+                                             reason)

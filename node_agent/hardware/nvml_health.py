@@ -37,6 +37,7 @@ monitoring's fault: the caller marks the GPU ``unmonitored``.
 
 import dataclasses
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -228,7 +229,7 @@ class NvmlHealthSource:
     QUERIES = 'NVML queries'
 
     def __init__(self, nvml, monitor, ignored_xids, addresses=None,
-                 wait_s=5.0, rate=None):
+                 wait_s=5.0, rate=None, deadline=None):
         self.nvml = nvml
         self.monitor = monitor
         self.ignored_xids = frozenset(ignored_xids)
@@ -240,11 +241,22 @@ class NvmlHealthSource:
         self._counters = monitor.counters(self.name)
         self._wait_failed = False
         self._thread = None
+        #: Seconds an NVML call may take (the supervisor's deadline: past
+        #: it the GPUs are unmonitored), and when the source last showed
+        #: it was not stuck (a wait counts ahead for its own length).
+        self.deadline = deadline
+        self.beat = None
+        self._handles = {}
 
     @classmethod
     def from_conf(cls, conf, nvml, monitor, addresses=None):
         return cls(nvml, monitor, conf.gpu.health_ignored_xids, addresses,
-                   rate=health.Rate(conf.health.rate_window))
+                   rate=health.Rate(conf.health.rate_window),
+                   deadline=conf.hardware.scan_timeout)
+
+    def watched(self):
+        """The addresses of the GPUs registered."""
+        return set(self._handles)
 
     def start(self):
         """Run in a thread of its own (without a
@@ -278,7 +290,7 @@ class NvmlHealthSource:
         try:
             event_set = nvml.nvmlEventSetCreate()
             try:
-                handles = self._register(event_set)
+                handles = self._handles = self._register(event_set)
                 while not self._stop.is_set():
                     self.step(event_set, handles)
             finally:
@@ -317,6 +329,7 @@ class NvmlHealthSource:
         """One wait, what it brought, the standing conditions, the quiet
         periods."""
         nvml = self.nvml
+        self.beat = time.monotonic() + self.wait_s
         try:
             event = nvml.nvmlEventSetWait(event_set,
                                           int(self.wait_s * 1000))
@@ -341,12 +354,14 @@ class NvmlHealthSource:
             self._events_work(handles)
             self._on_event(event, handles)
         for address, handle in handles.items():
+            self.beat = time.monotonic()
             observations, problem = standing(
                 nvml, handle, address, self.rate, self._counters,
                 self.monitor.now())
             self.monitor.unmonitored(address, self.QUERIES, problem)
             for observation in observations:
                 self.monitor.observe(address, observation, self.name)
+        self.beat = time.monotonic()
         self.monitor.settle(self.name)
         self.monitor.store_counters(self.name, self._counters)
 

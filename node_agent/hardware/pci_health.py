@@ -38,6 +38,8 @@ listed (every watched device would look "gone") make the device
 ``unmonitored`` until it reads again; nothing is reserved for them.
 """
 
+import time
+
 from oslo_log import log as logging
 
 from node_agent import exception
@@ -84,7 +86,7 @@ class SysfsHealthSource:
     name = 'sysfs'
 
     def __init__(self, sysfs, monitor, addresses, interval=10.0,
-                 rate=None, carrier=()):
+                 rate=None, carrier=(), deadline=None):
         self.sysfs = sysfs
         self.monitor = monitor
         self.addresses = addresses
@@ -95,12 +97,20 @@ class SysfsHealthSource:
         self._counters = monitor.counters(self.name)
         self._seen = set(self._counters)    # (address, file) read once
         self.looks = 0                  # looks done so far
+        # The supervisor's deadline on a look (and the wait before it).
+        self.deadline = None if deadline is None else deadline + interval
+        self.beat = None
+        self._looked_at = set()
 
     @classmethod
     def from_conf(cls, conf, sysfs, monitor, addresses):
         return cls(sysfs, monitor, addresses, conf.health.sysfs_interval,
                    health.Rate(conf.health.rate_window),
-                   conf.health.carrier_devices)
+                   conf.health.carrier_devices, conf.hardware.scan_timeout)
+
+    def watched(self):
+        """The addresses of the last look."""
+        return set(self._looked_at)
 
     def run(self, stop):
         """Look, then wait ``interval``, until ``stop`` is set."""
@@ -112,8 +122,10 @@ class SysfsHealthSource:
         """One look at every watched device, then the quiet periods and
         the counters stored."""
         now = self.monitor.now()
+        self.beat = time.monotonic()
         blind = self._blind()
-        for address in sorted(self.addresses()):
+        self._looked_at = set(self.addresses())
+        for address in sorted(self._looked_at):
             if blind:
                 observations, problem = [], blind
             else:
@@ -124,6 +136,7 @@ class SysfsHealthSource:
         self.monitor.settle(self.name)
         self.monitor.store_counters(self.name, self._counters)
         self.looks += 1
+        self.beat = time.monotonic()
 
     def _blind(self):
         """Why no device can be looked at now (the PCI device directory

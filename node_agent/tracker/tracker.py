@@ -98,6 +98,7 @@ from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
 from node_agent.tracker import coexistence
 from node_agent.tracker import root as root_mod
+from node_agent.tracker import withhold
 
 LOG = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ class ResourceTracker:
         # node_agent.health_state), or None: its unhealthy devices are
         # reserved in every tree built.
         self.health = None
-        self._kept_checked = False      # stored health unreadable: kept?
+        self.kept_checked = False       # stored health unreadable: kept?
 
     # -- the loop -----------------------------------------------------------
 
@@ -213,9 +214,9 @@ class ResourceTracker:
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
         current, ownership = self._read_tree(ensure=not dry_run)  # read
-        self._keep_reserved(current, ownership)
+        withhold.keep_reserved(self, current, ownership)
         desired = current.copy()
-        drivers = _drivers(self.conf, snapshot, self.unhealthy())
+        drivers = self.drivers_for(snapshot)
         before = allocations = None
         try:
             drivers.update_provider_tree(desired, self.nodename,  # build
@@ -254,6 +255,8 @@ class ResourceTracker:
 
     def _sync(self, startup):
         self.audit_incomplete = None
+        if not startup:
+            withhold.reserve_first(self)
         pending = self._prepare(startup)
         if pending.plan.reshape:
             self._status('reshaping ' + text.plural(
@@ -513,20 +516,9 @@ class ResourceTracker:
             nova_pci.apply(self.report_client, tree, root, self.unhealthy(),
                            nova_pci.Reservations.from_conf(self.conf))
 
-    def _keep_reserved(self, current, ownership):
-        """Stored health unreadable: what Placement shows reserved for
-        health stays reserved (once per process)."""
-        if self.health is None or self._kept_checked or \
-                not self.health.state_problem:
-            return
-        from node_agent import health_state
-        self._kept_checked = True
-        found = health_state.reserved_in(current, self.nodename, ownership)
-        if found:
-            LOG.warning('%s: keeping reserved what Placement shows reserved '
-                        'for health: %s', self.nodename,
-                        ', '.join(sorted(found)))
-            self.health.keep_reserved(found)
+    def drivers_for(self, snapshot):
+        """The drivers over ``snapshot``, reserving what is withheld."""
+        return _drivers(self.conf, snapshot, self.unhealthy())
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""
