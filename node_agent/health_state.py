@@ -91,9 +91,10 @@ def dump(records, counters, offset):
             'warning_at': _wall(r.warning_at, offset),
             'instances': [[i, _plain(o), _wall(at, offset)]
                           for i, o, at in r.instances]}
-    stored = {source: sorted([address, list(key) if isinstance(key, tuple)
-                              else key, value]
-                             for (address, key), value in values.items())
+    stored = {source: sorted(([address, list(key) if isinstance(key, tuple)
+                               else key, value]
+                              for (address, key), value in values.items()),
+                             key=json.dumps)
               for source, values in sorted(counters.items())}
     return {'version': VERSION, 'devices': devices, 'counters': stored}
 

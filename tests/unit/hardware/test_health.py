@@ -404,3 +404,23 @@ def test_a_mig_instance_fault_isolates_that_instance_alone():
     # A fault of the whole GPU reserves all of it.
     whole = health.health_of(health.observe(record, BAD, now=21))
     assert (whole.reserved, whole.instances) == (True, frozenset())
+
+
+def test_quiet_period_0_holds_until_its_own_source_looks_again():
+    running = {'sysfs', 'nvml'}
+    record = health.observe(health.EMPTY, BAD, 10, 'sysfs')
+    record = health.settle(record, 10, 0, 'sysfs', running)    # its look
+    assert health.health_of(record).state == health.ISOLATED
+    record = health.settle(record, 11, 0, 'nvml', running)     # another's
+    assert health.health_of(record).state == health.ISOLATED
+    record = health.settle(record, 12, 0, 'sysfs', running)    # not seen
+    assert health.health_of(record) == health.HEALTHY_HEALTH
+
+
+def test_an_isolation_no_running_source_saw_is_settled_by_any():
+    record = health.observe(health.EMPTY, BAD, 10, 'nvml')     # last run
+    assert health.settle(record, 39, 30, 'sysfs', {'sysfs'}) is record
+    assert health.health_of(health.settle(
+        record, 40, 30, 'sysfs', {'sysfs'})) == health.HEALTHY_HEALTH
+    assert health.settle(record, 40, 30, 'sysfs', {'sysfs', 'nvml'}) \
+        is record
