@@ -517,8 +517,10 @@ class ResourceTracker:
                            nova_pci.Reservations.from_conf(self.conf))
 
     def drivers_for(self, snapshot):
-        """The drivers over ``snapshot``, reserving what is withheld."""
-        return _drivers(self.conf, snapshot, self.unhealthy())
+        """The drivers over ``snapshot``: what is withheld reserved, a
+        degraded device marked."""
+        said = self.health.states() if self.health is not None else {}
+        return _drivers(self.conf, snapshot, said)
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""
