@@ -181,12 +181,21 @@ class HealthMonitor:
                     if not health.health_of(r).reserves}
         self._update(change)
 
-    def settle(self, source=None):
+    def settle(self, source=None, looked=None):
         """Forget the faults whose quiet period has passed (with
-        ``source``: those it saw, or that no running source saw)."""
+        ``source``: those it saw, or that no running source saw; with
+        ``looked``, the addresses its look covered, only theirs: a device
+        it did not look at has not been seen to recover)."""
         self._update(lambda records, now: {
             a: health.settle(r, now, self.quiet_period, source, self.running)
-            for a, r in records.items()})
+            for a, r in records.items() if looked is None or a in looked})
+
+    def withheld_by(self, source):
+        """The addresses isolated by ``source`` (stored by the last run,
+        before its first look)."""
+        with self._lock:
+            return {a for a, r in self._records.items()
+                    if r.isolate_by == source}
 
     def counters(self, source):
         """The counters ``source`` stored last (``{key: value}``): its

@@ -362,7 +362,7 @@ class NvmlHealthSource:
             for observation in observations:
                 self.monitor.observe(address, observation, self.name)
         self.beat = time.monotonic()
-        self.monitor.settle(self.name)
+        self.monitor.settle(self.name, set(handles))
         self.monitor.store_counters(self.name, self._counters)
 
     def _events_work(self, handles):

@@ -133,7 +133,7 @@ class SysfsHealthSource:
             for observation in observations:
                 self.monitor.observe(address, observation, self.name)
             self.monitor.unmonitored(address, self.name, problem)
-        self.monitor.settle(self.name)
+        self.monitor.settle(self.name, self._looked_at)
         self.monitor.store_counters(self.name, self._counters)
         self.looks += 1
         self.beat = time.monotonic()

@@ -181,14 +181,17 @@ def watched_devices(rt, monitor=None):
     for (GPUs, accelerators, NIC PFs; a VF's own function, whether the VF
     is under its GPU's provider or, with no card level, in its place),
     and of those nova-compute reports in Placement beside it.  Before the
-    first sync: those whose sysfs counters ``monitor`` stored."""
+    first sync: those whose sysfs counters ``monitor`` stored, or that
+    it stored as isolated by sysfs."""
     from node_agent import identity
     from node_agent.tracker import nova_pci
     tree = rt.last_good
     root = tree.find(rt.nodename) if tree is not None else None
     if root is None:
-        stored = monitor.counters('sysfs') if monitor is not None else {}
-        return {address for address, _ in stored}
+        if monitor is None:
+            return set()
+        return {address for address, _ in monitor.counters('sysfs')} | \
+            monitor.withheld_by('sysfs')
     physfns = rt.snapshot.physfns() if rt.snapshot else {}
     found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):

@@ -31,14 +31,15 @@ QUIET = 40
 
 
 class Poller:
-    """Reads every GPU's VGPU inventory every 0.3 s; ``offered(address)``
-    counts the polls since ``withhold(address)`` in which it was not
-    reserved."""
+    """Reads every device's inventory (``GPUS``) every 0.3 s and counts,
+    for each device in ``withheld``, the polls in which it was not
+    reserved (``offered_polls``)."""
 
-    def __init__(self, url):
+    def __init__(self, url, devices=None):
         self.adapter = ps.admin_adapter(url)
+        self.devices = devices or GPUS      # {address: provider uuid}
         self.withheld = set()
-        self.offered_polls = {a: 0 for a in GPUS}
+        self.offered_polls = {a: 0 for a in self.devices}
         self.polls = 0
         self.last = {}
         self._stop = threading.Event()
@@ -54,16 +55,17 @@ class Poller:
 
     def reserved(self, address):
         resp = self.adapter.get(
-            f'/resource_providers/{GPUS[address]}/inventories',
+            f'/resource_providers/{self.devices[address]}/inventories',
             microversion='1.26')
         if resp.status_code != 200:
             return None
-        vgpu = resp.json()['inventories'].get('VGPU')
-        return vgpu is not None and vgpu['reserved'] == vgpu['total']
+        inventory = resp.json()['inventories'].values()
+        return bool(inventory) and all(r['reserved'] == r['total']
+                                       for r in inventory)
 
     def _run(self):
         while not self._stop.wait(0.3):
-            for address in GPUS:
+            for address in self.devices:
                 said = self.reserved(address)
                 self.last[address] = said
                 if address in self.withheld and said is False:
@@ -291,3 +293,46 @@ def test_what_an_operator_types_is_checked(agent, server):  # noqa: F811
     listed = device('list')
     assert (listed.returncode, listed.stdout, listed.stderr) == (
         0, 'withheld devices:\n  none\n', '')
+
+
+def test_a_standing_fault_with_quiet_period_0(agent, server, tmp_path):  # noqa
+    """``[health] quiet_period = 0``: a PF whose carrier is down is
+    reserved in every poll while it is down, restarts included, and
+    offered once it is back."""
+    root = host_copy(tmp_path)
+    pf = '0000:5e:00.0'
+    carrier = os.path.join(root, 'bus/pci/devices', pf, 'net/ens1f0/carrier')
+    with open(carrier, 'w') as f:
+        f.write('1\n')
+    agent.configure(server.url, nested=True, extra=(
+        '[hardware]', f'sysfs_root = {root}',
+        '[nic]', 'physical_device_mappings = physnet0:ens1f0',
+        '[health]', 'quiet_period = 0', 'sysfs_interval = 0.2',
+        f'carrier_devices = {pf}'))
+    agent.start()
+    agent.wait_for('READY=1')
+    adapter = ps.admin_adapter(server.url)
+    uuid = next(p['uuid'] for p in adapter.get(
+        '/resource_providers', microversion='1.14').json()[
+        'resource_providers'] if p['name'] == 'compute1_pci_0000_5e_00_0')
+    poller = Poller(server.url, {pf: uuid})
+    try:
+        poller.start()
+        poller.wait(pf, False)
+        with open(carrier, 'w') as f:
+            f.write('0\n')
+        assert poller.wait(pf, True) < 2
+        poller.withheld.add(pf)
+        time.sleep(3)
+        term_restart(agent)
+        kill9_restart(agent)
+        time.sleep(3)
+        assert 'carrier lost on ens1f0' in status(agent)
+        assert poller.offered_polls[pf] == 0
+        poller.withheld.discard(pf)
+        with open(carrier, 'w') as f:
+            f.write('1\n')
+        assert poller.wait(pf, False) < 2
+        assert agent.stop() == 0
+    finally:
+        poller.stop()
