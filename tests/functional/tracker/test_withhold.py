@@ -1,4 +1,5 @@
-"""A failing GPU is reserved even while NVML hangs.
+"""A GPU NVML says is failing is reserved even while NVML hangs, and
+stays reserved through ``--once`` and a restart.
 
 After an XID 79 most NVML calls on the GPU block: the health source's
 queries and the audit's scan alike.  The reservation must reach Placement
@@ -14,11 +15,22 @@ import time
 
 import pytest
 
+from node_agent import health_state
+from node_agent.placement import client
+from node_agent.placement import state
+from node_agent.tracker import tracker
+from tests.fixtures import hosts
+from tests.functional.tracker.test_device_health import Clock
+from tests.functional.tracker.test_device_health import configure
 from tests.functional.tracker.test_device_health import H100
+from tests.functional.tracker.test_device_health import paced
 from tests.functional.tracker.test_device_health import pgpu
 from tests.functional.tracker.test_device_health import REASON
 from tests.functional.tracker.test_device_health import running  # noqa
+from tests.functional.tracker.test_device_health import start_service
+from tests.functional.tracker.test_device_health import stop_service
 from tests.functional.tracker.test_device_health import wait_for
+from tests.functional.tracker.test_device_health import xid
 
 #: The calls that still answer on a GPU that fell off the bus: enough to
 #: name the GPU of an event.
@@ -66,3 +78,77 @@ def test_xid_79_with_nvml_hung_is_reserved_within_5_s(
             'within 2 s' in line, line
     finally:
         released.set()
+
+
+class Offered:
+    """Polls the GPU every 0.3 s; counts the polls that found it offered
+    while ``withheld`` is set."""
+
+    def __init__(self, api):
+        self.api = api
+        self.withheld = threading.Event()
+        self.polls = self.offered = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.wait(0.3):
+            withheld = self.withheld.is_set()
+            if withheld and pgpu(self.api) != (1, 1):
+                self.offered += 1
+            self.polls += withheld
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+
+
+def once(conf, placement_adapter):
+    """``node-agent --once`` as :func:`factory.tracker` builds it: the
+    stored decisions read, startup and one audit, no health source."""
+    discovery = hosts.discovery_for('h100-vm', conf)
+    rt = tracker.ResourceTracker(
+        conf, client.ReportClient.from_conf(
+            conf, placement_adapter, state=state.SyncState.from_conf(conf)),
+        discovery)
+    rt.health = health_state.monitor_for(conf)
+    try:
+        rt.startup()
+        rt.audit()
+        return rt.status_line()
+    finally:
+        discovery.close()
+
+
+def quiet_nvml():
+    """The recording, with no event to replay: a restart sees nothing."""
+    opened = threading.Event()
+    opened.set()
+    return paced(hosts.nvml('h100-vm', events=[{'error': 'Timeout'}]),
+                 opened)
+
+
+def test_an_xid_isolation_holds_through_once_and_a_restart(
+        conf, placement_adapter):
+    configure(conf)
+    gate = threading.Event()
+    svc, rt, _ = start_service(conf, placement_adapter, paced(
+        hosts.nvml('h100-vm', events=[xid(79)]), gate), Clock())
+    polls = Offered(placement_adapter)
+    try:
+        gate.set()                              # XID 79 delivered
+        wait_for(lambda: pgpu(placement_adapter) == (1, 1),
+                 'the GPU reserved')
+        polls.withheld.set()
+        stop_service(svc)
+        assert f'1 device isolated: {H100}: {REASON}' in once(
+            conf, placement_adapter)
+        nvml = quiet_nvml()
+        svc, rt, _ = start_service(conf, placement_adapter, nvml, Clock())
+        assert f'1 device isolated: {H100}: {REASON}' in rt.status_line()
+        time.sleep(1)
+    finally:
+        polls.stop()
+    assert polls.polls > 3 and polls.offered == 0
+    stop_service(svc)
