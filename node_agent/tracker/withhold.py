@@ -15,6 +15,8 @@ Two rules of device health the tracker's round applies here
   reserved for health stays reserved.
 """
 
+import time
+
 from oslo_log import log as logging
 
 from node_agent import health_state
@@ -68,12 +70,26 @@ def reserve_first(rt):
     return plan
 
 
+#: The problem the metrics show (``node_agent_problem_since_seconds``)
+#: while what Placement showed reserved is kept.
+PROBLEM = 'health state'
+
+
 def keep_reserved(rt, current, ownership):
     """The stored health was unreadable: what ``current`` (Placement) shows
-    reserved for health stays reserved; checked once per process."""
-    if rt.health is None or rt.kept_checked or not rt.health.state_problem:
+    reserved for health stays reserved; checked once per process, said in
+    the metrics until what was kept has ended."""
+    if rt.health is None:
         return
-    rt.kept_checked = True
+    if rt.kept_checked:
+        if rt.kept_checked is not True and not rt.health.state_problem:
+            rt.metrics.problem(PROBLEM, None, None)
+            rt.kept_checked = True
+        return
+    if not rt.health.state_problem:
+        return
+    rt.kept_checked = time.time()
+    rt.metrics.problem(PROBLEM, rt.health.state_problem, rt.kept_checked)
     found = health_state.reserved_in(current, rt.nodename, ownership)
     if found:
         LOG.warning('%s: keeping reserved what Placement shows reserved '

@@ -67,14 +67,14 @@ def start_service(conf, placement_adapter, nvml, clock, metrics=None):
     with :func:`stop_service`."""
     adapter = counting.CountingAdapter(placement_adapter)
     discovery = hosts.discovery_for('h100-vm', conf, nvml=nvml)
+    metrics = metrics or metrics_mod.Metrics()
     rt = tracker.ResourceTracker(
         conf, client.ReportClient.from_conf(
             conf, adapter, state=state.SyncState.from_conf(conf)),
-        discovery)
+        discovery, metrics=metrics)
     svc = service.AgentService(
         conf, rt, systemd.Notifier(environ={}),
-        device_health=factory.device_health(
-            conf, rt, metrics or metrics_mod.Metrics(), clock))
+        device_health=factory.device_health(conf, rt, metrics, clock))
     svc.start()
     try:
         wait_for(lambda: rt.last_good is not None, 'the startup sync')

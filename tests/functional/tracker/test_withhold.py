@@ -16,6 +16,7 @@ import time
 import pytest
 
 from node_agent import health_state
+from node_agent import metrics as metrics_mod
 from node_agent.placement import client
 from node_agent.placement import state
 from node_agent.tracker import tracker
@@ -152,3 +153,30 @@ def test_an_xid_isolation_holds_through_once_and_a_restart(
         polls.stop()
     assert polls.polls > 3 and polls.offered == 0
     stop_service(svc)
+
+
+def test_a_corrupt_health_state_keeps_what_placement_shows_reserved(
+        conf, placement_adapter):
+    configure(conf)
+    gate = threading.Event()
+    svc, rt, _ = start_service(conf, placement_adapter, paced(
+        hosts.nvml('h100-vm', events=[xid(79)]), gate), Clock())
+    gate.set()
+    wait_for(lambda: pgpu(placement_adapter) == (1, 1), 'the GPU reserved')
+    stop_service(svc)
+    with open(health_state.path_for(conf), 'w') as f:
+        f.write('{"version": 1, "devi')
+    metrics = metrics_mod.Metrics()
+    svc, rt, adapter = start_service(conf, placement_adapter, quiet_nvml(),
+                                     Clock(), metrics)
+    try:
+        assert pgpu(placement_adapter) == (1, 1)
+        assert [c for c in adapter.calls if c.method != 'GET'] == []
+        line = rt.status_line()
+        assert f'health state {health_state.path_for(conf)} unreadable (' \
+            in line, line
+        assert f'1 device isolated: {H100}: reserved in Placement, kept' \
+            in line, line
+        assert 'what="health state"' in metrics.exposition()
+    finally:
+        stop_service(svc)
