@@ -178,17 +178,23 @@ def replace_file_unique(path, data):
     fd, tmp = tempfile.mkstemp(dir=directory,
                                prefix=os.path.basename(path) + '.',
                                suffix='.tmp')
+    done = False
     try:
         os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, 'wb') as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = None
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        done = True
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if not done:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -130,19 +130,24 @@ def quiet_nvml():
                  opened)
 
 
-def test_an_xid_isolation_holds_through_once_and_a_restart(
-        conf, placement_adapter):
+def isolated_by_xid(conf, placement_adapter, polls=None):
+    """A daemon that saw XID 79 on the H100 and reserved it, stopped."""
     configure(conf)
     gate = threading.Event()
     svc, rt, _ = start_service(conf, placement_adapter, paced(
         hosts.nvml('h100-vm', events=[xid(79)]), gate), Clock())
+    gate.set()                                  # XID 79 delivered
+    wait_for(lambda: pgpu(placement_adapter) == (1, 1), 'the GPU reserved')
+    if polls is not None:
+        polls.withheld.set()
+    stop_service(svc)
+
+
+def test_an_xid_isolation_holds_through_once_and_a_restart(
+        conf, placement_adapter):
     polls = Offered(placement_adapter)
     try:
-        gate.set()                              # XID 79 delivered
-        wait_for(lambda: pgpu(placement_adapter) == (1, 1),
-                 'the GPU reserved')
-        polls.withheld.set()
-        stop_service(svc)
+        isolated_by_xid(conf, placement_adapter, polls)
         assert f'1 device isolated: {H100}: {REASON}' in once(
             conf, placement_adapter)
         nvml = quiet_nvml()
@@ -157,13 +162,7 @@ def test_an_xid_isolation_holds_through_once_and_a_restart(
 
 def test_a_corrupt_health_state_keeps_what_placement_shows_reserved(
         conf, placement_adapter):
-    configure(conf)
-    gate = threading.Event()
-    svc, rt, _ = start_service(conf, placement_adapter, paced(
-        hosts.nvml('h100-vm', events=[xid(79)]), gate), Clock())
-    gate.set()
-    wait_for(lambda: pgpu(placement_adapter) == (1, 1), 'the GPU reserved')
-    stop_service(svc)
+    isolated_by_xid(conf, placement_adapter)
     with open(health_state.path_for(conf), 'w') as f:
         f.write('{"version": 1, "devi')
     metrics = metrics_mod.Metrics()
