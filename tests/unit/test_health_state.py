@@ -106,3 +106,35 @@ def test_a_reason_is_one_printable_line(tmp_path):
         json.dump({'version': 1, 'drains': {'0000:3b:00.0': {
             'reason': 'a\nSTOPPING=1', 'since': 'x'}}}, f)
     assert drains.load(path)['0000:3b:00.0']['reason'] == 'a?STOPPING=1'
+
+
+def test_device_list_says_cause_since_and_until():
+    monitor = health_monitor.HealthMonitor(
+        600, lambda a, h: None, clock=lambda: 10.0,
+        wall=lambda: 1795000010.0)
+    monitor.observe('0000:af:00.0', XID, 'nvml')
+    monitor.drained({'0000:3b:00.0': 'fan swap'})
+    lines = health_state.withheld_lines(monitor, {'0000:3b:00.0': {
+        'reason': 'fan swap', 'since': '2026-11-24T11:00:00Z'}})
+    assert lines == [
+        '  0000:3b:00.0  drained  since 2026-11-24T11:00:00Z  until undrain'
+        '  DRAINED: fan swap',
+        '  0000:af:00.0  isolated  since 2026-11-18T11:06:50Z  until '
+        '2026-11-18T11:16:50Z if no new fault, or device clear  GPU_LOST: '
+        'XID 79 (GPU has fallen off the bus)']
+
+
+def test_nvml_counters_are_baselines_after_a_restart(tmp_path):
+    from node_agent.hardware import nvml_health
+    store = health_state.HealthStore(str(tmp_path / 'health.json'))
+    counters = {('0000:3b:00.0', nvml_health.PCIE_REPLAY): 5,
+                ('0000:3b:00.0', (nvml_health.NVLINK_CRC_FLIT, 3)): 2}
+    monitor = health_monitor.HealthMonitor(60, lambda a, h: None,
+                                           store=store)
+    monitor.store_counters('nvml', counters)
+    again = health_monitor.HealthMonitor(60, lambda a, h: None, store=store)
+    assert again.counters('nvml') == counters
+    rate = health.Rate(300)
+    found = nvml_health.grade({nvml_health.PCIE_REPLAY: 9}, '0000:3b:00.0',
+                              rate, again.counters('nvml'), 100.0)
+    assert [o.reason for o in found] == ['PCIe replays rising (9)']
