@@ -91,7 +91,8 @@ def test_fault_to_reserved(tmp_path):
     rows, _ = bench('fault-to-reserved', tmp_path)
     # Every source reserved its device and gave it back once.
     assert [(r['source'], r['runs']) for r in rows] == [
-        ('drain', 1), ('sysfs-aer', 1), ('sysfs-carrier', 1)]
+        ('drain', 1), ('sysfs-aer', 1), ('sysfs-carrier', 1),
+        ('nvml-xid', 1)]
     assert all(0 < r['fault_median_s'] and 0 < r['back_median_s']
                for r in rows)
 
