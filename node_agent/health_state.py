@@ -131,7 +131,6 @@ class HealthStore:
     def __init__(self, path, read_only=False):
         self.path = path
         self.read_only = read_only
-        self._failing = False
 
     @classmethod
     def from_conf(cls, conf, read_only=False):
@@ -168,15 +167,12 @@ class HealthStore:
             with local_state.locked(self.path):
                 local_state.replace_file_unique(self.path, data)
         except OSError as exc:
-            if not self._failing:
-                LOG.error('health state %s cannot be written (%s): a '
-                          'restart would not know what is withheld now',
-                          self.path, exc)
-            self._failing = True
+            # Logged once per change and shown in the status line; the
+            # decisions stay in memory and are written at the next change.
+            local_state.fault(self.path, 'health state file',
+                              exc.strerror or str(exc))
             return
-        if self._failing:
-            LOG.info('health state %s written again', self.path)
-        self._failing = False
+        local_state.recovered(self.path)
 
 
 def monitor_for(conf):

@@ -60,17 +60,21 @@ def _allocations_of(record):
 
 class ClaimManager:
 
-    def __init__(self, conf, path=None, upgrade=True, drivers_for=None):
+    def __init__(self, conf, path=None, upgrade=True, drivers_for=None,
+                 repair=True):
         """``drivers_for(snapshot)``: the drivers that know ``snapshot``'s
         devices (the factory's :func:`node_agent.tracker.factory.
         claim_manager` hands the enabled ones); None: no device is known,
-        claims are amounts only."""
+        claims are amounts only.  ``repair``: see
+        :class:`~node_agent.claims.store.ClaimStore` (False for commands
+        that only read)."""
         self.conf = conf
         self._drivers_for = drivers_for
         self.host = conf.host
         self.store = store_mod.ClaimStore(
             path or db_path(conf),
-            busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade)
+            busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade,
+            repair=repair)
         self._reported_unclaimed = set()   # warned about, still unclaimed
         self._driver_set = (None, ())      # (snapshot, its drivers)
 

@@ -37,7 +37,9 @@ Rules:
   :meth:`node_agent.tracker.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
-  retried from fresh data ``[audit] reshape_retries`` times;
+  retried from fresh data ``[audit] reshape_retries`` times; a conflict
+  still there after them is raised as it is, contention the daemon waits
+  out with capped backoff before it starts again (never an exit 78);
   ``ReshapeFailed`` (drivers cannot place a consumer, or Placement
   refused the reshape for good) is logged with its providers and consumers
   and raised: the daemon exits non-zero rather than run on a tree that does
@@ -88,10 +90,8 @@ import time
 import tenacity
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent import exception
 from node_agent import metrics as metrics_mod
-from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
@@ -188,6 +188,7 @@ class ResourceTracker:
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
         self._rewrites = 0              # reads in a row the root moved
+        self._added_root_traits = frozenset()
         # Beside nova-compute: (ours, theirs, why) of the devices another
         # service reports, and those of ours kept as they hold allocations.
         self.reported_elsewhere = ()
@@ -213,10 +214,13 @@ class ResourceTracker:
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
-        current, ownership = self._read_tree(ensure=not dry_run)  # read
-        withhold.keep_reserved(self, current, ownership)
-        desired = current.copy()
+        # The drivers check their options against the host (CPU sets
+        # naming CPUs it lacks): before anything is created or read.
         drivers = self.drivers_for(snapshot)
+        current, ownership = self._read_tree(ensure=not dry_run)  # read
+        if withhold.keep_reserved(self, current, ownership):
+            drivers = self.drivers_for(snapshot)    # kept in this round too
+        desired = current.copy()
         before = allocations = None
         try:
             drivers.update_provider_tree(desired, self.nodename,  # build
@@ -234,7 +238,8 @@ class ResourceTracker:
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations,
-                                         ownership=ownership)
+                                         ownership=ownership,
+                                         claimed=self.claims_check.claimed())
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
                                           snapshot, ownership)
@@ -287,12 +292,13 @@ class ResourceTracker:
                 with attempt:
                     pending = self._sync(startup=True)
         except exception.ReshapeConflict as exc:
-            exc = exception.ReshapeFailed(
-                f'Placement kept answering 409 after {retries} retries '
-                f'({exc})')
-            LOG.error('%s: %s', self.nodename, exc)
-            self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
-            raise exc
+            # Contention, not a failure: other writers moved generations
+            # under every try.  The caller waits and starts again, for as
+            # long as it is contention (exit_policy.WAIT_ERRORS).
+            LOG.warning('%s: Placement answered 409 to %d reshape tries in '
+                        'a row (%s); the startup is tried again',
+                        self.nodename, retries + 1, exc)
+            raise
         except exception.ReshapeFailed as exc:
             LOG.error('%s: %s', self.nodename, exc)
             self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
@@ -392,17 +398,23 @@ class ResourceTracker:
         mine = self.last_good.find(root.uuid)
         if mine is None:
             return None
-        same = root.traits == mine.traits and {
-            rc: ptree.normalize_inventory(r)
-            for rc, r in root.inventory.items()} == {
-            rc: ptree.normalize_inventory(r)
-            for rc, r in mine.inventory.items()}
-        self._rewrites = 0 if same else self._rewrites + 1
+        undone = root_mod.undone(root, mine)
+        added = frozenset(root.traits - mine.traits)
+        if added != self._added_root_traits:
+            # Another writer's own traits (an operator's, a service's):
+            # kept, and no takeover; said once per change.
+            self._added_root_traits = added
+            if added:
+                LOG.info('%s: the root carries traits the agent did not '
+                         'set, kept as they are (not a second writer: only '
+                         "writes to the agent's own traits and inventory "
+                         'count): %s', self.nodename, ', '.join(sorted(added)))
+        self._rewrites = self._rewrites + 1 if undone else 0
         if self._rewrites < 2:
             return None
         return ('rewritten', f'root {root.name} ({root.uuid}) was rewritten '
                 'under the agent again after it corrected it (generation '
-                f'{root.generation})')
+                f'{root.generation}: {undone})')
 
     def _refuse_shared(self, tree=None, ownership=None):
         found = self.root.other_writer(tree, ownership)
@@ -501,20 +513,8 @@ class ResourceTracker:
         self.synced = (self.last_good, self.snapshot)
         self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
-        self._reserve_beside_nova(self.last_good)
+        withhold.reserve_beside_nova(self, self.last_good)
         self._status(self.status_line())
-
-    def _reserve_beside_nova(self, tree):
-        """Health hook: beside nova-compute, nova's own PCI providers of
-        the devices to reserve (:mod:`node_agent.tracker.nova_pci`)."""
-        if self.health is None or \
-                deployment.mode(self.conf) != deployment.BESIDE_NOVA:
-            return
-        from node_agent.tracker import nova_pci
-        root = tree.find(self.nodename)
-        if root is not None:
-            nova_pci.apply(self.report_client, tree, root, self.unhealthy(),
-                           nova_pci.Reservations.from_conf(self.conf))
 
     def drivers_for(self, snapshot):
         """The drivers over ``snapshot``: what is withheld reserved, a

@@ -10,6 +10,10 @@ Two rules of device health the tracker's round applies here
   that failed (an NVML call on a GPU that fell off the bus), and the
   failing device must not stay offered meanwhile.  Only reservations are
   added this way; a device given back waits for the round's scan.
+- **Nova's own providers too** (:func:`reserve_beside_nova`): beside
+  nova-compute, nova's PCI providers of the devices withheld
+  (:mod:`node_agent.tracker.nova_pci`), whatever the name of the mode
+  that runs beside it (the deprecated ``whole_host`` included).
 - **Nothing given back by an unreadable record** (:func:`keep_reserved`).
   When the stored decisions could not be read, what Placement shows
   reserved for health stays reserved.
@@ -19,6 +23,7 @@ import time
 
 from oslo_log import log as logging
 
+from node_agent import deployment
 from node_agent import health_state
 from node_agent.placement import plan as plan_mod
 
@@ -78,16 +83,17 @@ PROBLEM = 'health state'
 def keep_reserved(rt, current, ownership):
     """The stored health was unreadable: what ``current`` (Placement) shows
     reserved for health stays reserved; checked once per process, said in
-    the metrics until what was kept has ended."""
+    the metrics until what was kept has ended.  Whether anything was
+    kept now."""
     if rt.health is None:
-        return
+        return False
     if rt.kept_checked:
         if rt.kept_checked is not True and not rt.health.state_problem:
             rt.metrics.problem(PROBLEM, None, None)
             rt.kept_checked = True
-        return
+        return False
     if not rt.health.state_problem:
-        return
+        return False
     rt.kept_checked = time.time()
     rt.metrics.problem(PROBLEM, rt.health.state_problem, rt.kept_checked)
     found = health_state.reserved_in(current, rt.nodename, ownership)
@@ -95,3 +101,17 @@ def keep_reserved(rt, current, ownership):
         LOG.warning('%s: keeping reserved what Placement shows reserved '
                     'for health: %s', rt.nodename, ', '.join(sorted(found)))
         rt.health.keep_reserved(found)
+    return bool(found)
+
+
+def reserve_beside_nova(rt, tree):
+    """Beside nova-compute, reserve nova's own PCI providers of the devices
+    withheld (:mod:`node_agent.tracker.nova_pci`)."""
+    if rt.health is None or \
+            deployment.mode(rt.conf) != deployment.BESIDE_NOVA:
+        return
+    from node_agent.tracker import nova_pci
+    root = tree.find(rt.nodename)
+    if root is not None:
+        nova_pci.apply(rt.report_client, tree, root, rt.unhealthy(),
+                       nova_pci.Reservations.from_conf(rt.conf))

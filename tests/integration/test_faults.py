@@ -172,6 +172,26 @@ def test_reshaper_409_once_is_reread_and_retried(agent, server, proxy):
     assert_reshaped(before, server)
 
 
+def test_reshaper_contention_is_waited_out_never_exit_78(agent, server,
+                                                         proxy):
+    """Other writers moving generations under every reshape try: the
+    startup's own retries (``[audit] reshape_retries`` = 3, four tries)
+    end in a wait with capped backoff, then a new startup, for as long as
+    it is contention; never exit 78."""
+    before = service_tests.flat_with_consumers(agent, server)
+    proxy.fail('POST', '/reshaper', 409, times=6,
+               code='placement.concurrent_update')
+    agent.configure(proxy.url, nested=True)
+    agent.start()
+    agent.wait_for('STATUS=waiting for other writers of the providers: ')
+    messages = agent.wait_for('READY=1', timeout=90)
+    assert any('STATUS=in sync: ' in m for m in messages)
+    assert proxy.faults == 6
+    assert agent.stop() == 0
+    assert 'reshape failed' not in agent.log_text()
+    assert_reshaped(before, server)
+
+
 def test_reshaper_400_that_stays_exits_78(agent, server, proxy):
     service_tests.flat_with_consumers(agent, server)
     before = read(server)

@@ -16,6 +16,7 @@ from node_agent.placement import client
 from node_agent.tracker import factory
 from node_agent.tracker import nova_pci
 from node_agent.tracker import tracker
+from node_agent.tracker import withhold
 
 H100 = '0000:00:06.0'
 PCI_CLASS = 'CUSTOM_PCI_10DE_2330'
@@ -54,7 +55,7 @@ def test_whole_host_reserves_novas_pci_provider_of_a_drained_device(
     rt.health = health_monitor.HealthMonitor(600, lambda a, h: None)
     rt.health.drained({H100: 'fan swap'})
 
-    rt._reserve_beside_nova(report.get_provider_tree(root))
+    withhold.reserve_beside_nova(rt, report.get_provider_tree(root))
 
     inventory = placement_adapter.get(
         f'/resource_providers/{child}/inventories',
