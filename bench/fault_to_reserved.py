@@ -243,15 +243,13 @@ def render(rows):
         '| source | runs | fault -> reserved median | p99 | max | '
         'end -> offered median | p99 | max |',
         '|---|---:|---:|---:|---:|---:|---:|---:|']
-    for r in rows:
-        if not r['runs']:
-            lines.append(f'| {r["source"]} | 0 | no provider | | | | | |')
-            continue
-        lines.append(
-            f'| {r["source"]} | {r["runs"]} | {r["fault_median_s"]:.2f} s | '
-            f'{r["fault_p99_s"]:.2f} s | {r["fault_max_s"]:.2f} s | '
-            f'{r["back_median_s"]:.2f} s | {r["back_p99_s"]:.2f} s | '
-            f'{r["back_max_s"]:.2f} s |')
+    keys = ('fault_median_s', 'fault_p99_s', 'fault_max_s',
+            'back_median_s', 'back_p99_s', 'back_max_s')
+    lines += ['| ' + ' | '.join(
+        [r['source'], str(r['runs'])] + ([f'{r[k]:.2f} s' for k in keys]
+                                         if r['runs'] else
+                                         ['no provider'] + [''] * 5)) + ' |'
+        for r in rows]
     return '\n'.join(lines)
 
 
