@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from node_agent import drains
 from node_agent import health_state
 from node_agent import metrics as metrics_mod
 from node_agent.placement import client
@@ -177,5 +178,28 @@ def test_a_corrupt_health_state_keeps_what_placement_shows_reserved(
         assert f'1 device isolated: {H100}: reserved in Placement, kept' \
             in line, line
         assert 'what="health state"' in metrics.exposition()
+    finally:
+        stop_service(svc)
+
+
+def test_a_corrupt_drain_file_keeps_what_placement_shows_reserved(
+        conf, placement_adapter):
+    configure(conf)
+    drains.drain(drains.path_for(conf), H100, 'fan swap')
+    svc, rt, _ = start_service(conf, placement_adapter, quiet_nvml(),
+                               Clock())
+    assert pgpu(placement_adapter) == (1, 1)
+    stop_service(svc)
+    with open(drains.path_for(conf), 'w') as f:
+        f.write('{"version": 1, "dra')
+    svc, rt, adapter = start_service(conf, placement_adapter, quiet_nvml(),
+                                     Clock())
+    try:
+        assert pgpu(placement_adapter) == (1, 1)
+        assert [c for c in adapter.calls if c.method != 'GET'] == []
+        line = rt.status_line()
+        assert f'drain file {drains.path_for(conf)}: ' in line, line
+        assert f'1 device isolated: {H100}: reserved in Placement, kept' \
+            in line, line
     finally:
         stop_service(svc)
