@@ -183,12 +183,16 @@ class HealthMonitor:
 
     def settle(self, source=None, looked=None):
         """Forget the faults whose quiet period has passed (with
-        ``source``: those it saw, or that no running source saw; with
-        ``looked``, the addresses its look covered, only theirs: a device
-        it did not look at has not been seen to recover)."""
-        self._update(lambda records, now: {
-            a: health.settle(r, now, self.quiet_period, source, self.running)
-            for a, r in records.items() if looked is None or a in looked})
+        ``source``: those it saw, or that no running source saw).  With a
+        quiet period of 0 and ``looked``, the addresses its look covered,
+        only theirs: a device it did not look at has not been seen to
+        recover."""
+        def settled(records, now):
+            return {a: health.settle(r, now, self.quiet_period, source,
+                                     self.running)
+                    for a, r in records.items()
+                    if looked is None or self.quiet_period or a in looked}
+        self._update(settled)
 
     def withheld_by(self, source):
         """The addresses isolated by ``source`` (stored by the last run,
