@@ -39,6 +39,10 @@ Rules:
   pending, a recovery action pending, the device gone) is observed again
   at every look, so it holds the device for as long as it lasts and the
   quiet period starts when it clears.
+* With a quiet period of 0 a fault holds until a look of the source that
+  saw it no longer sees it (:attr:`Record.fresh`); a source settles only
+  what it saw, or what no running source saw (an isolation stored by the
+  last run of a source not running now).
 * An error of the monitoring itself is never the device's fault: the
   device is ``unmonitored`` (shown, never reserved) until that source
   works again.  A fault seen before keeps its reservation until its own
@@ -57,11 +61,7 @@ Rules:
 
 import dataclasses
 
-from oslo_log import log as logging
-
 from node_agent import text
-
-LOG = logging.getLogger(__name__)
 
 # Severities of an observation.
 WARN = 'warning'
