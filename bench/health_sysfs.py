@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from node_agent.hardware import health  # noqa: E402
+from node_agent.hardware import health_monitor  # noqa: E402
 from node_agent.hardware import pci_health  # noqa: E402
 from node_agent.hardware import sysfs  # noqa: E402
 from bench import _results  # noqa: E402
@@ -44,7 +44,7 @@ def looks(host, runs):
             for name in pci_health.AER_FILES:
                 with open(os.path.join(devices, address, name), 'w') as f:
                     f.write('TLP 0\nTOTAL_ERR_X 0\n')
-        monitor = health.HealthMonitor(600, lambda a, h: None)
+        monitor = health_monitor.HealthMonitor(600, lambda a, h: None)
         source = pci_health.SysfsHealthSource(
             sysfs.SysfsReader(root), monitor, lambda: addresses)
         times = []

@@ -38,6 +38,7 @@ RESULTS_RUNS = (
     ('scheduler-cost', ['--hosts', '100', '1000', '--repetitions', '20',
                         '--writers', '12']),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
+    ('fault-to-reserved', ['--runs', '10']),
 )
 
 

@@ -1,17 +1,28 @@
 """Devices an operator drained: ``device_drains.json`` under ``state_path``.
 
-``node-agent-manage device drain ADDRESS --reason TEXT`` writes the file
-(whole, :func:`node_agent.local_state.replace_file`), ``undrain`` takes an
-entry out; the daemon's :class:`DrainSource` reads it when it changes and
-tells the health monitor, which reserves a drained device the way it
-reserves an isolated one (:mod:`node_agent.hardware.health`).  Health
-recovery never undrains: only ``undrain`` does.
+``node-agent-manage device drain ADDRESS --reason TEXT`` writes the file,
+``undrain`` takes an entry out, ``clear ADDRESS --reason TEXT`` records
+that an isolation the health monitor decided ends now; the daemon's
+:class:`DrainSource` reads it when it changes and tells the health monitor,
+which reserves a drained device the way it reserves an isolated one
+(:mod:`node_agent.hardware.health`) and forgets an isolation observed
+before its clear.  Every process that builds a tree reads the same file
+(:mod:`node_agent.health_state`).  Health recovery never undrains: only
+``undrain`` does.
 
 ::
 
     {"version": 1,
      "drains": {"0000:3b:00.0": {"reason": "fan replacement",
-                                 "since": "2026-11-24T11:00:00Z"}}}
+                                 "since": "2026-11-24T11:00:00Z"}},
+     "clears": {"0000:af:00.0": {"at": 1795000000.0, "by": "root",
+                                 "reason": "GPU reset by hand"}}}
+
+Every change is a read-modify-write under one lock
+(:func:`node_agent.local_state.locked`), written through a temporary file
+of its own, fsync'd and renamed (:func:`node_agent.local_state.
+replace_file_unique`): a drain reported done is in the file, whatever
+other commands run beside it.  A reason is one printable line.
 
 A file that cannot be read or parsed is never taken for "no drains": the
 daemon keeps the drains it knew, with an error naming the file, and the
@@ -19,8 +30,10 @@ command refuses to write over it.
 """
 
 import datetime
+import getpass
 import json
 import os
+import time
 
 from oslo_log import log as logging
 
@@ -47,25 +60,70 @@ def path_for(conf):
     return os.path.join(conf.state_path, FILE_NAME)
 
 
-def load(path):
-    """``{address: {"reason", "since"}}``; {} when there is no file."""
+def load_all(path):
+    """The whole file: ``{"drains": {...}, "clears": {...}}`` (both
+    empty when there is no file); reasons made printable."""
     try:
         with open(path) as f:
             data = json.load(f)
     except FileNotFoundError:
-        return {}
+        return {'drains': {}, 'clears': {}}
     except (OSError, ValueError) as exc:
         raise DrainFileError(path, exc) from None
     if not isinstance(data, dict) or data.get('version') != VERSION \
-            or not isinstance(data.get('drains'), dict):
+            or not isinstance(data.get('drains'), dict) \
+            or not isinstance(data.get('clears', {}), dict):
         raise DrainFileError(path, f'not a version {VERSION} drain file')
-    return data['drains']
+    found = {'drains': data['drains'], 'clears': data.get('clears', {})}
+    for entries in found.values():
+        for entry in entries.values():
+            if isinstance(entry, dict) and 'reason' in entry:
+                entry['reason'] = printable(entry['reason'])
+    return found
 
 
-def _save(path, drains):
-    local_state.replace_file(path, json.dumps(
-        {'version': VERSION, 'drains': drains}, indent=1,
-        sort_keys=True).encode())
+def load(path):
+    """``{address: {"reason", "since"}}``; {} when there is no file."""
+    return load_all(path)['drains']
+
+
+def load_clears(path):
+    """``{address: {"at" (seconds since the epoch), "by", "reason"}}``:
+    the isolations an operator ended."""
+    return load_all(path)['clears']
+
+
+def printable(text):
+    """``text`` with every character that is not printable shown as
+    ``?``: a file written by hand (or by an older agent) never puts a
+    newline into a log line or a status line."""
+    return ''.join(c if c.isprintable() else '?' for c in str(text))
+
+
+def check_reason(reason, what='a drain'):
+    """``reason`` stripped, or ValueError: 1 to :data:`MAX_REASON`
+    printable characters on one line."""
+    reason = (reason or '').strip()
+    if not reason or len(reason) > MAX_REASON:
+        raise ValueError(f'{what} needs a reason of 1 to {MAX_REASON} '
+                         'characters')
+    bad = next((c for c in reason if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f'the reason must be one printable line: it holds '
+                         f'{bad!r}')
+    return reason
+
+
+def _change(path, change):
+    """Apply ``change(data)`` to the file under its lock; its result."""
+    with local_state.locked(path):
+        data = load_all(path)
+        result = change(data)
+        if result is not None:
+            local_state.replace_file_unique(path, json.dumps(
+                dict(data, version=VERSION), indent=1,
+                sort_keys=True).encode())
+        return result
 
 
 def check_address(address):
@@ -77,25 +135,41 @@ def check_address(address):
 
 def drain(path, address, reason, now=None):
     """Drain ``address`` (a PCI address) for ``reason``; the entry."""
-    reason = (reason or '').strip()
-    if not reason or len(reason) > MAX_REASON:
-        raise ValueError(f'a drain needs a reason of 1 to {MAX_REASON} '
-                         'characters')
-    drains = load(path)
+    reason = check_reason(reason)
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    drains[address] = {'reason': reason,
-                       'since': now.strftime('%Y-%m-%dT%H:%M:%SZ')}
-    _save(path, drains)
-    return drains[address]
+    entry = {'reason': reason, 'since': now.strftime('%Y-%m-%dT%H:%M:%SZ')}
+
+    def change(data):
+        data['drains'][address] = entry
+        return entry
+    return _change(path, change)
 
 
 def undrain(path, address):
     """Take ``address`` out; whether it was drained."""
-    drains = load(path)
-    if drains.pop(address, None) is None:
-        return False
-    _save(path, drains)
-    return True
+    def change(data):
+        return data['drains'].pop(address, None)
+    return _change(path, change) is not None
+
+
+def clear(path, address, reason, now=None, by=None):
+    """End the isolation of ``address`` observed before now (``reason``:
+    the operator's why); the entry."""
+    reason = check_reason(reason, 'a clear')
+    entry = {'at': time.time() if now is None else now,
+             'by': by or _user(), 'reason': reason}
+
+    def change(data):
+        data['clears'][address] = entry
+        return entry
+    return _change(path, change)
+
+
+def _user():
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f'uid {os.getuid()}'
 
 
 TITLE = 'drained devices'
@@ -119,6 +193,7 @@ class DrainSource:
         self.interval = interval
         self._stamp = None
         self._failing = False
+        self._loaded = False
 
     def run(self, stop):
         while not stop.is_set():
@@ -134,13 +209,21 @@ class DrainSource:
         if stamp == self._stamp and not self._failing:
             return
         try:
-            drains = load(self.path)
+            found = load_all(self.path)
         except DrainFileError as exc:
             if not self._failing:
                 LOG.error('%s; the drains known before stay', exc)
+            if not self._failing and not self._loaded:
+                # Nothing known before: what Placement shows reserved
+                # stays reserved (the tracker keeps it).
+                self.monitor.state_problem = (
+                    f'{exc}: the devices Placement shows reserved stay '
+                    'reserved')
             self._failing = True
             return
+        self._loaded = True
         self._failing = False
         self._stamp = stamp
+        self.monitor.cleared(found['clears'])
         self.monitor.drained({a: d.get('reason') or 'drained'
-                              for a, d in drains.items()})
+                              for a, d in found['drains'].items()})

@@ -367,3 +367,57 @@ def faults():
     now."""
     with _faults_lock:
         return dict(_faults)
+
+
+# -- read-modify-write by several processes ----------------------------------
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Hold an exclusive lock on ``<path>.lock`` (``0640``) for the block:
+    a read-modify-write of ``path`` by several processes at once is done
+    one after the other."""
+    import fcntl
+    ensure_directory(os.path.dirname(os.path.abspath(path)))
+    fd = os.open(path + '.lock', os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)            # releases the lock
+
+
+def replace_file_unique(path, data):
+    """Write ``data`` (bytes) to ``path`` whole or not at all, ``0640``,
+    through a temporary file of its own (``<path>.<random>.tmp``) that is
+    fsync'd, renamed over ``path``, and the directory fsync'd: two
+    writers never share a temporary file, and a rename reported done
+    survives a crash."""
+    import tempfile
+    directory = os.path.dirname(os.path.abspath(path))
+    ensure_directory(directory)
+    fd, tmp = tempfile.mkstemp(dir=directory,
+                               prefix=os.path.basename(path) + '.',
+                               suffix='.tmp')
+    done = False
+    try:
+        os.fchmod(fd, FILE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+        os.close(fd)
+        fd = None
+        os.replace(tmp, path)
+        done = True
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if not done:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

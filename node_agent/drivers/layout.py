@@ -24,6 +24,7 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import identity
 from node_agent import provider_tree as ptree
+from node_agent.hardware import health as health_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -230,13 +231,20 @@ def allocation_ratio(explicit, initial, current, nodename, resource_class):
 #: with ``openstack resource provider list --required ...``.
 UNHEALTHY_TRAIT = 'CUSTOM_NODE_AGENT_UNHEALTHY'
 HEALTH_TRAIT_PREFIX = 'CUSTOM_NODE_AGENT_HEALTH_'
-HEALTH_TRAITS = (UNHEALTHY_TRAIT, HEALTH_TRAIT_PREFIX + '*')
+#: Trait of a device provider whose device is in the ``warning`` state:
+#: still offered, but a flavor can forbid it
+#: (``trait:CUSTOM_NODE_AGENT_DEGRADED=forbidden``).
+DEGRADED_TRAIT = 'CUSTOM_NODE_AGENT_DEGRADED'
+HEALTH_TRAITS = (UNHEALTHY_TRAIT, DEGRADED_TRAIT, HEALTH_TRAIT_PREFIX + '*')
 
 
 def health_traits(health):
     """The traits a device provider carries for ``health`` (a
-    :class:`~node_agent.hardware.health.Health` or None): none unless its
-    device is reserved."""
+    :class:`~node_agent.hardware.health.Health` or None): the degraded
+    trait for a warning, the health traits when its device is reserved,
+    none otherwise."""
+    if health is not None and health.state == health_mod.WARNING:
+        return {DEGRADED_TRAIT}
     if health is None or not health.reserves:
         return set()
     family = {HEALTH_TRAIT_PREFIX + (health.family or 'OTHER')}

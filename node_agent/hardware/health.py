@@ -11,6 +11,7 @@ and :class:`node_agent.hardware.pci_health.SysfsHealthSource`.
                                                             |  observe(),
        Supervisor: one thread per source, restarted         |  settle(),
        after an unexpected error (status line, metric)      |  health_of()
+       (:mod:`node_agent.hardware.health_monitor`)          |
                                                             v
                                   on_change(address, Health) -> the caller
 
@@ -38,6 +39,10 @@ Rules:
   pending, a recovery action pending, the device gone) is observed again
   at every look, so it holds the device for as long as it lasts and the
   quiet period starts when it clears.
+* With a quiet period of 0 a fault holds until a look of the source that
+  saw it no longer sees it (:attr:`Record.fresh`); a source settles only
+  what it saw, or what no running source saw (an isolation stored by the
+  last run of a source not running now).
 * An error of the monitoring itself is never the device's fault: the
   device is ``unmonitored`` (shown, never reserved) until that source
   works again.  A fault seen before keeps its reservation until its own
@@ -55,14 +60,8 @@ Rules:
 """
 
 import dataclasses
-import threading
-import time
-
-from oslo_log import log as logging
 
 from node_agent import text
-
-LOG = logging.getLogger(__name__)
 
 # Severities of an observation.
 WARN = 'warning'
@@ -185,37 +184,66 @@ class Record:
     drained: str | None = None            # the operator's reason
     instances: tuple = ()                 # ((MIG instance, Observation,
     #                                        at), ...) isolated alone
+    isolate_since: float | None = None    # first observation of it
+    isolate_by: str | None = None         # the source that saw it
+    #: Severities observed since their source's last settle: with a quiet
+    #: period of 0 a fault holds until a look no longer sees it.
+    fresh: frozenset = frozenset()
 
 
 EMPTY = Record()
 
 
-def observe(record, observation, now):
-    """``record`` after ``observation`` at ``now``: the latest one of each
-    severity is kept (what is going on now); an isolate observation of
-    one MIG instance isolates that instance alone."""
+def observe(record, observation, now, source=None):
+    """``record`` after ``observation`` at ``now`` (by ``source``): the
+    latest one of each severity is kept (what is going on now); an
+    isolate observation of one MIG instance isolates that instance
+    alone."""
     if observation.severity == ISOLATE and observation.instance is not None:
         others = tuple(i for i in record.instances
                        if i[0] != observation.instance)
         return dataclasses.replace(record, instances=tuple(sorted(
             others + ((observation.instance, observation, now),),
             key=lambda i: i[0])))
+    fresh = record.fresh | {observation.severity}
     if observation.severity == ISOLATE:
+        since = record.isolate_since if record.isolate else now
         return dataclasses.replace(record, isolate=observation,
-                                   isolate_at=now)
-    return dataclasses.replace(record, warning=observation, warning_at=now)
+                                   isolate_at=now, isolate_since=since,
+                                   isolate_by=source, fresh=fresh)
+    return dataclasses.replace(record, warning=observation, warning_at=now,
+                               fresh=fresh)
 
 
-def settle(record, now, quiet_period):
-    """``record`` at ``now``: faults older than the quiet period forgotten.
-    """
-    if record.isolate and now - record.isolate_at >= quiet_period:
-        record = dataclasses.replace(record, isolate=None, isolate_at=None)
-    if record.warning and now - record.warning_at >= quiet_period:
+def _over(at, severity, record, now, quiet_period):
+    """Whether a fault last seen ``at`` is over at ``now``: quiet for the
+    quiet period, or, with a period of 0, not seen by the last look."""
+    if quiet_period == 0:
+        return severity not in record.fresh
+    return now - at >= quiet_period
+
+
+def settle(record, now, quiet_period, source=None, running=()):
+    """``record`` at ``now``: faults older than the quiet period forgotten
+    (with ``source``, only an isolation it saw, or one that no source
+    among ``running`` saw)."""
+    mine = source is None or record.isolate_by in (None, source) or \
+        record.isolate_by not in running
+    if record.isolate and mine and _over(record.isolate_at, ISOLATE, record,
+                                         now, quiet_period):
+        record = dataclasses.replace(record, isolate=None, isolate_at=None,
+                                     isolate_since=None, isolate_by=None)
+    if record.warning and _over(record.warning_at, WARN, record, now,
+                                quiet_period):
         record = dataclasses.replace(record, warning=None, warning_at=None)
-    if any(now - at >= quiet_period for _, _, at in record.instances):
+    if quiet_period and any(now - at >= quiet_period
+                            for _, _, at in record.instances):
         record = dataclasses.replace(record, instances=tuple(
             i for i in record.instances if now - i[2] < quiet_period))
+    if quiet_period == 0 and record.fresh:
+        kept = ISOLATE if not mine else None
+        record = dataclasses.replace(record, fresh=frozenset(
+            {kept} & record.fresh))
     return record
 
 
@@ -344,168 +372,3 @@ def summary(states):
             parts.append(f'{text.plural(len(devices), "device")} {state}: '
                          f'{listed}')
     return '; '.join(parts)
-
-
-class HealthMonitor:
-    """The health of every watched device; sources feed it, from threads.
-
-    ``on_change(address, health)`` is called, outside the lock, when what
-    is said of a device (:func:`health_of`) changes.
-    """
-
-    def __init__(self, quiet_period, on_change, clock=time.monotonic):
-        self.quiet_period = quiet_period
-        self._on_change = on_change
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._records = {}
-        self.restarts = {}              # source name: restarts so far
-
-    @classmethod
-    def from_conf(cls, conf, on_change, clock=time.monotonic):
-        return cls(conf.health.quiet_period, on_change, clock)
-
-    def now(self):
-        return self._clock()
-
-    def health(self, address):
-        with self._lock:
-            return health_of(self._records.get(address, EMPTY))
-
-    def states(self):
-        """``{address: Health}`` of every device not healthy now."""
-        with self._lock:
-            said = {a: health_of(r) for a, r in self._records.items()}
-        return {a: h for a, h in said.items() if not h.healthy}
-
-    def unhealthy(self):
-        """``{address: Health}`` of the devices to reserve now, all of
-        them (isolated or drained) or their isolated MIG instances."""
-        return {a: h for a, h in self.states().items() if h.reserves}
-
-    def summary(self):
-        """The status line's words for the devices not healthy and the
-        sources restarted; '' when there is nothing to say."""
-        parts = [summary(self.states())]
-        with self._lock:
-            restarts = sorted(self.restarts.items())
-        for source, count in restarts:
-            parts.append(f'health source {source} restarted '
-                         f'{text.plural(count, "time")}')
-        return '; '.join(p for p in parts if p)
-
-    def observe(self, address, observation):
-        """``observation`` (an :class:`Observation`) of ``address`` now."""
-        self._update(lambda records, now: {
-            address: observe(records.get(address, EMPTY), observation, now)})
-
-    def unmonitored(self, address, source, reason):
-        """``source`` cannot watch ``address`` (``reason``); None: it can
-        again."""
-        self._update(lambda records, now: {
-            address: set_unmonitored(records.get(address, EMPTY), source,
-                                     reason)})
-
-    def drained(self, drains):
-        """The operator's drains now: ``{address: reason}``; devices not
-        in it are not drained."""
-        self._update(lambda records, now: {
-            a: dataclasses.replace(r, drained=drains.get(a))
-            for a, r in dict(records, **{
-                a: records.get(a, EMPTY) for a in drains}).items()})
-
-    def settle(self):
-        """Forget the faults whose quiet period has passed."""
-        self._update(lambda records, now: {
-            a: settle(r, now, self.quiet_period)
-            for a, r in records.items()})
-
-    def source_restarted(self, source):
-        with self._lock:
-            self.restarts[source] = self.restarts.get(source, 0) + 1
-
-    def _update(self, change):
-        with self._lock:
-            new = change(self._records, self._clock())
-            changed = [(a, health_of(r)) for a, r in new.items()
-                       if health_of(self._records.get(a, EMPTY))
-                       != health_of(r)]
-            self._records.update(new)
-        for address, health in changed:
-            _log(address, health, self.quiet_period)
-            self._on_change(address, health)
-
-
-def _log(address, health, quiet_period):
-    if health.state == HEALTHY:
-        LOG.info('device %s is healthy again (%ss without a fault)',
-                 address, quiet_period)
-    elif health.state == UNMONITORED:
-        LOG.warning('device %s is unmonitored: %s; it stays schedulable',
-                    address, health.reason)
-    elif health.state == WARNING:
-        LOG.warning('device %s: warning: %s; it stays schedulable',
-                    address, health.reason)
-    else:
-        LOG.warning('device %s is %s: %s; its provider is reserved%s',
-                    address, health.state, health.reason,
-                    f' (recommended: {health.action})'
-                    if health.action else '')
-
-
-class Supervisor:
-    """Runs health sources, one thread each; a source that stops on an
-    unexpected error is started again after ``restart_delay`` seconds
-    (doubled at each restart in a row, up to 300), counted in the
-    monitor (status line) and ``on_restart(name)`` (metrics).
-
-    A source is an object with ``name``, ``run(stop_event)`` (returns when
-    the event is set, or at once when it has no data) and nothing else.
-    ``on_stop()`` runs once at :meth:`stop`, after the sources' threads
-    (the notifier's transport is closed there).
-    """
-
-    MAX_DELAY = 300.0
-
-    def __init__(self, sources, monitor, restart_delay=5.0,
-                 on_restart=None, on_stop=None):
-        self.sources = list(sources)
-        self._on_stop = on_stop
-        self.monitor = monitor
-        self.restart_delay = restart_delay
-        self._on_restart = on_restart or (lambda name: None)
-        self._stop = threading.Event()
-        self._threads = []
-
-    def start(self):
-        for source in self.sources:
-            thread = threading.Thread(target=self._keep, args=(source,),
-                                      daemon=True,
-                                      name=f'health-{source.name}')
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def stop(self, timeout=None):
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout)
-        on_stop, self._on_stop = self._on_stop, None
-        if on_stop is not None:
-            on_stop()
-
-    def _keep(self, source):
-        delay = self.restart_delay
-        while not self._stop.is_set():
-            try:
-                source.run(self._stop)
-                return                      # stopped, or no data here
-            except Exception:
-                LOG.exception('health source %s stopped on an unexpected '
-                              'error; starting it again in %ss',
-                              source.name, delay)
-            self.monitor.source_restarted(source.name)
-            self._on_restart(source.name)
-            if self._stop.wait(delay):
-                return
-            delay = min(max(delay, 0.01) * 2, self.MAX_DELAY)

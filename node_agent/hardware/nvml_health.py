@@ -37,6 +37,7 @@ monitoring's fault: the caller marks the GPU ``unmonitored``.
 
 import dataclasses
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -195,6 +196,10 @@ def _rose(values, key, address, rate, counters, now):
         return None
     last = counters.get((address, key))
     counters[(address, key)] = values[key]
+    if last is not None and values[key] < last:
+        LOG.info('GPU %s: NVML field %s went down (%s -> %s): a reset or a '
+                 'driver reload; the new baseline', address, key, last,
+                 values[key])
     if last is not None and values[key] > last:
         return rate.rose((address, key), now)
     rate.quiet((address, key), now)
@@ -224,7 +229,7 @@ class NvmlHealthSource:
     QUERIES = 'NVML queries'
 
     def __init__(self, nvml, monitor, ignored_xids, addresses=None,
-                 wait_s=5.0, rate=None):
+                 wait_s=5.0, rate=None, deadline=None):
         self.nvml = nvml
         self.monitor = monitor
         self.ignored_xids = frozenset(ignored_xids)
@@ -232,18 +237,30 @@ class NvmlHealthSource:
         self.wait_s = wait_s
         self.rate = rate or health.Rate(300)
         self._stop = threading.Event()
-        self._counters = {}
+        # {(address, field): last value}, from the last run at first.
+        self._counters = monitor.counters(self.name)
         self._wait_failed = False
         self._thread = None
+        #: Seconds an NVML call may take (the supervisor's deadline: past
+        #: it the GPUs are unmonitored), and when the source last showed
+        #: it was not stuck (a wait counts ahead for its own length).
+        self.deadline = deadline
+        self.beat = None
+        self._handles = {}
 
     @classmethod
     def from_conf(cls, conf, nvml, monitor, addresses=None):
         return cls(nvml, monitor, conf.gpu.health_ignored_xids, addresses,
-                   rate=health.Rate(conf.health.rate_window))
+                   rate=health.Rate(conf.health.rate_window),
+                   deadline=conf.hardware.scan_timeout)
+
+    def watched(self):
+        """The addresses of the GPUs registered."""
+        return set(self._handles)
 
     def start(self):
         """Run in a thread of its own (without a
-        :class:`~node_agent.hardware.health.Supervisor`)."""
+        :class:`~node_agent.hardware.health_monitor.Supervisor`)."""
         self._thread = threading.Thread(target=self.run, daemon=True,
                                         name='health-nvml')
         self._thread.start()
@@ -273,7 +290,7 @@ class NvmlHealthSource:
         try:
             event_set = nvml.nvmlEventSetCreate()
             try:
-                handles = self._register(event_set)
+                handles = self._handles = self._register(event_set)
                 while not self._stop.is_set():
                     self.step(event_set, handles)
             finally:
@@ -312,6 +329,7 @@ class NvmlHealthSource:
         """One wait, what it brought, the standing conditions, the quiet
         periods."""
         nvml = self.nvml
+        self.beat = time.monotonic() + self.wait_s
         try:
             event = nvml.nvmlEventSetWait(event_set,
                                           int(self.wait_s * 1000))
@@ -322,7 +340,7 @@ class NvmlHealthSource:
                 self.monitor.observe(address, health.Observation(
                     health.ISOLATE, f'{health.GPU_LOST} ({exc})',
                     health.GPU_LOST_FAMILY,
-                    'reset the GPU or reboot the host'))
+                    'reset the GPU or reboot the host'), self.name)
         except nvml.NVMLError as exc:
             LOG.warning('GPU health: waiting on NVML events failed (%s); '
                         'trying again in %ss', exc, self.wait_s)
@@ -336,13 +354,16 @@ class NvmlHealthSource:
             self._events_work(handles)
             self._on_event(event, handles)
         for address, handle in handles.items():
+            self.beat = time.monotonic()
             observations, problem = standing(
                 nvml, handle, address, self.rate, self._counters,
                 self.monitor.now())
             self.monitor.unmonitored(address, self.QUERIES, problem)
             for observation in observations:
-                self.monitor.observe(address, observation)
-        self.monitor.settle()
+                self.monitor.observe(address, observation, self.name)
+        self.beat = time.monotonic()
+        self.monitor.settle(self.name, set(handles))
+        self.monitor.store_counters(self.name, self._counters)
 
     def _events_work(self, handles):
         """A wait answered: a failed one before it no longer stands."""
@@ -369,7 +390,7 @@ class NvmlHealthSource:
             observation = dataclasses.replace(
                 observation, reason=f'{observation.reason} (GPU unknown)')
             for address in handles:
-                self.monitor.observe(address, observation)
+                self.monitor.observe(address, observation, self.name)
             return
         if address in handles:
-            self.monitor.observe(address, observation)
+            self.monitor.observe(address, observation, self.name)

@@ -22,12 +22,23 @@ rising                         rate_window`` (:class:`~node_agent.
 =============================  =====================================
 
 The AER files hold one ``NAME count`` line per error kind and a
-``TOTAL_ERR_*`` line; the total is compared with the previous look, so
-the first look only learns where the counter stands.  A device without
-AER files (a VM, an old kernel) has no AER data, which is no fault.  A
-file that was there and cannot be read or parsed now is the
-monitoring's fault: the device is ``unmonitored`` until it reads again.
+``TOTAL_ERR_*`` line; the total is compared with the previous look, or
+at the first look after a start with the total the monitor stored
+(:meth:`~node_agent.hardware.health_monitor.HealthMonitor.counters`), so
+errors that came while the agent was down are seen before it is READY;
+with nothing stored the first look only learns where the counter stands.
+A counter that went down (a reset, a driver reload) is a new baseline,
+logged once.  A device without AER files (a VM, an old kernel) has no AER
+data, which is no fault.
+
+Errors of the monitoring are never the device's fault: a file that was
+there and cannot be read or parsed now, a ``carrier`` or ``operstate``
+that says nothing known, or a sysfs whose PCI device directory cannot be
+listed (every watched device would look "gone") make the device
+``unmonitored`` until it reads again; nothing is reserved for them.
 """
+
+import time
 
 from oslo_log import log as logging
 
@@ -41,6 +52,8 @@ AER_NONFATAL = 'aer_dev_nonfatal'
 AER_CORRECTABLE = 'aer_dev_correctable'
 AER_FILES = (AER_FATAL, AER_NONFATAL, AER_CORRECTABLE)
 LOST_OPERSTATES = ('down', 'lowerlayerdown', 'notpresent')
+UP_OPERSTATES = ('up', 'unknown', 'dormant', 'testing')
+DEVICES = 'bus/pci/devices'
 
 
 def aer_total(text):
@@ -49,6 +62,8 @@ def aer_total(text):
     counts = {}
     for line in text.splitlines():
         name, _, count = line.strip().rpartition(' ')
+        if not name.strip() or not count.isdigit():
+            raise ValueError(f'not a counter line: {line[:40]!r}')
         counts[name.strip()] = int(count)
     if not counts:
         raise ValueError('empty')
@@ -71,22 +86,31 @@ class SysfsHealthSource:
     name = 'sysfs'
 
     def __init__(self, sysfs, monitor, addresses, interval=10.0,
-                 rate=None, carrier=()):
+                 rate=None, carrier=(), deadline=None):
         self.sysfs = sysfs
         self.monitor = monitor
         self.addresses = addresses
         self.interval = interval
         self.rate = rate or health.Rate(300)
         self.carrier = frozenset(carrier)
-        self._counters = {}             # (address, file): last total
-        self._seen = set()              # (address, file) read once
+        # (address, file): last total, from the last run at first.
+        self._counters = monitor.counters(self.name)
+        self._seen = set(self._counters)    # (address, file) read once
         self.looks = 0                  # looks done so far
+        # The supervisor's deadline on a look (and the wait before it).
+        self.deadline = None if deadline is None else deadline + interval
+        self.beat = None
+        self._looked_at = set()
 
     @classmethod
     def from_conf(cls, conf, sysfs, monitor, addresses):
         return cls(sysfs, monitor, addresses, conf.health.sysfs_interval,
                    health.Rate(conf.health.rate_window),
-                   conf.health.carrier_devices)
+                   conf.health.carrier_devices, conf.hardware.scan_timeout)
+
+    def watched(self):
+        """The addresses of the last look."""
+        return set(self._looked_at)
 
     def run(self, stop):
         """Look, then wait ``interval``, until ``stop`` is set."""
@@ -95,19 +119,38 @@ class SysfsHealthSource:
             stop.wait(self.interval)
 
     def look(self):
-        """One look at every watched device, then the quiet periods."""
+        """One look at every watched device, then the quiet periods and
+        the counters stored."""
         now = self.monitor.now()
-        for address in sorted(self.addresses()):
-            observations, problem = self.examine(address, now)
+        self.beat = time.monotonic()
+        blind = self._blind()
+        self._looked_at = set(self.addresses())
+        for address in sorted(self._looked_at):
+            if blind:
+                observations, problem = [], blind
+            else:
+                observations, problem = self.examine(address, now)
             for observation in observations:
-                self.monitor.observe(address, observation)
+                self.monitor.observe(address, observation, self.name)
             self.monitor.unmonitored(address, self.name, problem)
-        self.monitor.settle()
+        self.monitor.settle(self.name, self._looked_at)
+        self.monitor.store_counters(self.name, self._counters)
         self.looks += 1
+        self.beat = time.monotonic()
+
+    def _blind(self):
+        """Why no device can be looked at now (the PCI device directory
+        unreadable or empty), or None."""
+        try:
+            if self.sysfs.listdir(DEVICES):
+                return None
+            return f'{DEVICES} is empty'
+        except exception.SysfsReadError as exc:
+            return str(exc)
 
     def examine(self, address, now):
         """``([Observation], problem)`` of one device."""
-        device = f'bus/pci/devices/{address}'
+        device = f'{DEVICES}/{address}'
         if not self.sysfs.exists(device):
             return [health.Observation(
                 health.ISOLATE, 'gone from the PCI bus', health.GONE,
@@ -144,6 +187,10 @@ class SysfsHealthSource:
         self._seen.add(key)
         last = self._counters.get(key)
         self._counters[key] = total
+        if last is not None and total < last:
+            LOG.info('device %s: %s went down (%s -> %s): a reset or a '
+                     'driver reload; %s is the new baseline', address, name,
+                     last, total, total)
         if last is None or total <= last:
             self.rate.quiet(key, now)
             return None
@@ -178,11 +225,21 @@ class SysfsHealthSource:
         for ifname in self.sysfs.listdir(f'{device}/net'):
             net = f'{device}/net/{ifname}'
             try:
-                up = self.sysfs.read(f'{net}/carrier') == '1'
+                carrier = self.sysfs.read(f'{net}/carrier')
             except exception.SysfsReadError:
                 # An interface that is down has no carrier to read.
-                up = self.sysfs.read(f'{net}/operstate') \
-                    not in LOST_OPERSTATES
+                carrier = None
+            if carrier not in (None, '0', '1'):
+                raise exception.SysfsReadError(
+                    f'{net}/carrier', f'not 0 or 1: {carrier[:40]!r}')
+            if carrier is None:
+                state = self.sysfs.read(f'{net}/operstate')
+                if state not in LOST_OPERSTATES + UP_OPERSTATES:
+                    raise exception.SysfsReadError(
+                        f'{net}/operstate', f'unknown: {state[:40]!r}')
+                up = state not in LOST_OPERSTATES
+            else:
+                up = carrier == '1'
             if not up:
                 found.append(health.Observation(
                     health.ISOLATE, f'carrier lost on {ifname}',

@@ -67,6 +67,7 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
     ``metrics``: a :class:`node_agent.metrics.Metrics` the report client
     and the tracker count into (None: nothing is counted).
     """
+    from node_agent import health_state
     from node_agent.hardware import discovery as discovery_mod
     from node_agent import local_state
     from node_agent.tracker import scan_state
@@ -75,7 +76,7 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
         local_state.narrow(conf.state_path)
     discovery = discovery_mod.Discovery(conf)
     try:
-        yield tracker_mod.ResourceTracker(
+        rt = tracker_mod.ResourceTracker(
             conf, report_client(conf, adapter, stateful, read_state,
                                 metrics),
             discovery,
@@ -83,6 +84,11 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
             notifier=notifier, metrics=metrics,
             scan_state=(scan_state.ScanState.from_conf(conf)
                         if stateful or read_state else None))
+        # What is withheld now, as the daemon stored it: every tree this
+        # process builds reserves it (the daemon's own monitor replaces
+        # this one when its health watcher starts).
+        rt.health = health_state.monitor_for(conf)
+        yield rt
     finally:
         discovery.close()
 
@@ -99,7 +105,7 @@ def claims_rpc(conf, rt):
     from node_agent.claims import rpc
 
     def context():
-        return rt.last_good, rt.snapshot
+        return rt.synced or (None, None)
 
     return functools.partial(rpc.start_server, conf, rt.claims, context)
 
@@ -118,7 +124,7 @@ def device_health(conf, rt, metrics=None, clock=None):
     """``make(callback) -> watcher`` of device health, or None when no
     health source applies.
 
-    The watcher is a :class:`~node_agent.hardware.health.Supervisor` of
+    The watcher is a :class:`~node_agent.hardware.health_monitor.Supervisor` of
     the sources that apply (NVML events and queries while the gpu driver
     is on and ``[hardware] nvml_enabled``; sysfs while ``[health]
     sysfs_enabled``; always the operator's drains) feeding one health
@@ -132,8 +138,9 @@ def device_health(conf, rt, metrics=None, clock=None):
     """
     from node_agent import drains
     from node_agent import health_notifier
+    from node_agent import health_state
     from node_agent import metrics as metrics_mod
-    from node_agent.hardware import health
+    from node_agent.hardware import health_monitor
     from node_agent.hardware import nvml_health
     from node_agent.hardware import pci_health
     metrics = metrics or metrics_mod.NOOP
@@ -148,38 +155,50 @@ def device_health(conf, rt, metrics=None, clock=None):
                 notifier.changed(address, state)
             callback()
 
-        monitor = health.HealthMonitor.from_conf(
-            conf, changed, **({'clock': clock} if clock else {}))
+        # The stored decisions, drains and clears, before the startup
+        # sync: no flip-flop, and nothing given back by a restart.
+        monitor = health_monitor.HealthMonitor.from_conf(
+            conf, changed, **({'clock': clock} if clock else {}),
+            store=health_state.HealthStore.from_conf(conf))
         rt.health = monitor
         drained = drains.DrainSource(drains.path_for(conf), monitor)
-        drained.look()          # before the startup sync: no flip-flop
+        drained.look()
         sources = [drained]
         if nvml:
             sources.append(nvml_health.NvmlHealthSource.from_conf(
                 conf, rt.discovery.nvml, monitor))
         if conf.health.sysfs_enabled:
-            sources.append(pci_health.SysfsHealthSource.from_conf(
+            sysfs = pci_health.SysfsHealthSource.from_conf(
                 conf, rt.discovery.reader, monitor,
-                functools.partial(watched_devices, rt)))
-        return health.Supervisor(sources, monitor,
-                                 conf.health.source_restart_delay,
-                                 on_restart=metrics.health_source_restarted,
-                                 on_stop=notifier and notifier.close)
+                functools.partial(watched_devices, rt, monitor))
+            # Counters that rose while the agent was down: seen now,
+            # before the startup sync and READY.
+            sysfs.look()
+            sources.append(sysfs)
+        return health_monitor.Supervisor(
+            sources, monitor, conf.health.source_restart_delay,
+            on_restart=metrics.health_source_restarted,
+            on_stop=notifier and notifier.close)
 
     return make
 
 
-def watched_devices(rt):
+def watched_devices(rt, monitor=None):
     """PCI addresses of the devices the tracker last synced a provider
     for (GPUs, accelerators, NIC PFs; a VF's own function, whether the VF
     is under its GPU's provider or, with no card level, in its place),
-    and of those nova-compute reports in Placement beside it."""
+    and of those nova-compute reports in Placement beside it.  Before the
+    first sync: those whose sysfs counters ``monitor`` stored, or that
+    it stored as isolated by sysfs."""
     from node_agent import identity
     from node_agent.tracker import nova_pci
     tree = rt.last_good
     root = tree.find(rt.nodename) if tree is not None else None
     if root is None:
-        return set()
+        if monitor is None:
+            return set()
+        return {address for address, _ in monitor.counters('sysfs')} | \
+            monitor.withheld_by('sysfs')
     physfns = rt.snapshot.physfns() if rt.snapshot else {}
     found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):

@@ -90,7 +90,6 @@ import time
 import tenacity
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent import text
@@ -99,6 +98,7 @@ from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
 from node_agent.tracker import coexistence
 from node_agent.tracker import root as root_mod
+from node_agent.tracker import withhold
 
 LOG = logging.getLogger(__name__)
 
@@ -180,6 +180,10 @@ class ResourceTracker:
         self.last_good = None           # desired tree of the last sync
         self.ownership = None           # what it may touch, that round
         self.snapshot = None
+        #: ``(last_good, snapshot)`` of the last sync, replaced in one
+        #: assignment: what a reader on another thread (the claims RPC)
+        #: takes, never a tree of one round with the snapshot of another.
+        self.synced = None
         self.reshape_pending = None     # reason, while a restart is required
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
@@ -199,9 +203,11 @@ class ResourceTracker:
         # The claim checks after each sync.
         self.claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
-        # A hardware.health.HealthMonitor the service feeds, or None: its
-        # unhealthy devices are reserved in every tree built.
+        # A HealthMonitor (the daemon's, or one holding what is stored:
+        # node_agent.health_state), or None: its unhealthy devices are
+        # reserved in every tree built.
         self.health = None
+        self.kept_checked = False       # stored health unreadable: kept?
 
     # -- the loop -----------------------------------------------------------
 
@@ -210,8 +216,10 @@ class ResourceTracker:
         snapshot = self._scan(dry_run)                            # discover
         # The drivers check their options against the host (CPU sets
         # naming CPUs it lacks): before anything is created or read.
-        drivers = _drivers(self.conf, snapshot, self.unhealthy())
+        drivers = self.drivers_for(snapshot)
         current, ownership = self._read_tree(ensure=not dry_run)  # read
+        if withhold.keep_reserved(self, current, ownership):
+            drivers = self.drivers_for(snapshot)    # kept in this round too
         desired = current.copy()
         before = allocations = None
         try:
@@ -252,6 +260,8 @@ class ResourceTracker:
 
     def _sync(self, startup):
         self.audit_incomplete = None
+        if not startup:
+            withhold.reserve_first(self)
         pending = self._prepare(startup)
         if pending.plan.reshape:
             self._status('reshaping ' + text.plural(
@@ -496,22 +506,17 @@ class ResourceTracker:
                          self.nodename)
             self.reshape_pending = None
         self.last_good = pending.desired.copy()
+        self.synced = (self.last_good, self.snapshot)
         self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
-        self._reserve_beside_nova(self.last_good)
+        withhold.reserve_beside_nova(self, self.last_good)
         self._status(self.status_line())
 
-    def _reserve_beside_nova(self, tree):
-        """Health hook: beside nova-compute, nova's own PCI providers of
-        the devices to reserve (:mod:`node_agent.tracker.nova_pci`)."""
-        if self.health is None or \
-                self.conf.deployment != deployment.BESIDE_NOVA:
-            return
-        from node_agent.tracker import nova_pci
-        root = tree.find(self.nodename)
-        if root is not None:
-            nova_pci.apply(self.report_client, tree, root, self.unhealthy(),
-                           nova_pci.Reservations.from_conf(self.conf))
+    def drivers_for(self, snapshot):
+        """The drivers over ``snapshot``: what is withheld reserved, a
+        degraded device marked."""
+        said = self.health.states() if self.health is not None else {}
+        return _drivers(self.conf, snapshot, said)
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""

@@ -38,6 +38,7 @@ SMOKE = {
     'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
                        '--server-processes', '1'],
     'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
+    'fault-to-reserved': ['--runs', '1'],
 }
 
 
@@ -84,6 +85,16 @@ def test_health_sysfs(tmp_path):
     assert [(r['host'], r['functions'], r['looks']) for r in rows] == [
         ('host2', 29, 2), ('h100-vm', 7, 2)]
     assert all(r['min_ms'] <= r['median_ms'] <= r['max_ms'] for r in rows)
+
+
+def test_fault_to_reserved(tmp_path):
+    rows, _ = bench('fault-to-reserved', tmp_path)
+    # Every source reserved its device and gave it back once.
+    assert [(r['source'], r['runs']) for r in rows] == [
+        ('drain', 1), ('sysfs-aer', 1), ('sysfs-carrier', 1),
+        ('nvml-xid', 1)]
+    assert all(0 < r['fault_median_s'] and 0 < r['back_median_s']
+               for r in rows)
 
 
 def test_reshaper_cost(tmp_path):

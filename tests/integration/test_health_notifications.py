@@ -11,6 +11,7 @@ from node_agent import drains
 from node_agent import health_notifier
 from node_agent.claims import rpc
 from node_agent.hardware import health
+from node_agent.hardware import health_monitor
 from node_agent.tracker import factory
 from node_agent.tracker import tracker
 from tests.fixtures import hosts
@@ -96,7 +97,7 @@ def test_a_drain_and_a_fault_are_notified(conf, listening):
         'warn', '0000:3b:00.0', 'warning', False, 'reseat the device')
     assert heard.queue.empty()
     assert len(changes) == 3
-    assert isinstance(watcher, health.Supervisor)
+    assert isinstance(watcher, health_monitor.Supervisor)
     watcher.stop()
 
 

@@ -1,23 +1,41 @@
-"""device commands: drain a device for maintenance, undrain it.
+"""device commands: withhold a device by hand, end a withholding, list them.
 
 ::
 
-    device drain ADDRESS --reason TEXT
+    device drain ADDRESS --reason TEXT [--force]
     device undrain ADDRESS
+    device clear ADDRESS --reason TEXT
     device list
 
 A drained device's provider is reserved (``reserved = total``, with
 ``CUSTOM_NODE_AGENT_UNHEALTHY`` and ``CUSTOM_NODE_AGENT_HEALTH_DRAINED``)
 by the running daemon within a second or two, as an unhealthy device's
-is; allocations stay.  Drains are kept in ``device_drains.json`` under
-``[DEFAULT] state_path`` (:mod:`node_agent.drains`), across restarts, and
-only ``undrain`` ends one: health recovery never does.
+is, and by every other process that writes the tree (``node-agent
+--once`` included); allocations stay.  Drains are kept in
+``device_drains.json`` under ``[DEFAULT] state_path``
+(:mod:`node_agent.drains`), across restarts, and only ``undrain`` ends
+one: health recovery never does.  ``clear`` ends an isolation the health
+monitor decided (kept in ``device_health.json``,
+:mod:`node_agent.health_state`) before its quiet period does, logged with
+who and why; a fault seen after it isolates again.
+
+Every address is checked against the host (``bus/pci/devices`` under
+``[hardware] sysfs_root``): an unknown one is refused in one line naming
+the closest known addresses, and nothing is written; ``drain --force``
+drains an address that is not present (a device about to be inserted)
+and says so.
 """
 
 import argparse
 import sys
 
 from node_agent import drains
+from node_agent import exception
+from node_agent import health_state
+from node_agent.hardware import health
+from node_agent.hardware import sysfs as sysfs_mod
+
+EXIT_REFUSED = 2
 
 
 def pci_address(value):
@@ -28,49 +46,148 @@ def pci_address(value):
         raise argparse.ArgumentTypeError(str(exc))
 
 
-def add_parsers(subparsers):
+def _add_drain(subparsers):
     parser = subparsers.add_parser(
         'drain', help='reserve a device by hand for maintenance')
     parser.add_argument('address', type=pci_address, metavar='ADDRESS',
                         help='the PCI address of the device '
                              '(0000:3b:00.0)')
     parser.add_argument('--reason', required=True,
-                        help='why: shown in the status line, tree show and '
-                             'metrics')
+                        help='why, one printable line: shown in the status '
+                             'line, device list, tree show and metrics')
+    parser.add_argument('--force', action='store_true',
+                        help='drain an address this host does not have now '
+                             '(a device about to be inserted)')
     parser.set_defaults(action_fn=drain)
 
+
+def _add_undrain(subparsers):
     parser = subparsers.add_parser('undrain', help='end a drain')
     parser.add_argument('address', type=pci_address, metavar='ADDRESS',
                         help='the PCI address of the device')
     parser.set_defaults(action_fn=undrain)
 
-    parser = subparsers.add_parser('list', help='list the drained devices')
-    parser.set_defaults(action_fn=list_drains)
+
+def _add_clear(subparsers):
+    parser = subparsers.add_parser(
+        'clear', help='end an isolation by the health monitor now')
+    parser.add_argument('address', type=pci_address, metavar='ADDRESS',
+                        help='the PCI address of the isolated device')
+    parser.add_argument('--reason', required=True,
+                        help='why the device is sound again, one printable '
+                             'line (logged with who cleared it)')
+    parser.set_defaults(action_fn=clear)
+
+
+def _add_list(subparsers):
+    parser = subparsers.add_parser(
+        'list', help='list the withheld devices: cause, since, until')
+    parser.set_defaults(action_fn=list_withheld)
+
+
+#: The subcommands, each adding its own parser.
+SUBCOMMANDS = (_add_drain, _add_undrain, _add_clear, _add_list)
+
+
+def add_parsers(subparsers):
+    for add in SUBCOMMANDS:
+        add(subparsers)
+
+
+def host_addresses(conf):
+    """The PCI addresses this host has now."""
+    reader = sysfs_mod.SysfsReader(conf.hardware.sysfs_root)
+    try:
+        return set(reader.listdir('bus/pci/devices'))
+    except exception.SysfsReadError as exc:
+        raise exception.NodeAgentError(
+            f'[hardware] sysfs_root = {conf.hardware.sysfs_root}: the PCI '
+            f'devices cannot be listed ({exc})') from None
+
+
+def closest(address, known, most=3, within=2):
+    """Up to ``most`` of ``known`` that differ from ``address`` in at most
+    ``within`` characters (a typo), closest first."""
+    def distance(other):
+        return sum(a != b for a, b in zip(address, other)) + abs(
+            len(address) - len(other))
+    near = sorted((distance(k), k) for k in known)
+    return [k for d, k in near if d <= within][:most]
+
+
+def unknown(conf, address, known=None):
+    """The refusal of an address the host does not have, or None."""
+    known = host_addresses(conf) if known is None else known
+    if address in known:
+        return None
+    close = closest(address, known)
+    hint = f'; closest: {", ".join(close)}' if close else ''
+    return (f'{address} is not a PCI device of this host (none under '
+            f'{conf.hardware.sysfs_root}/bus/pci/devices){hint}')
+
+
+def _refuse(message):
+    print(f'error: {message}; nothing written', file=sys.stderr)
+    return EXIT_REFUSED
 
 
 def drain(conf):
     args = conf.category
     try:
-        entry = drains.drain(drains.path_for(conf), args.address,
-                             args.reason)
+        reason = drains.check_reason(args.reason)
     except ValueError as exc:
-        print(f'error: {exc}', file=sys.stderr)
-        return 2
-    print(f'drained {args.address}: {entry["reason"]}')
+        return _refuse(exc)
+    absent = unknown(conf, args.address)
+    if absent and not args.force:
+        return _refuse(f'{absent} (--force drains it anyway)')
+    entry = drains.drain(drains.path_for(conf), args.address, reason)
+    print(f'drained {args.address}: {entry["reason"]}' +
+          (' (not present on this host now: drained anyway, --force)'
+           if absent else ''))
     return 0
 
 
 def undrain(conf):
     address = conf.category.address
-    if drains.undrain(drains.path_for(conf), address):
+    path = drains.path_for(conf)
+    if address not in drains.load(path):
+        absent = unknown(conf, address)
+        if absent:
+            return _refuse(absent)
+    if drains.undrain(path, address):
         print(f'undrained {address}')
     else:
         print(f'{address} was not drained')
     return 0
 
 
-def list_drains(conf):
-    print(f'{drains.TITLE}:')
-    print('\n'.join(drains.render(drains.load(drains.path_for(conf))))
-          or '  none')
+def clear(conf):
+    args = conf.category
+    try:
+        reason = drains.check_reason(args.reason, 'a clear')
+    except ValueError as exc:
+        return _refuse(exc)
+    said = health_state.monitor_for(conf).health(args.address)
+    if said.state != health.ISOLATED:
+        absent = unknown(conf, args.address)
+        if absent:
+            return _refuse(absent)
+        hint = ' (device undrain ends a drain)' \
+            if said.state == health.DRAINED else ''
+        return _refuse(f'{args.address} is not isolated (it is '
+                       f'{said.state}){hint}')
+    entry = drains.clear(drains.path_for(conf), args.address, reason)
+    print(f'cleared {args.address} ({said.reason}) by {entry["by"]}: '
+          f'{entry["reason"]}')
+    return 0
+
+
+def list_withheld(conf):
+    monitor = health_state.monitor_for(conf)
+    lines = health_state.withheld_lines(
+        monitor, drains.load(drains.path_for(conf)))
+    print('withheld devices:')
+    if monitor.state_problem:
+        print(f'  ({monitor.state_problem})')
+    print('\n'.join(lines) or '  none')
     return 0

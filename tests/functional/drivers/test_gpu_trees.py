@@ -19,6 +19,7 @@ from node_agent.conf import devices as devices_conf
 from node_agent.drivers import gpu as gpu_mod
 from node_agent.drivers import layout
 from node_agent.hardware import health as health_mod
+from node_agent.hardware import health_monitor
 from node_agent.hardware import nvml_health
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
@@ -465,8 +466,8 @@ def test_a_fault_of_one_mig_instance_reserves_that_instance_alone(
                      event_type=pynvml.nvmlEventTypeXidCriticalError,
                      event_data=94, gpu_instance_id=7,
                      compute_instance_id=0, after_s=1)])
-    monitor = health_mod.HealthMonitor(30, lambda a, h: None,
-                                       clock=nvml.clock)
+    monitor = health_monitor.HealthMonitor(30, lambda a, h: None,
+                                           clock=nvml.clock)
     source = nvml_health.NvmlHealthSource(nvml, monitor, (13,),
                                           addresses={mig_gpu})
     nvml.on_exhausted = source.stop

@@ -51,46 +51,73 @@ def paced(nvml, gate):
     return nvml
 
 
-@pytest.fixture
-def running(conf, placement_adapter, request):
-    """The service over the H100 host; NVML replays one XID (79 unless the
-    test's parameter says otherwise, or the test's events) once the test
-    opens the gate."""
+def configure(conf):
+    """The H100 given whole, a quiet period of QUIET, audits only early."""
     conf.set_override('passthrough_devices', [H100], 'gpu')
     conf.set_override('quiet_period', QUIET, 'health')
     conf.set_override('udev_monitor', False, 'hardware')
     service.register_opts(conf)
     conf.set_override('interval', 3600, 'audit')
     conf.set_override('startup_splay', 0, 'audit')
-    gate = threading.Event()
-    param = getattr(request, 'param', 79)
-    events = param if isinstance(param, list) else [dict(
-        bus_id='00000000:00:06.0',
-        event_type=pynvml.nvmlEventTypeXidCriticalError, event_data=param)]
-    nvml = paced(hosts.nvml('h100-vm', events=events), gate)
-    replayed = threading.Event()
-    nvml.on_exhausted = replayed.set
+
+
+def start_service(conf, placement_adapter, nvml, clock, metrics=None):
+    """The service as the daemon builds it over the H100 host and ``nvml``,
+    started and synced: ``(service, tracker, counting adapter)``; stop it
+    with :func:`stop_service`."""
     adapter = counting.CountingAdapter(placement_adapter)
     discovery = hosts.discovery_for('h100-vm', conf, nvml=nvml)
+    metrics = metrics or metrics_mod.Metrics()
     rt = tracker.ResourceTracker(
         conf, client.ReportClient.from_conf(
             conf, adapter, state=state.SyncState.from_conf(conf)),
-        discovery)
-    metrics = metrics_mod.Metrics()
-    clock = Clock()
+        discovery, metrics=metrics)
     svc = service.AgentService(
         conf, rt, systemd.Notifier(environ={}),
         device_health=factory.device_health(conf, rt, metrics, clock))
     svc.start()
     try:
         wait_for(lambda: rt.last_good is not None, 'the startup sync')
+    except AssertionError:
+        stop_service(svc)
+        raise
+    return svc, rt, adapter
+
+
+def stop_service(svc):
+    svc.stop()
+    assert svc._done.wait(15)
+    svc.tracker.discovery.close()
+    assert svc.exit_code == exit_policy.EXIT_OK
+
+
+def xid(number):
+    return dict(bus_id='00000000:00:06.0',
+                event_type=pynvml.nvmlEventTypeXidCriticalError,
+                event_data=number)
+
+
+@pytest.fixture
+def running(conf, placement_adapter, request):
+    """The service over the H100 host; NVML replays one XID (79 unless the
+    test's parameter says otherwise, or the test's events) once the test
+    opens the gate."""
+    configure(conf)
+    gate = threading.Event()
+    param = getattr(request, 'param', 79)
+    events = param if isinstance(param, list) else [xid(param)]
+    nvml = paced(hosts.nvml('h100-vm', events=events), gate)
+    replayed = threading.Event()
+    nvml.on_exhausted = replayed.set
+    metrics = metrics_mod.Metrics()
+    clock = Clock()
+    svc, rt, adapter = start_service(conf, placement_adapter, nvml, clock,
+                                     metrics)
+    try:
         yield rt, adapter, gate, metrics, clock, replayed
     finally:
         gate.set()
-        svc.stop()
-        assert svc._done.wait(15)
-        discovery.close()
-    assert svc.exit_code == exit_policy.EXIT_OK
+        stop_service(svc)
 
 
 class Clock:

@@ -141,10 +141,13 @@ def pgpu(api):
     return record['total'], record['reserved']
 
 
+def traits(api):
+    return set(api.get(f'/resource_providers/{GPU}/traits',
+                       microversion='1.6').json()['traits'])
+
+
 def health_traits(api):
-    found = api.get(f'/resource_providers/{GPU}/traits',
-                    microversion='1.6').json()['traits']
-    return {t for t in found if t.startswith(HEALTH_PREFIXES)}
+    return {t for t in traits(api) if t.startswith(HEALTH_PREFIXES)}
 
 
 def gpu_writes():
@@ -161,6 +164,9 @@ def test_vfio_gpu_with_rising_fatal_aer_is_isolated_then_recovers(
     tc.put_allocations(api, consumer, {GPU: {'PGPU': 1}})
     agent.looked()
     assert agent.rt.status_line() == 'in sync: 3 providers'
+    # What the claims RPC reads: the last sync's tree and snapshot, one
+    # value.
+    assert agent.rt.synced == (agent.rt.last_good, agent.rt.snapshot)
     agent.adapter.reset()
 
     aer(sys_root, 'aer_dev_fatal', 1)
@@ -189,7 +195,7 @@ def test_vfio_gpu_with_rising_fatal_aer_is_isolated_then_recovers(
         'resources'] == {'PGPU': 1}
 
 
-def test_a_warning_and_an_unreadable_file_write_nothing(
+def test_a_warning_marks_the_gpu_degraded_an_unreadable_file_reserves_none(
         start, sys_root, placement_adapter):
     run, clock = start
     agent = run()
@@ -201,6 +207,14 @@ def test_a_warning_and_an_unreadable_file_write_nothing(
     warned = (f'in sync: 3 providers; 1 device warning: {H100}: PCIe AER '
               'correctable errors rising (0 -> 3)')
     wait_for(lambda: agent.rt.status_line() == warned, 'the warning')
+    # Still offered, but a flavor can forbid a degraded device.
+    wait_for(lambda: layout.DEGRADED_TRAIT in traits(placement_adapter),
+             'the degraded trait')
+    assert pgpu(placement_adapter) == (1, 0)
+    assert agent.writes() == [
+        ('PUT', f'/traits/{layout.DEGRADED_TRAIT}'),
+        ('PUT', f'/resource_providers/{GPU}/traits')]
+    agent.adapter.reset()
     with open(os.path.join(sys_root, 'bus/pci/devices', H100,
                            'aer_dev_fatal'), 'w') as f:
         f.write('garbage\n')
@@ -209,10 +223,12 @@ def test_a_warning_and_an_unreadable_file_write_nothing(
     assert agent.rt.status_line().startswith(
         f'in sync: 3 providers; 1 device unmonitored: {H100}: sysfs: '
         'aer_dev_fatal: ')
+    wait_for(lambda: layout.DEGRADED_TRAIT not in traits(placement_adapter),
+             'the degraded trait gone with the warning it said')
     threading.Event().wait(0.3)                 # an early audit ran
     assert pgpu(placement_adapter) == (1, 0)
     assert health_traits(placement_adapter) == set()
-    assert agent.writes() == []
+    assert agent.writes() == [('PUT', f'/resource_providers/{GPU}/traits')]
 
 
 def test_drain_survives_a_restart_and_health_recovery_never_undrains(
@@ -226,6 +242,7 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     conf_file.write_text(
         f'[DEFAULT]\nstate_path = {conf.state_path}\nhost = compute1\n'
         'deployment = standalone\n'
+        f'[hardware]\nsysfs_root = {sys_root}\n'
         f'[libvirt]\nconnection_uri = {hosts.libvirt_uri("h100-vm")}\n')
     # tree show reads this test's Placement.
     monkeypatch.setattr(factory, 'placement_adapter',
@@ -275,9 +292,9 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     assert body['drained_devices'][H100]['reason'] == 'fan swap'
     assert manage_device('list') == 0
     listed = capsys.readouterr().out.splitlines()
-    assert listed[0] == 'drained devices:'
-    assert listed[1].startswith(f'  {H100}  since 20')
-    assert listed[1].endswith('Z  fan swap')
+    assert listed[0] == 'withheld devices:'
+    assert listed[1].startswith(f'  {H100}  drained  since 20')
+    assert listed[1].endswith('Z  until undrain  DRAINED: fan swap')
 
     assert manage_device('undrain', H100) == 0
     assert capsys.readouterr().out == f'undrained {H100}\n'
@@ -287,7 +304,7 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
     assert agent.rt.status_line() == 'in sync: 3 providers'
     assert drains.load(drains.path_for(conf)) == {}
     assert manage_device('list') == 0
-    assert capsys.readouterr().out == 'drained devices:\n  none\n'
+    assert capsys.readouterr().out == 'withheld devices:\n  none\n'
 
 
 def test_drain_needs_an_address_and_a_reason(conf, tmp_path, capsys):

@@ -15,6 +15,7 @@ from node_agent import conf as na_conf
 from node_agent import metrics
 
 from node_agent.hardware import health
+from node_agent.hardware import health_monitor
 from node_agent.hardware import nvml_health
 from tests.fixtures import hosts
 from tests.fixtures import recorded_nvml
@@ -46,7 +47,7 @@ def replay(events, quiet_period=30, wait_s=5.0, rate_window=20):
     """
     nvml = hosts.nvml('h100-vm', events=events)
     calls = []
-    monitor = health.HealthMonitor(
+    monitor = health_monitor.HealthMonitor(
         quiet_period, clock=nvml.clock,
         on_change=lambda a, h: calls.append(
             (nvml.clock(), a, h.state, h.reason)))
@@ -206,8 +207,8 @@ def test_an_event_wait_error_is_unmonitored_never_reserved(caplog):
 def test_unwatched_gpus_are_not_reported():
     nvml = hosts.nvml('h100-vm', events=[xid(79)])
     calls = []
-    monitor = health.HealthMonitor(30, lambda a, h: calls.append(a),
-                                   clock=nvml.clock)
+    monitor = health_monitor.HealthMonitor(
+        30, lambda a, h: calls.append(a), clock=nvml.clock)
     source = nvml_health.NvmlHealthSource(nvml, monitor, IGNORED,
                                           addresses={'0000:3b:00.0'})
     nvml.on_exhausted = source.stop
@@ -217,7 +218,7 @@ def test_unwatched_gpus_are_not_reported():
 
 def test_no_nvml_is_no_data(caplog):
     calls = []
-    monitor = health.HealthMonitor(30, lambda a, h: calls.append(a))
+    monitor = health_monitor.HealthMonitor(30, lambda a, h: calls.append(a))
     source = nvml_health.NvmlHealthSource(recorded_nvml.load(None), monitor,
                                           IGNORED)
     with caplog.at_level(logging.INFO, logger=nvml_health.__name__):
@@ -230,7 +231,7 @@ def test_the_source_thread_reports_and_stops():
     nvml = hosts.nvml('h100-vm', events=[xid(79)])
     reported = threading.Event()
     seen = []
-    monitor = health.HealthMonitor(
+    monitor = health_monitor.HealthMonitor(
         30, clock=nvml.clock,
         on_change=lambda a, h: (seen.append((a, h.reason)), reported.set()))
     source = nvml_health.NvmlHealthSource(nvml, monitor, IGNORED, wait_s=0.01)
@@ -246,7 +247,7 @@ def test_the_source_thread_reports_and_stops():
 
 def test_options_from_conf():
     conf = hosts.make_conf()
-    monitor = health.HealthMonitor.from_conf(conf, lambda a, h: None)
+    monitor = health_monitor.HealthMonitor.from_conf(conf, lambda a, h: None)
     source = nvml_health.NvmlHealthSource.from_conf(conf, None, monitor)
     assert monitor.quiet_period == 600
     assert source.ignored_xids == frozenset(IGNORED)
@@ -363,7 +364,7 @@ class Crashing:
 
 
 def test_a_source_that_dies_is_restarted_and_said(caplog):
-    monitor = health.HealthMonitor(30, lambda a, h: None)
+    monitor = health_monitor.HealthMonitor(30, lambda a, h: None)
     restarts = []
     counted = metrics.Metrics()
 
@@ -372,9 +373,9 @@ def test_a_source_that_dies_is_restarted_and_said(caplog):
         counted.health_source_restarted(name)
 
     source = Crashing()
-    supervisor = health.Supervisor([source], monitor, restart_delay=0.01,
-                                   on_restart=restarted)
-    with caplog.at_level(logging.ERROR, logger=health.__name__):
+    supervisor = health_monitor.Supervisor(
+        [source], monitor, restart_delay=0.01, on_restart=restarted)
+    with caplog.at_level(logging.ERROR, logger=health_monitor.__name__):
         supervisor.start()
         assert source.watching.wait(30)
     supervisor.stop(timeout=30)
@@ -403,3 +404,23 @@ def test_a_mig_instance_fault_isolates_that_instance_alone():
     # A fault of the whole GPU reserves all of it.
     whole = health.health_of(health.observe(record, BAD, now=21))
     assert (whole.reserved, whole.instances) == (True, frozenset())
+
+
+def test_quiet_period_0_holds_until_its_own_source_looks_again():
+    running = {'sysfs', 'nvml'}
+    record = health.observe(health.EMPTY, BAD, 10, 'sysfs')
+    record = health.settle(record, 10, 0, 'sysfs', running)    # its look
+    assert health.health_of(record).state == health.ISOLATED
+    record = health.settle(record, 11, 0, 'nvml', running)     # another's
+    assert health.health_of(record).state == health.ISOLATED
+    record = health.settle(record, 12, 0, 'sysfs', running)    # not seen
+    assert health.health_of(record) == health.HEALTHY_HEALTH
+
+
+def test_an_isolation_no_running_source_saw_is_settled_by_any():
+    record = health.observe(health.EMPTY, BAD, 10, 'nvml')     # last run
+    assert health.settle(record, 39, 30, 'sysfs', {'sysfs'}) is record
+    assert health.health_of(health.settle(
+        record, 40, 30, 'sysfs', {'sysfs'})) == health.HEALTHY_HEALTH
+    assert health.settle(record, 40, 30, 'sysfs', {'sysfs', 'nvml'}) \
+        is record

@@ -1,0 +1,140 @@
+"""The stored health decisions: what goes in, what comes back, and a file
+that cannot be read."""
+
+import json
+import os
+import time
+
+from node_agent import drains
+from node_agent import health_state
+from node_agent.hardware import health
+from node_agent.hardware import health_monitor
+
+XID = health.Observation(health.ISOLATE, 'XID 79 (GPU has fallen off the '
+                         'bus)', health.GPU_LOST_FAMILY, 'reset the GPU')
+MIG = health.Observation(health.ISOLATE, 'XID 94 on MIG GPU instance 3',
+                         health.ECC, 'reset the GPU', 3)
+HOT = health.Observation(health.WARN, 'thermal throttling', health.THERMAL)
+
+
+def test_decisions_and_counters_come_back_in_the_new_clock():
+    records = {
+        '0000:3b:00.0': health.Record(
+            isolate=XID, isolate_at=100.0, isolate_since=90.0,
+            isolate_by='nvml', warning=HOT, warning_at=95.0,
+            instances=((3, MIG, 99.0),)),
+        '0000:af:00.0': health.Record(drained='fan swap'),    # own file
+    }
+    counters = {'nvml': {('0000:3b:00.0', 94): 7,
+                         ('0000:3b:00.0', (38, 2)): 1},
+                'sysfs': {('0000:3b:00.0', 'aer_dev_fatal'): 3}}
+    data = json.loads(json.dumps(health_state.dump(records, counters, 1e9)))
+    assert list(data['devices']) == ['0000:3b:00.0']
+    assert data['devices']['0000:3b:00.0']['isolate_at'] == 1e9 + 100
+    # A process whose clock reads 1e9 - 500 less for the same instant.
+    back, stored = health_state.parse(data, 1e9 + 500)
+    assert stored == counters
+    record = back['0000:3b:00.0']
+    assert (record.isolate, record.isolate_at, record.isolate_since,
+            record.isolate_by) == (XID, -400.0, -410.0, 'nvml')
+    assert (record.warning, record.warning_at) == (HOT, -405.0)
+    assert record.instances == ((3, MIG, -401.0),)
+    assert record.fresh == {health.ISOLATE, health.WARN}
+
+
+def test_a_corrupt_file_is_moved_aside_and_said(tmp_path, caplog):
+    path = str(tmp_path / health_state.FILE_NAME)
+    with open(path, 'w') as f:
+        f.write('{"version": 1, "dev')
+    reader = health_state.HealthStore(path, read_only=True)
+    assert reader.load(0)[:2] == ({}, {})
+    assert os.path.exists(path)                 # a reader moves nothing
+    records, counters, problem = health_state.HealthStore(path).load(0)
+    assert (records, counters) == ({}, {})
+    assert problem.startswith(f'health state {path} unreadable (')
+    assert problem.endswith('the devices Placement shows reserved stay '
+                            'reserved')
+    assert not os.path.exists(path)
+    assert [n for n in os.listdir(tmp_path)
+            if n.startswith(health_state.FILE_NAME + '.corrupt-')]
+
+
+def test_the_monitor_saves_before_it_tells(tmp_path):
+    path = str(tmp_path / health_state.FILE_NAME)
+    seen = []
+
+    def told(address, said):
+        with open(path) as f:
+            seen.append((said.state, list(json.load(f)['devices'])))
+
+    monitor = health_monitor.HealthMonitor(
+        60, told, clock=lambda: 10.0,
+        store=health_state.HealthStore(path), wall=lambda: 1010.0)
+    monitor.observe('0000:3b:00.0', XID, 'nvml')
+    assert seen == [('isolated', ['0000:3b:00.0'])]
+
+
+def test_a_clear_ends_an_isolation_seen_before_it(conf):
+    monitor = health_monitor.HealthMonitor(
+        600, lambda a, h: None, store=health_state.HealthStore.from_conf(
+            conf))
+    monitor.observe('0000:3b:00.0', XID, 'nvml')
+    seen = time.time()
+    path = drains.path_for(conf)
+    drains.clear(path, '0000:3b:00.0', 'GPU reset by hand', now=seen + 1,
+                 by='ops')
+    assert health_state.monitor_for(conf).unhealthy() == {}
+    assert drains.load_clears(path) == {'0000:3b:00.0': {
+        'at': seen + 1, 'by': 'ops', 'reason': 'GPU reset by hand'}}
+    # A fault seen after the clear isolates again.
+    drains.clear(path, '0000:3b:00.0', 'too early', now=seen - 60, by='ops')
+    assert list(health_state.monitor_for(conf).unhealthy()) == [
+        '0000:3b:00.0']
+
+
+def test_a_reason_is_one_printable_line(tmp_path):
+    path = str(tmp_path / drains.FILE_NAME)
+    for bad in ('fan\nSTOPPING=1', 'tab\there', 'bell\x07'):
+        try:
+            drains.drain(path, '0000:3b:00.0', bad)
+        except ValueError as exc:
+            assert 'one printable line' in str(exc)
+        else:
+            raise AssertionError(f'{bad!r} accepted')
+    assert not os.path.exists(path)
+    with open(path, 'w') as f:                  # written by hand
+        json.dump({'version': 1, 'drains': {'0000:3b:00.0': {
+            'reason': 'a\nSTOPPING=1', 'since': 'x'}}}, f)
+    assert drains.load(path)['0000:3b:00.0']['reason'] == 'a?STOPPING=1'
+
+
+def test_device_list_says_cause_since_and_until():
+    monitor = health_monitor.HealthMonitor(
+        600, lambda a, h: None, clock=lambda: 10.0,
+        wall=lambda: 1795000010.0)
+    monitor.observe('0000:af:00.0', XID, 'nvml')
+    monitor.drained({'0000:3b:00.0': 'fan swap'})
+    lines = health_state.withheld_lines(monitor, {'0000:3b:00.0': {
+        'reason': 'fan swap', 'since': '2026-11-24T11:00:00Z'}})
+    assert lines == [
+        '  0000:3b:00.0  drained  since 2026-11-24T11:00:00Z  until undrain'
+        '  DRAINED: fan swap',
+        '  0000:af:00.0  isolated  since 2026-11-18T11:06:50Z  until '
+        '2026-11-18T11:16:50Z if no new fault, or device clear  GPU_LOST: '
+        'XID 79 (GPU has fallen off the bus)']
+
+
+def test_nvml_counters_are_baselines_after_a_restart(tmp_path):
+    from node_agent.hardware import nvml_health
+    store = health_state.HealthStore(str(tmp_path / 'health.json'))
+    counters = {('0000:3b:00.0', nvml_health.PCIE_REPLAY): 5,
+                ('0000:3b:00.0', (nvml_health.NVLINK_CRC_FLIT, 3)): 2}
+    monitor = health_monitor.HealthMonitor(60, lambda a, h: None,
+                                           store=store)
+    monitor.store_counters('nvml', counters)
+    again = health_monitor.HealthMonitor(60, lambda a, h: None, store=store)
+    assert again.counters('nvml') == counters
+    rate = health.Rate(300)
+    found = nvml_health.grade({nvml_health.PCIE_REPLAY: 9}, '0000:3b:00.0',
+                              rate, again.counters('nvml'), 100.0)
+    assert [o.reason for o in found] == ['PCIe replays rising (9)']
