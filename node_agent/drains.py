@@ -21,7 +21,7 @@ before its clear.  Every process that builds a tree reads the same file
 Every change is a read-modify-write under one lock
 (:func:`node_agent.local_state.locked`), written through a temporary file
 of its own, fsync'd and renamed (:func:`node_agent.local_state.
-replace_file_unique`): a drain reported done is in the file, whatever
+replace_file`): a drain reported done is in the file, whatever
 other commands run beside it.  A reason is one printable line.
 
 A file that cannot be read or parsed is never taken for "no drains": the
@@ -43,6 +43,7 @@ from node_agent import local_state
 
 LOG = logging.getLogger(__name__)
 
+WHAT = 'drain file'
 FILE_NAME = 'device_drains.json'
 VERSION = 1
 MAX_REASON = 255
@@ -116,13 +117,13 @@ def check_reason(reason, what='a drain'):
 
 def _change(path, change):
     """Apply ``change(data)`` to the file under its lock; its result."""
-    with local_state.locked(path):
+    with local_state.locked(path, WHAT):
         data = load_all(path)
         result = change(data)
         if result is not None:
-            local_state.replace_file_unique(path, json.dumps(
+            local_state.replace_file(path, json.dumps(
                 dict(data, version=VERSION), indent=1,
-                sort_keys=True).encode())
+                sort_keys=True).encode(), what=WHAT)
         return result
 
 

@@ -28,7 +28,7 @@ the health sources (AER totals, NVML counters), so that:
 
 Only the daemon's monitor writes it, at every change of what it keeps and
 before the caller tells Placement (one lock, a temporary file of its own,
-fsync'd and renamed: :func:`node_agent.local_state.replace_file_unique`);
+fsync'd and renamed: :func:`node_agent.local_state.replace_file`);
 other processes read it.  A file that cannot be read is never "all
 healthy": it is moved aside (by the daemon) with a critical log, the
 status line says so, and the devices Placement shows reserved by the
@@ -45,12 +45,14 @@ import time
 from oslo_log import log as logging
 
 from node_agent import drains
+from node_agent import exception
 from node_agent import local_state
 from node_agent.hardware import health
 
 LOG = logging.getLogger(__name__)
 
 FILE_NAME = 'device_health.json'
+WHAT = 'health state file'
 VERSION = 1
 
 
@@ -153,7 +155,7 @@ class HealthStore:
             LOG.error('%s', problem)
         else:
             with local_state.locked(self.path):
-                local_state.move_aside(self.path, 'health state file',
+                local_state.move_aside(self.path, WHAT,
                                        reason, 'the reservations Placement '
                                        'shows and the next looks')
         return {}, {}, problem
@@ -163,14 +165,19 @@ class HealthStore:
             return
         data = json.dumps(dump(records, counters, offset), indent=1,
                           sort_keys=True).encode()
+        failed = None
         try:
-            with local_state.locked(self.path):
-                local_state.replace_file_unique(self.path, data)
-        except OSError as exc:
+            with local_state.locked(self.path, WHAT):
+                local_state.replace_file(self.path, data, what=WHAT)
+        except exception.LocalStateUnavailable as exc:
+            failed = exc
+        if failed is not None:
             # Logged once per change and shown in the status line; the
             # decisions stay in memory and are written at the next change.
-            local_state.fault(self.path, 'health state file',
-                              exc.strerror or str(exc))
+            # Outside the except block: oslo.log would append the error.
+            local_state.fault(self.path, WHAT, failed.reason,
+                              retry=lambda: self.save(records, counters,
+                                                      offset))
             return
         local_state.recovered(self.path)
 

@@ -306,15 +306,19 @@ def move_aside(path, what, reason, rebuilt_from):
 # -- files the host does not let us write now ---------------------------------
 
 _faults = {}        # path -> (what, reason)
+_retries = {}       # path -> () -> None: the failed write, again
 _faults_lock = threading.Lock()
 
 
-def fault(path, what, reason):
+def fault(path, what, reason, retry=None):
     """Record that ``path`` cannot be written (``reason``): logged once
-    per change, shown by :func:`faults` until :func:`recovered`."""
+    per change, shown by :func:`faults` until :func:`recovered`.
+    ``retry``: the write again, for :func:`retry_faults` (a file written
+    only when what it holds changes would otherwise wait for a change)."""
     with _faults_lock:
         changed = _faults.get(path) != (what, reason)
         _faults[path] = (what, reason)
+        _retries[path] = retry
     if changed:
         LOG.error('Cannot write the %s %s: %s. Nothing is moved aside; '
                   'what it should hold is kept in memory and written again '
@@ -325,6 +329,7 @@ def recovered(path):
     """``path`` was written again: the end of its fault, logged once."""
     with _faults_lock:
         gone = _faults.pop(path, None)
+        _retries.pop(path, None)
     if gone is not None:
         LOG.info('The %s %s is written again', gone[0], path)
 
@@ -362,6 +367,16 @@ def _size(n):
         n /= 1024
 
 
+def retry_faults():
+    """Try the failed writes that left a way to try them again (the
+    daemon does, after each audit): a filesystem with space again is
+    written without waiting for the next change."""
+    with _faults_lock:
+        retries = [r for r in _retries.values() if r is not None]
+    for retry in retries:
+        retry()
+
+
 def faults():
     """``{path: (what, reason)}`` of the files this process cannot write
     now."""
@@ -373,51 +388,17 @@ def faults():
 
 
 @contextlib.contextmanager
-def locked(path):
+def locked(path, what='state file'):
     """Hold an exclusive lock on ``<path>.lock`` (``0640``) for the block:
     a read-modify-write of ``path`` by several processes at once is done
-    one after the other."""
+    one after the other.  A lock file the filesystem will not make raises
+    :class:`~node_agent.exception.LocalStateUnavailable`."""
     import fcntl
-    ensure_directory(os.path.dirname(os.path.abspath(path)))
-    fd = os.open(path + '.lock', os.O_RDWR | os.O_CREAT, FILE_MODE)
+    with guard(path, what):
+        ensure_directory(os.path.dirname(os.path.abspath(path)))
+        fd = os.open(path + '.lock', os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)            # releases the lock
-
-
-def replace_file_unique(path, data):
-    """Write ``data`` (bytes) to ``path`` whole or not at all, ``0640``,
-    through a temporary file of its own (``<path>.<random>.tmp``) that is
-    fsync'd, renamed over ``path``, and the directory fsync'd: two
-    writers never share a temporary file, and a rename reported done
-    survives a crash."""
-    import tempfile
-    directory = os.path.dirname(os.path.abspath(path))
-    ensure_directory(directory)
-    fd, tmp = tempfile.mkstemp(dir=directory,
-                               prefix=os.path.basename(path) + '.',
-                               suffix='.tmp')
-    done = False
-    try:
-        os.fchmod(fd, FILE_MODE)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-        os.close(fd)
-        fd = None
-        os.replace(tmp, path)
-        done = True
-    finally:
-        if fd is not None:
-            os.close(fd)
-        if not done:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

@@ -297,7 +297,9 @@ class AgentService(service.Service):
     def _show_state_faults(self):
         """The files under state_path the host does not let us write
         (:func:`node_agent.local_state.faults`), beside the status line
-        and in the problems metric, until they are written again."""
+        and in the problems metric, until they are written again (the
+        writes that can be tried again are, first)."""
+        local_state.retry_faults()
         self._note('state_path',
                    local_state.describe_faults(self.conf.state_path))
 

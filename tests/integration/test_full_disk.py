@@ -31,9 +31,10 @@ CLAIM_DB = 'claim.sqlite'
 
 def state_files(agent):  # noqa: F811
     """The files under state_path, less SQLite's side files (which it
-    makes and removes as connections come and go)."""
+    makes and removes as connections come and go) and the empty lock
+    files of the JSON state."""
     return sorted(n for n in os.listdir(agent.state)
-                  if not n.endswith(('-wal', '-shm', '-journal')))
+                  if not n.endswith(('-wal', '-shm', '-journal', '.lock')))
 
 
 LOG_LINE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \d+ ')
