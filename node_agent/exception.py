@@ -44,6 +44,9 @@
      |                                    nothing written; fatal at startup
      +-- StateTooNew                      a file under state_path written by a
      |                                    newer agent (names file, versions)
+     +-- NotCleaned                       a one-time-use device not made
+     |                                    ready (names it, says why): it
+     |                                    stays reserved
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
@@ -399,3 +402,17 @@ class ClaimNotFound(ClaimError):
 
     def __str__(self):
         return f'claim {self.claim} not found'
+
+
+class NotCleaned(NodeAgentError):
+    """A one-time-use device was not made ready again; it stays reserved.
+
+    ``state`` is what ``node_agent_one_time_use`` shows for it
+    (:mod:`node_agent.one_time_use.policy`), ``reason`` the status line's
+    text (``cleaner exit 3``)."""
+
+    def __init__(self, address, state, reason):
+        self.address = address
+        self.state = state
+        self.reason = reason
+        super().__init__(f'{address}: {reason}')

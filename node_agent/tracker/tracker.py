@@ -200,6 +200,9 @@ class ResourceTracker:
         # A hardware.health.HealthMonitor the service feeds, or None: its
         # unhealthy devices are reserved in every tree built.
         self.health = None
+        # Nova's one-time-use devices: a node_agent.one_time_use.manager.
+        # Manager, made at the first audit beside nova-compute.
+        self.one_time_use = None
 
     # -- the loop -----------------------------------------------------------
 
@@ -491,6 +494,7 @@ class ResourceTracker:
         self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
         self._reserve_beside_nova(self.last_good)
+        self._clean_one_time_use(self.last_good)
         self._status(self.status_line())
 
     def _reserve_beside_nova(self, tree):
@@ -504,6 +508,17 @@ class ResourceTracker:
         if root is not None:
             nova_pci.apply(self.report_client, tree, root, self.unhealthy(),
                            nova_pci.Reservations.from_conf(self.conf))
+
+    def _clean_one_time_use(self, tree):
+        """Beside nova-compute: nova's one-time-use devices cleaned and
+        given back (:mod:`node_agent.one_time_use`)."""
+        root = tree.find(self.nodename)
+        if root is not None and \
+                self.conf.deployment == deployment.BESIDE_NOVA:
+            from node_agent import one_time_use
+            from node_agent.tracker import nova_pci
+            self.one_time_use = one_time_use.audit(
+                self, nova_pci.nova_devices(tree, root))
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""
@@ -536,6 +551,8 @@ class ResourceTracker:
         if self.kept_twice:
             line += ('; reported twice while they hold allocations: '
                      + ', '.join(self.kept_twice))
+        if self.one_time_use is not None and self.one_time_use.summary():
+            line += '; ' + self.one_time_use.summary()
         said = self.health.summary() if self.health is not None else ''
         return f'{line}; {said}' if said else line
 

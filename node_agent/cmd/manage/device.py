@@ -5,6 +5,7 @@
     device drain ADDRESS --reason TEXT
     device undrain ADDRESS
     device list
+    device clean ADDRESS      (node_agent.cmd.manage.clean)
 
 A drained device's provider is reserved (``reserved = total``, with
 ``CUSTOM_NODE_AGENT_UNHEALTHY`` and ``CUSTOM_NODE_AGENT_HEALTH_DRAINED``)
@@ -18,6 +19,7 @@ import argparse
 import sys
 
 from node_agent import drains
+from node_agent.cmd.manage import clean
 
 
 def pci_address(value):
@@ -46,6 +48,7 @@ def add_parsers(subparsers):
 
     parser = subparsers.add_parser('list', help='list the drained devices')
     parser.set_defaults(action_fn=list_drains)
+    clean.add_parser(subparsers, pci_address)
 
 
 def drain(conf):
@@ -73,4 +76,5 @@ def list_drains(conf):
     print(f'{drains.TITLE}:')
     print('\n'.join(drains.render(drains.load(drains.path_for(conf))))
           or '  none')
+    clean.list_section(conf)
     return 0

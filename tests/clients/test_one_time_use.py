@@ -1,0 +1,290 @@
+"""Nova's one-time-use devices cleaned and given back, with Nova 34's own
+resource tracker, PCI tracker and ``pci_placement_translator`` writing
+the provider, against a real Placement server.
+
+The host is the recorded h100-vm, its GPU (0000:00:06.0) bound to
+vfio-pci and given to nova's PCI tracker with ``"one_time_use": true``;
+the agent runs beside nova-compute, in-process, as the daemon builds it
+(:class:`tests.functional.tracker.test_pci_health.Running`).  A guest is
+an allocation on nova's provider and, for nova, the device its PCI
+tracker gave the instance: nova then writes ``reserved = total``.  The
+guest deleted (its allocation gone, nova's PCI tracker free again), nova
+leaves the reservation, and the agent's cleaner, a script of the test,
+makes the device ready.
+"""
+
+import json
+import os
+import stat
+import threading
+
+from node_agent.tracker import service
+from tests.clients import harness
+from tests.clients import test_nova_pci_health as nova_pci
+from tests.fixtures import hosts
+from tests.fixtures import placement_server as ps
+from tests.fixtures.hosts import make_hosts
+from tests.functional.tracker import conftest as tc
+from tests.functional.tracker import test_pci_health as pci
+from tests.functional.tracker.test_device_health import Clock
+from tests.functional.tracker.test_device_health import wait_for
+
+H100 = nova_pci.H100
+PCI_CLASS = nova_pci.PCI_CLASS
+OPTIONS = [('pci', 'report_in_placement', 'True'),
+           ('pci', 'device_spec', json.dumps({
+               'vendor_id': '10de', 'product_id': '2330',
+               'one_time_use': 'true'}))]
+GUEST = '3b0c4f7e-1a2d-4c5e-8f9a-0b1c2d3e4f50'
+RETRY = 60
+# The test's cleaner: logs its argument, then does what ``mode`` says.
+CLEANER = """#!/bin/sh
+echo "$1" >> {log}
+case "$(cat {mode})" in
+    ok) exit 0 ;;
+    fail) exit 3 ;;
+    hang) exec sleep 60 ;;
+esac
+"""
+
+
+def inventory(api, uuid):
+    return nova_pci.inventory(api, uuid)['inventories'][PCI_CLASS]
+
+
+def cleaner(tmp_path, mode='ok'):
+    path = tmp_path / 'cleaner.sh'
+    path.write_text(CLEANER.format(log=tmp_path / 'cleaned.log',
+                                   mode=tmp_path / 'mode'))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / 'mode').write_text(mode)
+    return str(path)
+
+
+def cleaned(tmp_path):
+    try:
+        return (tmp_path / 'cleaned.log').read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+def libvirt_with(tmp_path, hostdevs=()):
+    """h100-vm's libvirt test XML, with a guest holding ``hostdevs``."""
+    with open(os.path.join(hosts.host_dir('h100-vm'), 'libvirt.xml')) as f:
+        xml = f.read()
+    if hostdevs:
+        xml = xml.replace('</node>', make_hosts.domain_xml(
+            'guest-again', '9d8c7b6a-5f4e-4d3c-8b2a-190807060504', 2, 1,
+            hostdevs=hostdevs) + '\n</node>')
+    path = tmp_path / 'libvirt.xml'
+    path.write_text(xml)
+    return 'test://' + str(path)
+
+
+def guest_used_then_deleted(cloud, host):
+    """nova-compute on ``host``; a guest given the one-time-use GPU (nova
+    reserves it), then deleted (its allocation gone, nova's PCI tracker
+    free: nova writes nothing).  Nova's provider, as the guest left it."""
+    api = cloud.api
+    node = cloud.nova_compute(host, options=OPTIONS,
+                              pci_devices=nova_pci.DEVICES)
+    assert node['periodics'] == [{'ok': True}]
+    rp = cloud.providers()[f'{host}_{H100}']
+    assert {'HW_PCI_ONE_TIME_USE', 'OWNER_NOVA'} <= rp['traits']
+    tc.put_allocations(api, GUEST, {rp['uuid']: {PCI_CLASS: 1}})
+    node = cloud.nova_compute(host, periodics=2, options=OPTIONS,
+                              pci_devices=nova_pci.DEVICES,
+                              guests={H100: GUEST})
+    assert node['periodics'] == [{'ok': True}] * 2
+    assert inventory(api, rp['uuid'])['reserved'] == 1
+    resp = api.delete(f'/allocations/{GUEST}', microversion='1.28')
+    assert resp.status_code == 204, resp.text
+    node = cloud.nova_compute(host, options=OPTIONS,
+                              pci_devices=nova_pci.DEVICES)
+    assert node['periodics'] == [{'ok': True}]
+    assert inventory(api, rp['uuid'])['reserved'] == 1
+    return rp
+
+
+def start_agent(conf, server, cloud, host, sys_root, libvirt_uri=None,
+                **one_time_use):
+    conf.set_override('host', host)
+    conf.set_override('deployment', 'beside_nova_compute')
+    conf.set_override('compute_id_path', cloud.nova_compute_id_path(host),
+                      'nova')
+    conf.set_override('hypervisor_hostname', host, 'nova')
+    conf.set_override('udev_monitor', False, 'hardware')
+    conf.set_override('sysfs_enabled', False, 'health')
+    for name, value in one_time_use.items():
+        conf.set_override(name, value, 'one_time_use')
+    service.register_opts(conf)
+    conf.set_override('interval', 3600, 'audit')
+    conf.set_override('startup_splay', 0, 'audit')
+    clock = Clock()
+    agent = pci.Running(conf, ps.admin_adapter(server.url), sys_root,
+                        clock, libvirt_uri=libvirt_uri)
+    agent.rt.clock = clock
+    return agent, clock
+
+
+def audit_until(agent, condition, what):
+    """An early audit (a udev event's) done, and the clean it started;
+    then until ``condition()``."""
+    calls = len(agent.adapter.calls)
+    agent.svc.early_audit()
+    wait_for(lambda: len(agent.adapter.calls) > calls
+             and not agent.svc._syncing.is_set()
+             and agent.rt.one_time_use.wait(0) and condition(), what)
+
+
+def state(agent):
+    """``{address: (state, reason)}``; {} before the first audit ends."""
+    manager = agent.rt.one_time_use
+    return {a: (r['state'], r['reason'])
+            for a, r in (manager.view() if manager else {}).items()}
+
+
+def metric(agent, state):
+    return (f'node_agent_one_time_use{{address="{H100}",state="{state}"}} '
+            '1.0') in agent.metrics.exposition()
+
+
+def test_guest_deleted_cleaned_checked_given_back(
+        server, cloud, conf, tmp_path):
+    host = 'otu-compute1'
+    api = cloud.api
+    rp = guest_used_then_deleted(cloud, host)
+    uuid = rp['uuid']
+    before = inventory(api, uuid)
+    sys_root = pci.vfio_copy(tmp_path)
+    agent, _ = start_agent(conf, server, cloud, host, sys_root,
+                           actions=['10de:2330=command'],
+                           command=cleaner(tmp_path))
+    try:
+        wait_for(lambda: inventory(api, uuid)['reserved'] == 0,
+                 'the device given back')
+        assert agent.rt.one_time_use.wait(10)
+        assert cleaned(tmp_path) == [H100]
+        assert inventory(api, uuid) == dict(before, reserved=0)
+        assert [w for w in agent.writes() if uuid in w[1]] == [
+            ('PUT', f'/resource_providers/{uuid}/inventories')]
+        traits = set(api.get(f'/resource_providers/{uuid}/traits',
+                             microversion='1.6').json()['traits'])
+        assert traits == rp['traits']
+        assert agent.rt.status_line().startswith('in sync: ')
+        assert 'one-time-use' not in agent.rt.status_line()
+        assert state(agent) == {}
+        with open(os.path.join(conf.state_path, 'one_time_use.json')) as f:
+            assert json.load(f) == {'devices': {}}
+    finally:
+        agent.stop()
+
+    since = len(server.requests())
+    node = cloud.nova_compute(host, periodics=2, options=OPTIONS,
+                              pci_devices=nova_pci.DEVICES)
+    assert node['periodics'] == [{'ok': True}] * 2
+    assert [r for r in harness.writes(server.requests(since))
+            if uuid in r] == []
+    assert inventory(api, uuid)['reserved'] == 0
+
+
+def test_failing_hanging_and_held_devices_stay_reserved(
+        server, cloud, conf, tmp_path):
+    host = 'otu-compute2'
+    api = cloud.api
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    sys_root = pci.vfio_copy(tmp_path)
+    agent, clock = start_agent(
+        conf, server, cloud, host, sys_root,
+        libvirt_uri=libvirt_with(tmp_path), actions=['10de:*=command'],
+        command=cleaner(tmp_path, 'fail'), timeout=1, retry_initial=RETRY)
+    try:
+        # A cleaner that fails: reserved stays, said why, tried again
+        # after the back-off only.
+        wait_for(lambda: state(agent).get(H100, ('',))[0] ==
+                 'cleaner_failed', 'the failed clean recorded')
+        assert agent.rt.status_line().endswith(
+            f'; 1 one-time-use device waiting: {H100}: cleaner exit 3')
+        assert metric(agent, 'cleaner_failed')
+        assert inventory(api, uuid)['reserved'] == 1
+        record = agent.rt.one_time_use.view()[H100]
+        assert (record['failures'], record['next_try']) == (
+            1, clock.now + RETRY)
+        audit_until(agent, lambda: True, 'an audit')
+        assert cleaned(tmp_path) == [H100]
+
+        # One that hangs past its timeout: killed, the back-off doubles.
+        (tmp_path / 'mode').write_text('hang')
+        clock.now += RETRY
+        audit_until(agent, lambda: state(agent)[H100][0] == 'timed_out',
+                    'the timed-out clean recorded')
+        assert cleaned(tmp_path) == [H100, H100]
+        assert agent.rt.status_line().endswith(
+            f'{H100}: cleaner still running after 1 s, killed')
+        assert metric(agent, 'timed_out')
+        record = agent.rt.one_time_use.view()[H100]
+        assert (record['failures'], record['next_try']) == (
+            2, clock.now + 2 * RETRY)
+        assert inventory(api, uuid)['reserved'] == 1
+
+        # A guest holds the device again: never touched, said so.  (The
+        # scan's libvirt test driver keeps the XML it first read: the
+        # clean's own look at the guests finds this one, before the
+        # action; with a real libvirtd the audit's scan already does.)
+        (tmp_path / 'mode').write_text('ok')
+        libvirt_with(tmp_path, hostdevs=[H100])
+        clock.now += 2 * RETRY
+        audit_until(agent, lambda: state(agent)[H100][0] == 'guest_holds',
+                    'the guest seen')
+        assert agent.rt.status_line().endswith(
+            f'{H100}: held by guest 9d8c7b6a-5f4e-4d3c-8b2a-190807060504')
+        assert metric(agent, 'guest_holds')
+        assert cleaned(tmp_path) == [H100, H100]
+        assert inventory(api, uuid)['reserved'] == 1
+        assert agent.rt.one_time_use.view()[H100]['failures'] == 3
+
+        # The guest gone: cleaned and given back, after the back-off.
+        libvirt_with(tmp_path)
+        clock.now += 4 * RETRY
+        audit_until(agent, lambda: inventory(api, uuid)['reserved'] == 0,
+                    'the device given back')
+        assert cleaned(tmp_path) == [H100, H100, H100]
+        assert 'one-time-use' not in agent.rt.status_line()
+        assert not metric(agent, 'guest_holds')
+    finally:
+        agent.stop()
+
+
+def test_built_in_reset_writes_the_reset_file_once(
+        server, cloud, conf, tmp_path):
+    """The reset file is a FIFO the test reads: each write the agent
+    makes is one read here."""
+    host = 'otu-compute3'
+    api = cloud.api
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    sys_root = pci.vfio_copy(tmp_path)
+    reset = os.path.join(sys_root, 'bus/pci/devices', H100, 'reset')
+    os.mkfifo(reset, 0o600)
+    writes = []
+
+    def read():
+        while True:
+            with open(reset) as f:
+                got = f.read()
+            if got == 'stop':
+                return
+            writes.append(got)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    agent, _ = start_agent(conf, server, cloud, host, sys_root,
+                           actions=['class:0302=reset'])
+    try:
+        wait_for(lambda: inventory(api, uuid)['reserved'] == 0,
+                 'the device given back')
+    finally:
+        agent.stop()
+        with open(reset, 'w') as f:
+            f.write('stop')
+        reader.join(5)
+    assert writes == ['1']
