@@ -104,8 +104,12 @@ def reset(reader, address):
     """A function level reset: "1" written once to the ``reset`` file."""
     path = reader.path(f'{device_dir(address)}/reset')
     try:
-        with open(path, 'w') as f:
-            f.write('1')
+        # Never created: a device without the file cannot be reset so.
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, b'1')
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise exception.NotCleaned(
             address, policy.FAILED,

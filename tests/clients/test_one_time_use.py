@@ -15,6 +15,7 @@ makes the device ready.
 
 import json
 import os
+import signal
 import stat
 import threading
 
@@ -28,6 +29,7 @@ from tests.functional.tracker import conftest as tc
 from tests.functional.tracker import test_pci_health as pci
 from tests.functional.tracker.test_device_health import Clock
 from tests.functional.tracker.test_device_health import wait_for
+from tests.integration import test_agent_service as svc
 
 H100 = nova_pci.H100
 PCI_CLASS = nova_pci.PCI_CLASS
@@ -288,3 +290,112 @@ def test_built_in_reset_writes_the_reset_file_once(
             f.write('stop')
         reader.join(5)
     assert writes == ['1']
+
+
+# Cleans for the first time for 3 s, holding its lock, then at once.
+SLOW_FIRST = """#!/bin/sh
+echo "$1" >> {log}
+if [ ! -e {first} ]; then touch {first}; exec sleep 3; fi
+exit 0
+"""
+
+
+def test_killed_mid_clean_the_restart_cleans_again(
+        server, cloud, tmp_path):
+    """The shipped ``node-agent`` daemon, killed (SIGKILL) while its
+    cleaner runs: the device stays reserved, and the next start cleans
+    it again from the start (the first clean's end was never recorded:
+    never taken as done), waiting for the cleaner the killed agent left
+    (it holds the device's lock) rather than clean beside it."""
+    host = 'otu-compute4'
+    api = cloud.api
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    sys_root = pci.vfio_copy(tmp_path)
+    script = tmp_path / 'cleaner.sh'
+    script.write_text(SLOW_FIRST.format(log=tmp_path / 'cleaned.log',
+                                        first=tmp_path / 'first'))
+    script.chmod(0o755)
+    agent = svc.Agent(tmp_path / 'node-agent')
+    (tmp_path / 'node-agent').mkdir()
+    options = (
+        '[DEFAULT]', f'host = {host}', 'deployment = beside_nova_compute',
+        '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(host)}',
+        f'hypervisor_hostname = {host}',
+        '[hardware]', f'sysfs_root = {sys_root}',
+        '[libvirt]', f'connection_uri = {hosts.libvirt_uri("h100-vm")}',
+        '[audit]', 'interval = 1',
+        '[one_time_use]', 'actions = 10de:2330=command',
+        f'command = {script}', 'retry_initial = 1', 'retry_max = 2')
+    agent.configure(server.url, nested=False, extra=options)
+    records = os.path.join(agent.state, 'one_time_use.json')
+    try:
+        agent.start()
+        wait_for(lambda: cleaned(tmp_path) == [H100], 'the first clean',
+                 timeout=60)
+        agent.proc.send_signal(signal.SIGKILL)
+        agent.proc.wait()
+        agent.close()
+        assert inventory(api, uuid)['reserved'] == 1
+        with open(records) as f:
+            assert json.load(f)['devices'][H100]['state'] == 'cleaning'
+
+        agent.configure(server.url, nested=False, extra=options)
+        agent.start()
+        wait_for(lambda: inventory(api, uuid)['reserved'] == 0,
+                 'the device given back after the restart', timeout=60)
+        assert cleaned(tmp_path) == [H100, H100]
+        assert 'a clean was cut short' in agent.log_text()
+        assert agent.stop() == 0
+    finally:
+        agent.cleanup()
+
+
+def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
+    """``node-agent-manage device clean ADDRESS`` (the shipped command,
+    no daemon running): a failing cleaner leaves the device reserved and
+    ``device list`` says why; once the cleaner succeeds the device is
+    given back and the list has nothing more to say."""
+    host = 'otu-compute5'
+    api = cloud.api
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    sys_root = pci.vfio_copy(tmp_path)
+    agent = svc.Agent(tmp_path / 'node-agent')
+    (tmp_path / 'node-agent').mkdir()
+    agent.configure(server.url, nested=False, extra=(
+        '[DEFAULT]', f'host = {host}', 'deployment = beside_nova_compute',
+        '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(host)}',
+        f'hypervisor_hostname = {host}',
+        '[hardware]', f'sysfs_root = {sys_root}',
+        '[libvirt]', f'connection_uri = {hosts.libvirt_uri("h100-vm")}',
+        '[one_time_use]', 'actions = 10de:2330=command',
+        f'command = {cleaner(tmp_path, "fail")}'))
+    try:
+        done = agent.run_manage('device', 'clean', H100)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.strip().endswith(
+            f'error: {H100}: cleaner exit 3; nova\'s provider {uuid} stays '
+            'reserved')
+        assert inventory(api, uuid)['reserved'] == 1
+        listed = agent.run_manage('device', 'list')
+        assert listed.stdout.splitlines()[-2:] == [
+            'One-time-use devices not ready:',
+            f'  {H100}  cleaner_failed: cleaner exit 3']
+
+        (tmp_path / 'mode').write_text('ok')
+        done = agent.run_manage('device', 'clean', H100)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            f'{H100}: cleaning',
+            f'{H100}: cleaned and checked; nova\'s provider {uuid} is '
+            'given back (reserved = 0)']
+        assert inventory(api, uuid)['reserved'] == 0
+        assert cleaned(tmp_path) == [H100, H100]
+        listed = agent.run_manage('device', 'list')
+        assert listed.stdout == 'drained devices:\n  none\n'
+
+        done = agent.run_manage('device', 'clean', '0000:00:01.0')
+        assert (done.returncode, done.stderr.splitlines()[-1]) == (
+            1, 'error: 0000:00:01.0 is not a one-time-use device nova '
+            f'reports under {host} (no provider with HW_PCI_ONE_TIME_USE)')
+    finally:
+        agent.cleanup()

@@ -58,6 +58,10 @@ def clean(conf):
             cleaner.clean(address, provider, started=lambda a: print(
                 f'{a}: cleaning'))
         except exception.NotCleaned as exc:
+            # What device list and the daemon's status line then say.
+            records.update(address, dict(
+                records.load().get(address) or {}, uuid=provider.uuid,
+                state=exc.state, reason=exc.reason))
             print(f'error: {exc}; nova\'s provider {provider.uuid} stays '
                   'reserved', file=sys.stderr)
             return 1
@@ -72,9 +76,11 @@ def clean(conf):
 
 
 def list_section(conf):
-    """``device list``'s section: the one-time-use devices not ready."""
+    """``device list``'s section: the one-time-use devices not ready
+    (their state and why), when there are any."""
     import node_agent.one_time_use as one_time_use
     from node_agent.one_time_use import record
     lines = one_time_use.render(record.Records.from_conf(conf).load())
-    print(f'{one_time_use.TITLE}:')
-    print('\n'.join(lines) or '  none')
+    if lines:
+        print(f'{one_time_use.TITLE}:')
+        print('\n'.join(lines))
