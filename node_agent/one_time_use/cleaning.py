@@ -3,7 +3,7 @@
 ::
 
     lock       one_time_use.d/<address>.lock, or Busy
-    guests     no libvirt domain holds the device
+    guests     no libvirt domain holds the device, Placement says used 0
     before     identity (vendor, device, subsystem, class) and a health
                look (AER counters learnt, link) through the sysfs reader
     started    the record says "cleaning" (a restart does it again)
@@ -210,6 +210,7 @@ class Cleaning:
         action = self.action_for(address)
         with record.device_lock(self.records.lock_path(address)) as fd:
             self._not_held(address, '')
+            self._not_allocated(address, provider, '')
             look = Look(self.reader, address)
             if started is not None:
                 started(address)
@@ -227,13 +228,16 @@ class Cleaning:
             self._not_held(address, ', taken during the clean')
             self.give_back(address, provider)
 
-    def give_back(self, address, provider):
+    def _not_allocated(self, address, provider, when):
         used = self.report_client.get_usages([provider.uuid])[provider.uuid]
         if any(used.values()):
             raise exception.NotCleaned(
-                address, policy.GUEST_HOLDS, 'allocated again during the '
-                'clean: ' + ', '.join(f'{rc} {n}' for rc, n in
-                                      sorted(used.items()) if n))
+                address, policy.GUEST_HOLDS, f'allocated{when}: ' +
+                ', '.join(f'{rc} {n}' for rc, n in sorted(used.items())
+                          if n))
+
+    def give_back(self, address, provider):
+        self._not_allocated(address, provider, ' during the clean')
         label = f'{provider.name} ({provider.uuid})'
         self.report_client.set_reserved(
             provider.uuid, label, {rc: 0 for rc in provider.inventory})

@@ -87,6 +87,14 @@ def guest_used_then_deleted(cloud, host):
     """nova-compute on ``host``; a guest given the one-time-use GPU (nova
     reserves it), then deleted (its allocation gone, nova's PCI tracker
     free: nova writes nothing).  Nova's provider, as the guest left it."""
+    rp = guest_given(cloud, host)
+    guest_deleted(cloud, host, rp)
+    return rp
+
+
+def guest_given(cloud, host):
+    """nova-compute on ``host``, and a guest given the one-time-use GPU:
+    its allocation, and nova's PCI tracker's (nova reserves it)."""
     api = cloud.api
     node = cloud.nova_compute(host, options=OPTIONS,
                               pci_devices=nova_pci.DEVICES)
@@ -99,13 +107,19 @@ def guest_used_then_deleted(cloud, host):
                               guests={H100: GUEST})
     assert node['periodics'] == [{'ok': True}] * 2
     assert inventory(api, rp['uuid'])['reserved'] == 1
+    return rp
+
+
+def guest_deleted(cloud, host, rp):
+    """The guest deleted: its allocation, and nova's PCI tracker free
+    again (nova writes nothing)."""
+    api = cloud.api
     resp = api.delete(f'/allocations/{GUEST}', microversion='1.28')
     assert resp.status_code == 204, resp.text
     node = cloud.nova_compute(host, options=OPTIONS,
                               pci_devices=nova_pci.DEVICES)
     assert node['periodics'] == [{'ok': True}]
     assert inventory(api, rp['uuid'])['reserved'] == 1
-    return rp
 
 
 def start_agent(conf, server, cloud, host, sys_root, libvirt_uri=None,
@@ -352,12 +366,14 @@ def test_killed_mid_clean_the_restart_cleans_again(
 
 def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
     """``node-agent-manage device clean ADDRESS`` (the shipped command,
-    no daemon running): a failing cleaner leaves the device reserved and
+    no daemon running): refused while the guest has the device; a failing
+    cleaner leaves the device reserved and
     ``device list`` says why; once the cleaner succeeds the device is
     given back and the list has nothing more to say."""
     host = 'otu-compute5'
     api = cloud.api
-    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    rp = guest_given(cloud, host)
+    uuid = rp['uuid']
     sys_root = pci.vfio_copy(tmp_path)
     agent = svc.Agent(tmp_path / 'node-agent')
     (tmp_path / 'node-agent').mkdir()
@@ -370,6 +386,14 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
         '[one_time_use]', 'actions = 10de:2330=command',
         f'command = {cleaner(tmp_path, "fail")}'))
     try:
+        # Its guest still has it: refused, nothing run.
+        done = agent.run_manage('device', 'clean', H100)
+        assert done.stderr.splitlines()[-1] == (
+            f'error: {H100}: allocated: {PCI_CLASS} 1; nova\'s provider '
+            f'{uuid} stays reserved')
+        assert cleaned(tmp_path) == []
+        guest_deleted(cloud, host, rp)
+
         done = agent.run_manage('device', 'clean', H100)
         assert done.returncode == 1, done.stderr
         assert done.stderr.strip().endswith(
