@@ -3,6 +3,8 @@
 What the agent does with them is :mod:`node_agent.one_time_use`.
 """
 
+import re
+
 from oslo_config import cfg
 from oslo_config import types
 
@@ -11,8 +13,25 @@ from node_agent.conf import base
 GROUP = cfg.OptGroup('one_time_use')
 
 # MATCH=ACTION: 10de:2330=command, 144d:*=nvme, class:0108=nvme, *=reset
-ACTION_RE = (r'^(\*|[0-9a-fA-F]{4}:([0-9a-fA-F]{4}|\*)|'
-             r'class:[0-9a-fA-F]{2,6})=(reset|nvme|command)$')
+ACTION_RE = re.compile(r'(\*|[0-9a-fA-F]{4}:([0-9a-fA-F]{4}|\*)|'
+                       r'class:[0-9a-fA-F]{2,6})=(reset|nvme|command)')
+
+
+class ActionEntry(types.String):
+    """One ``MATCH=ACTION`` entry of ``[one_time_use] actions``."""
+
+    def __init__(self):
+        super().__init__(type_name='MATCH=ACTION')
+
+    def __call__(self, value):
+        value = super().__call__(value).strip()
+        if not ACTION_RE.fullmatch(value):
+            raise ValueError(
+                f'entry {value!r} is not MATCH=ACTION (MATCH: '
+                'VENDOR:PRODUCT, VENDOR:*, class:CLASS or *; ACTION: '
+                'reset, nvme or command)')
+        return value
+
 
 opts = [
     cfg.BoolOpt('enabled',
@@ -26,7 +45,7 @@ opts = [
                      'entry names is left reserved and shown as waiting.'),
     cfg.ListOpt('actions',
                 default=[],
-                item_type=types.String(regex=ACTION_RE),
+                item_type=ActionEntry(),
                 help='How each kind of device is cleaned, first match '
                      'wins: MATCH=ACTION entries. MATCH is VENDOR:PRODUCT '
                      '(10de:2330), VENDOR:* , class:CLASS (a prefix of '

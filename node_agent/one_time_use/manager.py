@@ -196,6 +196,14 @@ class Manager:
                 return False
             threads[0].join(left)
 
+    def close(self, timeout=None):
+        """Wait for the cleans under way, then close the notification
+        transport; False when a clean was still running."""
+        done = self.wait(timeout)
+        if self.notifier is not None:
+            self.notifier.close()
+        return done
+
     # -- what it says -------------------------------------------------------
 
     def view(self):

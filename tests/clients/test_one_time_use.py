@@ -19,17 +19,23 @@ import signal
 import stat
 import threading
 
+import oslo_messaging
+
+from node_agent import drains
+from node_agent.claims import rpc
 from node_agent.tracker import service
 from tests.clients import harness
 from tests.clients import test_nova_pci_health as nova_pci
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
+from tests.fixtures import rabbitmq
 from tests.fixtures.hosts import make_hosts
 from tests.functional.tracker import conftest as tc
 from tests.functional.tracker import test_pci_health as pci
 from tests.functional.tracker.test_device_health import Clock
 from tests.functional.tracker.test_device_health import wait_for
 from tests.integration import test_agent_service as svc
+from tests.integration import test_health_notifications as notifications
 
 H100 = nova_pci.H100
 PCI_CLASS = nova_pci.PCI_CLASS
@@ -423,3 +429,76 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
             f'reports under {host} (no provider with HW_PCI_ONE_TIME_USE)')
     finally:
         agent.cleanup()
+
+
+def test_not_ready_and_ready_are_notified(server, cloud, conf, tmp_path):
+    """``node_agent.device.one_time_use`` on a real RabbitMQ, heard by an
+    oslo.messaging listener: ``error`` when a clean leaves the device
+    reserved, ``info`` when it is given back."""
+    host = 'otu-compute6'
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    broker = rabbitmq.start(tmp_path / 'rabbitmq')
+    rpc.register_transport_opts(conf)
+    conf.set_override('transport_url', broker.url)
+    transport = oslo_messaging.get_notification_transport(conf)
+    heard = notifications.Heard()
+    listener = oslo_messaging.get_notification_listener(
+        transport, [oslo_messaging.Target(topic='notifications')],
+        [heard], executor='threading')
+    listener.start()
+    agent = None
+    try:
+        agent, clock = start_agent(
+            conf, server, cloud, host, pci.vfio_copy(tmp_path),
+            actions=['10de:2330=command'],
+            command=cleaner(tmp_path, 'fail'), retry_initial=RETRY)
+        event = ('node-agent.' + host, 'node_agent.device.one_time_use')
+        assert heard.next() == ('error',) + event + ({
+            'payload_version': '1.0', 'host': host, 'address': H100,
+            'state': 'cleaner_failed', 'reason': 'cleaner exit 3',
+            'failures': 1},)
+        (tmp_path / 'mode').write_text('ok')
+        clock.now += RETRY
+        audit_until(agent, lambda: inventory(cloud.api, uuid)['reserved']
+                    == 0, 'the device given back')
+        assert heard.next() == ('info',) + event + ({
+            'payload_version': '1.0', 'host': host, 'address': H100,
+            'state': 'ready', 'reason': 'cleaned and checked',
+            'failures': 0},)
+    finally:
+        if agent is not None:
+            agent.stop()
+            assert agent.rt.one_time_use.close(10)
+        listener.stop()
+        listener.wait()
+        transport.cleanup()
+        broker.stop()
+
+
+def test_no_action_configured_then_drained_never_cleaned(
+        server, cloud, conf, tmp_path):
+    """A device whose kind no ``[one_time_use] actions`` entry names
+    waits, saying so; drained by an operator it waits for its health,
+    untouched."""
+    host = 'otu-compute7'
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    agent, _ = start_agent(conf, server, cloud, host,
+                           pci.vfio_copy(tmp_path),
+                           actions=['class:0108=nvme'])
+    try:
+        wait_for(lambda: state(agent) == {H100: (
+            'no_action', 'no [one_time_use] actions entry for 10de:2330 '
+            '(class 030200)')}, 'the device waiting for an action')
+        assert agent.rt.status_line().endswith(
+            f'; 1 one-time-use device waiting: {H100}: no [one_time_use] '
+            'actions entry for 10de:2330 (class 030200)')
+        assert metric(agent, 'no_action')
+
+        drains.drain(drains.path_for(conf), H100, 'fan swap')
+        wait_for(lambda: state(agent)[H100][0] == 'unhealthy',
+                 'the drain seen')
+        assert state(agent)[H100][1] == 'drained: fan swap'
+        assert metric(agent, 'unhealthy')
+        assert inventory(cloud.api, uuid)['reserved'] == 1
+    finally:
+        agent.stop()
