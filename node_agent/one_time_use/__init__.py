@@ -42,18 +42,23 @@ Rules:
 TITLE = 'One-time-use devices not ready'
 
 
-def audit(rt, devices):
-    """The tracker's hook: ``devices`` are nova's PCI providers under the
-    root (``{address: provider}``).  Returns the tracker's manager, made
-    at the first call."""
+def audit(rt, tree, nova_pci):
+    """The tracker's hook, after a sync of ``tree`` and before its health
+    hook (:mod:`node_agent.tracker.nova_pci`, handed in) changes what the
+    tree says of nova's PCI providers; the devices the agent reserved for
+    their health are not one-time-use reservations, never cleaned.
+    Returns the tracker's manager, made at the first call."""
     # A --once run beside the daemon leaves the cleans to the daemon.
-    if not rt.conf.one_time_use.enabled or (
+    root = tree.find(rt.nodename)
+    if root is None or not rt.conf.one_time_use.enabled or (
             'once' in rt.conf and rt.conf.once):
-        return None
+        return rt.one_time_use
     from node_agent.one_time_use import manager
+    health = nova_pci.Reservations.from_conf(rt.conf).load()
     found = rt.one_time_use or manager.from_tracker(rt)
-    found.audit(devices, rt.snapshot.domains if rt.snapshot else (),
-                rt.unhealthy())
+    found.audit({a: p for a, p in nova_pci.nova_devices(tree, root).items()
+                 if p.uuid not in health},
+                rt.snapshot.domains if rt.snapshot else (), rt.unhealthy())
     return found
 
 

@@ -200,9 +200,7 @@ class ResourceTracker:
         # A hardware.health.HealthMonitor the service feeds, or None: its
         # unhealthy devices are reserved in every tree built.
         self.health = None
-        # Nova's one-time-use devices: a node_agent.one_time_use.manager.
-        # Manager, made at the first audit beside nova-compute.
-        self.one_time_use = None
+        self.one_time_use = None        # node_agent.one_time_use's Manager
 
     # -- the loop -----------------------------------------------------------
 
@@ -493,8 +491,8 @@ class ResourceTracker:
         self.last_good = pending.desired.copy()
         self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
-        self._reserve_beside_nova(self.last_good)
         self._clean_one_time_use(self.last_good)
+        self._reserve_beside_nova(self.last_good)
         self._status(self.status_line())
 
     def _reserve_beside_nova(self, tree):
@@ -510,15 +508,12 @@ class ResourceTracker:
                            nova_pci.Reservations.from_conf(self.conf))
 
     def _clean_one_time_use(self, tree):
-        """Beside nova-compute: nova's one-time-use devices cleaned and
-        given back (:mod:`node_agent.one_time_use`)."""
-        root = tree.find(self.nodename)
-        if root is not None and \
-                self.conf.deployment == deployment.BESIDE_NOVA:
+        """Beside nova-compute, nova's one-time-use devices cleaned
+        (:mod:`node_agent.one_time_use`): before the health hook."""
+        if self.conf.deployment == deployment.BESIDE_NOVA:
             from node_agent import one_time_use
             from node_agent.tracker import nova_pci
-            self.one_time_use = one_time_use.audit(
-                self, nova_pci.nova_devices(tree, root))
+            self.one_time_use = one_time_use.audit(self, tree, nova_pci)
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""

@@ -129,14 +129,16 @@ def guest_deleted(cloud, host, rp):
 
 
 def start_agent(conf, server, cloud, host, sys_root, libvirt_uri=None,
-                **one_time_use):
+                sysfs_health=False, **one_time_use):
     conf.set_override('host', host)
     conf.set_override('deployment', 'beside_nova_compute')
     conf.set_override('compute_id_path', cloud.nova_compute_id_path(host),
                       'nova')
     conf.set_override('hypervisor_hostname', host, 'nova')
     conf.set_override('udev_monitor', False, 'hardware')
-    conf.set_override('sysfs_enabled', False, 'health')
+    conf.set_override('sysfs_enabled', sysfs_health, 'health')
+    conf.set_override('sysfs_interval', 0.1, 'health')
+    conf.set_override('quiet_period', pci.QUIET, 'health')
     for name, value in one_time_use.items():
         conf.set_override(name, value, 'one_time_use')
     service.register_opts(conf)
@@ -500,5 +502,36 @@ def test_no_action_configured_then_drained_never_cleaned(
         assert state(agent)[H100][1] == 'drained: fan swap'
         assert metric(agent, 'unhealthy')
         assert inventory(cloud.api, uuid)['reserved'] == 1
+    finally:
+        agent.stop()
+
+
+def test_a_reservation_for_health_is_not_a_one_time_use(
+        server, cloud, conf, tmp_path):
+    """A one-time-use device no guest used, isolated (rising fatal AER):
+    the agent reserves nova's provider for its health, and gives it back
+    when it recovers, without ever cleaning it."""
+    host = 'otu-compute8'
+    api = cloud.api
+    cloud.nova_compute(host, options=OPTIONS, pci_devices=nova_pci.DEVICES)
+    uuid = cloud.providers()[f'{host}_{H100}']['uuid']
+    sys_root = pci.vfio_copy(tmp_path)
+    agent, clock = start_agent(conf, server, cloud, host, sys_root,
+                               sysfs_health=True,
+                               actions=['10de:2330=command'],
+                               command=cleaner(tmp_path))
+    try:
+        agent.looked()
+        pci.aer(sys_root, 'aer_dev_fatal', 1)
+        wait_for(lambda: inventory(api, uuid)['reserved'] == 1,
+                 'the device reserved for its health')
+        audit_until(agent, lambda: True, 'an audit')
+        assert state(agent) == {}
+        clock.now += pci.QUIET
+        wait_for(lambda: inventory(api, uuid)['reserved'] == 0,
+                 'the reservation back')
+        audit_until(agent, lambda: True, 'an audit')
+        assert state(agent) == {}
+        assert cleaned(tmp_path) == []
     finally:
         agent.stop()
