@@ -33,10 +33,14 @@ class Manager:
 
     def __init__(self, conf, cleaner, records, metrics=None, notifier=None,
                  on_change=None, clock=time.time):
+        """``notifier``: ``() -> HealthNotifier or None``
+        (:mod:`node_agent.health_notifier`'s transport), called at the
+        first notification: no transport is opened before one is sent."""
         self.conf = conf
         self.cleaner = cleaner
         self.records = records
-        self.notifier = notifier
+        self._make_notifier = notifier
+        self.notifier = None
         self.on_change = on_change
         self.clock = clock
         self._lock = threading.Lock()
@@ -215,6 +219,10 @@ class Manager:
         return policy.summary(self.view())
 
     def _notify(self, address, state, reason, failures):
+        with self._lock:
+            if self._make_notifier is not None:
+                self.notifier = self._make_notifier()
+                self._make_notifier = None
         if self.notifier is None:
             return
         body = {'payload_version': PAYLOAD_VERSION,
@@ -261,6 +269,6 @@ def from_tracker(rt):
                                 conf.libvirt.scan_timeout),
         records, rt.report_client)
     return Manager(conf, cleaner, records, rt.metrics,
-                   health_notifier.HealthNotifier.from_conf(conf),
+                   lambda: health_notifier.HealthNotifier.from_conf(conf),
                    on_change=lambda: rt._status(rt.status_line()),
                    clock=lambda: rt.clock())
