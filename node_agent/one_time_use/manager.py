@@ -63,16 +63,19 @@ class Manager:
                       and a not in self._threads)
         used = self.cleaner.report_client.get_usages(
             [found[a].uuid for a in free]) if free else {}
-        view = {}
+        view, threaded = {}, set(self._threads)
         for address, provider in sorted(found.items()):
-            rec = records.get(address)
-            if address in self._threads:
-                view[address] = rec
+            if address in threaded:
                 continue
             view[address] = self._decide(
-                address, provider, rec, held.get(address),
+                address, provider, records.get(address), held.get(address),
                 used.get(provider.uuid, {}), unhealthy.get(address))
         with self._lock:
+            # A device with a clean under way, or one that started or ended
+            # meanwhile: what its thread last said.
+            threaded |= set(self._threads)
+            view.update({a: self._view.get(a) for a in threaded
+                         if a in found})
             self._view = {a: r for a, r in view.items() if r is not None}
 
     def _decide(self, address, provider, rec, holder, used, health):
@@ -99,8 +102,9 @@ class Manager:
         except exception.NotCleaned as exc:
             return self._note(address, provider, rec, exc,
                               retry=exc.state == policy.GONE)
-        self._start(address, provider)
-        return rec or {'state': policy.WAITING, 'reason': 'to be cleaned'}
+        rec = rec or {'state': policy.WAITING, 'reason': 'to be cleaned'}
+        self._start(address, provider, rec)
+        return rec
 
     def _note(self, address, provider, rec, exc, retry=True):
         """Record that ``address`` was not cleaned (``exc``), said once
@@ -130,12 +134,13 @@ class Manager:
 
     # -- the clean, in its thread ------------------------------------------
 
-    def _start(self, address, provider):
+    def _start(self, address, provider, rec):
         thread = threading.Thread(target=self._clean, args=(address,
                                                             provider),
                                   name=f'clean-{address}', daemon=True)
         with self._lock:
             self._threads[address] = thread
+            self._view = _replaced(self._view, address, rec)
         thread.start()
 
     def _started(self, provider):
@@ -157,35 +162,37 @@ class Manager:
         except exception.NotCleaned as exc:
             rec = self._note(address, provider,
                              self.records.load().get(address), exc)
-        except record.Busy:
-            rec = self._note(address, provider,
-                             self.records.load().get(address),
-                             exception.NotCleaned(
-                                 address, policy.BUSY,
-                                 'being cleaned by another process'))
-        except Exception as exc:  # noqa: BLE001 - the thread must record
-            LOG.exception('%s: the clean failed on an unexpected error',
-                          address)
-            rec = self._note(address, provider,
-                             self.records.load().get(address),
-                             exception.NotCleaned(
-                                 address, policy.FAILED,
-                                 f'unexpected error: {exc}'))
+        except exception.Stopping:
+            # The record still says cleaning: the next start cleans again.
+            LOG.info('%s: the agent stops: the clean is done again at the '
+                     'next start', address)
+        except Exception as exc:  # noqa: BLE001 - each one is recorded
+            rec = self._failed(address, provider, exc)
         finally:
             with self._lock:
                 self._threads.pop(address, None)
-            self._set(address, rec)
+                self._view = _replaced(self._view, address, rec)
             if self.on_change is not None:
                 self.on_change()
 
+    def _failed(self, address, provider, exc):
+        if isinstance(exc, record.Busy):
+            why = exception.NotCleaned(address, policy.BUSY,
+                                       'being cleaned by another process')
+        elif isinstance(exc, exception.PlacementError):
+            why = exception.NotCleaned(address, policy.FAILED,
+                                       f'Placement: {exc}')
+        else:
+            LOG.error('%s: the clean failed on an unexpected error',
+                      address, exc_info=exc)
+            why = exception.NotCleaned(address, policy.FAILED,
+                                       f'unexpected error: {exc}')
+        return self._note(address, provider,
+                          self.records.load().get(address), why)
+
     def _set(self, address, rec):
         with self._lock:
-            view = dict(self._view)
-            if rec is None:
-                view.pop(address, None)
-            else:
-                view[address] = rec
-            self._view = view
+            self._view = _replaced(self._view, address, rec)
 
     def wait(self, timeout=None):
         """Wait for the cleans under way (tests, a stop)."""
@@ -235,6 +242,16 @@ class Manager:
         except Exception as exc:  # noqa: BLE001 - as health_notifier
             LOG.warning('device %s: the %s notification (%s) was not sent: '
                         '%s', address, EVENT_TYPE, state, exc)
+
+
+def _replaced(view, address, rec):
+    """``view`` with ``address``'s record ``rec`` (None: without it)."""
+    view = dict(view)
+    if rec is None:
+        view.pop(address, None)
+    else:
+        view[address] = rec
+    return view
 
 
 class _Collector:
