@@ -6,8 +6,10 @@ in ``[pci] device_spec`` when a guest gets it: its provider (trait
 ``HW_PCI_ONE_TIME_USE``) gets ``reserved = total``, and nova never sets it
 back: ``pci_placement_translator`` sends such a provider ``total`` and
 ``max_unit``, plus ``reserved = total`` only while a guest holds the
-device, and nova's report client compares only the fields it sends, so
-after the guest nova writes nothing and the reservation stays.  Making
+device, and nova's provider tree compares only the fields it is sent
+(``ProviderTree.has_inventory_changed``), so after the guest nova writes
+nothing and the reservation stays (nor does it write back a ``reserved``
+the agent sets to 0).  Making
 the device ready is the operator's job; beside nova-compute the agent does
 it::
 
