@@ -208,6 +208,11 @@ class Cleaning:
         ``record.Busy`` when it was not.  ``started(address)`` runs just
         before the action."""
         action = self.action_for(address)
+        argv = None
+        if action == 'nvme':
+            argv = nvme_argv(self.conf, self.reader, address)
+        elif action == 'command':
+            argv = command_argv(self.conf, address)
         with record.device_lock(self.records.lock_path(address)) as fd:
             self._not_held(address, '')
             self._not_allocated(address, provider, '')
@@ -217,12 +222,9 @@ class Cleaning:
             LOG.info('%s: cleaning (%s), nova\'s provider %s stays reserved '
                      'until it passes its checks', address, action,
                      provider.uuid)
-            if action == 'reset':
+            if argv is None:
                 reset(self.reader, address)
             else:
-                argv = (nvme_argv(self.conf, self.reader, address)
-                        if action == 'nvme'
-                        else command_argv(self.conf, address))
                 run(argv, address, self.conf.one_time_use.timeout, fd)
             look.check()
             self._not_held(address, ', taken during the clean')
