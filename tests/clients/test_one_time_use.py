@@ -386,8 +386,8 @@ def refused(done):
 
 def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
     """``node-agent-manage device clean ADDRESS`` (the shipped command,
-    no daemon running): refused while the guest has the device; a failing
-    cleaner leaves the device reserved and
+    no daemon running): refused while the guest has the device (and
+    ``node-agent --once`` cleans nothing); a failing cleaner leaves the device reserved and
     ``device list`` says why; once the cleaner succeeds the device is
     given back and the list has nothing more to say."""
     host = 'otu-compute5'
@@ -413,6 +413,12 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
             f'{uuid} stays reserved'])
         assert cleaned(tmp_path) == []
         guest_deleted(cloud, host, rp)
+
+        # node-agent --once leaves the cleans to the daemon.
+        done = agent.run_once()
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert cleaned(tmp_path) == []
+        assert inventory(api, uuid)['reserved'] == 1
 
         done = agent.run_manage('device', 'clean', H100)
         assert refused(done) == (1, [
