@@ -387,9 +387,10 @@ def refused(done):
 def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
     """``node-agent-manage device clean ADDRESS`` (the shipped command,
     no daemon running): refused while the guest has the device (and
-    ``node-agent --once`` cleans nothing); a failing cleaner leaves the device reserved and
-    ``device list`` says why; once the cleaner succeeds the device is
-    given back and the list has nothing more to say."""
+    ``node-agent --once`` cleans nothing); a failing cleaner leaves the
+    device reserved and ``device list`` says why; once the cleaner
+    succeeds the device is given back and the list has nothing more to
+    say."""
     host = 'otu-compute5'
     api = cloud.api
     rp = guest_given(cloud, host)
