@@ -49,6 +49,9 @@
      |                                    read-only, I/O error, locked): a
      |                                    fault of the host, never taken for
      |                                    corruption; waited out
+     +-- NotCleaned                       a one-time-use device not made
+     |                                    ready (names it, says why): it
+     |                                    stays reserved
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
@@ -422,3 +425,17 @@ class ClaimNotFound(ClaimError):
 
     def __str__(self):
         return f'claim {self.claim} not found'
+
+
+class NotCleaned(NodeAgentError):
+    """A one-time-use device was not made ready again; it stays reserved.
+
+    ``state`` is what ``node_agent_one_time_use`` shows for it
+    (:mod:`node_agent.one_time_use.policy`), ``reason`` the status line's
+    text (``cleaner exit 3``)."""
+
+    def __init__(self, address, state, reason):
+        self.address = address
+        self.state = state
+        self.reason = reason
+        super().__init__(f'{address}: {reason}')

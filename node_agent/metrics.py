@@ -51,6 +51,10 @@ What is exported, all prefixed ``node_agent_``::
                                                 drained; none: healthy)
     health_source_restarts_total{source}        health sources restarted
                                                 after an unexpected error
+    one_time_use{address,state}                 gauge: 1 per one-time-use
+                                                device nova left reserved
+                                                (registered by
+                                                node_agent.one_time_use)
     problem_since_seconds{what,detail}          gauge: unix time since
                                                 which ``what`` (audit,
                                                 SIGHUP, a watcher, the

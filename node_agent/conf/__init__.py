@@ -31,6 +31,7 @@ _MODULES = (
     'audit',
     'claims',
     'metrics',
+    'one_time_use',
 )
 
 

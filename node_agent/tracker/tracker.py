@@ -208,6 +208,7 @@ class ResourceTracker:
         # reserved in every tree built.
         self.health = None
         self.kept_checked = False       # stored health unreadable: kept?
+        self.one_time_use = None        # node_agent.one_time_use's Manager
 
     # -- the loop -----------------------------------------------------------
 
@@ -509,6 +510,7 @@ class ResourceTracker:
         self.synced = (self.last_good, self.snapshot)
         self.ownership = pending.ownership
         self.metrics.synced(self.last_good, bool(self.reshape_pending))
+        withhold.clean_one_time_use(self, self.last_good)
         withhold.reserve_beside_nova(self, self.last_good)
         self._status(self.status_line())
 
@@ -549,6 +551,8 @@ class ResourceTracker:
         if self.kept_twice:
             line += ('; reported twice while they hold allocations: '
                      + ', '.join(self.kept_twice))
+        if self.one_time_use is not None and self.one_time_use.summary():
+            line += '; ' + self.one_time_use.summary()
         said = self.health.summary() if self.health is not None else ''
         return f'{line}; {said}' if said else line
 

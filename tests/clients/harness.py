@@ -111,7 +111,8 @@ class Cloud:
         return os.path.join(self.workdir, name)
 
     def nova_compute(self, host, periodics=1, resources=None, options=(),
-                     pci_devices=(), libvirt=None, sysfs_root=None):
+                     pci_devices=(), libvirt=None, sysfs_root=None,
+                     guests=None):
         """nova-compute's start on ``host`` and its periodics.
 
         With Nova's ``FakeDriver``: ``resources`` on the root, and
@@ -121,6 +122,8 @@ class Cloud:
         that host instead, as on a real hypervisor.  ``sysfs_root``: the
         host's recorded sysfs, which nova's PCI utilities then read (the
         answer says what nova's PCI tracker holds: ``pci_tracker``).
+        ``guests``: ``{PCI address: instance uuid}`` nova's PCI tracker
+        gives away after the first periodic.
         """
         request = {
             'workdir': self._dir(f'nova-compute-{host}'),
@@ -133,6 +136,8 @@ class Cloud:
             request.update(virt='libvirt', libvirt=libvirt)
         if sysfs_root:
             request.update(sysfs_root=sysfs_root)
+        if guests:
+            request.update(guests=guests)
         return drive('nova_compute', request)
 
     def nova_compute_id_path(self, host):

@@ -6,6 +6,7 @@
     device undrain ADDRESS
     device clear ADDRESS --reason TEXT
     device list
+    device clean ADDRESS      (node_agent.cmd.manage.clean)
 
 A drained device's provider is reserved (``reserved = total``, with
 ``CUSTOM_NODE_AGENT_UNHEALTHY`` and ``CUSTOM_NODE_AGENT_HEALTH_DRAINED``)
@@ -32,6 +33,7 @@ import sys
 from node_agent import drains
 from node_agent import exception
 from node_agent import health_state
+from node_agent.cmd.manage import clean
 from node_agent.hardware import health
 from node_agent.hardware import sysfs as sysfs_mod
 
@@ -85,8 +87,12 @@ def _add_list(subparsers):
     parser.set_defaults(action_fn=list_withheld)
 
 
+def _add_clean(subparsers):
+    clean.add_parser(subparsers, pci_address)
+
+
 #: The subcommands, each adding its own parser.
-SUBCOMMANDS = (_add_drain, _add_undrain, _add_clear, _add_list)
+SUBCOMMANDS = (_add_drain, _add_undrain, _add_clear, _add_list, _add_clean)
 
 
 def add_parsers(subparsers):
@@ -190,4 +196,5 @@ def list_withheld(conf):
     if monitor.state_problem:
         print(f'  ({monitor.state_problem})')
     print('\n'.join(lines) or '  none')
+    clean.list_section(conf)
     return 0

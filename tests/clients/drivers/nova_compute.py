@@ -35,6 +35,11 @@ with Nova's own ``ResourceTracker`` and a virt driver:
 (``ComputeManager.init_host`` first registers the dynamic options the
 drivers read: ``[neutron_physnet_*]``, ``[mdev_*]``.)
 
+With ``"guests": {PCI address: instance uuid}`` (and ``periodics`` 2 or
+more), nova's PCI tracker gives those devices to those instances after the
+first periodic (:func:`give_to_guests`): a one-time-use device's provider
+then gets ``reserved = total`` from ``pci_placement_translator``.
+
 ``periodics`` times ``ResourceTracker.update_available_resource`` (the
 first one with ``startup=True``, as ``ComputeManager.init_host`` runs
 it), which reads the compute node uuid through
@@ -151,6 +156,19 @@ def recorded_sysfs(root):
         yield
 
 
+def give_to_guests(tracker, guests):
+    """Nova's PCI tracker gives each device of ``guests`` (``{PCI
+    address: instance uuid}``) to its instance, with nova's own
+    ``PciDevice.claim`` and ``allocate`` (as a boot's claim does), between
+    the first periodic and the second.  Kept in this process only: the
+    next call starts with every device free, as after the guests were
+    deleted."""
+    for dev in tracker.pci_tracker.pci_devs:
+        if dev.address in guests:
+            dev.claim(guests[dev.address])
+            dev.allocate({'uuid': guests[dev.address]})
+
+
 def main():
     request = nova_env.read_request()
     conf, ctx = nova_env.setup(
@@ -222,6 +240,8 @@ def main():
                                   objects=[])), \
             mock.patch.object(objects.PciDevice, 'save'):
         for n in range(request.get('periodics', 1)):
+            if n == 1:
+                give_to_guests(tracker, request.get('guests', {}))
             try:
                 tracker.update_available_resource(ctx, nodename,
                                                   startup=n == 0)

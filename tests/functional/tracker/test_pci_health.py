@@ -75,16 +75,18 @@ def aer(root, name, total):
 class Running:
     """One daemon's worth of objects over the copied host."""
 
-    def __init__(self, conf, placement_adapter, sys_root, clock):
+    def __init__(self, conf, placement_adapter, sys_root, clock,
+                 libvirt_uri=None):
         self.adapter = counting.CountingAdapter(placement_adapter)
         self.discovery = hosts.discovery_for(
             'h100-vm', conf, sysfs_root=sys_root,
-            nvml=recorded_nvml.load(None))
+            nvml=recorded_nvml.load(None),
+            libvirt_uri=libvirt_uri or hosts.libvirt_uri('h100-vm'))
+        self.metrics = metrics_mod.Metrics()
         self.rt = tracker.ResourceTracker(
             conf, client.ReportClient.from_conf(
                 conf, self.adapter, state=state.SyncState.from_conf(conf)),
-            self.discovery)
-        self.metrics = metrics_mod.Metrics()
+            self.discovery, metrics=self.metrics)
         self.svc = service.AgentService(
             conf, self.rt, systemd.Notifier(environ={}),
             device_health=factory.device_health(conf, self.rt, self.metrics,
