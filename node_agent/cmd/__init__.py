@@ -71,16 +71,17 @@ def register_late_opts(conf):
     other option and shown by ``debug = true``, secrets masked."""
     from keystoneauth1 import loading as ks_loading
     import oslo_messaging.opts
+    from node_agent.conf import check
     from node_agent.claims import rpc
     rpc.register_transport_opts(conf)
     for group, opts in oslo_messaging.opts.list_opts():
         conf.register_opts(opts, group=group)
     auth_type = conf.placement.auth_type
-    if auth_type:
-        try:
-            opts = ks_loading.get_auth_plugin_conf_options(auth_type)
-        except Exception:   # no such plugin: the adapter names it
-            return
+    # No such plugin: the configuration check names it
+    # (node_agent.conf.check); asking stevedore for it would print its
+    # own lines first.
+    if auth_type in check.auth_plugin_names():
+        opts = ks_loading.get_auth_plugin_conf_options(auth_type)
         conf.register_opts(opts, group='placement')
 
 

@@ -207,9 +207,11 @@ class AgentService(service.Service):
             self._loop()
         except (watchers.Stopped, exception.Stopping):
             pass
-        except exit_policy.FATAL_ERRORS as exc:
+        except exception.NodeAgentError as exc:
+            # Named errors are one line (78 or 1, the exit policy's);
+            # only what nothing named gets a traceback.
             fatal = exc
-            self.exit_code = exit_policy.EXIT_FATAL
+            self.exit_code = exit_policy.exit_status(exc)
         except Exception:
             LOG.exception('node-agent stopped on an unexpected error')
             self.exit_code = exit_policy.EXIT_ERROR
@@ -224,7 +226,10 @@ class AgentService(service.Service):
             if fatal is not None:
                 # Outside the except block: oslo.log would append the
                 # exception being handled, saying it twice on one line.
-                LOG.critical('node-agent cannot continue: %s', fatal)
+                LOG.log(logging.CRITICAL
+                        if self.exit_code == exit_policy.EXIT_FATAL
+                        else logging.ERROR,
+                        'node-agent cannot continue: %s', fatal)
             self._done.set()
 
     def _start_udev(self):
@@ -402,7 +407,7 @@ class AgentService(service.Service):
         else:
             LOG.log(level, '%s is not reachable (%s); next attempt in %.1f s '
                     '(waiting with capped backoff: said again only when it '
-                    'ends)', what, exc, sleep)
+                    'ends)', what, getattr(exc, 'cause', exc), sleep)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds
@@ -494,7 +499,7 @@ class AgentService(service.Service):
             since, failed = self._away or (time.monotonic(), 0)
             LOG.log(logging.DEBUG if failed else logging.WARNING,
                     'audit: %s is not reachable (%s); trying again with '
-                    'backoff', exc.service, exc)
+                    'backoff', exc.service, exc.cause)
             self._away = (since, failed + 1)
             return False
         except exception.ComputeNodeMissing as exc:
