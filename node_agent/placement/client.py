@@ -17,9 +17,11 @@ included: ``tests/integration/test_placement_calls.py``)::
 
     audit, nothing changed     1 call   GET /resource_providers?in_tree=<root>
                                         generations == the ones last synced
-    restart, nothing changed   1 call   the same, generations and the
-                                        allocations the claims follow from
-                                        SyncState, whatever P and C
+    restart, nothing changed   2 calls  GET / (the endpoint is Placement:
+                                        endpoint.py), then the same,
+                                        generations and the allocations
+                                        the claims follow from SyncState,
+                                        whatever P and C
     allocations changed        + 1 GET per provider whose generation moved
       on k providers                    (its allocations; no consumer read):
                                         1 + k, e.g. 2 for one new allocation
