@@ -451,13 +451,18 @@ class AgentService(service.Service):
         if self.load_conf is not None:
             # reload_config_files() changes conf in place: check a fresh
             # copy first, so a bad file leaves the config in effect alone.
+            refused = None
             try:
                 self.load_conf()
             except exception.ConfigError as exc:
+                refused = exc
+            if refused is not None:
+                # Outside the except block: oslo.log would append the
+                # exception, saying the reason twice.
                 LOG.error('SIGHUP: the config files are not valid, the '
-                          'configuration in effect stays: %s', exc)
+                          'configuration in effect stays: %s', refused)
                 self._note('SIGHUP', f'refused, the configuration in effect '
-                                     f'stays: {exc}')
+                                     f'stays: {refused}')
                 return False
         self._note('SIGHUP', None)
         LOG.info('SIGHUP: re-reading the config files and dropping cached '
@@ -468,7 +473,7 @@ class AgentService(service.Service):
 
     def _audit(self):
         """One audit; False when Placement was away (try again soon)."""
-        result = metrics_mod.AUDIT_FAILED
+        result, failure = metrics_mod.AUDIT_FAILED, None
         start = time.monotonic()
         try:
             with self._sync_under_way():
@@ -491,38 +496,43 @@ class AgentService(service.Service):
         except exception.Stopping as exc:
             LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
-            result = metrics_mod.AUDIT_UNAVAILABLE
+            result, failure = metrics_mod.AUDIT_UNAVAILABLE, exc
             waiting = f'waiting for {exc.service}: {exc.reason}'
             self._problem('audit', waiting)
             self.notifier.set_status(waiting)
-            # Once when the wait starts, once when it ends (below).
-            since, failed = self._away or (time.monotonic(), 0)
-            LOG.log(logging.DEBUG if failed else logging.WARNING,
-                    'audit: %s is not reachable (%s); trying again with '
-                    'backoff', exc.service, exc.cause)
-            self._away = (since, failed + 1)
-            return False
         except exception.ComputeNodeMissing as exc:
             # nova's compute node went (its service deleted): nothing to
             # hang the devices under until nova-compute makes it again.
             self._problem('audit', exc.status)
             self.notifier.set_status(exc.status)
-            LOG.error('audit failed: %s', exc)
+            failure = exc
         except exception.PlacementCredentialsError as exc:
             # Not fatal here: the last good tree stays in Placement and a
             # SIGHUP with corrected credentials resumes.
             self._audit_problem('failed', 'Placement refused the '
                                           'credentials')
-            LOG.error('audit failed: %s', exc)
+            failure = exc
         except exception.NodeAgentError as exc:
             self._audit_problem('failed', exc)
-            LOG.error('audit failed: %s', exc)
+            failure = exc
         except Exception as exc:
             self._audit_problem('failed', f'unexpected error: '
                                           f'{type(exc).__name__}: {exc}')
             LOG.exception('audit failed on an unexpected error')
         finally:
             self.metrics.audit(result, time.monotonic() - start)
+        # Said outside the except blocks: oslo.log would append the
+        # exception being handled, saying it twice on one line.
+        if isinstance(failure, exception.PlacementUnavailable):
+            # Once when the wait starts, once when it ends (below).
+            since, failed = self._away or (time.monotonic(), 0)
+            LOG.log(logging.DEBUG if failed else logging.WARNING,
+                    'audit: %s is not reachable (%s); trying again with '
+                    'backoff', failure.service, failure.cause)
+            self._away = (since, failed + 1)
+            return False
+        if failure is not None:
+            LOG.error('audit failed: %s', failure)
         if self._away is not None:
             since, failed = self._away
             self._away = None

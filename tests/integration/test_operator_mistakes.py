@@ -7,9 +7,12 @@ answers 404 to a path it has no route for, as any web server does; its
 request log counts every request the agent sent.
 """
 
+import re
+
 import pytest
 
 from tests.integration import test_agent_service as svc
+from tests.integration.test_agent_rpc import wait_for_log
 
 pytestmark = pytest.mark.integration
 
@@ -100,3 +103,23 @@ def test_every_command_exits_78_for_missing_or_unknown_credentials(
             '(installed: ' in done.stderr
         assert len(done.stderr.splitlines()) == 1, done.stderr
     assert server.requests(since) == []
+
+
+def test_placement_down_is_one_short_warning_saying_the_cause_once(
+        agent, server):
+    url = server.url
+    server.stop()
+    agent.configure(url, nested=False)
+    agent.start()
+    wait_for_log(agent, 'Placement is not reachable')
+    server.start()
+    agent.wait_for('READY=1')
+    assert agent.stop() == 0
+    said = [line for line in agent.log_text().splitlines()
+            if re.match(r'\S+ \S+ \d+ (WARNING|ERROR|CRITICAL) ', line)]
+    assert len(said) == 1, said
+    assert said[0].split(' [-] ', 1)[1].startswith(
+        f'Placement is not reachable (GET /: ConnectFailure: Unable to '
+        f'establish connection to {url}/: [Errno 111] Connection refused); '
+        'next attempt in ')
+    assert said[0].count('Connection refused') == 1

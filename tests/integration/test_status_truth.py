@@ -14,6 +14,7 @@ both when it is fixed:
 """
 
 import os
+import re
 import signal
 import socket
 import time
@@ -87,6 +88,15 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
         taken.close()
     _wait_status(agent, lambda s: 'metrics endpoint' not in s)
     assert _problems(port) == {}
+    # Said when it started and when it ended, whatever the retries.
+    said = [line.split(' [-] ', 1)[-1]
+            for line in agent.log_text().splitlines()
+            if ' node_agent.metrics_endpoint ' in line
+            and ' DEBUG ' not in line]
+    assert len(said) == 2, said
+    assert said[0].startswith('metrics endpoint: cannot listen on ')
+    assert re.fullmatch(rf'metrics at http://127.0.0.1:{port}/metrics, '
+                        r'after \d+ refused binds?', said[1]), said
 
     # A guest holds a vGPU; SIGHUP turns the gpu driver off: deleting its
     # provider is refused at every audit, and said.
@@ -109,6 +119,12 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
         f.write('[audit]\ninterval = abc\n')
     agent.proc.send_signal(signal.SIGHUP)
     wait_for_log(agent, 'SIGHUP: the config files are not valid')
+    refused = [line for line in agent.log_text().splitlines()
+               if 'SIGHUP: the config files are not valid' in line]
+    # The reason once, not again as the exception oslo.log would append.
+    assert len(refused) == 1 and refused[0].endswith(
+        'the configuration in effect stays: [audit] interval = abc: not an '
+        'integer'), refused
     line = _wait_status(agent, lambda s: 'SIGHUP refused' in s)
     assert ('SIGHUP refused, the configuration in effect stays: [audit] '
             'interval = abc: not an integer (since ') in line
