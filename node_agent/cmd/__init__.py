@@ -133,12 +133,33 @@ class _NoBorrowedContext(std_logging.Filter):
         return True
 
 
+class _EmbeddedAtDebug(std_logging.Filter):
+    """The embedded Placement's INFO lines (one per request, one per
+    schema migration) at DEBUG, whatever the configuration.
+
+    They are the in-process Placement's own bookkeeping, not the agent's
+    news: the quick start's log was mostly them.  Their WARNINGs and
+    ERRORs stay as they are.
+    """
+
+    PREFIXES = ('placement.', 'alembic.')
+
+    def filter(self, record):
+        if (record.levelno == std_logging.INFO
+                and record.name.startswith(self.PREFIXES)):
+            record.levelno, record.levelname = std_logging.DEBUG, 'DEBUG'
+            return std_logging.getLogger(record.name).isEnabledFor(
+                std_logging.DEBUG)
+        return True
+
+
 def setup_logging(conf, program):
     """oslo.log as ``conf`` says, plus the filters above."""
     logging.setup(conf, program)
     std_logging.getLogger('keystoneauth.session').addFilter(_RetryAtDebug())
     for handler in std_logging.getLogger().handlers:
         handler.addFilter(_NoBorrowedContext())
+        handler.addFilter(_EmbeddedAtDebug())
 
 
 def log_start(conf, log, program):
