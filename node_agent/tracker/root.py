@@ -107,6 +107,9 @@ class RootFinder:
         self.mode = deployment.mode(conf)
         self.owns_root = deployment.owns_root(conf)
         self.uuid = None        # the root's uuid, once found
+        # The root's name when the last read created it (or, writing
+        # nothing, would have): the plan's log counts it.
+        self.created = None
         self.source = None      # the compute_id file it came from
         # What the operator must know about the root, for the status line.
         self.note = None
@@ -133,9 +136,13 @@ class RootFinder:
     def _standalone(self, ensure):
         name = self.conf.host
         if ensure:
-            return ensure_root(self.client, name, self.uuid)
-        return self._read_or_new(
-            name, self.uuid or identity.legacy_root_uuid(name))
+            tree, created = root_and_creation(self.client, name, self.uuid)
+        else:
+            tree = self._read_or_new(
+                name, self.uuid or identity.legacy_root_uuid(name))
+            created = tree.roots[0].generation is None
+        self.created = name if created else None
+        return tree
 
     def _beside_nova(self):
         if self.uuid is not None:
@@ -260,6 +267,11 @@ def ensure_root(client, name, uuid=None):
     name with another uuid (created by another service before the agent
     ran) is adopted.  The tree includes providers the agent does not own.
     """
+    return root_and_creation(client, name, uuid)[0]
+
+
+def root_and_creation(client, name, uuid=None):
+    """:func:`ensure_root`'s tree, and whether the root was created."""
     root_uuid = (uuid or client.recorded_root(name)
                  or identity.legacy_root_uuid(name))
     if client.has_record(root_uuid):
@@ -271,10 +283,10 @@ def ensure_root(client, name, uuid=None):
             tree = None
         else:
             client.claim_root(root_uuid)
-            return tree
+            return tree, False
     created = client.create_root(name, root_uuid)
     if created is not None:
-        return created
+        return created, True
     try:
         tree = client.get_provider_tree(root_uuid)
     except exception.ResourceProviderNotFound:
@@ -285,7 +297,7 @@ def ensure_root(client, name, uuid=None):
             raise exception.ResourceProviderNotFound(name) from None
         tree = client.get_provider_tree(found[1])
     client.claim_root(tree.roots[0].uuid)
-    return tree
+    return tree, False
 
 
 def _tree_evidence(tree, ownership):

@@ -108,3 +108,16 @@ def test_the_embedded_placement_logs_its_requests_at_debug_only(
         assert theirs and set(theirs) == {'DEBUG'}, result.stderr[-3000:]
     else:
         assert theirs == [], result.stderr[-3000:]
+
+
+def test_the_first_sync_line_counts_every_provider_it_created(tmp_path):
+    conf = quickstart_conf(tmp_path)
+    result = subprocess.run([AGENT, '--config-file', conf, '--once'],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    synced = int(re.search(r'^in sync: (\d+) providers?$', result.stdout,
+                           re.M).group(1))
+    created = re.findall(r': sync \(0 consumers move\): provider created '
+                         r'(\d+)', result.stderr)
+    # The root (POSTed before the plan) and every child.
+    assert created == [str(synced)], result.stderr[-3000:]
