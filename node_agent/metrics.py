@@ -42,6 +42,10 @@ What is exported, all prefixed ``node_agent_``::
                                                 another writer (compute_id,
                                                 owner_nova, foreign_root,
                                                 rewritten)
+    evidence_unreadable{file,reason}            gauge: 1 per file the
+                                                agent reads to stay off
+                                                nova-compute's devices
+                                                (nova.conf) and cannot read
     device_unhealthy{address,reason}            gauge: 1 per device
                                                 reserved for its health
                                                 (isolated or drained)
@@ -134,6 +138,9 @@ class NoMetrics:
     def root_shared(self, service, kinds=()):
         pass
 
+    def evidence_unreadable(self, unreadable):
+        pass
+
     def problem(self, what, detail, since):
         pass
 
@@ -204,6 +211,11 @@ class Metrics:
             '1 per kind of evidence while the agent, in a mode that owns '
             'the root, refuses to write a root another service writes.',
             ['service', 'evidence'])
+        self._unreadable = make(
+            prom.Gauge, 'evidence_unreadable',
+            '1 per file the agent reads to keep off the devices another '
+            'service reports (nova.conf) that it cannot read, with why.',
+            ['file', 'reason'])
         for result in (AUDIT_OK, AUDIT_FAILED, AUDIT_UNAVAILABLE):
             self._audits.labels(result)
         for result in (RESHAPE_OK, RESHAPE_CONFLICT, RESHAPE_FAILED):
@@ -270,6 +282,13 @@ class Metrics:
         self._shared.clear()
         for kind in kinds if service is not None else ():
             self._shared.labels(service, kind).set(1)
+
+    def evidence_unreadable(self, unreadable):
+        """``{file: reason}`` of the evidence files that cannot be read
+        now (empty: every one reads)."""
+        self._unreadable.clear()
+        for path, reason in unreadable.items():
+            self._unreadable.labels(path, reason).set(1)
 
     def problem(self, what, detail, since):
         """``what`` is wrong since ``since`` (unix time); ``detail`` None:

@@ -25,12 +25,14 @@ LOG = logging.getLogger(__name__)
 VF_CLASS = 'SRIOV_NET_VF'
 
 
-def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
+def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
                             snapshot, ownership, nodename, before=(),
                             before_withheld=()):
     """Edit ``desired`` so that nothing another service reports is
     reported; ``(skipped, kept, withheld)``.
 
+    ``nova``: what nova-compute's configuration makes it report
+    (:func:`node_agent.conf.nova.read_nova_reports`), or None.
     ``ownership``: what the agent may touch in ``current``, decided for
     the round.  ``skipped``: ``(ours, theirs, why)`` of every device
     another service reports, sorted; ``kept``: the names of the agent's
@@ -43,11 +45,9 @@ def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
     """
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
-    from node_agent.conf import nova as nova_conf
     from node_agent.drivers import coexist
     owned = {u for u, own in ownership.items() if own.owned}
     reported = drivers.reported(current.roots[0])
-    nova = nova_conf.read_nova_reports(conf)
     conflicts = coexist.reported_elsewhere(reported, current, owned)
     named = {ours for ours, _, _ in conflicts}
     conflicts += [c for c in coexist.reported_by_nova(
@@ -98,6 +98,22 @@ def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
                         if in_use else f'no {VF_CLASS} offered')
     kept += [f'{name} {VF_CLASS}' for name, _, in_use in withheld if in_use]
     return skipped, tuple(sorted(kept)), withheld
+
+
+def note_unreadable(nova, before, nodename, metrics):
+    """``{file: why}`` of the evidence that cannot be read now (nova's
+    configuration file), logged when it changes and shown in the metric
+    ``node_agent_evidence_unreadable``; ``before``: the last round's."""
+    now = {nova.path: nova.unreadable} if nova and nova.unreadable else {}
+    if now != before:
+        for path, why in now.items():
+            LOG.warning('%s: %s: what nova-compute reports is seen in '
+                        'Placement only, not from its configuration', nodename,
+                        why)
+        for path in set(before) - set(now):
+            LOG.info('%s: %s reads again', nodename, path)
+        metrics.evidence_unreadable(now)
+    return now
 
 
 def withhold_vfs(report_client, reported, current, desired, handed_out,

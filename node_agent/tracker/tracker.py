@@ -189,6 +189,7 @@ class ResourceTracker:
         self.reported_elsewhere = ()
         self.kept_twice = ()
         self.vfs_withheld = ()
+        self.unreadable = {}            # {file: why}: evidence unread
         # What the last sync left out although it wrote the rest.
         self.audit_incomplete = None
         self.libvirt_down = False       # ... because libvirt was away
@@ -455,8 +456,12 @@ class ResourceTracker:
                                  snapshot, ownership):
         """Beside nova-compute: no device reported twice
         (:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`)."""
+        from node_agent.conf import nova as nova_conf
+        nova = nova_conf.read_nova_reports(self.conf)
+        self.unreadable = coexistence.note_unreadable(
+            nova, self.unreadable, self.nodename, self.metrics)
         skipped, kept, withheld = coexistence.skip_reported_elsewhere(
-            self.conf, self.report_client, drivers, current, desired,
+            nova, self.report_client, drivers, current, desired,
             snapshot, ownership, self.nodename, self.reported_elsewhere,
             self.vfs_withheld)
         self.reported_elsewhere = skipped
@@ -541,6 +546,9 @@ class ResourceTracker:
         if self.kept_twice:
             line += ('; reported twice while they hold allocations: '
                      + ', '.join(self.kept_twice))
+        for why in self.unreadable.values():
+            line += f'; warning: {why}'
+
         said = self.health.summary() if self.health is not None else ''
         return f'{line}; {said}' if said else line
 

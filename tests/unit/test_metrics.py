@@ -70,7 +70,7 @@ def test_every_metric_is_prefixed_and_documented():
         'node_agent_providers', 'node_agent_inventory', 'node_agent_claims',
         'node_agent_device_unhealthy', 'node_agent_problem_since_seconds',
         'node_agent_device_health', 'node_agent_health_source_restarts',
-        'node_agent_root_shared'}
+        'node_agent_root_shared', 'node_agent_evidence_unreadable'}
     for name, (kind, doc) in families.items():
         assert doc, name
 
@@ -368,3 +368,12 @@ def test_a_port_never_freed_is_said_at_the_end(caplog):
                        f'listening, after {endpoint.failures} refused '
                        f'binds: cannot listen on 127.0.0.1 port {port}: '
                        'Address already in use')
+
+
+def test_evidence_that_cannot_be_read_is_one_series_per_file():
+    m = metrics.Metrics()
+    m.evidence_unreadable({'/etc/nova/nova.conf': 'no read permission'})
+    assert scrape(m).labels('node_agent_evidence_unreadable') == [
+        {'file': '/etc/nova/nova.conf', 'reason': 'no read permission'}]
+    m.evidence_unreadable({})
+    assert scrape(m).labels('node_agent_evidence_unreadable') == []
