@@ -123,3 +123,13 @@ def test_placement_down_is_one_short_warning_saying_the_cause_once(
         f'establish connection to {url}/: [Errno 111] Connection refused); '
         'next attempt in ')
     assert said[0].count('Connection refused') == 1
+
+
+def test_placement_serve_is_for_the_embedded_placement_only(agent, server):
+    agent.configure(server.url, nested=False)
+    done = agent.run_manage('placement', 'serve')
+    assert done.returncode == 78
+    assert _one_line(done.stderr, 'node-agent-manage') == (
+        "node-agent-manage: [placement] embedded = false: this host's "
+        "Placement is the cloud's, at [placement] endpoint or in the "
+        'service catalog: point osc-placement there')
