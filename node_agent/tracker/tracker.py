@@ -208,9 +208,12 @@ class ResourceTracker:
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
+        drivers = _drivers(self.conf, snapshot, self.unhealthy())
+        if startup:
+            # A typed address no device has: refused before any write.
+            drivers.check_addresses()
         current, ownership = self._read_tree(ensure=not dry_run)  # read
         desired = current.copy()
-        drivers = _drivers(self.conf, snapshot, self.unhealthy())
         before = allocations = None
         try:
             drivers.update_provider_tree(desired, self.nodename,  # build

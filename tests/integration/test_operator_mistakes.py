@@ -19,6 +19,18 @@ pytestmark = pytest.mark.integration
 agent = svc.agent
 
 
+def _refused_by_both(agent, line, *manage):
+    """``node-agent --once`` and ``node-agent-manage <manage>`` exit 78
+    saying ``line``."""
+    done = agent.run_once()
+    assert done.returncode == 78
+    assert _one_line(done.stderr, 'node-agent') == f'node-agent: {line}'
+    done = agent.run_manage(*manage)
+    assert done.returncode == 78
+    assert _one_line(done.stderr, 'node-agent-manage') == \
+        f'node-agent-manage: {line}'
+
+
 def _one_line(stderr, program):
     """The line saying what is wrong: the only one before logging is set
     up, else the last (the test config logs at DEBUG on stderr)."""
@@ -69,14 +81,8 @@ def test_a_wrong_path_exits_78_naming_the_option_and_writes_nothing(
 def test_a_malformed_endpoint_exits_78_before_any_connection(
         agent, url, why):
     agent.configure(url, nested=False)
-    line = f'[placement] endpoint = {url}: {why}'
-    done = agent.run_once()
-    assert done.returncode == 78
-    assert _one_line(done.stderr, 'node-agent') == f'node-agent: {line}'
-    shown = agent.run_manage('tree', 'show')
-    assert shown.returncode == 78
-    assert _one_line(shown.stderr, 'node-agent-manage') == \
-        f'node-agent-manage: {line}'
+    _refused_by_both(agent, f'[placement] endpoint = {url}: {why}', 'tree',
+                     'show')
     # Refused before anything was set up: no log, no state.
     assert agent.log_text() == ''
 
@@ -133,3 +139,15 @@ def test_placement_serve_is_for_the_embedded_placement_only(agent, server):
         "node-agent-manage: [placement] embedded = false: this host's "
         "Placement is the cloud's, at [placement] endpoint or in the "
         'service catalog: point osc-placement there')
+
+
+def test_an_address_no_device_has_exits_78_before_any_request(
+        agent, server):
+    agent.configure(server.url, nested=True, extra=(
+        '[gpu]', 'passthrough_devices = 0000:3b:00.1'))
+    since = len(server.requests())
+    line = ('[gpu] passthrough_devices: 0000:3b:00.1 is no PCI function of '
+            'this host (closest: 0000:3b:00.0, 0000:3a:00.0, 0000:5e:00.1); '
+            'nothing was written')
+    _refused_by_both(agent, line, 'reshape', 'plan')
+    assert server.requests(since) == []

@@ -75,7 +75,8 @@ OTHER_SERVICES = {
     ('workarounds', 'disable_fallback_pcpu_query'): 'Nova',
 }
 MISSPELT = {('audit', 'intervall'), ('audti', 'is')}
-DOC_OPTION = re.compile(r'\[([\w<>-]+)\] ([a-z_][a-z0-9_]*)(\*?)')
+DOC_OPTION = re.compile(
+    r'(?<![\w\]])\[([A-Za-z][\w<>-]*)\] ([a-z_][a-z0-9_]*)(\*?)')
 
 
 def _sample_options():
