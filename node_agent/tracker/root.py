@@ -73,6 +73,11 @@ def read_compute_id(path, option=None):
             content = f.read(COMPUTE_ID_READ)
     except FileNotFoundError:
         return None
+    except PermissionError as exc:
+        from node_agent.conf import nova
+        raise exception.ConfigError(
+            f'{where}: the compute node identity file cannot be read: '
+            f'{nova.why_unreadable(path, exc)}') from None
     except (OSError, ValueError) as exc:
         raise exception.ConfigError(
             f'{where}: the compute node identity file cannot be read: '

@@ -1,10 +1,6 @@
 """Reading what nova-compute reports from nova's own configuration file."""
 
-import grp
 import os
-import pwd
-import shutil
-import tempfile
 
 import pytest
 
@@ -69,17 +65,10 @@ def test_a_garbled_file_names_itself(conf, tmp_path, text, reason):
 
 
 def test_a_file_the_service_user_may_not_read_says_which_permission(conf):
-    # Under /tmp, so that ``nobody`` may walk down to it.
-    top = tempfile.mkdtemp(prefix='node-agent-nova-')
-    try:
-        os.chmod(top, 0o755)
-        path = os.path.join(top, 'nova.conf')
-        with open(path, 'w') as f:
-            f.write('[devices]\nenabled_mdev_types = nvidia-222\n')
-        os.chmod(path, 0o640)
+    with unprivileged.guarded_file(
+            'nova.conf', '[devices]\nenabled_mdev_types = nvidia-222\n',
+            0o640) as (path, owner, group):
         conf.set_override('config_file', path, 'nova')
-        owner = pwd.getpwuid(os.stat(path).st_uid)[0]
-        group = grp.getgrgid(os.stat(path).st_gid)[0]
         found = unprivileged.as_nobody(
             lambda: nova.read_nova_reports(conf).unreadable)
         assert found == (
@@ -91,8 +80,6 @@ def test_a_file_the_service_user_may_not_read_says_which_permission(conf):
             lambda: nova.read_nova_reports(conf).unreadable)
         assert found == (f'{path}: no read permission for user nobody (the '
                          f'file is {owner}:{group} 0600)')
-    finally:
-        shutil.rmtree(top)
 
 
 def test_a_directory_in_its_place_cannot_be_read(conf, tmp_path):
