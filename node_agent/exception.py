@@ -48,6 +48,11 @@
      |                                    nothing written; fatal at startup
      +-- StateTooNew                      a file under state_path written by a
      |                                    newer agent (names file, versions)
+     +-- LocalStateUnavailable            a file under state_path cannot be
+     |                                    read or written now (disk full,
+     |                                    read-only, I/O error, locked): a
+     |                                    fault of the host, never taken for
+     |                                    corruption; waited out
      +-- ClaimError
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
@@ -381,6 +386,24 @@ class StateTooNew(NodeAgentError):
             f'{path} is at schema version {version}, newer than this agent '
             f'knows ({known}); refusing to downgrade: run the newer agent '
             'or move the file away')
+
+
+class LocalStateUnavailable(NodeAgentError):
+    """A file under ``state_path`` cannot be read or written right now.
+
+    A full or read-only filesystem, an I/O error or a lock another process
+    holds too long: a fault of the host, not of the file.  Nothing is moved
+    aside nor deleted; the daemon keeps what it holds in memory, says so and
+    tries again (names the file and the cause).
+    """
+
+    def __init__(self, path, what, reason):
+        self.path = path
+        self.what = what
+        self.reason = reason
+        super().__init__(
+            f'{what} {path}: {reason} (a fault of the filesystem, not of '
+            'the file: nothing was moved aside; retried)')
 
 
 class ClaimError(NodeAgentError):

@@ -34,8 +34,9 @@ class _Handler(simple_server.WSGIRequestHandler):
 
 class BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     """prometheus_client's threading WSGI server with bounds: at most
-    ``max_connections`` served at once, each dropped after ``idle``
-    seconds of silence."""
+    ``max_connections`` served at once, each closed ``idle`` seconds after
+    it was accepted, silent or trickling (a client sending a byte now and
+    then keeps no slot past it)."""
 
     daemon_threads = True
 
@@ -64,10 +65,24 @@ class BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
                   exc_info=True)
 
     def process_request_thread(self, request, client_address):
+        deadline = threading.Timer(self._idle, _cut, (request,))
+        deadline.daemon = True
+        deadline.start()
         try:
             super().process_request_thread(request, client_address)
         finally:
+            deadline.cancel()
             self._slots.release()
+
+
+def _cut(conn):
+    """End a connection that outlived its time: its handler's next read or
+    write fails, and its slot is free."""
+    import socket
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass    # closed already
 
 
 def socket_family(host):

@@ -60,17 +60,21 @@ def _allocations_of(record):
 
 class ClaimManager:
 
-    def __init__(self, conf, path=None, upgrade=True, drivers_for=None):
+    def __init__(self, conf, path=None, upgrade=True, drivers_for=None,
+                 repair=True):
         """``drivers_for(snapshot)``: the drivers that know ``snapshot``'s
         devices (the factory's :func:`node_agent.tracker.factory.
         claim_manager` hands the enabled ones); None: no device is known,
-        claims are amounts only."""
+        claims are amounts only.  ``repair``: see
+        :class:`~node_agent.claims.store.ClaimStore` (False for commands
+        that only read)."""
         self.conf = conf
         self._drivers_for = drivers_for
         self.host = conf.host
         self.store = store_mod.ClaimStore(
             path or db_path(conf),
-            busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade)
+            busy_timeout=conf.claims.db_busy_timeout, upgrade=upgrade,
+            repair=repair)
         self._reported_unclaimed = set()   # warned about, still unclaimed
         self._driver_set = (None, ())      # (snapshot, its drivers)
 
@@ -255,6 +259,7 @@ class ClaimManager:
         providers = tree.uuids() if tree is not None else None
         created = []
         with self.store.transaction() as txn:
+            salvaged = self.store.salvaged(txn)
             held = {c.consumer_uuid for c in txn.claims()}
             stamp = store_mod.now_iso()
             for consumer, record in sorted((allocations or {}).items()):
@@ -281,7 +286,29 @@ class ClaimManager:
                  text.plural(len(created), 'claim'),
                  text.plural(len(seen), 'libvirt domain'),
                  text.plural(len(allocations or {}), 'consumer'))
+        self._say_lost(salvaged, held | {c.consumer_uuid for c in created})
         return created
+
+    def _say_lost(self, salvaged, rebuilt):
+        """Claims of a corrupt database that did not come back: never
+        dropped silently."""
+        if salvaged is None:
+            LOG.critical('The claims of the corrupt claim database moved '
+                         'aside could not be read: any claim whose guest had '
+                         'not started and whose consumer holds no '
+                         'allocation here is lost (rebuilt: %s)',
+                         ', '.join(sorted(rebuilt)) or 'none')
+            return
+        lost = sorted({(c['consumer_uuid'], c['kind'], c['state'])
+                       for c in salvaged
+                       if c['consumer_uuid'] not in rebuilt})
+        if lost:
+            LOG.critical('%s of the corrupt claim database moved aside could '
+                         'not be rebuilt (no guest here and no allocation in '
+                         'Placement): %s; claim them again if their '
+                         'instances are still coming', text.plural(
+                             len(lost), 'claim'),
+                         ', '.join(f'{c} ({k}, {s})' for c, k, s in lost))
 
     def reconcile(self, allocations, tree, snapshot=None):
         """Make claims' resources equal Placement's on this host's providers.

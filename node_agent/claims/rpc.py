@@ -6,9 +6,13 @@ is set: without it :func:`start_server` logs that the RPC server is off
 and returns None.  Methods: ``claim``, ``release``, ``list``.
 
 Every payload is checked against :mod:`node_agent.claims.schema` before the
-manager sees it.  Errors travel as typed remote errors: the transport is
-built with ``allowed_remote_exmods=["node_agent.exception"]``, so a client
-gets :class:`~node_agent.exception.InvalidClaimRequest`,
+manager sees it; before that, a message whose body is larger than a request
+of ``[claims] max_request_bytes`` can be (its JSON twice over, plus 16 KiB of
+envelope) is refused unread, before any JSON is parsed
+(:func:`limit_message_size`): the broker hands over a message of any size.
+Errors travel as typed remote errors: the transport is built with
+``allowed_remote_exmods=["node_agent.exception"]``, so a client gets
+:class:`~node_agent.exception.InvalidClaimRequest`,
 :class:`~node_agent.exception.ClaimRejected` or
 :class:`~node_agent.exception.ClaimNotFound` back, not a generic
 RemoteError.
@@ -122,8 +126,48 @@ def get_server(conf, manager, context_fn, transport=None):
         transport, target, [ClaimEndpoint(manager, context_fn)])
 
 
+# The largest AMQP body this process parses, None: no limit.
+_body_limit = None
+ENVELOPE_BYTES = 16384
+
+
+def limit_message_size(max_request_bytes):
+    """Refuse, before it is parsed, every AMQP body larger than a claim
+    request of ``max_request_bytes`` can be (twice over: oslo.messaging
+    sends the request as JSON inside JSON, quotes escaped; plus its
+    envelope).
+
+    kombu parses a message's JSON before oslo.messaging or the endpoint
+    sees it: the check is kombu's JSON decoder for this process, which
+    the daemon's claims RPC server is the only consumer of.  A refused
+    message is rejected (not requeued) and logged; its caller gets no
+    answer and times out.
+    """
+    from kombu import serialization
+    from kombu.utils import json as kombu_json
+    global _body_limit
+    limit = 2 * max_request_bytes + ENVELOPE_BYTES
+    if _body_limit is not None and _body_limit >= limit:
+        return
+    _body_limit = limit
+
+    def loads(body):
+        if _body_limit is not None and len(body) > _body_limit:
+            LOG.warning('claims RPC: a message of %d bytes refused unread '
+                        '(at most %d: [claims] max_request_bytes = %d)',
+                        len(body), _body_limit, max_request_bytes)
+            raise ValueError(f'message of {len(body)} bytes, over '
+                             f'{_body_limit}')
+        return kombu_json.loads(body)
+
+    serialization.register('json', kombu_json.dumps, loads,
+                           content_type='application/json',
+                           content_encoding='utf-8')
+
+
 def start_server(conf, manager, context_fn):
     """Start the claims RPC server when a transport is configured."""
+    limit_message_size(conf.claims.max_request_bytes)
     server = get_server(conf, manager, context_fn)
     if server is not None:
         try:

@@ -15,11 +15,17 @@ Rules:
 - The file is opened, checked (and created, or upgraded) on first use,
   never when the store is built: see :mod:`node_agent.local_state`, which
   also sets its mode.
-- A file that is not a claim database (SQLite cannot read it, its tables
-  are not ours, or a claim's JSON does not parse) is never emptied in
-  place: it is renamed to ``<name>.corrupt-<UTC timestamp>`` with a
-  CRITICAL log, and a new database is created.  A file newer than the code
-  is refused (:class:`~node_agent.exception.StateTooNew`; no downgrade).
+- A file that is not a claim database (SQLite says it is corrupt or not a
+  database, ``quick_check`` fails, its tables are not ours, or a claim's
+  JSON does not parse) is never emptied in place: it is renamed to
+  ``<name>.corrupt-<UTC timestamp>`` with a CRITICAL log, and a new
+  database is created; a store opened with ``repair=False`` (the read-only
+  commands) refuses it instead and moves nothing.  Any other error (a full
+  or read-only filesystem, an I/O error, a lock held past the busy timeout)
+  is the host's: :class:`~node_agent.exception.LocalStateUnavailable`,
+  nothing moved, the same call works again once the host is well.  A file
+  newer than the code is refused (:class:`~node_agent.exception.
+  StateTooNew`; no downgrade).
 - A new database carries ``needs_rebuild = 1`` in ``claim_meta`` from its
   creation until :meth:`ClaimStore.rebuilt`: whichever process opens it
   first (an operator command, the agent), the agent rebuilds its claims
@@ -122,8 +128,22 @@ def parse_iso(value):
     return parsed
 
 
+WHAT = 'claim database'
+
+
 class CorruptDatabase(Exception):
     """Internal: the file is not a claim database we can read."""
+
+
+class ClaimDatabaseCorrupt(exception.NodeAgentError):
+    """A read-only open found the claim database corrupt: left as it is."""
+
+    def __init__(self, path, reason):
+        self.path = path
+        super().__init__(
+            f'{WHAT} {path} is corrupt ({reason}); a read-only command '
+            "leaves it as it is: the agent moves it aside at its next "
+            'start and rebuilds the claims from libvirt and Placement')
 
 
 def _row_to_claim(row):
@@ -135,6 +155,25 @@ def _row_to_claim(row):
                       for d in json.loads(row['devices'])),
         state=row['state'], created_at=row['created_at'],
         updated_at=row['updated_at'])
+
+
+def salvage(path):
+    """``[{consumer_uuid, kind, state}]`` of the claims a corrupt claim
+    database at ``path`` still shows, row by row, read as it is on disk;
+    None when its claims cannot be read at all."""
+    try:
+        conn = sqlite3.connect(f'file:{path}?immutable=1', uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = conn.execute(
+            f'SELECT consumer_uuid, kind, state FROM {CLAIMS_TABLE}')
+        return [{'consumer_uuid': str(c).lower(), 'kind': k, 'state': s}
+                for c, k, s in rows]
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
 
 
 class Transaction:
@@ -188,12 +227,16 @@ class ClaimStore:
     libvirt and Placement, whoever created it.
     """
 
-    def __init__(self, path, busy_timeout=30, upgrade=True):
+    def __init__(self, path, busy_timeout=30, upgrade=True, repair=True):
+        """``repair``: move a corrupt file aside and start a new one (the
+        agent, the commands that write claims); False: refuse it
+        (:class:`ClaimDatabaseCorrupt`) and move nothing."""
         self.path = os.path.abspath(path)
         self.busy_timeout = busy_timeout
         self.created = False
         self.moved_aside = None
         self._upgrade = upgrade
+        self._repair = repair
         self._opened = False
         self._open_lock = threading.Lock()
 
@@ -203,15 +246,34 @@ class ClaimStore:
         with self._open_lock:
             if self._opened:
                 return
-            try:
-                self._open(self._upgrade)
-            except CorruptDatabase as exc:
+            self._open_checked()
+            self._opened = True
+
+    def _open_checked(self):
+        try:
+            self._guarded_open()
+        except CorruptDatabase as exc:
+            if not self._repair:
+                raise ClaimDatabaseCorrupt(self.path, exc) from None
+            with local_state.guard(self.path, WHAT):
                 self.moved_aside = local_state.move_aside(
-                    self.path, 'claim database', exc,
+                    self.path, WHAT, exc,
                     'libvirt domains and Placement allocations at the '
                     "agent's next startup")
+            self._guarded_open()
+            # What the corrupt file still shows, for the rebuild to say
+            # which claims it could not bring back.
+            with self._transaction() as txn:
+                txn.conn.execute(
+                    f'INSERT OR REPLACE INTO {META_TABLE} VALUES (?, ?)',
+                    ('salvaged', json.dumps(salvage(self.moved_aside))))
+
+    def _guarded_open(self):
+        try:
+            with local_state.guard(self.path, WHAT):
                 self._open(self._upgrade)
-            self._opened = True
+        except sqlite3.Error as exc:    # corruption: guard let it through
+            raise CorruptDatabase(str(exc))
 
     # -- connections ------------------------------------------------------
 
@@ -229,31 +291,67 @@ class ClaimStore:
 
     @contextlib.contextmanager
     def _transaction(self):
-        conn = self._connect()
+        failed = None
         try:
-            conn.execute('BEGIN IMMEDIATE')
-            try:
-                yield Transaction(conn)
-            except BaseException:
-                conn.execute('ROLLBACK')
-                raise
-            conn.execute('COMMIT')
-        finally:
-            conn.close()
+            with local_state.guard(self.path, WHAT, os_errors=False):
+                conn = self._connect()
+                try:
+                    conn.execute('BEGIN IMMEDIATE')
+                    try:
+                        yield Transaction(conn)
+                    except BaseException:
+                        if conn.in_transaction:
+                            with contextlib.suppress(sqlite3.Error):
+                                conn.execute('ROLLBACK')
+                        raise
+                    conn.execute('COMMIT')
+                finally:
+                    conn.close()
+        except exception.LocalStateUnavailable as exc:
+            failed = exc
+        if failed is not None:
+            # The caller is told (nothing was written); the status line
+            # says so until a write goes through again.  Outside the
+            # except block: oslo.log would append the exception.
+            local_state.fault(self.path, WHAT, failed.reason)
+            raise failed
+        local_state.recovered(self.path)
 
     @contextlib.contextmanager
     def reader(self):
-        self._ensure_open()
-        conn = self._connect()
+        """A connection to read claims.  On a filesystem that cannot hold
+        the WAL index SQLite needs to open the file (a full disk), a file
+        with no write-ahead log pending is read as it is on disk."""
         try:
-            yield Transaction(conn)
-        finally:
+            self._ensure_open()
+            conn = None
+        except exception.LocalStateUnavailable as exc:
+            conn = self._read_as_is(exc)
+        with local_state.guard(self.path, WHAT, os_errors=False):
+            conn = conn or self._connect()
+            try:
+                yield Transaction(conn)
+            finally:
+                conn.close()
+
+    def _read_as_is(self, cause):
+        """The file as it is on disk (:func:`node_agent.local_state.
+        open_as_is`); raises ``cause`` unless it holds the latest schema."""
+        conn = local_state.open_as_is(self.path, WHAT, cause)
+        conn.row_factory = sqlite3.Row
+        try:
+            with local_state.guard(self.path, WHAT):
+                if self._read_version(conn) != LATEST:
+                    raise cause
+        except BaseException:
             conn.close()
+            raise
+        return conn
 
     # -- opening, versions, upgrades -------------------------------------
 
     def _open(self, upgrade):
-        reason = local_state.check_sqlite(self.path)
+        reason = local_state.check_sqlite(self.path, WHAT)
         if reason:
             raise CorruptDatabase(reason)
         local_state.prepare_file(self.path)
@@ -261,8 +359,6 @@ class ClaimStore:
         try:
             if conn.execute('PRAGMA journal_mode').fetchone()[0] != 'wal':
                 conn.execute('PRAGMA journal_mode = WAL')
-        except sqlite3.DatabaseError as exc:
-            raise CorruptDatabase(str(exc))
         finally:
             conn.close()
         with self._transaction() as txn:
@@ -303,6 +399,8 @@ class ClaimStore:
                 f'SELECT version FROM {VERSION_TABLE} WHERE table_name = ?',
                 (CLAIMS_TABLE,)).fetchone()
         except sqlite3.DatabaseError as exc:
+            if not local_state.is_corruption(exc):
+                raise
             raise CorruptDatabase(str(exc))
         if (row is None or not isinstance(row[0], int)
                 or CLAIMS_TABLE not in tables or row[0] < 1):
@@ -362,11 +460,23 @@ class ClaimStore:
                 return False    # made before the marker existed
         return row is not None and row[0] == '1'
 
+    def salvaged(self, txn):
+        """``[{consumer_uuid, kind, state}]`` the claims a corrupt file
+        moved aside still showed; None when none of it could be read; ()
+        when nothing was moved aside (or it was said already)."""
+        try:
+            row = txn.conn.execute(
+                f"SELECT value FROM {META_TABLE} "
+                "WHERE key = 'salvaged'").fetchone()
+        except sqlite3.OperationalError:
+            return ()           # made before the marker existed
+        return () if row is None else json.loads(row[0])
+
     def rebuilt(self, txn):
         """Clear the marker, inside the transaction that rebuilt claims."""
         try:
             txn.conn.execute(f"DELETE FROM {META_TABLE} "
-                             "WHERE key = 'needs_rebuild'")
+                             "WHERE key IN ('needs_rebuild', 'salvaged')")
         except sqlite3.OperationalError:
             pass                # made before the marker existed
 

@@ -32,11 +32,15 @@ _cli_opts = [
 ]
 
 
-def run_once(rt):
+def run_once(conf, rt):
+    """The startup pass and one audit; 0 when in sync and every state file
+    written, else 1 with the file that was not."""
+    from node_agent import local_state
     rt.startup()
     rt.audit()
-    print(rt.status_line())
-    return 0
+    faults = local_state.describe_faults(conf.state_path)
+    print(rt.status_line() + (f'; state_path {faults}' if faults else ''))
+    return 1 if faults else 0
 
 
 def load_conf(argv):
@@ -80,7 +84,7 @@ def main(argv=None):
                     adapter, notifier.progress), notifier,
                     metrics=agent_metrics) as rt:
             if conf.once:
-                return run_once(rt)
+                return run_once(conf, rt)
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
                     conf, on_remove=rt.discovery.note_removed),
@@ -88,6 +92,7 @@ def main(argv=None):
                 domain_events=factory.domain_events(conf, rt),
                 device_health=factory.device_health(conf, rt, agent_metrics),
                 load_conf=functools.partial(load_conf, argv),
+                reload_placement=getattr(adapter, 'reload', None),
                 metrics=agent_metrics))
     except exit_policy.FATAL_ERRORS as exc:
         failure = (exc, logging.CRITICAL, 'cannot continue',

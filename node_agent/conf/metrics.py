@@ -37,7 +37,9 @@ opts = [
                  default=10.0,
                  min=0.1,
                  help='Seconds a connection to the metrics endpoint may '
-                      'stay silent before it is closed.'),
+                      'last before it is closed, silent or sending a byte '
+                      'now and then: a scrape takes milliseconds, and slow '
+                      'clients never hold every slot.'),
 ]
 
 

@@ -76,14 +76,17 @@ class DriverSet:
         return [d.name for d in self.drivers]
 
     def update_provider_tree(self, provider_tree, nodename,
-                             allocations=None, ownership=None):
+                             allocations=None, ownership=None, claimed=None):
         """Build the host's providers into ``provider_tree`` in place
         (:func:`node_agent.drivers.compose.compose`).  ``ownership``: what
         the agent may touch in it, decided by the tracker for the round;
-        None (a tree built from nothing): the ownership rule."""
+        None (a tree built from nothing): the ownership rule.
+        ``claimed``: ``{consumer: claimed devices}`` a reshape places
+        allocations by."""
         compose.compose(self.drivers, self.snapshot, provider_tree,
                         nodename, allocations, overrides=self.overrides,
-                        health=self.health, ownership=ownership)
+                        health=self.health, ownership=ownership,
+                        claimed=claimed)
 
     def reported(self, root):
         """What the drivers report under ``root`` alone: a new tree with a

@@ -40,7 +40,8 @@ LOG = logging.getLogger(__name__)
 
 
 def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
-            overrides=None, prune_kinds=None, health=None, ownership=None):
+            overrides=None, prune_kinds=None, health=None, ownership=None,
+            claimed=None):
     """Run ``drivers`` over ``provider_tree`` in place (see module doc).
 
     ``prune_kinds``: kinds of owned child provider that may be pruned;
@@ -48,6 +49,8 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
     ``ownership``: what the agent may touch in ``provider_tree``, as the
     tracker decided it for the round (:func:`node_agent.identity.owned`);
     every step here (prune, overrides, health, reshape) asks it.
+    ``claimed``: ``{consumer: claimed devices}``, for the reshape
+    (:func:`node_agent.drivers.reshape.move_allocations`).
     """
     if provider_tree.find(nodename) is None:
         provider_tree.new_root(nodename,
@@ -82,7 +85,7 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
                              allocations, snapshot,
                              successors(before, provider_tree, nodename,
                                         ownership, physfns),
-                             drivers, ownership)
+                             drivers, ownership, claimed)
 
 
 def successors(before, after, nodename, ownership=None, physfns=None):

@@ -32,7 +32,11 @@ other trees), ``project_id``, ``user_id``, ``consumer_generation`` and
    the snapshot (same uuid), as the drivers know their devices
    (:meth:`~node_agent.drivers.base.Driver.affinity`): a vGPU to the device
    that holds its mdev, CPU and memory to the NUMA node(s) its guest is
-   pinned to, passthrough classes to the device it holds;
+   pinned to, passthrough classes to the device it holds; else where its
+   claim's devices are (a guest not started yet), each to the provider that
+   holds that device in the new tree
+   (:meth:`~node_agent.drivers.base.Driver.device_holder`): a vGPU claimed
+   on a VF back on that very VF;
 2. else to the provider it was on, if that still has the class (a rename),
    else to one right under it (a card's pooled units back on its VFs);
 3. else to the first destination by provider name where everything the
@@ -105,7 +109,8 @@ def describe(moves):
 
 
 def move_allocations(moves, before, after, nodename, allocations, snapshot,
-                     successors=None, drivers=(), ownership=None):
+                     successors=None, drivers=(), ownership=None,
+                     claimed=None):
     """Move the allocations of ``moves`` in ``allocations`` in place.
 
     ``successors``: ``{provider uuid: its successor's uuid}`` (rule 0 of
@@ -113,6 +118,9 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
     ``drivers``: the drivers that built ``after``, which say where a
     guest's resources are (rule 1).  ``ownership``: the round's, as for
     :func:`find_moves`: only owned providers receive amounts.
+    ``claimed``: ``{consumer: claimed devices}`` (:class:`node_agent.
+    claims.model.Device`), where a consumer with no guest yet has them
+    (rule 1).
     """
     moving = {(m.provider_uuid, m.resource_class): m.new_class
               for m in moves}
@@ -120,7 +128,7 @@ def move_allocations(moves, before, after, nodename, allocations, snapshot,
                                 allocations)
     dest = _Destinations(after, nodename, allocations, moving, ownership,
                          snapshot.physfns())
-    affinity = _Affinity(drivers, snapshot, after.get(nodename))
+    affinity = _Affinity(drivers, snapshot, after.get(nodename), claimed)
 
     work = []
     for consumer, record in allocations.items():
@@ -333,16 +341,17 @@ class _Affinity:
     the snapshot's libvirt domains (:meth:`Driver.affinity
     <node_agent.drivers.base.Driver.affinity>`)."""
 
-    def __init__(self, drivers, snapshot, root):
+    def __init__(self, drivers, snapshot, root, claimed=None):
         self._drivers = list(drivers)
         self._root_uuid = root.uuid
         self._domains = {d.uuid: d for d in snapshot.domains}
+        self._claimed = claimed or {}
 
     def for_consumer(self, consumer):
         prefs = _Prefs()
         domain = self._domains.get(consumer)
         if domain is None:
-            return prefs
+            return self._claimed_by(consumer, prefs)
         for driver in self._drivers:
             device_ids, exact = driver.affinity(domain)
             for device_id in device_ids:
@@ -356,6 +365,21 @@ class _Affinity:
                     target[uuid] = target.get(uuid, 0) + amount
         prefs.exact = {rc: dict(sorted(a.items()))
                        for rc, a in prefs.exact.items()}
+        return prefs
+
+    def _claimed_by(self, consumer, prefs):
+        """A consumer with no guest yet: one unit of its class on the
+        provider that holds each device its claim has."""
+        for device in self._claimed.get(consumer, ()):
+            holder = next(filter(None, (d.device_holder(device)
+                                        for d in self._drivers)), None)
+            if holder is None:
+                continue
+            uuid = self._uuid(identity.pci_id(holder))
+            if uuid not in prefs.providers:
+                prefs.providers.append(uuid)
+            target = prefs.exact.setdefault(device.resource_class, {})
+            target[uuid] = target.get(uuid, 0) + 1
         return prefs
 
     def _uuid(self, device_id):

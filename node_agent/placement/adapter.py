@@ -67,3 +67,27 @@ class ProgressAdapter:
 
     def __getattr__(self, name):
         return getattr(self._adapter, name)
+
+
+class ReloadableAdapter:
+    """The Adapter to Placement, rebuilt from the options on SIGHUP.
+
+    keystoneauth's session and auth plugin hold the credentials they were
+    built with: a password rotated in Keystone and in the config file is
+    only used by a new one.  :meth:`reload` builds it from a fresh, checked
+    ConfigOpts and swaps it in at a request boundary; the requests under
+    way finish on the old one.
+    """
+
+    def __init__(self, conf):
+        self._adapter = get_adapter(conf)
+
+    def reload(self, conf):
+        """Sign in anew with ``conf``'s ``[placement]`` options."""
+        self._adapter = get_adapter(conf)
+
+    def request(self, *args, **kwargs):
+        return self._adapter.request(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._adapter, name)

@@ -291,6 +291,21 @@ def merge_owned(current, set_by_agent, desired):
     return (set(current) - (set(set_by_agent) - set(desired))) | set(desired)
 
 
+def owned_classes(current, ownership):
+    """The inventory classes of ``current`` the agent set: as recorded, and
+    on a provider whose uuid the agent derived every class it carries.
+
+    Nobody else writes inventory on such a provider, so Placement itself
+    says whose it is: a record lost, or older than a reshape that went
+    through before a crash, never turns the agent's own inventory (the
+    pooled VGPU of a card, say) into another service's, counted again on
+    top of what the new layout offers.
+    """
+    if identity.is_derived(current):
+        return ownership.resource_classes | frozenset(current.inventory)
+    return ownership.resource_classes
+
+
 def merge_inventory(current, set_by_agent, desired):
     """The inventory to write: desired records plus classes others own."""
     dropped = set(set_by_agent) - set(desired)
@@ -323,7 +338,8 @@ def provider_change(current, desired, ownership):
     if not ownership.owned:
         return ProviderChange(uuid=current.uuid, name=current.name)
     inventory = merge_inventory(current.inventory,
-                                ownership.resource_classes, desired.inventory)
+                                owned_classes(current, ownership),
+                                desired.inventory)
     traits = merge_owned(current.traits, ownership.traits, desired.traits)
     aggregates = merge_owned(current.aggregates, ownership.aggregates,
                              desired.aggregates)

@@ -17,15 +17,24 @@ operator command) never blocks the agent.  It holds:
   read: a restart whose tree is at those generations reads no allocation.
 
 Losing the file is safe: the agent re-reads the tree and removes nothing it
-cannot prove it set.  So a corrupt file (SQLite cannot read it, or a row's
-JSON does not parse) is moved aside with a CRITICAL log
-(:func:`node_agent.local_state.move_aside`) and a new one started; a file
-whose ``schema_version`` is newer than :data:`SCHEMA_VERSION` is refused
-(:class:`~node_agent.exception.StateTooNew`).  The file is opened on first
-use, checked then, and created only by the first write: reading a missing
-file reads an empty record.
+cannot prove it set.  So a corrupt file (SQLite says it is corrupt or not a
+database, ``quick_check`` fails, or a row's JSON does not parse) is moved
+aside with a CRITICAL log (:func:`node_agent.local_state.move_aside`) and a
+new one started; a file whose ``schema_version`` is newer than
+:data:`SCHEMA_VERSION` is refused (:class:`~node_agent.exception.
+StateTooNew`).  The file is opened on first use, checked then, and created
+only by the first write: reading a missing file reads an empty record.
+
+A filesystem that refuses a write (full, read-only, an I/O error) is not
+corruption: nothing is moved.  Reads raise
+:class:`~node_agent.exception.LocalStateUnavailable`; a write that fails is
+recorded (:func:`node_agent.local_state.fault`, logged once, shown in the
+status line) and dropped: the record is a cache of Placement, the agent
+goes on from what it holds in memory, and the next write (each replaces a
+whole tree) catches up once the filesystem takes it.
 """
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -38,6 +47,7 @@ from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import plan
 
 FILENAME = 'agent_state.sqlite'
+WHAT = 'sync state'
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -110,35 +120,88 @@ class SyncState:
             try:
                 self._db = self._open()
             except _Corrupt as exc:
-                self.moved_aside = local_state.move_aside(
-                    self.path, 'sync state', exc,
-                    'Placement (the agent re-reads its tree and removes '
-                    'nothing it cannot prove it set)')
+                with local_state.guard(self.path, WHAT):
+                    self.moved_aside = local_state.move_aside(
+                        self.path, WHAT, exc,
+                        'Placement (the agent re-reads its tree and removes '
+                        'nothing it cannot prove it set)')
                 self._db = self._open()
         return self._db
 
     def _open(self):
-        reason = local_state.check_sqlite(self.path)
+        reason = local_state.check_sqlite(self.path, WHAT)
         if reason:
             raise _Corrupt(reason)
-        local_state.prepare_file(self.path)
-        db = sqlite3.connect(self.path, check_same_thread=False,
-                             isolation_level=None)
+        with local_state.guard(self.path, WHAT):
+            local_state.prepare_file(self.path)
+            db = sqlite3.connect(self.path, check_same_thread=False,
+                                 isolation_level=None)
         try:
-            db.execute('PRAGMA journal_mode=WAL')
-            db.execute('PRAGMA synchronous=NORMAL')
-            db.executescript(_SCHEMA)
-            db.execute(
-                'INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)',
-                ('schema_version', str(SCHEMA_VERSION)))
-            self._check(db)
-        except sqlite3.DatabaseError as exc:
+            with local_state.guard(self.path, WHAT):
+                db.execute('PRAGMA journal_mode=WAL')
+                db.execute('PRAGMA synchronous=NORMAL')
+                db.executescript(_SCHEMA)
+                db.execute(
+                    'INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)',
+                    ('schema_version', str(SCHEMA_VERSION)))
+                self._check(db)
+        except sqlite3.DatabaseError as exc:    # corruption: guard let it
             db.close()
             raise _Corrupt(str(exc))
         except BaseException:
             db.close()
             raise
         return db
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """The lock and the connection (None: no file) for a read; the
+        host's faults raise LocalStateUnavailable.  A file the filesystem
+        will not let SQLite open (a full disk) is read as it is on disk."""
+        with self._lock:
+            try:
+                with local_state.guard(self.path, WHAT):
+                    db = self._conn(create=False)
+            except exception.LocalStateUnavailable as exc:
+                db = local_state.open_as_is(self.path, WHAT, exc)
+                try:
+                    with local_state.guard(self.path, WHAT):
+                        yield db
+                finally:
+                    db.close()
+                return
+            with local_state.guard(self.path, WHAT):
+                yield db
+
+    def _write(self, write, create=True):
+        """``write(connection)`` under the lock (not called when there is
+        no file and not ``create``); a write the filesystem refuses is
+        recorded and dropped (see the module's docstring)."""
+        failed = None
+        with self._lock:
+            try:
+                with local_state.guard(self.path, WHAT):
+                    db = self._conn(create=create)
+                    if db is None:
+                        return
+                    write(db)
+            except exception.LocalStateUnavailable as exc:
+                self._drop()
+                failed = exc
+        # Said outside the except block: oslo.log would append the
+        # exception to the line.
+        if failed is not None:
+            local_state.fault(self.path, WHAT, failed.reason)
+        else:
+            local_state.recovered(self.path)
+
+    def _drop(self):
+        """Close a connection that failed: the next use opens afresh (a
+        filesystem remounted read-write, space freed)."""
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
 
     def _check(self, db):
         """Refuse a newer schema; every stored value must parse."""
@@ -180,8 +243,7 @@ class SyncState:
 
     def root_uuid(self, name):
         """The uuid of the root provider called ``name``, if synced before."""
-        with self._lock:
-            db = self._conn(create=False)
+        with self._reading() as db:
             row = db and db.execute(
                 'SELECT uuid FROM providers WHERE name = ? AND '
                 'parent_uuid IS NULL', (name,)).fetchone()
@@ -189,8 +251,7 @@ class SyncState:
 
     def load(self, root_uuid):
         """``(tree, {uuid: Ownership})`` of that root; ``(None, {})``."""
-        with self._lock:
-            db = self._conn(create=False)
+        with self._reading() as db:
             rows = db and db.execute(
                 'SELECT uuid, name, parent_uuid, generation, inventory, '
                 'traits, aggregates, owned, agent_traits, agent_classes, '
@@ -243,10 +304,9 @@ class SyncState:
                 json.dumps(sorted(own.traits)),
                 json.dumps(sorted(own.resource_classes)),
                 json.dumps(sorted(own.aggregates))))
-        with self._lock:
-            db = self._conn(create=True)
-            db.execute('BEGIN IMMEDIATE')
-            try:
+
+        def write(db):
+            with _transaction(db):
                 for root in tree.roots:
                     db.execute(
                         'DELETE FROM providers WHERE root_uuid = ?',
@@ -254,18 +314,15 @@ class SyncState:
                 db.executemany(
                     'INSERT OR REPLACE INTO providers VALUES '
                     '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)', records)
-                db.execute('COMMIT')
-            except BaseException:
-                db.execute('ROLLBACK')
-                raise
+        self._write(write)
 
     def forget_generations(self):
         """Make the next read re-read every provider; keep ownership."""
-        with self._lock:
-            db = self._conn(create=False)
-            if db is not None:
-                db.execute('UPDATE providers SET generation = NULL')
-                db.execute('UPDATE allocations SET generation = NULL')
+
+        def write(db):
+            db.execute('UPDATE providers SET generation = NULL')
+            db.execute('UPDATE allocations SET generation = NULL')
+        self._write(write, create=False)
 
     # -- allocations the claims were reconciled against ---------------------
 
@@ -273,8 +330,7 @@ class SyncState:
         """``(view, full_read_at)``: the allocations view of that root and
         the time (seconds since the epoch) of its last full read, or
         ``({}, None)``."""
-        with self._lock:
-            db = self._conn(create=False)
+        with self._reading() as db:
             if db is None:
                 return {}, None
             rows = db.execute(
@@ -293,10 +349,9 @@ class SyncState:
         records = [(uuid, root_uuid, p.generation,
                     json.dumps(p.consumers, sort_keys=True))
                    for uuid, p in view.items()]
-        with self._lock:
-            db = self._conn(create=True)
-            db.execute('BEGIN IMMEDIATE')
-            try:
+
+        def write(db):
+            with _transaction(db):
                 db.execute('DELETE FROM allocations WHERE root_uuid = ?',
                            (root_uuid,))
                 db.executemany(
@@ -307,24 +362,34 @@ class SyncState:
                         'INSERT OR REPLACE INTO meta (key, value) '
                         'VALUES (?, ?)',
                         (_full_read_key(root_uuid), repr(full_read_at)))
-                db.execute('COMMIT')
-            except BaseException:
-                db.execute('ROLLBACK')
-                raise
+        self._write(write)
 
     # -- resource classes ----------------------------------------------------
 
     def resource_classes(self):
-        with self._lock:
-            db = self._conn(create=False)
+        with self._reading() as db:
             return {row[0] for row in db.execute(
                 'SELECT name FROM resource_classes')} if db else set()
 
     def add_resource_classes(self, names):
-        with self._lock:
-            self._conn(create=True).executemany(
-                'INSERT OR IGNORE INTO resource_classes (name) VALUES (?)',
-                [(n,) for n in names])
+        self._write(lambda db: db.executemany(
+            'INSERT OR IGNORE INTO resource_classes (name) VALUES (?)',
+            [(n,) for n in names]))
+
+
+@contextlib.contextmanager
+def _transaction(db):
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back on any error (unless
+    SQLite already did, as it may on SQLITE_FULL)."""
+    db.execute('BEGIN IMMEDIATE')
+    try:
+        yield
+        db.execute('COMMIT')
+    except BaseException:
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute('ROLLBACK')
+        raise
 
 
 def _full_read_key(root_uuid):

@@ -13,6 +13,11 @@ Removals move no generation: every ``[claims] full_reconcile_interval``
 (+-10%), and at the audit after a libvirt domain stopped or went
 (:meth:`ClaimsCheck.request_full_read`), every provider's allocations are
 read.
+
+A claim database the filesystem will not let us write (full, read-only)
+does not stop the sync: the check is put off, recorded
+(:func:`node_agent.local_state.fault`, shown beside the status line), and
+run again, the startup's included, at the next audit.
 """
 
 import random
@@ -22,6 +27,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity
+from node_agent import local_state
 
 LOG = logging.getLogger(__name__)
 
@@ -41,6 +47,22 @@ class ClaimsCheck:
         self._full_period = self._draw_full_period()
         self.unclaimed = {}             # allocations with no claim nor guest
         self._unclaimed_since = {}      # consumer -> monotonic first sight
+        self._startup_due = False       # a startup check put off
+
+    def claimed(self):
+        """``{consumer: claimed devices}`` of the claims that hold devices,
+        for a reshape to put each unit where its device is; {} when the
+        claim database cannot be read now (the reshape then places by
+        guests and names alone)."""
+        if self.claims is None:
+            return {}
+        try:
+            return {c.consumer_uuid: c.devices
+                    for c in self.claims.list() if c.devices}
+        except exception.LocalStateUnavailable as exc:
+            LOG.warning('The claims cannot be read for the reshape (%s): '
+                        'allocations are placed by guests and names', exc)
+            return {}
 
     def request_full_read(self):
         """Read every provider's allocations at the next check (a guest
@@ -76,6 +98,24 @@ class ClaimsCheck:
         """
         if self.claims is None:
             return
+        startup = startup or self._startup_due
+        failed = None
+        try:
+            self._run(snapshot, tree, nodename, startup, ownership)
+        except exception.LocalStateUnavailable as exc:
+            failed = exc
+        # Said outside the except block: oslo.log would append the
+        # exception to the line.
+        if failed is not None:
+            self._startup_due = startup
+            local_state.fault(failed.path, failed.what, failed.reason)
+            LOG.debug('%s: claim checks put off to the next audit',
+                      nodename)
+            return
+        self._startup_due = False
+        local_state.recovered(self.claims.store.path)
+
+    def _run(self, snapshot, tree, nodename, startup, ownership):
         self.nodename = nodename
         domains = snapshot.domains if snapshot else ()
         if startup:

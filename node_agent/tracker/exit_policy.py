@@ -22,12 +22,16 @@ EXIT_FATAL = 78
 FATAL_ERRORS = (exception.ReshapeFailed, exception.ConfigError,
                 exception.ScanIncomplete,
                 exception.PlacementCredentialsError, exception.StateTooNew)
-# Errors that may pass by themselves (a dependency not there yet, a guest
+# Errors that may pass by themselves (a dependency not there yet, a
+# state filesystem full or read-only for now, other writers contending for
+# the same providers (409s after the reshape's own retries), a guest
 # still holding a device that went, another service's provider that may
 # go): waited out with capped backoff, the status line saying on what,
 # never a crash loop nor an exit 78.  Checked before FATAL_ERRORS
 # (ReportedElsewhere is a ConfigError: its fix may be the other side's).
 WAIT_ERRORS = (exception.PlacementUnavailable,
+               exception.LocalStateUnavailable,
+               exception.GenerationConflict,
                exception.LibvirtConnectionError,
                exception.SourceSilent,
                exception.ComputeNodeMissing,

@@ -17,14 +17,16 @@ LOG = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def placement_adapter(conf):
-    """The Adapter to Placement: embedded (in-process) or over HTTP."""
+    """The Adapter to Placement: embedded (in-process) or over HTTP (a
+    :class:`~node_agent.placement.adapter.ReloadableAdapter`, which a
+    SIGHUP signs in anew)."""
     if conf.placement.embedded:
         from node_agent.placement import embedded
         with embedded.EmbeddedPlacement(conf) as adapter:
             yield adapter
     else:
         from node_agent.placement import adapter as adapter_mod
-        yield adapter_mod.get_adapter(conf)
+        yield adapter_mod.ReloadableAdapter(conf)
 
 
 def report_client(conf, adapter, stateful=True, read_state=False,
@@ -45,9 +47,11 @@ def report_client(conf, adapter, stateful=True, read_state=False,
             None if conf.placement.embedded else endpoint.option(conf)))
 
 
-def claim_manager(conf, upgrade=True):
+def claim_manager(conf, upgrade=True, repair=True):
     """The claim manager over the claim database under state_path, which
-    asks the enabled drivers what a snapshot's devices are."""
+    asks the enabled drivers what a snapshot's devices are.  ``repair``
+    False: a corrupt database is refused, not moved aside (the commands
+    that only read)."""
     from node_agent.claims import manager
     from node_agent import drivers
 
@@ -55,7 +59,7 @@ def claim_manager(conf, upgrade=True):
         return drivers.DriverSet(conf, snapshot).drivers
 
     return manager.ClaimManager(conf, upgrade=upgrade,
-                                drivers_for=drivers_for)
+                                drivers_for=drivers_for, repair=repair)
 
 
 @contextlib.contextmanager
@@ -67,8 +71,11 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
     and the tracker count into (None: nothing is counted).
     """
     from node_agent.hardware import discovery as discovery_mod
+    from node_agent import local_state
     from node_agent.tracker import scan_state
     from node_agent.tracker import tracker as tracker_mod
+    if stateful:
+        local_state.narrow(conf.state_path)
     discovery = discovery_mod.Discovery(conf)
     try:
         yield tracker_mod.ResourceTracker(

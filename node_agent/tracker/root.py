@@ -37,9 +37,11 @@ A root the agent owns (standalone) is shared with no one
 carrying ``OWNER_NOVA`` that the agent did not mark so, or a root that
 another service created (it carries ``COMPUTE_NODE`` or inventory the
 agent never wrote and not the agent's owner trait) is another writer, and so
-is a root rewritten under the agent again after it corrected it (the
-tracker's check: one operator edit is corrected once); the tracker then
-writes nothing.
+is a root whose traits or inventory of the agent's own were rewritten
+under the agent again after it corrected them (the tracker's check, with
+:func:`undone`: one operator edit is corrected once; traits another
+writer only added are kept, no takeover); the tracker then writes
+nothing.
 
 The uuid, once found, is kept for the life of the process: audits read
 the tree by it (one ``GET ?in_tree``), and a compute_id file that appears
@@ -326,6 +328,25 @@ def _tree_evidence(tree, ownership):
             + ', '.join(sorted(root.traits) + sorted(root.inventory))
             + ', none of it written by node-agent'))
     return evidence
+
+
+def undone(root, mine):
+    """What of the agent's own on ``root`` (as Placement has it) differs
+    from ``mine`` (the root as the agent last synced it), as text; '' when
+    nothing.  Only the agent's traits and inventory count: a trait another
+    writer added (an operator's, a service's own) is no rewrite."""
+    changes = []
+    removed = sorted(mine.traits - root.traits)
+    if removed:
+        changes.append('traits removed: ' + ', '.join(removed))
+    for rc, record in sorted(mine.inventory.items()):
+        theirs = root.inventory.get(rc)
+        if theirs is None:
+            changes.append(f'{rc} removed')
+        elif ptree.normalize_inventory(theirs) != \
+                ptree.normalize_inventory(record):
+            changes.append(f'{rc} changed')
+    return '; '.join(changes)
 
 
 def _other_uuid(name, found, wanted, source):

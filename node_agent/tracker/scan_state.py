@@ -22,7 +22,10 @@ Rules, as for the other files under ``state_path``
 
 - Written whole (a ``.tmp`` file renamed over it), ``0640``; created by the
   first save only, and rewritten only when what it holds changed.  A
-  missing file reads as nothing stored.
+  missing file reads as nothing stored.  A save the filesystem refuses
+  (full, read-only) keeps the previous record, which only holds devices for
+  longer: recorded (:func:`node_agent.local_state.fault`), tried again at
+  the next sync.
 - A file that is not such a record (JSON that does not parse, values of the
   wrong kind) is moved aside with a CRITICAL log naming it and ignored: the
   tracker then behaves as on a first start, with nothing to hold from.
@@ -37,6 +40,7 @@ import os
 
 from oslo_log import log as logging
 
+from node_agent import exception
 from node_agent import local_state
 from node_agent.hardware import removal
 from node_agent.hardware import snapshot as snapshot_mod
@@ -120,13 +124,17 @@ class ScanState:
             'absent': [[field, key, scans] for (field, key), scans
                        in sorted(stored[1].items(), key=str)],
         }
+        failed = None
         try:
             local_state.replace_file(
-                self.path, json.dumps(record, sort_keys=True).encode())
-        except OSError as exc:
-            LOG.warning('Cannot store the last good scan in %s: %s',
-                        self.path, exc)
+                self.path, json.dumps(record, sort_keys=True).encode(),
+                what='stored scan')
+        except exception.LocalStateUnavailable as exc:
+            failed = exc
+        if failed is not None:      # outside the except: said once
+            local_state.fault(self.path, 'stored scan', failed.reason)
             return False
+        local_state.recovered(self.path)
         self._stored = stored
         return True
 

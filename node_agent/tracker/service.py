@@ -89,8 +89,10 @@ from oslo_service import opts as service_opts  # noqa: E402
 from oslo_service import service  # noqa: E402
 
 from node_agent import exception  # noqa: E402
+from node_agent import local_state  # noqa: E402
 from node_agent import metrics as metrics_mod  # noqa: E402
 from node_agent import text  # noqa: E402
+from node_agent.conf import reload as conf_reload  # noqa: E402
 from node_agent.tracker import claims_server  # noqa: E402
 from node_agent.tracker import exit_policy  # noqa: E402
 from node_agent.tracker import watchers  # noqa: E402
@@ -109,7 +111,7 @@ class AgentService(service.Service):
 
     def __init__(self, conf, tracker, notifier, udev_monitor=None,
                  claims_rpc=None, domain_events=None, load_conf=None,
-                 metrics=None, device_health=None):
+                 metrics=None, device_health=None, reload_placement=None):
         """``udev_monitor``, ``domain_events`` and ``device_health``:
         ``make(callback) -> watcher`` (with start() and stop()), or None;
         a device health change audits early, as a udev event does.
@@ -118,6 +120,9 @@ class AgentService(service.Service):
         ``load_conf``: ``() -> ConfigOpts``, a fresh and checked copy of the
         configuration from the same files (raises ConfigError), which
         SIGHUP runs before it touches ``conf``; None: not checked.
+        ``reload_placement(conf)``: sign in to Placement anew with the
+        checked copy's ``[placement]`` options (a rotated password), or
+        None (an embedded Placement).
         ``metrics``: :class:`node_agent.metrics.Metrics`, or None."""
         super().__init__(threads=1)
         self.conf = conf
@@ -130,7 +135,8 @@ class AgentService(service.Service):
         self.domain_events = None
         self.make_device_health = device_health
         self.device_health = None
-        self.load_conf = load_conf
+        self._reloader = conf_reload.Reloader(conf, load_conf,
+                                              reload_placement)
         self.exit_code = exit_policy.EXIT_OK
         self._stop = threading.Event()
         self.claims_server = claims_server.ClaimsServer(
@@ -202,6 +208,7 @@ class AgentService(service.Service):
             self._splay()
             self._startup()
             self._solved('startup')
+            self._show_state_faults()
             self.notifier.ready(status=self.tracker.status_line())
             self.claims_server.start()
             self._loop()
@@ -291,6 +298,13 @@ class AgentService(service.Service):
             return
         since = self._problem(what, detail)
         self.notifier.note(what, f'{detail} (since {since})')
+
+    def _show_state_faults(self):
+        """The files under state_path the host does not let us write
+        (:func:`node_agent.local_state.faults`), beside the status line
+        and in the problems metric, until they are written again."""
+        self._note('state_path',
+                   local_state.describe_faults(self.conf.state_path))
 
     def _audit_problem(self, kind, detail):
         """The audit failed or was skipped: the status line says so, and
@@ -385,6 +399,23 @@ class AgentService(service.Service):
             self.notifier.set_status(
                 f'waiting for {exc.source}: {exc.reason}')
             what = exc.source
+        elif isinstance(exc, exception.GenerationConflict):
+            what = 'other writers of the providers'
+            detail = ' '.join(str(exc).split())
+            self.notifier.set_status(f'waiting for {what}: {detail}')
+            level = (logging.DEBUG if what == self._waited_for
+                     else logging.WARNING)
+            self._waited_for = what
+            LOG.log(level, 'startup: other writers keep moving the '
+                    "generations of this host's providers in Placement "
+                    '(%s); trying again in %.1f s (with capped backoff: '
+                    'said again only when it ends)', detail, sleep)
+            return
+        elif isinstance(exc, exception.LocalStateUnavailable):
+            # local_state logged it, once per change.
+            self.notifier.set_status(f'waiting for state_path: {exc}')
+            self._waited_for = 'state_path'
+            return
         elif isinstance(exc, (exception.ReportedElsewhere,
                               exception.UnsafePlan)):
             since = self._problem('startup', str(exc))
@@ -448,26 +479,15 @@ class AgentService(service.Service):
         if not self._reload.is_set():
             return False
         self._reload.clear()
-        if self.load_conf is not None:
-            # reload_config_files() changes conf in place: check a fresh
-            # copy first, so a bad file leaves the config in effect alone.
-            refused = None
-            try:
-                self.load_conf()
-            except exception.ConfigError as exc:
-                refused = exc
-            if refused is not None:
-                # Outside the except block: oslo.log would append the
-                # exception, saying the reason twice.
-                LOG.error('SIGHUP: the config files are not valid, the '
-                          'configuration in effect stays: %s', refused)
-                self._note('SIGHUP', f'refused, the configuration in effect '
-                                     f'stays: {refused}')
-                return False
+        refused = self._reloader.reload()
+        if refused is not None:
+            self._note('SIGHUP', f'refused, the configuration in effect '
+                                 f'stays: {refused}')
+            return False
         self._note('SIGHUP', None)
-        LOG.info('SIGHUP: re-reading the config files and dropping cached '
-                 'Placement state')
-        self.conf.reload_config_files()
+        pending = self._reloader.pending
+        self._note('restart required',
+                   f'to apply: {", ".join(pending)}' if pending else None)
         self.tracker.report_client.invalidate()
         return True
 
@@ -500,6 +520,10 @@ class AgentService(service.Service):
             waiting = f'waiting for {exc.service}: {exc.reason}'
             self._problem('audit', waiting)
             self.notifier.set_status(waiting)
+        except exception.LocalStateUnavailable as exc:
+            # Placement is synced; what the host would not let us write
+            # is retried at the next audit (local_state logged it once).
+            self._audit_problem('incomplete', exc)
         except exception.ComputeNodeMissing as exc:
             # nova's compute node went (its service deleted): nothing to
             # hang the devices under until nova-compute makes it again.
@@ -521,6 +545,7 @@ class AgentService(service.Service):
             LOG.exception('audit failed on an unexpected error')
         finally:
             self.metrics.audit(result, time.monotonic() - start)
+            self._show_state_faults()
         # Said outside the except blocks: oslo.log would append the
         # exception being handled, saying it twice on one line.
         if isinstance(failure, exception.PlacementUnavailable):

@@ -37,7 +37,9 @@ Rules:
   :meth:`node_agent.tracker.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
-  retried from fresh data ``[audit] reshape_retries`` times;
+  retried from fresh data ``[audit] reshape_retries`` times; a conflict
+  still there after them is raised as it is, contention the daemon waits
+  out with capped backoff before it starts again (never an exit 78);
   ``ReshapeFailed`` (drivers cannot place a consumer, or Placement
   refused the reshape for good) is logged with its providers and consumers
   and raised: the daemon exits non-zero rather than run on a tree that does
@@ -92,7 +94,6 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import exception
 from node_agent import metrics as metrics_mod
-from node_agent import provider_tree as ptree
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
@@ -184,6 +185,7 @@ class ResourceTracker:
         self.scan_problem = None        # why the last audit was skipped
         self.shared_with = None         # RootShared, while refusing
         self._rewrites = 0              # reads in a row the root moved
+        self._added_root_traits = frozenset()
         # Beside nova-compute: (ours, theirs, why) of the devices another
         # service reports, and those of ours kept as they hold allocations.
         self.reported_elsewhere = ()
@@ -208,6 +210,8 @@ class ResourceTracker:
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._scan(dry_run)                            # discover
+        # The drivers check their options against the host (CPU sets
+        # naming CPUs it lacks): before anything is created or read.
         drivers = _drivers(self.conf, snapshot, self.unhealthy())
         if startup:
             # A typed address no device has: refused before any write.
@@ -231,7 +235,8 @@ class ResourceTracker:
             desired = current.copy()
             drivers.update_provider_tree(desired, self.nodename,
                                          allocations=allocations,
-                                         ownership=ownership)
+                                         ownership=ownership,
+                                         claimed=self.claims_check.claimed())
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
                                           snapshot, ownership)
@@ -273,7 +278,11 @@ class ResourceTracker:
         """The startup pass; returns the :class:`Plan` it applied.
 
         Raises ``ReshapeFailed`` (fatal), ``PlacementUnavailable`` (the
-        caller waits and calls again) or ``LibvirtConnectionError``.
+        caller waits and calls again), ``LibvirtConnectionError``, or
+        ``ReshapeConflict`` when other writers moved generations under
+        every try: contention, not a failure, which the caller waits out
+        and starts again for as long as it lasts
+        (``exit_policy.WAIT_ERRORS``).
         """
         retries = self.conf.audit.reshape_retries
         try:
@@ -285,13 +294,6 @@ class ResourceTracker:
                     reraise=True):
                 with attempt:
                     pending = self._sync(startup=True)
-        except exception.ReshapeConflict as exc:
-            exc = exception.ReshapeFailed(
-                f'Placement kept answering 409 after {retries} retries '
-                f'({exc})')
-            LOG.error('%s: %s', self.nodename, exc)
-            self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
-            raise exc
         except exception.ReshapeFailed as exc:
             LOG.error('%s: %s', self.nodename, exc)
             self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
@@ -391,17 +393,23 @@ class ResourceTracker:
         mine = self.last_good.find(root.uuid)
         if mine is None:
             return None
-        same = root.traits == mine.traits and {
-            rc: ptree.normalize_inventory(r)
-            for rc, r in root.inventory.items()} == {
-            rc: ptree.normalize_inventory(r)
-            for rc, r in mine.inventory.items()}
-        self._rewrites = 0 if same else self._rewrites + 1
+        undone = root_mod.undone(root, mine)
+        added = frozenset(root.traits - mine.traits)
+        if added != self._added_root_traits:
+            # Another writer's own traits (an operator's, a service's):
+            # kept, and no takeover; said once per change.
+            self._added_root_traits = added
+            if added:
+                LOG.info('%s: the root carries traits the agent did not '
+                         'set, kept as they are (not a second writer: only '
+                         "writes to the agent's own traits and inventory "
+                         'count): %s', self.nodename, ', '.join(sorted(added)))
+        self._rewrites = self._rewrites + 1 if undone else 0
         if self._rewrites < 2:
             return None
         return ('rewritten', f'root {root.name} ({root.uuid}) was rewritten '
                 'under the agent again after it corrected it (generation '
-                f'{root.generation})')
+                f'{root.generation}: {undone})')
 
     def _refuse_shared(self, tree=None, ownership=None):
         found = self.root.other_writer(tree, ownership)

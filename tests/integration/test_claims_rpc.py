@@ -7,6 +7,7 @@ caller would.  Errors must come back as node_agent.exception classes.
 
 import logging
 
+import oslo_messaging
 import pytest
 from oslo_config import cfg
 
@@ -115,14 +116,41 @@ def test_claim_id_beyond_sqlite_is_invalid_claim_request(served):
     assert [c.consumer_uuid for c in mgr.list()] == [C1]
 
 
+def _allocation_of(entries):
+    return {f'{i:08x}-0000-4000-8000-000000000000':
+            {'resources': {'VCPU': 1}} for i in range(entries)}
+
+
 def test_oversize_payload_is_refused(served):
+    """Just over [claims] max_request_bytes (64 KiB): a typed error."""
     mgr, client = served
-    allocation = {f'{i:08x}-0000-4000-8000-000000000000':
-                  {'resources': {'VCPU': 1}} for i in range(2000)}
     with pytest.raises(exception.InvalidClaimRequest) as err:
-        client.claim(host.HOST, C1, allocation)
+        client.claim(host.HOST, C1, _allocation_of(1100))
     assert err.value.field == 'payload'
     assert mgr.list() == []
+
+
+def test_a_huge_message_is_refused_unread(served, tmp_path, broker, caplog):
+    """A body far beyond what any claim request can be (8 MB) is refused
+    before its JSON is parsed: logged, rejected, no answer (the caller
+    times out), nothing claimed; the server answers the next one."""
+    mgr, client = served
+    impatient = rpc.ClaimClient(make_conf(tmp_path / 'impatient',
+                                          broker.url), timeout=5)
+    try:
+        with caplog.at_level(logging.WARNING, logger='node_agent'):
+            with pytest.raises(oslo_messaging.MessagingTimeout):
+                impatient.claim(host.HOST, C1, _allocation_of(130000))
+    finally:
+        impatient.transport.cleanup()
+    [refused] = [r.getMessage() for r in caplog.records
+                 if 'refused unread' in r.getMessage()]
+    assert refused.startswith('claims RPC: a message of ')
+    assert refused.endswith(' bytes refused unread (at most 147456: '
+                            '[claims] max_request_bytes = 65536)')
+    assert mgr.list() == []
+    claim = client.claim(host.HOST, C2, host.alloc((host.ROOT, 'VCPU', 1)))
+    assert claim['consumer_uuid'] == C2
 
 
 def test_without_transport_the_server_is_off(tmp_path, caplog):

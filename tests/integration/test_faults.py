@@ -14,14 +14,18 @@ agent costs four injected answers.
 """
 
 import os
+import random
 import re
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
+from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
+from tests.fixtures.postgres import postgres  # noqa: F401
 from tests.functional.placement.test_adapter import free_port
 from tests.integration import test_agent_service as service_tests
 from tests.integration import test_agent_rpc as rpc_tests
@@ -171,6 +175,86 @@ def test_reshaper_409_once_is_reread_and_retried(agent, server, proxy):
     assert proxy.faults == 1
     assert 'POST /reshaper returned 409' in agent.log_text()
     assert_reshaped(before, server)
+
+
+def test_reshaper_contention_is_waited_out_never_exit_78(agent, server,
+                                                         proxy):
+    """Other writers moving generations under every reshape try: the
+    startup's own retries (``[audit] reshape_retries`` = 3, four tries)
+    end in a wait with capped backoff, then a new startup, for as long as
+    it is contention; never exit 78."""
+    before = service_tests.flat_with_consumers(agent, server)
+    proxy.fail('POST', '/reshaper', 409, times=6,
+               code='placement.concurrent_update')
+    agent.configure(proxy.url, nested=True)
+    agent.start()
+    agent.wait_for('STATUS=waiting for other writers of the providers: ')
+    messages = agent.wait_for('READY=1', timeout=90)
+    assert any('STATUS=in sync: ' in m for m in messages)
+    assert proxy.faults == 6
+    assert agent.stop() == 0
+    assert 'reshape failed' not in agent.log_text()
+    assert_reshaped(before, server)
+
+
+def test_a_startup_reshape_beside_concurrent_writers_on_postgresql_finishes(
+        agent, tmp_path, postgres):  # noqa: F811
+    """Placement with two workers over PostgreSQL; two other writers tag
+    the root again and again (a trait of their own, as other services and
+    operators do) while the agent's startup reshapes the flat tree into
+    NUMA and GPU providers: the reshape's generations keep moving under it,
+    and the startup retries until one POST /reshaper goes through (never
+    exit 78), the allocations moved and nothing else of theirs lost."""
+    server = ps.PlacementServer(tmp_path / 'pg-placement', processes=2,
+                                database=postgres.placement_database())
+    server.start()
+    stop = threading.Event()
+    writers = []
+    try:
+        before = service_tests.flat_with_consumers(agent, server)
+        adapter = service_tests.api(server)
+        resp = adapter.put('/traits/CUSTOM_CONTENDER', microversion='1.6')
+        assert resp.status_code in (201, 204), resp.text
+        written = []
+
+        def contend():
+            rng = random.Random()
+            while not stop.is_set():
+                got = adapter.get(f'/resource_providers/{ROOT}/traits',
+                                  microversion='1.6').json()
+                traits = set(got['traits']) ^ {'CUSTOM_CONTENDER'}
+                resp = adapter.put(
+                    f'/resource_providers/{ROOT}/traits', microversion='1.6',
+                    json={'traits': sorted(traits),
+                          'resource_provider_generation':
+                              got['resource_provider_generation']})
+                written.append(resp.status_code)
+                stop.wait(rng.uniform(0.5, 1.5))
+
+        writers = [threading.Thread(target=contend) for _ in range(2)]
+        for writer in writers:
+            writer.start()
+        agent.configure(server.url, nested=True)
+        agent.start()
+        agent.wait_for('READY=1', timeout=180)
+        stop.set()
+        for writer in writers:
+            writer.join(30)
+        assert agent.stop() == 0
+        assert 200 in written
+        assert 'reshape failed' not in agent.log_text()
+        assert_reshaped(before, server)
+        reshapes = [r for r in ps.read_request_log(server.request_log_path)
+                    if (r.method, r.path) == ('POST', '/reshaper')]
+        assert [r.status for r in reshapes][-1] == 204
+        # 409: generations moved; 500: PostgreSQL's serialization failure
+        # at REPEATABLE READ (doc/postgresql.md), retried as a 5xx.
+        assert set(r.status for r in reshapes) <= {204, 409, 500}
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join(30)
+        server.stop()
 
 
 def test_reshaper_400_that_stays_exits_78(agent, server, proxy):

@@ -17,6 +17,7 @@ once.
 
 import os
 import re
+import signal
 import time
 
 import pytest
@@ -234,6 +235,34 @@ def test_keystone_down_at_the_first_sign_in_is_waited_out(agent, keystone,
                    for s in statuses(agent)), statuses(agent)
     assert agent.stop() == 0
     assert refused(placement) == []
+
+
+def test_a_rotated_password_applies_at_sighup(agent, keystone, placement,
+                                              short_tokens):
+    """The password rotated in Keystone (its tokens revoked) and in the
+    file: SIGHUP signs in anew, and the next audit goes through with the
+    new password, without a restart."""
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    keystone.set_password(ks.AGENT_USER, 'rotated-' + os.urandom(6).hex())
+    # The old password signs in no more: audits fail, and say so.
+    agent.wait_for('Placement refused the credentials', timeout=BOUND)
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')
+    since = len(keystone.requests())
+    seen = len(agent.messages)
+    agent.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + BOUND
+    while not any('STATUS=in sync: ' in m for m in agent.messages[seen:]):
+        assert time.monotonic() < deadline, agent.messages[seen:]
+        agent.wait_for('STATUS=', timeout=BOUND)
+        statuses(agent)
+    # Signed in with the new password: a token Keystone granted.
+    signed_in = agent_token_requests(keystone, since)
+    assert signed_in and signed_in[-1].status == 201, signed_in
+    assert agent.proc.poll() is None
+    assert agent.stop() == 0
 
 
 @pytest.mark.parametrize('who', ['wrong password', 'unknown user'])

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 
 STATE_DB = 'agent_state.sqlite'
 CLAIM_DB = 'claim.sqlite'
+COMING = '7e57c1a1-0000-4000-8000-0000000000c0'
 SCAN_FILE = 'last_scan.json'
 
 
@@ -178,12 +179,28 @@ def test_claim_with_bad_json_is_moved_aside_and_claims_rebuilt(
                             f'{ROOT}:VCPU=4', f'{ROOT}:MEMORY_MB=8192',
                             '--no-devices')
     assert made.returncode == 0, made.stderr
+    # An instance still coming: no guest, no allocation yet.  Nothing can
+    # bring its claim back, and the operator is told which it was.
+    made = agent.run_manage('claims', 'create', COMING, f'{ROOT}:VCPU=1',
+                            '--no-devices')
+    assert made.returncode == 0, made.stderr
     path = os.path.join(agent.state, CLAIM_DB)
     bad_json('claims', 'resources')(path)
     before = placement_state.read(adapter)
 
-    line = rerun_moving_aside(agent, server, CLAIM_DB, 'Claim database')
-    assert f'{path} is corrupt (claim 1: JSONDecodeError: ' in line
+    runner = agent
+    runner.configure(server.url, nested=False)
+    assert run_once(runner) == (0, '')
+    [aside] = moved_aside(runner, CLAIM_DB)
+    line, lost = critical_lines(runner)
+    assert f'Claim database {path} is corrupt (claim 1: JSONDecodeError: ' \
+        in line
+    assert f'moved aside to {os.path.join(runner.state, aside)};' in line
+    assert lost.endswith(
+        '1 claim of the corrupt claim database moved aside could not be '
+        'rebuilt (no guest here and no allocation in Placement): '
+        f'{COMING} (instance, pending); claim them again if their instances '
+        'are still coming')
     # Rebuilt from libvirt's running guests and their allocations.
     rebuilt = claims(agent)
     assert sorted(rebuilt) == sorted(DOMAINS)

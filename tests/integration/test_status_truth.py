@@ -8,8 +8,9 @@ both when it is fixed:
 
 - the metrics port held by another process: the daemon starts anyway,
   says so, and binds once the port is free (never exit 78);
-- an audit whose plan is refused (a guest holds the vGPU of a driver
-  turned off by SIGHUP): "audit failed since ...", never "in sync";
+- an audit whose plan is refused (a guest holds a unit of a class an
+  operator's provider override file no longer offers): "audit failed since
+  ...", never "in sync";
 - a SIGHUP with a bad config file: "SIGHUP refused ..." beside the rest;
 - beside nova-compute, a nova.conf the agent cannot read: "warning: ..."
   naming the file, and ``node_agent_evidence_unreadable``.
@@ -35,7 +36,19 @@ pytestmark = pytest.mark.integration
 PROBLEM = 'node_agent_problem_since_seconds'
 UNREADABLE = 'node_agent_evidence_unreadable'
 GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
-NO_GPU = 'compute,numa,nic,accelerator'
+LICENSED = """meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      name: compute1_pci_0000_3b_00_0
+    inventories:
+      additional:
+        - CUSTOM_GPU_LICENSE: {total: 4, reserved: 0}
+"""
+UNLICENSED = """meta:
+  schema_version: '1.0'
+providers: []
+"""
 
 
 agent = service_tests.agent
@@ -69,9 +82,18 @@ def _problems(port):
 
 
 def _configure(agent, url, port, extra=()):
+    overrides = os.path.join(agent.workdir, 'provider_config')
+    os.makedirs(overrides, exist_ok=True)
     agent.configure(url, nested=True, extra=(
         '[metrics]', 'enabled = true', f'port = {port}',
-        '[audit]', 'interval = 1', *extra))
+        '[audit]', 'interval = 1',
+        '[provider_overrides]', f'config_location = {overrides}', *extra))
+
+
+def _override(agent, text):
+    with open(os.path.join(agent.workdir, 'provider_config',
+                           'license.yaml'), 'w') as f:
+        f.write(text)
 
 
 def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
@@ -102,23 +124,31 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
     assert re.fullmatch(rf'metrics at http://127.0.0.1:{port}/metrics, '
                         r'after \d+ refused binds?', said[1]), said
 
-    # A guest holds a vGPU; SIGHUP turns the gpu driver off: deleting its
-    # provider is refused at every audit, and said.
+    # A guest holds a licence unit an override file offers; the operator
+    # takes the licences out of the file: deleting that inventory is
+    # refused at every audit, and said.
+    _override(agent, LICENSED)
+    _wait_status(agent, lambda s: s.startswith('in sync: '))
+    deadline = time.monotonic() + 30
+    while 'CUSTOM_GPU_LICENSE' not in service_tests.api(server).get(
+            f'/resource_providers/{GPU0}/inventories',
+            microversion='1.26').json()['inventories']:
+        assert time.monotonic() < deadline, agent.log_text()[-3000:]
+        time.sleep(0.2)
     allocs.put(service_tests.api(server), service_tests.OTHER,
-               {GPU0: {'VGPU': 1}}, 'p1', 'u1')
-    _configure(agent, server.url, port,
-               ('[DEFAULT]', f'enabled_drivers = {NO_GPU}'))
-    agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')
-    agent.proc.send_signal(signal.SIGHUP)
+               {GPU0: {'CUSTOM_GPU_LICENSE': 1}}, 'p1', 'u1')
+    _override(agent, UNLICENSED)
     line = _wait_status(agent, lambda s: s.startswith('audit failed'))
     assert line.startswith('audit failed since ')
-    assert 'unsafe plan, nothing written: VGPU on compute1_pci_0000_3b_00_0' \
-        in line
+    assert 'unsafe plan, nothing written: CUSTOM_GPU_LICENSE on ' \
+        'compute1_pci_0000_3b_00_0' in line
     problems = _problems(port)
     assert problems['audit'].startswith('failed: unsafe plan, nothing '
-                                        'written: VGPU on ')
+                                        'written: CUSTOM_GPU_LICENSE on ')
 
     # A bad file on SIGHUP: refused, shown beside the failing audit.
+    with open(agent.conf) as f:
+        good = f.read()
     with open(agent.conf, 'a') as f:
         f.write('[audit]\ninterval = abc\n')
     agent.proc.send_signal(signal.SIGHUP)
@@ -138,8 +168,8 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
     allocs_gone = service_tests.api(server).delete(
         f'/allocations/{service_tests.OTHER}', microversion='1.28')
     assert allocs_gone.status_code == 204, allocs_gone.text
-    _configure(agent, server.url, port,
-               ('[DEFAULT]', f'enabled_drivers = {NO_GPU}'))
+    with open(agent.conf, 'w') as f:
+        f.write(good)
     agent.proc.send_signal(signal.SIGHUP)
     line = _wait_status(agent, lambda s: s.startswith('in sync: ')
                         and 'SIGHUP' not in s)

@@ -4,10 +4,14 @@ import logging
 import os
 import sqlite3
 import stat
+import subprocess
 
 import pytest
 
+from node_agent import exception
 from node_agent import local_state
+from tests.fixtures.full_disk import fill
+from tests.fixtures.full_disk import tmpfs
 
 
 def mode(path):
@@ -96,11 +100,82 @@ def test_replace_file_writes_whole_files_0640_under_umask_zero(tmp_path,
     local_state.replace_file(str(path), b'first')
     assert mode(tmp_path / 'state') == 0o750
     assert mode(path) == 0o640
-    # A .tmp a crash left behind, wider than it should be, is not reused.
-    stale = tmp_path / 'state' / 'last_scan.json.tmp'
-    stale.write_bytes(b'half')
-    os.chmod(stale, 0o666)
+    # Temporaries a crash left behind (an older agent's fixed name, a dead
+    # writer's own), wider than they should be, are not reused but
+    # removed; a live writer's is left alone.
+    stale = [tmp_path / 'state' / 'last_scan.json.tmp',
+             tmp_path / 'state' / f'last_scan.json.{_dead_pid()}.ab12.tmp']
+    live = tmp_path / 'state' / f'last_scan.json.{os.getppid()}.cd34.tmp'
+    for f in stale + [live]:
+        f.write_bytes(b'half')
+        os.chmod(f, 0o666)
     local_state.replace_file(str(path), b'second')
     assert path.read_bytes() == b'second'
     assert mode(path) == 0o640
-    assert sorted(os.listdir(tmp_path / 'state')) == ['last_scan.json']
+    assert sorted(os.listdir(tmp_path / 'state')) == [
+        'last_scan.json', live.name]
+
+
+def _dead_pid():
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen(['true'])
+    proc.wait()
+    return proc.pid
+
+
+def test_replace_file_on_a_full_filesystem_leaves_the_file(tmp_path):
+    """ENOSPC is the host's fault: LocalStateUnavailable naming the file,
+    the old content kept, no temporary left."""
+    path = tmp_path / 'full' / 'device_drains.json'
+    with tmpfs(tmp_path / 'full', size='64k'):
+        local_state.replace_file(str(path), b'before')
+        fill(tmp_path / 'full')
+        with pytest.raises(exception.LocalStateUnavailable) as info:
+            local_state.replace_file(str(path), b'x' * 65536, what='drains')
+        assert str(info.value) == (
+            f'drains {path}: No space left on device (a fault of the '
+            'filesystem, not of the file: nothing was moved aside; '
+            'retried)')
+        assert path.read_bytes() == b'before'
+        assert sorted(os.listdir(tmp_path / 'full')) == [
+            'device_drains.json', 'filler']
+
+
+def test_narrow_takes_wider_modes_off_state_path_and_its_files(tmp_path,
+                                                               caplog):
+    state = tmp_path / 'state'
+    state.mkdir()
+    os.chmod(state, 0o777)
+    (state / 'device_drains.json').write_text('{}')
+    os.chmod(state / 'device_drains.json', 0o666)
+    (state / 'claim.sqlite').write_text('')
+    os.chmod(state / 'claim.sqlite', 0o600)
+    with caplog.at_level(logging.WARNING):
+        local_state.narrow(str(state))
+    assert mode(state) == 0o750
+    assert mode(state / 'device_drains.json') == 0o640
+    assert mode(state / 'claim.sqlite') == 0o600      # narrower: kept
+    assert [r.getMessage() for r in caplog.records] == [
+        f'{state} was mode 0777: narrowed to 0750 (the agent keeps its '
+        'state from other users)',
+        f'{state}/device_drains.json was mode 0666: narrowed to 0640 (the '
+        'agent keeps its state from other users)']
+
+
+def test_narrow_leaves_a_shared_directory_alone(tmp_path):
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    local_state.narrow(str(shared))
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+    local_state.narrow(str(tmp_path / 'missing'))
+    assert not os.path.exists(tmp_path / 'missing')
+
+
+def test_a_file_moved_aside_is_no_wider_than_0640(tmp_path):
+    path = tmp_path / 'claim.sqlite'
+    path.write_bytes(b'not a database')
+    os.chmod(path, 0o666)
+    target = local_state.move_aside(str(path), 'claim database', 'garbage',
+                                    'nowhere')
+    assert mode(target) == 0o640

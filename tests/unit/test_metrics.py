@@ -283,6 +283,37 @@ def test_the_endpoint_is_bounded(conf):
         assert s.families
 
 
+def test_trickling_clients_hold_no_slot_past_the_timeout(conf):
+    """Slow clients sending a byte every half second (under the socket's
+    idle timeout) are closed once idle_timeout has passed since they came:
+    the endpoint answers a scrape again."""
+    conf.set_override('enabled', True, group='metrics')
+    conf.set_override('port', 0, group='metrics')
+    conf.set_override('max_connections', 8, group='metrics')
+    conf.set_override('idle_timeout', 1.5, group='metrics')
+    with metrics.serve(conf) as m:
+        host, port = m.address
+        slow = [socket.create_connection((host, port)) for _ in range(8)]
+        closed = set()
+        try:
+            deadline = time.monotonic() + 10
+            while len(closed) < len(slow):
+                assert time.monotonic() < deadline, 'slow clients kept'
+                for i, conn in enumerate(slow):
+                    if i in closed:
+                        continue
+                    try:
+                        conn.sendall(b'G')
+                    except OSError:
+                        closed.add(i)
+                time.sleep(0.5)
+        finally:
+            for conn in slow:
+                conn.close()
+        s = prometheus.get(f'http://{host}:{port}/metrics')
+        assert s.families
+
+
 def test_a_bind_beyond_loopback_is_a_warning(conf, caplog):
     conf.set_override('enabled', True, group='metrics')
     conf.set_override('port', 0, group='metrics')

@@ -123,8 +123,8 @@ def _print_table(claims):
 
 def list_claims(conf):
     args = conf.category
-    claims = factory.claim_manager(conf).list(consumer_uuid=args.consumer,
-                                              state=args.state)
+    claims = factory.claim_manager(conf, repair=False).list(
+        consumer_uuid=args.consumer, state=args.state)
     if args.format == 'json':
         print(json.dumps([c.to_dict() for c in claims], indent=2))
     else:
@@ -133,7 +133,8 @@ def list_claims(conf):
 
 
 def show(conf):
-    claim = factory.claim_manager(conf).show(conf.category.claim_id)
+    claim = factory.claim_manager(conf, repair=False).show(
+        conf.category.claim_id)
     print(json.dumps(claim.to_dict(), indent=2))
     return 0
 

@@ -19,14 +19,14 @@ def add_parsers(subparsers):
     parser.set_defaults(action_fn=upgrade)
 
 
-def _open(conf, upgrade):
+def _open(conf, upgrade, repair=True):
     return store.ClaimStore(manager.db_path(conf),
                             busy_timeout=conf.claims.db_busy_timeout,
-                            upgrade=upgrade)
+                            upgrade=upgrade, repair=repair)
 
 
 def version(conf):
-    current = _open(conf, upgrade=False).version()
+    current = _open(conf, upgrade=False, repair=False).version()
     print(f'{current} (latest {store.LATEST})')
     return 0
 

@@ -255,9 +255,22 @@ def test_corrupt_database_is_moved_aside_and_rebuilt(conf, caplog):
     assert any(r.levelno == logging.CRITICAL and aside[0] in r.getMessage()
                for r in caplog.records)
     assert mgr.list() == []
-    mgr.rebuild([], placement_allocations(**{C1: host.alloc((U, 'VCPU', 1))}),
-                tree=host.tree())
+    caplog.clear()
+    with caplog.at_level(logging.CRITICAL):
+        mgr.rebuild([], placement_allocations(
+            **{C1: host.alloc((U, 'VCPU', 1))}), tree=host.tree())
     assert [c.consumer_uuid for c in mgr.list()] == [C1]
+    # Nothing of the old file could be read: whatever it held beyond what
+    # came back may be lost, and that is said.
+    assert [r.getMessage() for r in caplog.records] == [
+        'The claims of the corrupt claim database moved aside could not be '
+        'read: any claim whose guest had not started and whose consumer '
+        f'holds no allocation here is lost (rebuilt: {C1})']
+    # Said once: the next rebuild has nothing to say.
+    caplog.clear()
+    with caplog.at_level(logging.CRITICAL):
+        mgr.rebuild([], {}, tree=host.tree())
+    assert caplog.records == []
 
 
 def test_claim_with_bad_json_moves_the_file_aside(conf, caplog):

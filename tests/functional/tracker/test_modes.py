@@ -335,8 +335,48 @@ def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
     assert agent.tracker.shared_with.evidence == [
         f'root compute1 ({root_uuid}) was rewritten under the agent again '
         'after it corrected it (generation '
-        f'{before["providers"][root_uuid]["generation"]})']
+        f'{before["providers"][root_uuid]["generation"]}: DISK_GB changed)']
     assert agent.tracker.shared_with.service == 'another service'
+
+
+def test_standalone_goes_on_when_another_writer_adds_its_own_root_trait(
+        agents, modes, placement_adapter, caplog):
+    """Only writes to what the agent owns count as a second writer: a
+    service tagging the root with a trait of its own, at every audit, is
+    kept, said once, and the host's sync goes on."""
+    modes.set_override('deployment', 'standalone')
+    agent = agents()
+    agent.tracker.startup()
+    root_uuid = agent.tracker.last_good.roots[0].uuid
+
+    def someone_tags_the_root():
+        got = placement_adapter.get(
+            f'/resource_providers/{root_uuid}/traits',
+            microversion='1.6').json()
+        if 'CUSTOM_FLEET_MONITORED' in got['traits']:
+            return
+        _ok(placement_adapter.put('/traits/CUSTOM_FLEET_MONITORED',
+                                  microversion='1.6'), 201, 204)
+        _ok(placement_adapter.put(
+            f'/resource_providers/{root_uuid}/traits', microversion='1.6',
+            json={'resource_provider_generation':
+                  got['resource_provider_generation'],
+                  'traits': got['traits'] + ['CUSTOM_FLEET_MONITORED']}))
+
+    with caplog.at_level(logging.INFO):
+        for _ in range(3):
+            someone_tags_the_root()
+            assert agent.tracker.audit() is not None
+            assert agent.tracker.shared_with is None
+            assert agent.tracker.status_line().startswith('in sync')
+    root = tree_of(placement_adapter, root_uuid)['compute1']
+    assert 'CUSTOM_FLEET_MONITORED' in root['traits']
+    said = [r.getMessage() for r in caplog.records
+            if 'traits the agent did not set' in r.getMessage()]
+    assert said == [
+        'compute1: the root carries traits the agent did not set, kept as '
+        "they are (not a second writer: only writes to the agent's own "
+        'traits and inventory count): CUSTOM_FLEET_MONITORED']
 
 
 @pytest.mark.parametrize('content, reason', [

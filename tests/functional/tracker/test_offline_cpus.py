@@ -143,3 +143,18 @@ def test_dedicated_cpus_leaving_present_are_a_config_error(
                               'are not present on this host: 28,29,30,31')
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before
+
+
+def test_dedicated_cpus_the_host_lacks_stop_a_first_start_before_any_write(
+        agents, host, placement_adapter):
+    """Exit 78 material, and not even an empty root left behind."""
+    host.set_override('deployment', 'standalone')
+    host.set_override('cpu_dedicated_set', '0-3,900-903', 'compute')
+    agent = agents()
+    with pytest.raises(exception.ConfigError) as err:
+        agent.tracker.startup()
+    assert str(err.value) == ('[compute] cpu_dedicated_set names CPUs that '
+                              'are not present on this host: 900,901,902,'
+                              '903')
+    assert agent.adapter.calls == []
+    assert placement_state.read(placement_adapter)['providers'] == {}

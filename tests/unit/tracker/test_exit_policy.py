@@ -29,6 +29,10 @@ POLICY = {
     'ComputeNodeMissing': exit_policy.WAIT,
     'ReportedElsewhere': exit_policy.WAIT,     # the peer's provider may go
     'UnsafePlan': exit_policy.WAIT,            # a guest may free the device
+    'LocalStateUnavailable': exit_policy.WAIT,  # a full disk is freed
+    # Other writers moved generations under every try: contention passes.
+    'GenerationConflict': exit_policy.WAIT,
+    'ReshapeConflict': exit_policy.WAIT,
     # A stop asked for.
     'Stopping': exit_policy.STOPPED,
     # Anything else that escapes: exit 1, restarted by systemd.
@@ -38,8 +42,6 @@ POLICY = {
     'PlacementError': exit_policy.ERROR,
     'PlacementAPIError': exit_policy.ERROR,
     'ResourceProviderNotFound': exit_policy.ERROR,
-    'GenerationConflict': exit_policy.ERROR,
-    'ReshapeConflict': exit_policy.ERROR,
     'InventoryInUse': exit_policy.ERROR,
     'ReshapeNeeded': exit_policy.ERROR,
     'ClaimError': exit_policy.ERROR,

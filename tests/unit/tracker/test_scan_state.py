@@ -8,8 +8,10 @@ import stat
 
 import pytest
 
+from node_agent import local_state
 from node_agent.hardware import snapshot as s
 from node_agent.tracker import scan_state
+from tests.fixtures import full_disk
 
 NODE = s.NumaNode(0, frozenset({0, 1}), 1024)
 GPU = s.PciDevice('0000:3b:00.0', '10de', '1eb8', '030200', numa_node=0)
@@ -120,12 +122,29 @@ def test_another_hosts_or_versions_record_is_ignored_with_a_warning(
 
 
 def test_a_failed_write_keeps_the_old_record(path, caplog):
-    store(path).save(SNAP, ABSENT)
-    os.mkdir(path + '.tmp')         # in the way of the new record
-    with caplog.at_level(logging.WARNING):
-        assert store(path).save(SNAP, {}) is False
-    assert f'Cannot store the last good scan in {path}: ' in caplog.text
-    assert store(path).load() == (SNAP, ABSENT)
+    """A full filesystem: the record stays as it was, the fault is said
+    once, and the next save after space came back writes it."""
+    state = os.path.dirname(path)
+    with full_disk.tmpfs(state, size='256k'):
+        store(path).save(SNAP, ABSENT)
+        filler = full_disk.fill(state)
+        failing = store(path)
+        with caplog.at_level(logging.WARNING):
+            assert failing.save(SNAP, {}) is False
+            assert failing.save(SNAP, {}) is False
+        [line] = [r.getMessage() for r in caplog.records]
+        assert line == (
+            f'Cannot write the stored scan {path}: No space left on device. '
+            'Nothing is moved aside; what it should hold is kept in memory '
+            'and written again at the next change')
+        assert local_state.faults() == {
+            path: ('stored scan', 'No space left on device')}
+        assert store(path).load() == (SNAP, ABSENT)
+        os.unlink(filler)
+        assert failing.save(SNAP, {}) is True
+        assert local_state.faults() == {}
+        assert store(path).load() == (SNAP, {})
+        assert sorted(os.listdir(state)) == [scan_state.FILENAME]
 
 
 def test_a_directory_in_its_place_is_moved_aside(path, caplog):

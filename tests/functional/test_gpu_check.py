@@ -1,0 +1,282 @@
+"""The live GPU check's logic (tools/gpu_check), run on the recorded H100.
+
+The check runs as on a GPU machine, its NVML the recorded one
+(``tests/fixtures/recorded_nvml.py``, the one mock: the module discovery
+and the check import), its sysfs the recorded tree, its Placement the
+real one embedded.  So it cannot rot while no GPU is at hand.
+"""
+
+import json
+import os
+import re
+import shutil
+import tarfile
+import threading
+import time
+
+import pytest
+
+from node_agent import exception
+from node_agent.hardware import nvml as nvml_source
+from node_agent.hardware import snapshot
+from tests.fixtures import hosts
+from tests.fixtures import recorded_nvml
+from tools import gpu_check
+from tools.gpu_check import calls
+from tools.gpu_check import compare
+from tools.gpu_check import queries
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+REFERENCE = os.path.join(REPO, 'tests', 'fixtures', 'hosts', 'h100-vm')
+# One round of the agent's NVML health source, as it asks.
+HEALTH_CALLS = [
+    'nvmlInit', 'nvmlEventSetCreate', 'nvmlDeviceGetCount',
+    'nvmlDeviceGetHandleByIndex', 'nvmlDeviceGetPciInfo',
+    'nvmlDeviceGetSupportedEventTypes', 'nvmlDeviceRegisterEvents',
+    'nvmlEventSetWait', 'nvmlDeviceGetRemappedRows',
+    'nvmlDeviceValidateInforom', 'nvmlDeviceGetFieldValues',
+    'nvmlEventSetFree', 'nvmlShutdown']
+
+
+def check(out_dir, host='h100-vm', nvml='recorded', **kwargs):
+    """``(status, output lines)`` of the check over recorded ``host``."""
+    lines = []
+    with pytest.MonkeyPatch.context() as patch:
+        if nvml == 'recorded':
+            nvml = hosts.nvml(host)
+        patch.setattr(nvml_source, 'import_pynvml', lambda: nvml)
+        status = gpu_check.Check(
+            str(out_dir), sysfs_root=hosts.sysfs_root(host),
+            libvirt_uri=kwargs.pop('libvirt_uri', hosts.libvirt_uri(host)),
+            event_wait=0.5, name='fresh',
+            say=lines.append, **kwargs).run()
+    return status, '\n'.join(lines).splitlines()
+
+
+@pytest.fixture(scope='module')
+def h100_run(tmp_path_factory):
+    """The check run once on the recorded H100: (status, lines, out)."""
+    out = tmp_path_factory.mktemp('gpu-check')
+    status, lines = check(out)
+    with tarfile.open(out / gpu_check.ARCHIVE) as tar:
+        tar.extractall(out / 'unpacked', filter='tar')
+    return status, lines, out
+
+
+def test_the_recorded_h100_compared_with_itself_has_no_difference():
+    facts = compare.facts(REFERENCE)
+    assert compare.differences(facts, compare.facts(REFERENCE)) == []
+    assert {what: facts[what] for what in (
+        'driver version', 'NVIDIA GPUs (NVML)', 'NVIDIA GPUs (sysfs)',
+        'NUMA nodes (sysfs)', 'GPU 0 name', 'GPU 0 memory MiB',
+        'GPU 0 NUMA node (NVML)', 'GPU 0 NUMA node (sysfs)',
+        'GPU 0 PCI address format (NVML)',
+        'GPU 0 PCI address format (sysfs)', 'GPU 0 MIG mode [current, '
+        'pending]', 'GPU 0 vGPU types', 'GPU 0 event types supported',
+        'GPU 0 nvmlDeviceGetEccMode', 'GPU 0 xid_wait')} == {
+        'driver version': '580.159.04', 'NVIDIA GPUs (NVML)': 1,
+        'NVIDIA GPUs (sysfs)': 1, 'NUMA nodes (sysfs)': 1,
+        'GPU 0 name': 'NVIDIA H100 80GB HBM3', 'GPU 0 memory MiB': 81559,
+        'GPU 0 NUMA node (NVML)': 'not supported',
+        'GPU 0 NUMA node (sysfs)': '-1',
+        'GPU 0 PCI address format (NVML)': 'XXXXXXXX:XX:XX.X',
+        'GPU 0 PCI address format (sysfs)': 'XXXX:XX:XX.X',
+        'GPU 0 MIG mode [current, pending]': [0, 0],
+        'GPU 0 vGPU types': 'not supported',
+        'GPU 0 event types supported': '0xff9f',
+        'GPU 0 nvmlDeviceGetEccMode': 'answered',
+        'GPU 0 xid_wait': 'NVMLError_Timeout'}
+
+
+def _doctor_memory(recording):
+    path = os.path.join(recording, 'nvml.json')
+    with open(path) as f:
+        data = json.load(f)
+    data['devices'][0]['memory_mib'] = 40960
+    with open(path, 'w') as f:
+        json.dump(data, f)
+
+
+def _doctor_ecc(recording):
+    path = os.path.join(recording, 'nvml_raw.json')
+    with open(path) as f:
+        data = json.load(f)
+    data['devices'][0]['nvmlDeviceGetEccMode'] = {
+        'error': 'NVMLError_NotSupported', 'msg': 'Not Supported'}
+    with open(path, 'w') as f:
+        json.dump(data, f)
+
+
+def _doctor_numa(recording):
+    path = os.path.join(recording, 'sys', 'devices', 'pci0000:00',
+                        '0000:00:06.0', 'numa_node')
+    with open(path, 'w') as f:
+        f.write('1\n')
+
+
+@pytest.mark.parametrize('doctor, difference', [
+    (_doctor_memory, ('GPU 0 memory MiB', 81559, 40960)),
+    (_doctor_ecc, ('GPU 0 nvmlDeviceGetEccMode', 'answered',
+                   'NVMLError_NotSupported')),
+    (_doctor_numa, ('GPU 0 NUMA node (sysfs)', '-1', '1')),
+])
+def test_a_doctored_answer_is_exactly_that_difference(
+        tmp_path, doctor, difference):
+    doctored = str(tmp_path / 'h100-vm')
+    shutil.copytree(REFERENCE, doctored, symlinks=True)
+    doctor(doctored)
+    assert compare.differences(compare.facts(REFERENCE),
+                               compare.facts(doctored)) == [difference]
+
+
+def test_the_check_on_the_recorded_h100(h100_run):
+    status, lines, out = h100_run
+    assert status == 0
+    assert sorted(os.listdir(out)) == sorted(
+        [gpu_check.ARCHIVE, gpu_check.REPORT, 'unpacked'])
+    # Step 1: the agent's tree, standalone then beside nova-compute.
+    assert 'startup pass and one audit' in '\n'.join(lines)
+    pgpu = [line.split() for line in lines
+            if line.strip().startswith('vm_pci_0000_00_06_0')]
+    assert [row[-4:] for row in pgpu] == 2 * [
+        ['PGPU', '0/1', 'r0', 'CUSTOM_GPU_NVIDIA_H100_80GB_HBM3']]
+    assert pgpu[0][3] == 'vm_numa_0' and pgpu[1][1] == 'vm'
+    # Step 2: every call of the health source's round, timed, and each
+    # of its fields with its status code.
+    with open(out / gpu_check.REPORT) as f:
+        report = json.load(f)
+    assert [c['name'] for c in report['health_calls']] == HEALTH_CALLS
+    assert report['snapshot']['gpus'][0]['name'] == 'NVIDIA H100 80GB HBM3'
+    assert [(p['name'], p['parent']) for p in
+            report['beside_nova_compute']['providers']] == [
+        ('vm', None), ('vm_pci_0000_00_06_0', 'vm')]
+    assert len(report['standalone']['providers']) == 3
+    assert all(re.search(r'  \d+\.\d ms$', line) for line in lines
+               if line.startswith('  nvml'))
+    fields = [line for line in lines if line.startswith('    field ')]
+    assert len(fields) == 7 + 2 * 18
+    assert all(line.endswith('NVML_ERROR_NOT_SUPPORTED (3)')
+               for line in fields)
+    # Step 3: what differs is what the replay does not implement.
+    reference_raw = compare.facts(REFERENCE)
+    assert {tuple(d) for d in report['differences']} == {
+        (f'GPU 0 {name}', reference_raw[f'GPU 0 {name}'],
+         'NVMLError_FunctionNotFound')
+        for name in queries.GETTERS
+        if not hasattr(recorded_nvml.RecordedNvml, name)}
+    assert report['could_not'] == [] and report['failed'] == []
+
+
+def test_the_recording_replays_as_the_recorded_host(h100_run):
+    _, _, out = h100_run
+    fresh = out / 'unpacked' / 'fresh'
+    assert sorted(os.listdir(fresh)) == [
+        'README.md', 'facts.json', 'nvml.json', 'nvml_raw.json', 'sys']
+    replayed = recorded_nvml.load(str(fresh / 'nvml.json'))
+    assert nvml_source.collect(replayed) == \
+        nvml_source.collect(hosts.nvml('h100-vm'))
+    scan = hosts.discovery_for('h100-vm', sysfs_root=str(fresh / 'sys'),
+                               nvml=recorded_nvml.load(
+                                   str(fresh / 'nvml.json'))).scan()
+    assert snapshot.as_dict(scan) == snapshot.as_dict(
+        hosts.discover('h100-vm'))
+    with open(fresh / 'nvml.json') as f:
+        recorded = json.load(f)
+    assert recorded['devices'][0]['supported_event_types'] == 65439
+    assert recorded['devices'][0]['field_values'] == {}
+    assert [e['error'] for e in recorded['events']] == ['Timeout']
+    # The kernel's links are links, as in the recorded host.
+    assert os.readlink(fresh / 'sys/bus/pci/devices/0000:00:06.0') == \
+        '../../../devices/pci0000:00/0000:00:06.0'
+
+
+def test_no_nvidia_gpu_is_nothing_to_check(tmp_path):
+    status, lines = check(tmp_path, host='host3')
+    assert (status, lines) == (0, [gpu_check.NO_GPU])
+    assert os.listdir(tmp_path) == []
+
+
+def test_gpus_nvml_sees_and_sysfs_does_not_are_checked(tmp_path):
+    # A sandbox's /sys (gVisor) lists no PCI device: NVML still counts.
+    status, lines = check(tmp_path, host='host3',
+                          nvml=hosts.nvml('h100-vm'))
+    assert status == 0
+    assert [line for line in lines if line.startswith('not done: ')] == [
+        f'not done: find the GPUs in sysfs: {hosts.sysfs_root("host3")} '
+        'lists no NVIDIA display function, yet NVML sees 1 GPU(s): it is '
+        "not the host's (a sandbox?)"]
+    assert '  NVIDIA GPUs (sysfs): recorded 1, here 0' in lines
+    assert '  GPU 0 name: recorded' not in '\n'.join(lines)
+
+
+def test_a_gpu_without_nvml_is_checked_as_far_as_it_goes(tmp_path):
+    status, lines = check(tmp_path, nvml=recorded_nvml.load(None))
+    assert status == 0
+    assert [line for line in lines if line.startswith('not done: ')] == [
+        'not done: run the NVML health round: nvmlInit: NVML Shared '
+        'Library Not Found',
+        'not done: record NVML answers: NVML did not start: NVML Shared '
+        'Library Not Found']
+    assert 'NVIDIA GPUs (NVML): recorded 1, here 0' in '\n'.join(lines)
+
+
+def test_the_agent_failing_is_the_one_failure(tmp_path):
+    status, lines = check(tmp_path,
+                          libvirt_uri='test:///nonexistent/host.xml')
+    assert status == 1
+    failed = [line for line in lines if line.startswith('AGENT FAILED: ')]
+    assert len(failed) == 1 and 'LibvirtConnectionError' in failed[0]
+    assert lines[-1] == 'the agent failed'
+
+
+def test_a_hung_nvml_call_is_named_and_later_calls_fail_at_once(
+        monkeypatch):
+    nvml = hosts.nvml('h100-vm')
+    released = threading.Event()
+    monkeypatch.setattr(nvml, 'nvmlInit', lambda: released.wait(10))
+    heard = []
+    deadline = calls.deadline(0.2)
+    try:
+        with pytest.raises(exception.SourceSilent):
+            queries.probe(nvml, deadline, heard.append)
+        start = time.monotonic()
+        with pytest.raises(exception.SourceSilent, match='has still not '
+                           'returned'):
+            queries.health_round(nvml, hosts.make_conf(), 0.1, deadline,
+                                 heard.append)
+        assert time.monotonic() - start < 0.2
+    finally:
+        released.set()
+    assert [(c.name, c.error) for c in heard] == 2 * [
+        ('nvmlInit', 'SourceSilent')]
+    assert 'NVML: no answer within 0.2 s' in heard[0].message
+
+
+def test_a_getter_that_does_not_fit_the_driver_is_an_answer(monkeypatch):
+    nvml = hosts.nvml('h100-vm')
+
+    def old_binding(handle):
+        raise TypeError('argument 2: wrong type')
+    monkeypatch.setattr(nvml, 'nvmlDeviceGetArchitecture', old_binding)
+    heard = []
+    _, raw = queries.probe(nvml, calls.deadline(5), heard.append)
+    assert raw['devices'][0]['nvmlDeviceGetArchitecture'] == {
+        'error': 'TypeError', 'msg': 'argument 2: wrong type',
+        's': raw['devices'][0]['nvmlDeviceGetArchitecture']['s']}
+    assert [c.name for c in heard].count('nvmlDeviceGetArchitecture') == 1
+    # Every getter was still asked, and NVML shut down.
+    assert set(queries.GETTERS) <= {c.name for c in heard}
+    assert heard[-1].name == 'nvmlShutdown' and heard[-1].ok
+
+
+def test_the_check_never_names_an_nvml_setter():
+    sources = [os.path.join(REPO, 'tools', 'gpu-check.sh')] + [
+        os.path.join(REPO, 'tools', 'gpu_check', name)
+        for name in sorted(os.listdir(os.path.join(REPO, 'tools',
+                                                   'gpu_check')))
+        if name.endswith('.py')]
+    assert len(sources) == 8           # the script and its 7 modules
+    text = ''.join(open(path).read() for path in sources)
+    assert 'nvmlDeviceGet' in text
+    assert re.findall(r'nvmlDevice(?:Set|Clear)\w*', text) == []
