@@ -6,9 +6,13 @@
      +-- ConfigError                      bad option value or config file
      |    +-- ProviderOverrideError       bad provider override YAML
      |    +-- RootShared                  a mode that owns the root found
-     |                                    another writer of it (names the
-     |                                    service, the evidence, the mode
-     |                                    to use): nothing written
+     |    |                               another writer of it (names the
+     |    |                               service, the evidence, the mode
+     |    |                               to use): nothing written
+     |    +-- NotPlacement                the endpoint's root document is
+     |                                    not Placement's, or serves too
+     |                                    few microversions (names the
+     |                                    option, the URL, what answered)
      +-- ComputeNodeMissing               beside nova-compute: its root is
      |                                    not in Placement yet; waited out
      +-- HardwareError
@@ -120,6 +124,20 @@ class RootShared(ConfigError):
             'set [DEFAULT] deployment = beside_nova_compute')
 
 
+class NotPlacement(ConfigError):
+    """What answers at the configured endpoint is not a Placement the agent
+    can use: ``GET /`` gave no Placement version document, or one whose
+    microversion range misses what the agent pins.  Nothing was written.
+    """
+
+    def __init__(self, option, url, answered):
+        self.option = option
+        self.url = url
+        self.answered = answered
+        super().__init__(f'{option}: {url} is not a Placement endpoint the '
+                         f'agent can use: {answered}; nothing was written')
+
+
 class ComputeNodeMissing(NodeAgentError):
     """Beside nova-compute, the compute node root is not in Placement yet.
 
@@ -222,8 +240,11 @@ class PlacementUnavailable(PlacementError):
     # What is awaited, for the status line and the log.
     service = 'Placement'
 
-    def __init__(self, message, reason=None):
+    def __init__(self, message, reason=None, cause=None):
         self.reason = reason or message
+        # What went wrong, once, for a line that says "not reachable"
+        # itself.
+        self.cause = cause or message
         super().__init__(message)
 
 
@@ -235,10 +256,10 @@ class IdentityUnavailable(PlacementUnavailable):
     Keystone, not at Placement.
     """
 
-    def __init__(self, auth_url, message, reason=None):
+    def __init__(self, auth_url, message, reason=None, cause=None):
         self.auth_url = auth_url
         self.service = f'Keystone at {auth_url}'
-        super().__init__(message, reason)
+        super().__init__(message, reason, cause)
 
 
 class PlacementCredentialsError(PlacementError):

@@ -42,6 +42,10 @@ What is exported, all prefixed ``node_agent_``::
                                                 another writer (compute_id,
                                                 owner_nova, foreign_root,
                                                 rewritten)
+    evidence_unreadable{file,reason}            gauge: 1 per file the
+                                                agent reads to stay off
+                                                nova-compute's devices
+                                                (nova.conf) and cannot read
     device_unhealthy{address,reason}            gauge: 1 per device
                                                 reserved for its health
                                                 (isolated or drained)
@@ -65,7 +69,9 @@ What is exported, all prefixed ``node_agent_``::
 The endpoint is bounded: ``[metrics] max_connections`` served at once
 (more are closed unanswered), each closed after ``[metrics]
 idle_timeout`` seconds of silence.  A port another process holds is tried
-again with capped backoff, shown as a problem meanwhile; only an address
+again with capped backoff, shown as a problem meanwhile and logged when
+the refusals start, when their reason changes and when they end (with
+their count), never at every try; only an address
 or port that cannot be meant (permission denied, not an address of this
 host family) is a ``ConfigError``.  A bind to anything but loopback is
 logged as a WARNING: the endpoint has no authentication.
@@ -75,16 +81,12 @@ a scrape never sees half of one tree and half of the next.
 """
 
 import contextlib
-import errno
-import ipaddress
-import socketserver
 import threading
 import time
-from wsgiref import simple_server
 
 from oslo_log import log as logging
 
-from node_agent import exception
+from node_agent import metrics_endpoint as http
 
 LOG = logging.getLogger(__name__)
 
@@ -138,6 +140,9 @@ class NoMetrics:
         pass
 
     def root_shared(self, service, kinds=()):
+        pass
+
+    def evidence_unreadable(self, unreadable):
         pass
 
     def problem(self, what, detail, since):
@@ -210,6 +215,11 @@ class Metrics:
             '1 per kind of evidence while the agent, in a mode that owns '
             'the root, refuses to write a root another service writes.',
             ['service', 'evidence'])
+        self._unreadable = make(
+            prom.Gauge, 'evidence_unreadable',
+            '1 per file the agent reads to keep off the devices another '
+            'service reports (nova.conf) that it cannot read, with why.',
+            ['file', 'reason'])
         for result in (AUDIT_OK, AUDIT_FAILED, AUDIT_UNAVAILABLE):
             self._audits.labels(result)
         for result in (RESHAPE_OK, RESHAPE_CONFLICT, RESHAPE_FAILED):
@@ -276,6 +286,13 @@ class Metrics:
         self._shared.clear()
         for kind in kinds if service is not None else ():
             self._shared.labels(service, kind).set(1)
+
+    def evidence_unreadable(self, unreadable):
+        """``{file: reason}`` of the evidence files that cannot be read
+        now (empty: every one reads)."""
+        self._unreadable.clear()
+        for path, reason in unreadable.items():
+            self._unreadable.labels(path, reason).set(1)
 
     def problem(self, what, detail, since):
         """``what`` is wrong since ``since`` (unix time); ``detail`` None:
@@ -410,158 +427,6 @@ class _ClaimsCollector:
 
 
 ENDPOINT = 'metrics endpoint'
-# Errors binding the endpoint that may pass by themselves.
-_RETRIED = (errno.EADDRINUSE, errno.EADDRNOTAVAIL)
-
-
-class _Handler(simple_server.WSGIRequestHandler):
-    def log_message(self, fmt, *args):
-        LOG.debug('metrics: %s', fmt % args)
-
-
-class _BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
-    """prometheus_client's threading WSGI server with bounds: at most
-    ``max_connections`` served at once, each closed ``idle`` seconds after
-    it was accepted, silent or trickling (a client sending a byte now and
-    then keeps no slot past it)."""
-
-    daemon_threads = True
-
-    def __init__(self, address, max_connections, idle):
-        self.address_family = socket_family(address[0])
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._idle = idle
-        super().__init__(address, _Handler)
-
-    def get_request(self):
-        conn, address = super().get_request()
-        conn.settimeout(self._idle)
-        return conn, address
-
-    def process_request(self, request, client_address):
-        if not self._slots.acquire(blocking=False):
-            LOG.debug('metrics: %s refused, %s', client_address,
-                      'every connection slot is taken')
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def handle_error(self, request, client_address):
-        # A client gone silent (idle_timeout) or away: not worth a trace.
-        LOG.debug('metrics: connection from %s ended', client_address,
-                  exc_info=True)
-
-    def process_request_thread(self, request, client_address):
-        deadline = threading.Timer(self._idle, _cut, (request,))
-        deadline.daemon = True
-        deadline.start()
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            deadline.cancel()
-            self._slots.release()
-
-
-def _cut(conn):
-    """End a connection that outlived its time: its handler's next read or
-    write fails, and its slot is free."""
-    import socket
-    try:
-        conn.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass    # closed already
-
-
-def socket_family(host):
-    """AF_INET6 for an IPv6 address, else AF_INET."""
-    import socket
-    try:
-        return (socket.AF_INET6
-                if ipaddress.ip_address(host).version == 6
-                else socket.AF_INET)
-    except ValueError:
-        return socket.AF_INET
-
-
-def _loopback(host):
-    if host == 'localhost':
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class _Endpoint:
-    """The endpoint's server thread, binding again with capped backoff
-    while its port is busy."""
-
-    def __init__(self, metrics, host, port, max_connections, idle,
-                 backoff_max=60.0):
-        self.metrics = metrics
-        self.host, self.port = host, port
-        self.max_connections, self.idle = max_connections, idle
-        self.backoff_max = backoff_max
-        self.httpd = None
-        self._stop = threading.Event()
-        self._retry = None
-
-    def bind(self):
-        """True when bound; False when busy (retried); ConfigError when
-        it can never be."""
-        from prometheus_client import make_wsgi_app
-        try:
-            httpd = _BoundedServer((self.host, self.port),
-                                   self.max_connections, self.idle)
-        except OSError as exc:
-            if exc.errno in _RETRIED:
-                return False, exc
-            raise exception.ConfigError(
-                f'[metrics] listen_address = {self.host}, port = '
-                f'{self.port}: cannot listen there: '
-                f'{exc.strerror or exc}') from exc
-        httpd.set_app(make_wsgi_app(self.metrics.registry))
-        self.httpd = httpd
-        self.metrics.address = httpd.server_address[:2]
-        threading.Thread(target=httpd.serve_forever, name='metrics',
-                         daemon=True).start()
-        LOG.info('metrics at http://%s:%d/metrics', self.host,
-                 self.metrics.address[1])
-        return True, None
-
-    def start(self):
-        bound, exc = self.bind()
-        if not bound:
-            self._busy(exc, 1.0)
-            self._retry = threading.Thread(target=self._keep_trying,
-                                           name='metrics-bind', daemon=True)
-            self._retry.start()
-
-    def _busy(self, exc, delay):
-        detail = (f'cannot listen on {self.host} port {self.port}: '
-                  f'{exc.strerror or exc}')
-        LOG.warning('metrics endpoint: %s; trying again in %.0f s', detail,
-                    delay)
-        self.metrics._report_endpoint(detail)
-
-    def _keep_trying(self):
-        delay = 1.0
-        while not self._stop.wait(delay):
-            bound, exc = self.bind()
-            if bound:
-                self.metrics._report_endpoint(None)
-                return
-            delay = min(self.backoff_max, delay * 2)
-            self._busy(exc, delay)
-
-    def stop(self):
-        self._stop.set()
-        if self._retry is not None:
-            self._retry.join(5)
-        if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.metrics.address = None
 
 
 @contextlib.contextmanager
@@ -578,13 +443,14 @@ def serve(conf):
         return
     metrics = Metrics()
     host, port = conf.metrics.listen_address, conf.metrics.port
-    if not _loopback(host):
+    if not http.loopback(host):
         LOG.warning('metrics endpoint on %s: not loopback, and it has no '
                     'authentication: anyone who can reach that address '
                     'reads this host\'s tree and claims ([metrics] '
                     'listen_address)', host)
-    endpoint = _Endpoint(metrics, host, port, conf.metrics.max_connections,
-                         conf.metrics.idle_timeout)
+    endpoint = http.Endpoint(metrics, host, port,
+                             conf.metrics.max_connections,
+                             conf.metrics.idle_timeout)
     endpoint.start()
     try:
         yield metrics

@@ -11,7 +11,9 @@
 #   /var/lib/node-agent/              state (claims, sync state)
 #   /usr/share/doc/node-agent/        README.md, the guides (doc/) and the
 #                                     sample config
-#   user and group node-agent         in group libvirt when it exists
+#   user and group node-agent         in group libvirt when it exists, and
+#                                     in nova's group when nova's files
+#                                     are readable by their group only
 #
 # The agent alone: a hypervisor talks to the cloud's Placement.
 # --embedded adds the embedded Placement (node-agent[embedded]:
@@ -110,6 +112,37 @@ lookup() {  # lookup passwd|group NAME -> the entry, or nothing
     fi
 }
 
+group_name() {  # group_name GID -> the group's name, or nothing
+    if [ -z "$ROOT" ]; then
+        getent group "$1" | cut -d: -f1
+    else
+        awk -F: -v gid="$1" '$3 == gid {print $1; exit}' "$ROOT/etc/group"
+    fi
+}
+
+# nova-compute's files the agent reads beside it (the defaults of [nova]
+# config_file and compute_id_path): evidence that keeps it off the devices
+# nova-compute reports.  Readable by their group only (nova.conf is 0640
+# root:nova on most distributions), they need the agent in that group.
+NOVA_FILES=(/etc/nova/nova.conf /var/lib/nova/compute_id)
+
+nova_groups() {  # the groups that give read access to nova's files
+    local file mode gid group
+    for file in "${NOVA_FILES[@]}"; do
+        [ -f "$ROOT$file" ] || continue
+        read -r mode gid < <(stat -c '%a %g' "$ROOT$file")
+        (( (8#$mode & 8#004) == 0 && (8#$mode & 8#040) != 0 )) || continue
+        group=$(group_name "$gid")
+        if [ -z "$group" ] || [ "$group" = root ]; then
+            say "warning: $file is readable by group ${group:-$gid} only:" \
+                "not adding $ACCOUNT to it; the agent reports that it" \
+                "cannot read it (status line, metric)" >&2
+            continue
+        fi
+        echo "$group $file"
+    done
+}
+
 # Adds the user and group; prints "uid gid", or nothing when skipped.
 accounts() {
     local prefix=()
@@ -118,7 +151,9 @@ accounts() {
                 || [ ! -f "$ROOT/etc/group" ]; then
             say "skipped under --root (no $ROOT/etc/passwd or not root):" \
                 "system user and group $ACCOUNT, home $STATE," \
-                "in group libvirt if it exists" >&2
+                "in group libvirt if it exists and in the group of" \
+                "nova's files (${NOVA_FILES[*]}) when only it reads" \
+                "them" >&2
             return 0
         fi
         prefix=(--prefix "$ROOT")
@@ -139,6 +174,11 @@ accounts() {
         usermod "${prefix[@]}" --append --groups libvirt "$ACCOUNT"
         say "user $ACCOUNT is in group libvirt" >&2
     fi
+    local group file
+    while read -r group file; do
+        usermod "${prefix[@]}" --append --groups "$group" "$ACCOUNT"
+        say "user $ACCOUNT is in group $group (to read $file)" >&2
+    done < <(nova_groups)
     lookup passwd "$ACCOUNT" | awk -F: '{print $3, $4}'
 }
 

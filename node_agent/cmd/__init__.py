@@ -71,16 +71,17 @@ def register_late_opts(conf):
     other option and shown by ``debug = true``, secrets masked."""
     from keystoneauth1 import loading as ks_loading
     import oslo_messaging.opts
+    from node_agent.conf import check
     from node_agent.claims import rpc
     rpc.register_transport_opts(conf)
     for group, opts in oslo_messaging.opts.list_opts():
         conf.register_opts(opts, group=group)
     auth_type = conf.placement.auth_type
-    if auth_type:
-        try:
-            opts = ks_loading.get_auth_plugin_conf_options(auth_type)
-        except Exception:   # no such plugin: the adapter names it
-            return
+    # No such plugin: the configuration check names it
+    # (node_agent.conf.check); asking stevedore for it would print its
+    # own lines first.
+    if auth_type in check.auth_plugin_names():
+        opts = ks_loading.get_auth_plugin_conf_options(auth_type)
         conf.register_opts(opts, group='placement')
 
 
@@ -132,12 +133,33 @@ class _NoBorrowedContext(std_logging.Filter):
         return True
 
 
+class _EmbeddedAtDebug(std_logging.Filter):
+    """The embedded Placement's INFO lines (one per request, one per
+    schema migration) at DEBUG, whatever the configuration.
+
+    They are the in-process Placement's own bookkeeping, not the agent's
+    news: the quick start's log was mostly them.  Their WARNINGs and
+    ERRORs stay as they are.
+    """
+
+    PREFIXES = ('placement.', 'alembic.')
+
+    def filter(self, record):
+        if (record.levelno == std_logging.INFO
+                and record.name.startswith(self.PREFIXES)):
+            record.levelno, record.levelname = std_logging.DEBUG, 'DEBUG'
+            return std_logging.getLogger(record.name).isEnabledFor(
+                std_logging.DEBUG)
+        return True
+
+
 def setup_logging(conf, program):
     """oslo.log as ``conf`` says, plus the filters above."""
     logging.setup(conf, program)
     std_logging.getLogger('keystoneauth.session').addFilter(_RetryAtDebug())
     for handler in std_logging.getLogger().handlers:
         handler.addFilter(_NoBorrowedContext())
+        handler.addFilter(_EmbeddedAtDebug())
 
 
 def log_start(conf, log, program):

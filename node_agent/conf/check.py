@@ -12,6 +12,8 @@ the first problem::
     [DEFAULT] enabled_drivers names unknown drivers: gpus (installed: ...)
     [compute] cpu_dedicated_set: invalid CPU range in '0-3,x': ...
     [pci] device_allow_list: '{"vendor": "8086"}': entry: ...
+    [placement] endpoint = htp:/127.0.0.1: not a URL: ...
+    [placement] auth_type = pasword: no such auth plugin (installed: ...)
     provider override file /etc/.../gpu.yaml: at providers[0]...: ...
 
 It writes nothing and creates nothing: a directory that does not exist
@@ -21,6 +23,7 @@ from the same files (the configuration in effect stays on error).
 """
 
 import os
+from urllib import parse
 
 from oslo_config import cfg
 from oslo_config import types
@@ -169,6 +172,7 @@ def validate(conf):
     devices.register_dynamic_opts(conf)
     read_all(conf)
     check_state_path(conf.state_path)
+    check_placement(conf)
     check_deployment(conf)
     check_enabled_drivers(conf)
     check_drivers(conf)
@@ -189,6 +193,57 @@ def check_drivers(conf):
                      key=lambda plugin: (plugin.order, plugin.name))
     for plugin in plugins:
         plugin.check_options(conf)
+
+
+# The [placement] options that hold a URL (endpoint: the admin_token and
+# none auth plugins'; auth_url: Keystone's), when registered and set.
+PLACEMENT_URLS = ('endpoint_override', 'endpoint', 'auth_url')
+
+
+def url_problem(url):
+    """Why ``url`` cannot be an HTTP URL, or None."""
+    try:
+        parts = parse.urlsplit(url)
+        parts.port
+    except ValueError as exc:
+        return f'not a URL: {exc}'
+    if parts.scheme not in ('http', 'https'):
+        return (f'not a URL: the scheme is {parts.scheme or "missing"!r}, '
+                'not http or https')
+    if not parts.hostname:
+        return 'not a URL: it names no host (http://host:port/path)'
+    return None
+
+
+# keystoneauth1's auth plugins: entry points in this namespace.
+AUTH_NAMESPACE = 'keystoneauth1.plugin'
+
+
+def auth_plugin_names():
+    """The installed keystoneauth1 auth plugins' names, none loaded
+    (stevedore would log every plugin that fails to import)."""
+    from importlib import metadata
+    return {ep.name for ep in metadata.entry_points(group=AUTH_NAMESPACE)}
+
+
+def check_placement(conf):
+    """An ``auth_type`` keystoneauth1 does not have, or a Placement or
+    Keystone URL that cannot be one, is a configuration error before any
+    connection, never a wait for an answer."""
+    if conf.placement.embedded:
+        return
+    auth_type = conf.placement.auth_type
+    plugins = auth_plugin_names()
+    if auth_type and auth_type not in plugins:
+        raise exception.ConfigError(
+            f'[placement] auth_type = {auth_type}: no such auth plugin '
+            f'(installed: {", ".join(sorted(plugins))})')
+    for name in PLACEMENT_URLS:
+        url = getattr(conf.placement, name, None)
+        problem = url and url_problem(url)
+        if problem:
+            raise exception.ConfigError(f'[placement] {name} = {url}: '
+                                        f'{problem}')
 
 
 def check_deployment(conf):

@@ -76,9 +76,23 @@ opts = [
 ]
 
 
+# oslo.service's, registered by it (node_agent.conf.loader.register_all,
+# with this default); listed here so that the sample shows it as the
+# agent reads it.
+SHUTDOWN_TIMEOUT = 10
+_service_opts = [
+    cfg.IntOpt('graceful_shutdown_timeout',
+               default=SHUTDOWN_TIMEOUT,
+               help='Seconds SIGTERM waits for the Placement request in '
+                    'flight (and claims being served) before the daemon '
+                    'exits; no other request is sent after the signal. An '
+                    'option of oslo.service, with the agent\'s default.'),
+]
+
+
 def register_opts(conf):
     conf.register_opts(opts)
 
 
 def list_opts():
-    return [(GROUP, opts)]
+    return [(GROUP, opts + _service_opts)]

@@ -55,6 +55,7 @@ from oslo_log import log as logging
 from node_agent import conf as na_conf
 from node_agent import exception
 from node_agent.conf import check
+from node_agent.conf import default as default_opts
 from node_agent.conf import devices
 
 # (group or None for [DEFAULT], option): options naming a file or a
@@ -86,7 +87,8 @@ def register_all(conf, cli_opts=()):
     na_conf.register_opts(conf)
     logging.register_options(conf)
     service_opts.register_service_opts(conf)
-    conf.set_default('graceful_shutdown_timeout', 10)
+    conf.set_default('graceful_shutdown_timeout',
+                     default_opts.SHUTDOWN_TIMEOUT)
     conf.register_cli_opts(list(cli_opts))
 
 

@@ -18,23 +18,28 @@ options that make nova-compute report devices in Placement::
                                         aliases): no SRIOV_NET_VF on
                                         their PF
 
-A missing file, or one the agent may not read, is no evidence: nova's
-providers are then still found in Placement once they exist
-(:mod:`node_agent.drivers.coexist`).  A file that does not parse stops
-the agent (``ConfigError`` naming it): a guess could report a device
-twice.
+A missing file is no evidence: nova's providers are then still found in
+Placement once they exist (:mod:`node_agent.drivers.coexist`).  A file
+that exists and cannot be read is no evidence either, but it is said:
+:attr:`NovaReports.unreadable` names the file and the permission that
+lacks, which the tracker shows in the status line and a metric (the
+service user belongs in nova's group when nova's files are
+group-readable: ``tools/install.sh`` adds it).  A file that does not
+parse stops the agent (``ConfigError`` naming it): a guess could report a
+device twice.
 """
 
 import dataclasses
+import grp
 import json
-import logging
+import os
+import pwd
+import stat
 
 from oslo_config import cfg
 
 from node_agent import exception
 from node_agent.conf import base
-
-LOG = logging.getLogger(__name__)
 
 GROUP = cfg.OptGroup('nova')
 
@@ -67,7 +72,9 @@ opts = [
                     'GPU), nor SRIOV_NET_VF for a PF whose VFs a '
                     'device_spec entry matches (nova\'s PCI tracker hands '
                     'them to ports and PCI aliases outside Placement). A '
-                    'missing or unreadable file is no evidence; empty: not '
+                    'missing file is no evidence; one that cannot be read '
+                    'is none either, and the status line and the metric '
+                    'node_agent_evidence_unreadable say so; empty: not '
                     'read.'),
 ]
 
@@ -80,6 +87,37 @@ class NovaReports:
     mdev_addresses: tuple = ()      # ((type, (address, ...)), ...)
     pci_in_placement: bool = False
     device_specs: tuple = ()        # dicts, as nova parses them
+    # Why the file exists but cannot be read (then nothing else is
+    # known), or None.
+    unreadable: str = None
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def why_unreadable(path, error):
+    """Why ``path`` cannot be read: for a permission, which one lacks for
+    whom, and the group that would give it."""
+    if not isinstance(error, PermissionError):
+        return f'{path} cannot be read: {error.strerror or error}'
+    user = _name(pwd.getpwuid, os.geteuid())
+    try:
+        info = os.stat(path)
+    except OSError:
+        return (f'{path}: user {user} may not search a directory above '
+                'it')
+    mode = stat.S_IMODE(info.st_mode)
+    owner = _name(pwd.getpwuid, info.st_uid)
+    group = _name(grp.getgrgid, info.st_gid)
+    why = (f'{path}: no read permission for user {user} (the file is '
+           f'{owner}:{group} {mode:04o})')
+    if mode & stat.S_IRGRP:
+        why += f'; adding {user} to group {group} gives it'
+    return why
 
 
 def _values(sections, section, key):
@@ -102,11 +140,11 @@ def read_nova_reports(conf):
         cfg.ConfigParser(path, sections).parse()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        LOG.warning('[nova] config_file = %s cannot be read (%s): what '
-                    'nova-compute reports is seen in Placement only', path,
-                    exc)
-        return None
+    except OSError as exc:
+        return NovaReports(path=path, unreadable=why_unreadable(path, exc))
+    except UnicodeDecodeError as exc:
+        return NovaReports(path=path,
+                           unreadable=f'{path} is not text: {exc}')
     except cfg.ParseError as exc:
         raise exception.ConfigError(
             f'[nova] config_file = {path}: not a nova configuration file: '

@@ -25,6 +25,7 @@ from stevedore import named
 
 from node_agent import exception
 from node_agent import provider_tree as ptree
+from node_agent.drivers import addresses
 from node_agent.drivers import compose
 from node_agent.drivers import limits
 from node_agent.drivers import overrides as overrides_mod
@@ -62,6 +63,13 @@ class DriverSet:
         for driver in self.drivers:
             driver.health = self.health
         self.overrides = overrides_mod.load(conf)
+
+    def check_addresses(self):
+        """Every PCI address the configuration and the override files
+        name is one of this host's (:mod:`node_agent.drivers.addresses`);
+        ConfigError naming the first that is not."""
+        addresses.check(self.conf, self.overrides.overrides,
+                        {d.address for d in self.snapshot.pci_devices})
 
     @property
     def names(self):

@@ -76,7 +76,8 @@ class Matcher:
                 f'{option}: {text!r}: {where}: {e.message}') from None
         self.vendor_id = _lower(entry.get('vendor_id'))
         self.product_id = _lower(entry.get('product_id'))
-        self.address = parse_address(entry.get('address'), text, option)
+        self.address_text = entry.get('address')
+        self.address = parse_address(self.address_text, text, option)
         rc = entry.get('resource_class')
         if rc is not None and rc not in orc.STANDARDS \
                 and not orc.is_custom(rc):

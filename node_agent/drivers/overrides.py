@@ -33,7 +33,9 @@ Rules:
 - A provider may be identified once across all files.
 - Overrides apply after the drivers, to providers this agent owns; one
   naming a provider that is not in the tree (hardware gone) or not ours is
-  skipped with a warning.
+  skipped with a warning.  At startup, one named after a PCI function the
+  host does not have (a typo in ``compute1_pci_0000_3b_00_0``) stops the
+  agent before anything is written (:mod:`node_agent.drivers.addresses`).
 """
 
 import glob

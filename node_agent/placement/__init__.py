@@ -6,6 +6,7 @@
     embedded.py   EmbeddedPlacement(conf): the real Placement in-process
     client.py     ReportClient: the face callers use, over
       transport.py        requests, microversions, metrics, retry policy
+      endpoint.py         GET /: the endpoint is Placement, new enough
       reader.py           tree cache by generation, ownership records
       writer.py           a checked plan applied as given
       reshaper.py         POST /reshaper, the consumer reads it needs

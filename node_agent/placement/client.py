@@ -17,9 +17,11 @@ included: ``tests/integration/test_placement_calls.py``)::
 
     audit, nothing changed     1 call   GET /resource_providers?in_tree=<root>
                                         generations == the ones last synced
-    restart, nothing changed   1 call   the same, generations and the
-                                        allocations the claims follow from
-                                        SyncState, whatever P and C
+    restart, nothing changed   2 calls  GET / (the endpoint is Placement:
+                                        endpoint.py), then the same,
+                                        generations and the allocations
+                                        the claims follow from SyncState,
+                                        whatever P and C
     allocations changed        + 1 GET per provider whose generation moved
       on k providers                    (its allocations; no consumer read):
                                         1 + k, e.g. 2 for one new allocation
@@ -47,7 +49,11 @@ included: ``tests/integration/test_placement_calls.py``)::
                                reads concurrent, then one POST /reshaper
 
 Every request pins a microversion from
-:data:`~node_agent.placement.transport.DECLARED_MICROVERSIONS`.
+:data:`~node_agent.placement.transport.DECLARED_MICROVERSIONS`.  The
+daemon's and the commands' client (:func:`node_agent.tracker.factory.
+report_client`) first proves that an HTTP endpoint is Placement: one
+``GET /`` at the start and after each reconnect
+(:mod:`node_agent.placement.endpoint`).
 """
 
 from node_agent.placement import allocation_views
@@ -61,13 +67,18 @@ class ReportClient:
     """Syncs provider trees through an injected keystoneauth1 Adapter."""
 
     def __init__(self, adapter, state=None, *, max_workers=8,
-                 conflict_retries=4, read_only=False, metrics=None):
+                 conflict_retries=4, read_only=False, metrics=None,
+                 endpoint_option=None):
         """``state``: a :class:`~node_agent.placement.state.SyncState`,
         or None.  ``read_only``: ``state`` is read (ownership,
         generations), never written: a dry run's client.  ``metrics``: a
-        :class:`node_agent.metrics.Metrics` to count into, or None."""
+        :class:`node_agent.metrics.Metrics` to count into, or None.
+        ``endpoint_option``: the option naming the endpoint, proven to be
+        Placement before the first request and after a reconnect
+        (:mod:`node_agent.placement.endpoint`); None: not checked."""
         self._http = transport_mod.Transport(
-            adapter, metrics, max_workers, conflict_retries)
+            adapter, metrics, max_workers, conflict_retries,
+            endpoint_option)
         self._views = allocation_views.AllocationViews(self._http, state)
         self._reader = reader_mod.TreeReader(self._http, self._views, state,
                                              read_only)
@@ -78,10 +89,11 @@ class ReportClient:
 
     @classmethod
     def from_conf(cls, conf, adapter, state=None, read_only=False,
-                  metrics=None):
+                  metrics=None, endpoint_option=None):
         return cls(adapter, state, max_workers=conf.placement.max_workers,
                    conflict_retries=conf.placement.conflict_retries,
-                   read_only=read_only, metrics=metrics)
+                   read_only=read_only, metrics=metrics,
+                   endpoint_option=endpoint_option)
 
     @property
     def stop_requested(self):

@@ -74,13 +74,9 @@ def prepare_database(connection):
 
 
 @contextlib.contextmanager
-def placement_direct(pconf, roles=ROLES):
-    """Yield an Adapter bound to an in-process Placement configured by pconf.
-
-    ``roles`` go in an ``X-Roles`` header (see the module docstring).
-    """
+def _bound(pconf):
+    """Placement's database engine bound to ``pconf``'s for the block."""
     from placement import db_api
-    from placement import direct
     from placement.objects import resource_class
     from placement.objects import trait
 
@@ -94,6 +90,23 @@ def placement_direct(pconf, roles=ROLES):
     trait._TRAITS_SYNCED = False
     resource_class._RESOURCE_CLASSES_SYNCED = False
     try:
+        yield
+    finally:
+        reset()
+        factory.dispose_pool()
+        trait._TRAITS_SYNCED = False
+        resource_class._RESOURCE_CLASSES_SYNCED = False
+
+
+@contextlib.contextmanager
+def placement_direct(pconf, roles=ROLES):
+    """Yield an Adapter bound to an in-process Placement configured by pconf.
+
+    ``roles`` go in an ``X-Roles`` header (see the module docstring).
+    """
+    from placement import direct
+
+    with _bound(pconf):
         interceptor = direct.PlacementDirect(pconf)
         # wsgi-intercept builds the app for every new connection, and the
         # report client reads from several threads (one connection each):
@@ -105,11 +118,18 @@ def placement_direct(pconf, roles=ROLES):
             if roles:
                 adapter.additional_headers['X-Roles'] = ','.join(roles)
             yield adapter
-    finally:
-        reset()
-        factory.dispose_pool()
-        trait._TRAITS_SYNCED = False
-        resource_class._RESOURCE_CLASSES_SYNCED = False
+
+
+@contextlib.contextmanager
+def placement_app(pconf):
+    """Yield Placement's WSGI application over ``pconf``'s database, with
+    ``noauth2`` (token ``admin``): what ``node-agent-manage placement
+    serve`` puts on 127.0.0.1."""
+    from placement import deploy
+
+    pconf.set_override('auth_strategy', 'noauth2', group='api')
+    with _bound(pconf):
+        yield deploy.loadapp(pconf)
 
 
 class EmbeddedPlacement:

@@ -19,7 +19,20 @@ Transient or permanent is decided here, once::
                                     ReshapeConflict            retry
     other 400/409 on /reshaper      ReshapeFailed (status)     re-read; exit
                                                                78 if it stays
+    404 whose Placement error body  ResourceProviderNotFound   (the root:
+      says no such provider                                    created)
+    any other 404 (a wrong path,    PlacementAPIError          never a
+      not Placement's body)                                    reason to
+                                                               create
+
+A 404 is "provider not found" only when Placement's own error body says
+so: its ``placement.resource_provider.not_found`` code, or a Placement
+code (``placement.*``) with the detail Placement gives a missing provider
+("No resource provider with uuid ... found").  A web server answering a
+wrong path says neither.
 """
+
+import re
 
 from keystoneauth1 import exceptions as ks_exc
 
@@ -31,6 +44,10 @@ DUPLICATE_NAME = 'placement.duplicate_name'
 PROVIDER_NOT_FOUND = 'placement.resource_provider.not_found'
 PROVIDER_IN_USE = 'placement.resource_provider.inuse'
 CANNOT_DELETE_PARENT = 'placement.resource_provider.cannot_delete_parent'
+# What Placement's handlers say of a missing provider, whose 404 carries
+# the generic code placement.undefined_code (only /reshaper's has the
+# not_found one).
+NO_PROVIDER = 'no resource provider'
 
 # The role Placement's default policy (placement:reshaper:reshape) requires.
 RESHAPER_ROLE = 'service'
@@ -59,6 +76,14 @@ def _path(response):
     url = getattr(request, 'url', None) or getattr(response, 'url', '')
     # Only the path: an endpoint may carry credentials in its userinfo part.
     return '/' + url.split('://', 1)[-1].split('/', 1)[-1] if url else ''
+
+
+def provider_not_found(code, detail):
+    """Whether a 404's error body is Placement's "no such provider"."""
+    if code == PROVIDER_NOT_FOUND:
+        return True
+    return bool(code and code.startswith('placement.') and detail
+                and NO_PROVIDER in detail.lower())
 
 
 def is_generation_conflict(response):
@@ -94,7 +119,7 @@ def check(response, *, provider=None, resource_class=None):
     if status == 409 and code == INVENTORY_INUSE:
         raise exception.InventoryInUse(provider, resource_class or '?',
                                        detail)
-    if status == 404 and provider and code in (PROVIDER_NOT_FOUND, None):
+    if status == 404 and provider and provider_not_found(code, detail):
         raise exception.ResourceProviderNotFound(provider)
     raise exception.PlacementAPIError(method, _path(response), status, code,
                                       detail)
@@ -162,7 +187,27 @@ def transport_error(method, path, error, identity=None):
         return exception.IdentityUnavailable(
             identity, f'{method} {path}: no token: the identity service at '
             f'{identity} is unreachable ([placement] auth_url): {name}: '
-            f'{error}', reason=f'{name} ([placement] auth_url)')
+            f'{short(error)}', reason=f'{name} ([placement] auth_url)',
+            cause=f'{method} {path}: no token: {name}: {short(error)}')
+    cause = f'{method} {path}: {name}: {short(error)}'
     return exception.PlacementUnavailable(
         f'{method} {path}: Placement unreachable after retries: '
-        f'{name}: {error}', reason=f'{method} {path}: {name}')
+        f'{name}: {short(error)}', reason=f'{method} {path}: {name}',
+        cause=cause)
+
+
+# What requests and urllib3 wrap around the one thing that went wrong.
+_ERRNO = re.compile(r'\[Errno -?\d+\] [^\'"()\]]+')
+
+
+def short(error):
+    """keystoneauth1's message of a connection failure without requests'
+    and urllib3's restatement of it (host, port, url, retries, the
+    connection object): ``Unable to establish connection to <url>:
+    [Errno 111] Connection refused``."""
+    text = str(error)
+    found = _ERRNO.search(text)
+    if not found:
+        return text
+    head = text.split(': ', 1)[0] if text.startswith('Unable to ') else ''
+    return (f'{head}: ' if head else '') + found.group(0).strip()

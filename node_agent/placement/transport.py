@@ -8,12 +8,18 @@ with their codes only to clients that accept it), counts the request and
 its status in the metrics, and maps a transport failure through
 :mod:`node_agent.placement.errors`.
 
+Before its first request, and again after a reconnect (a request that got
+no answer or a 5xx), a transport given ``endpoint_option`` proves that the
+endpoint is Placement (:mod:`node_agent.placement.endpoint`): one ``GET
+/``, so a wrong path is refused before anything is written.
+
 One retry policy for every write that may meet a generation conflict
 (:meth:`Transport.retrying`): ``conflict_retries`` more attempts after
 the first, jittered exponential backoff, each retry counted.
 """
 
 import concurrent.futures
+import threading
 import time
 
 import tenacity
@@ -21,6 +27,7 @@ from keystoneauth1 import exceptions as ks_exc
 
 from node_agent import exception
 from node_agent import metrics as metrics_mod
+from node_agent.placement import endpoint
 from node_agent.placement import errors
 
 # One microversion for every provider, trait, inventory and aggregate call:
@@ -44,8 +51,14 @@ class Transport:
     """Requests through an injected keystoneauth1 Adapter."""
 
     def __init__(self, adapter, metrics=None, max_workers=8,
-                 conflict_retries=4):
+                 conflict_retries=4, endpoint_option=None):
+        """``endpoint_option``: the option that names the endpoint
+        (:func:`node_agent.placement.endpoint.option`), which is then
+        proven to be Placement; None: not checked (the embedded one)."""
         self.adapter = adapter
+        self.endpoint_option = endpoint_option
+        self._proof_lock = threading.Lock()
+        self._proven = False
         self.metrics = metrics or metrics_mod.NOOP
         self.max_workers = max(1, max_workers)
         self.conflict_retries = conflict_retries
@@ -57,23 +70,46 @@ class Transport:
     def request(self, method, path, microversion, body=None):
         if self.stop_requested is not None and self.stop_requested():
             raise exception.Stopping(method, path)
-        kwargs = {'microversion': microversion,
-                  'headers': {'Accept': 'application/json'}}
+        if self.endpoint_option is not None:
+            self._prove()
+        kwargs = {'microversion': microversion}
         if body is not None:
             kwargs['json'] = body
+        resp = self._send(method, path, **kwargs)
+        if errors.is_generation_conflict(resp):
+            self.metrics.placement_conflict()
+        return resp
+
+    def _send(self, method, path, **kwargs):
+        """One request, counted; a transport failure mapped.  A 5xx or
+        no answer: the endpoint is proven again before the next one."""
         start = time.monotonic()
         try:
-            resp = self.adapter.request(path, method, **kwargs)
+            resp = self.adapter.request(
+                path, method, headers={'Accept': 'application/json'},
+                **kwargs)
         except ks_exc.ClientException as e:
+            self._proven = False
             self.metrics.placement_request(
                 method, metrics_mod.STATUS_ERROR, time.monotonic() - start)
             raise errors.transport_error(
                 method, path, e, identity=self._identity_down(e)) from e
+        if resp.status_code >= 500:
+            self._proven = False
         self.metrics.placement_request(method, resp.status_code,
                                        time.monotonic() - start)
-        if errors.is_generation_conflict(resp):
-            self.metrics.placement_conflict()
         return resp
+
+    def _prove(self):
+        """``GET /`` answers Placement's version document, once per
+        connection (:mod:`node_agent.placement.endpoint`)."""
+        with self._proof_lock:
+            if self._proven:
+                return
+            endpoint.check_root(self._send('GET', '/'),
+                                self.endpoint_option,
+                                DECLARED_MICROVERSIONS)
+            self._proven = True
 
     def _identity_down(self, error):
         """The auth URL when ``error`` was the identity service's, not

@@ -19,18 +19,21 @@ that PF (:func:`withhold_vfs`); the PF keeps its bandwidth and traits.
 from oslo_log import log as logging
 
 from node_agent import deployment
+from node_agent import text
 
 LOG = logging.getLogger(__name__)
 
 VF_CLASS = 'SRIOV_NET_VF'
 
 
-def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
+def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
                             snapshot, ownership, nodename, before=(),
                             before_withheld=()):
     """Edit ``desired`` so that nothing another service reports is
     reported; ``(skipped, kept, withheld)``.
 
+    ``nova``: what nova-compute's configuration makes it report
+    (:func:`node_agent.conf.nova.read_nova_reports`), or None.
     ``ownership``: what the agent may touch in ``current``, decided for
     the round.  ``skipped``: ``(ours, theirs, why)`` of every device
     another service reports, sorted; ``kept``: the names of the agent's
@@ -43,11 +46,9 @@ def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
     """
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
-    from node_agent.conf import nova as nova_conf
     from node_agent.drivers import coexist
     owned = {u for u, own in ownership.items() if own.owned}
     reported = drivers.reported(current.roots[0])
-    nova = nova_conf.read_nova_reports(conf)
     conflicts = coexist.reported_elsewhere(reported, current, owned)
     named = {ours for ours, _, _ in conflicts}
     conflicts += [c for c in coexist.reported_by_nova(
@@ -100,6 +101,22 @@ def skip_reported_elsewhere(conf, report_client, drivers, current, desired,
     return skipped, tuple(sorted(kept)), withheld
 
 
+def note_unreadable(nova, before, nodename, metrics):
+    """``{file: why}`` of the evidence that cannot be read now (nova's
+    configuration file), logged when it changes and shown in the metric
+    ``node_agent_evidence_unreadable``; ``before``: the last round's."""
+    now = {nova.path: nova.unreadable} if nova and nova.unreadable else {}
+    if now != before:
+        for path, why in now.items():
+            LOG.warning('%s: %s: what nova-compute reports is seen in '
+                        'Placement only, not from its configuration', nodename,
+                        why)
+        for path in set(before) - set(now):
+            LOG.info('%s: %s reads again', nodename, path)
+        metrics.evidence_unreadable(now)
+    return now
+
+
 def withhold_vfs(report_client, reported, current, desired, handed_out,
                  owned, skip=()):
     """No ``SRIOV_NET_VF`` on the agent's PF providers (of ``reported``,
@@ -140,3 +157,21 @@ def withhold_vfs(report_client, reported, current, desired, handed_out,
             del provider.inventory[VF_CLASS]
         withheld.append((provider.name, why, bool(used)))
     return tuple(sorted(withheld))
+
+
+def status_notes(reported_elsewhere, vfs_withheld, kept_twice):
+    """What living beside other services leaves out of the tree, as the
+    status line says it after the tracker's own text."""
+    notes = []
+    if reported_elsewhere:
+        notes.append(text.plural(len(reported_elsewhere), 'device')
+                     + ' reported by another service, skipped: '
+                     + ', '.join(ours for ours, _, _ in reported_elsewhere))
+    withheld = [name for name, _, in_use in vfs_withheld if not in_use]
+    if withheld:
+        notes.append("SR-IOV VFs nova-compute's PCI tracker hands out, not "
+                     'offered: ' + ', '.join(withheld))
+    if kept_twice:
+        notes.append('reported twice while they hold allocations: '
+                     + ', '.join(kept_twice))
+    return notes

@@ -6,7 +6,9 @@ restarted as is: a reshape that failed for good, credentials Placement
 does not take, a bad configuration, or a state file written by a newer
 agent (the unit's ``RestartPreventExitStatus=``).  Errors that may pass
 by themselves are waited out with capped backoff instead
-(:data:`WAIT_ERRORS`); :func:`disposition` is the one rule.
+(:data:`WAIT_ERRORS`); :func:`disposition` is the one rule, and
+:func:`exit_status` the status every command (``node-agent``,
+``node-agent-manage``) exits with on an error.
 """
 
 from node_agent import exception
@@ -39,6 +41,14 @@ WAIT_ERRORS = (exception.PlacementUnavailable,
 # What the daemon does with an error that ends its startup (see
 # ``disposition``): the exit-code policy.
 WAIT, FATAL, ERROR, STOPPED = 'wait', 'fatal', 'error', 'stopped'
+
+
+def exit_status(error):
+    """The exit status a command ends with on ``error``, the same for
+    ``node-agent`` and every ``node-agent-manage`` command: 78 for what a
+    restart cannot fix (:data:`FATAL_ERRORS`, the configuration first), 1
+    for the rest."""
+    return EXIT_FATAL if isinstance(error, FATAL_ERRORS) else EXIT_ERROR
 
 
 def disposition(error_class):

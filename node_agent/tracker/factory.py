@@ -33,15 +33,18 @@ def report_client(conf, adapter, stateful=True, read_state=False,
                   metrics=None):
     """``read_state`` (with ``stateful`` False): a dry run, which plans
     with what the agent recorded (what it owns and set) and writes none of
-    it back."""
+    it back.  An endpoint reached over HTTP is proven to be Placement
+    before the first request (:mod:`node_agent.placement.endpoint`)."""
     from node_agent.placement import client
+    from node_agent.placement import endpoint
     from node_agent.placement import state
     sync_state = None
     if stateful or (read_state and os.path.exists(state.path_for(conf))):
         sync_state = state.SyncState.from_conf(conf)
-    return client.ReportClient.from_conf(conf, adapter, state=sync_state,
-                                         read_only=not stateful,
-                                         metrics=metrics)
+    return client.ReportClient.from_conf(
+        conf, adapter, state=sync_state, read_only=not stateful,
+        metrics=metrics, endpoint_option=(
+            None if conf.placement.embedded else endpoint.option(conf)))
 
 
 def claim_manager(conf, upgrade=True, repair=True):

@@ -75,6 +75,11 @@ def read_compute_id(path, option=None):
             content = f.read(COMPUTE_ID_READ)
     except FileNotFoundError:
         return None
+    except PermissionError as exc:
+        from node_agent.conf import nova
+        raise exception.ConfigError(
+            f'{where}: the compute node identity file cannot be read: '
+            f'{nova.why_unreadable(path, exc)}') from None
     except (OSError, ValueError) as exc:
         raise exception.ConfigError(
             f'{where}: the compute node identity file cannot be read: '
@@ -109,6 +114,9 @@ class RootFinder:
         self.mode = deployment.mode(conf)
         self.owns_root = deployment.owns_root(conf)
         self.uuid = None        # the root's uuid, once found
+        # The root's name when the last read created it (or, writing
+        # nothing, would have): the plan's log counts it.
+        self.created = None
         self.source = None      # the compute_id file it came from
         # What the operator must know about the root, for the status line.
         self.note = None
@@ -135,9 +143,13 @@ class RootFinder:
     def _standalone(self, ensure):
         name = self.conf.host
         if ensure:
-            return ensure_root(self.client, name, self.uuid)
-        return self._read_or_new(
-            name, self.uuid or identity.legacy_root_uuid(name))
+            tree, created = root_and_creation(self.client, name, self.uuid)
+        else:
+            tree = self._read_or_new(
+                name, self.uuid or identity.legacy_root_uuid(name))
+            created = tree.roots[0].generation is None
+        self.created = name if created else None
+        return tree
 
     def _beside_nova(self):
         if self.uuid is not None:
@@ -262,6 +274,11 @@ def ensure_root(client, name, uuid=None):
     name with another uuid (created by another service before the agent
     ran) is adopted.  The tree includes providers the agent does not own.
     """
+    return root_and_creation(client, name, uuid)[0]
+
+
+def root_and_creation(client, name, uuid=None):
+    """:func:`ensure_root`'s tree, and whether the root was created."""
     root_uuid = (uuid or client.recorded_root(name)
                  or identity.legacy_root_uuid(name))
     if client.has_record(root_uuid):
@@ -273,10 +290,10 @@ def ensure_root(client, name, uuid=None):
             tree = None
         else:
             client.claim_root(root_uuid)
-            return tree
+            return tree, False
     created = client.create_root(name, root_uuid)
     if created is not None:
-        return created
+        return created, True
     try:
         tree = client.get_provider_tree(root_uuid)
     except exception.ResourceProviderNotFound:
@@ -287,7 +304,7 @@ def ensure_root(client, name, uuid=None):
             raise exception.ResourceProviderNotFound(name) from None
         tree = client.get_provider_tree(found[1])
     client.claim_root(tree.roots[0].uuid)
-    return tree
+    return tree, False
 
 
 def _tree_evidence(tree, ownership):

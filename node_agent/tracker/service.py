@@ -214,9 +214,11 @@ class AgentService(service.Service):
             self._loop()
         except (watchers.Stopped, exception.Stopping):
             pass
-        except exit_policy.FATAL_ERRORS as exc:
+        except exception.NodeAgentError as exc:
+            # Named errors are one line (78 or 1, the exit policy's);
+            # only what nothing named gets a traceback.
             fatal = exc
-            self.exit_code = exit_policy.EXIT_FATAL
+            self.exit_code = exit_policy.exit_status(exc)
         except Exception:
             LOG.exception('node-agent stopped on an unexpected error')
             self.exit_code = exit_policy.EXIT_ERROR
@@ -231,7 +233,10 @@ class AgentService(service.Service):
             if fatal is not None:
                 # Outside the except block: oslo.log would append the
                 # exception being handled, saying it twice on one line.
-                LOG.critical('node-agent cannot continue: %s', fatal)
+                LOG.log(logging.CRITICAL
+                        if self.exit_code == exit_policy.EXIT_FATAL
+                        else logging.ERROR,
+                        'node-agent cannot continue: %s', fatal)
             self._done.set()
 
     def _start_udev(self):
@@ -435,7 +440,7 @@ class AgentService(service.Service):
         else:
             LOG.log(level, '%s is not reachable (%s); next attempt in %.1f s '
                     '(waiting with capped backoff: said again only when it '
-                    'ends)', what, exc, sleep)
+                    'ends)', what, getattr(exc, 'cause', exc), sleep)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds
@@ -490,7 +495,7 @@ class AgentService(service.Service):
 
     def _audit(self):
         """One audit; False when Placement was away (try again soon)."""
-        result = metrics_mod.AUDIT_FAILED
+        result, failure = metrics_mod.AUDIT_FAILED, None
         start = time.monotonic()
         try:
             with self._sync_under_way():
@@ -513,17 +518,10 @@ class AgentService(service.Service):
         except exception.Stopping as exc:
             LOG.info('audit cut short: %s', exc)
         except exception.PlacementUnavailable as exc:
-            result = metrics_mod.AUDIT_UNAVAILABLE
+            result, failure = metrics_mod.AUDIT_UNAVAILABLE, exc
             waiting = f'waiting for {exc.service}: {exc.reason}'
             self._problem('audit', waiting)
             self.notifier.set_status(waiting)
-            # Once when the wait starts, once when it ends (below).
-            since, failed = self._away or (time.monotonic(), 0)
-            LOG.log(logging.DEBUG if failed else logging.WARNING,
-                    'audit: %s is not reachable (%s); trying again with '
-                    'backoff', exc.service, exc)
-            self._away = (since, failed + 1)
-            return False
         except exception.LocalStateUnavailable as exc:
             # Placement is synced; what the host would not let us write
             # is retried at the next audit (local_state logged it once).
@@ -533,16 +531,16 @@ class AgentService(service.Service):
             # hang the devices under until nova-compute makes it again.
             self._problem('audit', exc.status)
             self.notifier.set_status(exc.status)
-            LOG.error('audit failed: %s', exc)
+            failure = exc
         except exception.PlacementCredentialsError as exc:
             # Not fatal here: the last good tree stays in Placement and a
             # SIGHUP with corrected credentials resumes.
             self._audit_problem('failed', 'Placement refused the '
                                           'credentials')
-            LOG.error('audit failed: %s', exc)
+            failure = exc
         except exception.NodeAgentError as exc:
             self._audit_problem('failed', exc)
-            LOG.error('audit failed: %s', exc)
+            failure = exc
         except Exception as exc:
             self._audit_problem('failed', f'unexpected error: '
                                           f'{type(exc).__name__}: {exc}')
@@ -550,6 +548,18 @@ class AgentService(service.Service):
         finally:
             self.metrics.audit(result, time.monotonic() - start)
             self._show_state_faults()
+        # Said outside the except blocks: oslo.log would append the
+        # exception being handled, saying it twice on one line.
+        if isinstance(failure, exception.PlacementUnavailable):
+            # Once when the wait starts, once when it ends (below).
+            since, failed = self._away or (time.monotonic(), 0)
+            LOG.log(logging.DEBUG if failed else logging.WARNING,
+                    'audit: %s is not reachable (%s); trying again with '
+                    'backoff', failure.service, failure.cause)
+            self._away = (since, failed + 1)
+            return False
+        if failure is not None:
+            LOG.error('audit failed: %s', failure)
         if self._away is not None:
             since, failed = self._away
             self._away = None

@@ -85,6 +85,7 @@ Rules:
 
 import collections
 import copy
+import dataclasses
 import time
 
 import tenacity
@@ -194,6 +195,7 @@ class ResourceTracker:
         self.reported_elsewhere = ()
         self.kept_twice = ()
         self.vfs_withheld = ()
+        self.unreadable = {}            # {file: why}: evidence unread
         # What the last sync left out although it wrote the rest.
         self.audit_incomplete = None
         self.libvirt_down = False       # ... because libvirt was away
@@ -218,6 +220,9 @@ class ResourceTracker:
         # The drivers check their options against the host (CPU sets
         # naming CPUs it lacks): before anything is created or read.
         drivers = self.drivers_for(snapshot)
+        if startup:
+            # A typed address no device has: refused before any write.
+            drivers.check_addresses()
         current, ownership = self._read_tree(ensure=not dry_run)  # read
         if withhold.keep_reserved(self, current, ownership):
             drivers = self.drivers_for(snapshot)    # kept in this round too
@@ -246,6 +251,10 @@ class ResourceTracker:
                                           snapshot, ownership)
         plan = self._plan(drivers, current, desired, ownership,   # plan
                           before, allocations)
+        if self.root.created:
+            # POSTed (or, dry, to be) before the plan: its line counts it.
+            plan = dataclasses.replace(plan, providers_created=(
+                self.root.created,) + plan.providers_created)
         if allocations is not None and not dry_run:
             # POST /reshaper replaces each listed consumer entirely: list
             # only those that move, so untouched consumers keep their
@@ -469,8 +478,12 @@ class ResourceTracker:
                                  snapshot, ownership):
         """Beside nova-compute: no device reported twice
         (:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`)."""
+        from node_agent.conf import nova as nova_conf
+        nova = nova_conf.read_nova_reports(self.conf)
+        self.unreadable = coexistence.note_unreadable(
+            nova, self.unreadable, self.nodename, self.metrics)
         skipped, kept, withheld = coexistence.skip_reported_elsewhere(
-            self.conf, self.report_client, drivers, current, desired,
+            nova, self.report_client, drivers, current, desired,
             snapshot, ownership, self.nodename, self.reported_elsewhere,
             self.vfs_withheld)
         self.reported_elsewhere = skipped
@@ -538,21 +551,13 @@ class ResourceTracker:
             line = f'in sync: {text.plural(count, "provider")}'
         if self.root.note:
             line += '; ' + self.root.note
-        if self.reported_elsewhere:
-            line += '; ' + text.plural(
-                len(self.reported_elsewhere),
-                'device') + ' reported by another service, skipped: ' + \
-                ', '.join(ours for ours, _, _ in self.reported_elsewhere)
-        withheld = [name for name, _, in_use in self.vfs_withheld
-                    if not in_use]
-        if withheld:
-            line += ("; SR-IOV VFs nova-compute's PCI tracker hands out, "
-                     'not offered: ' + ', '.join(withheld))
-        if self.kept_twice:
-            line += ('; reported twice while they hold allocations: '
-                     + ', '.join(self.kept_twice))
+        for note in coexistence.status_notes(
+                self.reported_elsewhere, self.vfs_withheld, self.kept_twice):
+            line += '; ' + note
         if self.one_time_use is not None and self.one_time_use.summary():
             line += '; ' + self.one_time_use.summary()
+        for why in self.unreadable.values():
+            line += f'; warning: {why}'
         said = self.health.summary() if self.health is not None else ''
         return f'{line}; {said}' if said else line
 

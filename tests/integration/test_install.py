@@ -4,7 +4,8 @@ unit ``systemd-analyze verify`` accepts as installed, an upgrade that keeps
 the configuration, and an uninstall that keeps configuration and state.
 
 The root stands in for a Debian host: ``etc/passwd`` and ``etc/group`` with
-a ``libvirt`` group, ``sysinit.target`` and ``/bin/kill`` (which verify
+a ``libvirt`` group (and nova's group and files, where the install adds the
+user to it), ``sysinit.target`` and ``/bin/kill`` (which verify
 needs).  pip installs node-agent itself from the tree (``-- --no-deps``);
 its dependencies come from this test environment through a ``.pth`` file,
 so the installed commands run without a download of every dependency.
@@ -27,6 +28,7 @@ INSTALL = os.path.join(REPO, 'tools', 'install.sh')
 PREFIX = 'opt/node-agent'
 COMMANDS = ('node-agent', 'node-agent-manage')
 AS_ROOT = os.geteuid() == 0
+NOVA_GID = 64060
 
 
 @pytest.fixture
@@ -88,7 +90,24 @@ def _installed_command(root, name):
     return str(root / target.lstrip('/'))
 
 
+def _nova_files(root):
+    """nova's configuration as distributions ship it: root:nova 0640; its
+    compute_id readable by all."""
+    with open(root / 'etc' / 'group', 'a') as f:
+        f.write(f'nova:x:{NOVA_GID}:\n')
+    nova_conf = root / 'etc' / 'nova' / 'nova.conf'
+    nova_conf.parent.mkdir()
+    nova_conf.write_text('[DEFAULT]\n')
+    os.chmod(nova_conf, 0o640)
+    compute_id = root / 'var' / 'lib' / 'nova' / 'compute_id'
+    compute_id.parent.mkdir(parents=True)
+    compute_id.write_text('5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d\n')
+    if AS_ROOT:
+        os.chown(nova_conf, 0, NOVA_GID)
+
+
 def test_install_creates_the_service_layout(root):
+    _nova_files(root)
     out = _install(root)
     assert 'wrote /etc/node-agent/node-agent.conf from the sample' in out
     assert 'no daemon-reload' in out
@@ -152,6 +171,11 @@ def test_install_creates_the_service_layout(root):
     assert user[3] == group[2]
     assert user[5:] == ['/var/lib/node-agent', '/usr/sbin/nologin']
     assert _entry(root, 'group', 'libvirt')[3] == 'node-agent'
+    # nova.conf is readable by its group only: the agent reads it.
+    assert _entry(root, 'group', 'nova')[3] == 'node-agent'
+    assert 'user node-agent is in group nova (to read /etc/nova/nova.conf)' \
+        in out
+    assert 'compute_id' not in out
     assert (os.stat(state).st_uid, os.stat(state).st_gid) == (
         int(user[2]), int(user[3]))
     for path in (etc, etc / 'provider_config', etc / 'node-agent.conf'):

@@ -76,15 +76,17 @@ def one_audit(agent, server, before_audit=None):
 
 
 @pytest.mark.parametrize('consumers', [0, 40, 400])
-def test_restart_with_nothing_changed_is_one_call(
+def test_restart_with_nothing_changed_is_two_calls(
         agent, server, consumers):
     run_to_ready(agent, server)                 # first sync
     add_consumers(svc.api(server), consumers)
     run_to_ready(agent, server)                 # claims follow them
 
     calls = run_to_ready(agent, server)
-    # The issue's budget is two; the tree listing alone is what it takes.
-    assert calls == [f'GET /resource_providers?in_tree={ROOT}'], calls
+    # The budget is two: the proof that the endpoint is Placement (its
+    # root document), then the tree listing.
+    assert calls == ['GET /', f'GET /resource_providers?in_tree={ROOT}'], \
+        calls
     assert len(svc.generations(svc.api(server))) == 5
 
 

@@ -83,3 +83,41 @@ def test_once_on_the_quickstart_config_logs_nothing_to_worry_about(
             'placement.sqlite (no agent has synced with this '
             'configuration); nothing was created\n'), done.stderr
         assert not (tmp_path / 'other' / '.state').exists()
+
+
+@pytest.mark.parametrize('debug', [False, True])
+def test_the_embedded_placement_logs_its_requests_at_debug_only(
+        tmp_path, debug):
+    """``[placement] embedded = true`` as doc/configure.md shows it, with
+    oslo.log's own default_log_levels: Placement's request lines and the
+    schema migrations are DEBUG, shown only with ``debug = true``."""
+    conf = quickstart_conf(tmp_path)
+    with open(conf) as f:
+        text = f.read()
+    text = re.sub(r'^default_log_levels = .*\n', '', text, flags=re.M)
+    with open(conf, 'w') as f:
+        f.write(text.replace('[DEFAULT]\n', f'[DEFAULT]\ndebug = {debug}\n'))
+    result = subprocess.run([AGENT, '--config-file', conf, '--once'],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = [LEVEL.match(line).group(1)
+              for line in result.stderr.splitlines()
+              if LEVEL.match(line) and re.search(
+                  r' \d+ [A-Z]+ (placement|alembic)\.', line)]
+    if debug:
+        assert theirs and set(theirs) == {'DEBUG'}, result.stderr[-3000:]
+    else:
+        assert theirs == [], result.stderr[-3000:]
+
+
+def test_the_first_sync_line_counts_every_provider_it_created(tmp_path):
+    conf = quickstart_conf(tmp_path)
+    result = subprocess.run([AGENT, '--config-file', conf, '--once'],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    synced = int(re.search(r'^in sync: (\d+) providers?$', result.stdout,
+                           re.M).group(1))
+    created = re.findall(r': sync \(0 consumers move\): provider created '
+                         r'(\d+)', result.stderr)
+    # The root (POSTed before the plan) and every child.
+    assert created == [str(synced)], result.stderr[-3000:]

@@ -11,10 +11,13 @@ both when it is fixed:
 - an audit whose plan is refused (a guest holds a unit of a class an
   operator's provider override file no longer offers): "audit failed since
   ...", never "in sync";
-- a SIGHUP with a bad config file: "SIGHUP refused ..." beside the rest.
+- a SIGHUP with a bad config file: "SIGHUP refused ..." beside the rest;
+- beside nova-compute, a nova.conf the agent cannot read: "warning: ..."
+  naming the file, and ``node_agent_evidence_unreadable``.
 """
 
 import os
+import re
 import signal
 import socket
 import time
@@ -24,12 +27,14 @@ import pytest
 from tests.fixtures import allocations as allocs
 from tests.fixtures import prometheus
 from tests.fixtures import provider_names as names
+from tests.functional.tracker import test_modes as modes
 from tests.integration import test_agent_service as service_tests
 from tests.integration.test_agent_rpc import wait_for_log
 
 pytestmark = pytest.mark.integration
 
 PROBLEM = 'node_agent_problem_since_seconds'
+UNREADABLE = 'node_agent_evidence_unreadable'
 GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
 LICENSED = """meta:
   schema_version: '1.0'
@@ -109,6 +114,15 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
         taken.close()
     _wait_status(agent, lambda s: 'metrics endpoint' not in s)
     assert _problems(port) == {}
+    # Said when it started and when it ended, whatever the retries.
+    said = [line.split(' [-] ', 1)[-1]
+            for line in agent.log_text().splitlines()
+            if ' node_agent.metrics_endpoint ' in line
+            and ' DEBUG ' not in line]
+    assert len(said) == 2, said
+    assert said[0].startswith('metrics endpoint: cannot listen on ')
+    assert re.fullmatch(rf'metrics at http://127.0.0.1:{port}/metrics, '
+                        r'after \d+ refused binds?', said[1]), said
 
     # A guest holds a licence unit an override file offers; the operator
     # takes the licences out of the file: deleting that inventory is
@@ -139,6 +153,12 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
         f.write('[audit]\ninterval = abc\n')
     agent.proc.send_signal(signal.SIGHUP)
     wait_for_log(agent, 'SIGHUP: the config files are not valid')
+    refused = [line for line in agent.log_text().splitlines()
+               if 'SIGHUP: the config files are not valid' in line]
+    # The reason once, not again as the exception oslo.log would append.
+    assert len(refused) == 1 and refused[0].endswith(
+        'the configuration in effect stays: [audit] interval = abc: not an '
+        'integer'), refused
     line = _wait_status(agent, lambda s: 'SIGHUP refused' in s)
     assert ('SIGHUP refused, the configuration in effect stays: [audit] '
             'interval = abc: not an integer (since ') in line
@@ -154,4 +174,44 @@ def test_what_is_wrong_is_shown_until_it_is_fixed(agent, server):
     line = _wait_status(agent, lambda s: s.startswith('in sync: ')
                         and 'SIGHUP' not in s)
     assert _problems(port) == {}
+    assert agent.stop() == 0
+
+
+def test_a_nova_conf_that_cannot_be_read_is_a_warning_until_it_reads(
+        agent, server, tmp_path):
+    modes.nova_compute_creates_root(service_tests.api(server))
+    compute_id = tmp_path / 'nova' / 'compute_id'
+    compute_id.parent.mkdir()
+    compute_id.write_text(modes.NOVA_UUID + '\n')
+    nova_conf = tmp_path / 'nova' / 'nova.conf'
+    nova_conf.mkdir()           # root reads any file: a directory cannot
+    port = prometheus.free_port()
+    _configure(agent, server.url, port, (
+        '[DEFAULT]', 'deployment = beside_nova_compute',
+        '[nova]', f'compute_id_path = {compute_id}',
+        f'hypervisor_hostname = {modes.HYPERVISOR}',
+        f'config_file = {nova_conf}'))
+    agent.start()
+    agent.wait_for('READY=1')
+    why = f'{nova_conf} cannot be read: Is a directory'
+    line = _wait_status(agent, lambda s: 'warning' in s)
+    assert line.startswith('in sync: ') and line.endswith(
+        f'; warning: {why}'), line
+    scrape = prometheus.get(f'http://127.0.0.1:{port}/metrics')
+    assert scrape.labels(UNREADABLE) == [{'file': str(nova_conf),
+                                          'reason': why}]
+    # Audits every second: said once, not at each.
+    wait_for_log(agent, 'audit', timeout=30)
+    time.sleep(2)
+    said = [line for line in agent.log_text().splitlines()
+            if 'cannot be read' in line and ' WARNING ' in line]
+    assert len(said) == 1, said
+
+    nova_conf.rmdir()
+    nova_conf.write_text('[DEFAULT]\nhost = compute1\n')
+    line = _wait_status(agent, lambda s: 'warning' not in s)
+    assert line.startswith('in sync: ')
+    wait_for_log(agent, f'{nova_conf} reads again')
+    scrape = prometheus.get(f'http://127.0.0.1:{port}/metrics')
+    assert scrape.labels(UNREADABLE) == []
     assert agent.stop() == 0

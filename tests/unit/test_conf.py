@@ -1,6 +1,8 @@
 """Configuration housekeeping tripwires."""
 
+import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -61,3 +63,61 @@ def test_overrides_do_not_leak_between_config_objects():
             'showed up on another')
         checked += 1
     assert checked >= 5
+
+
+# Options of other services the docs name, and the misspellings they show
+# on purpose: not the agent's.
+OTHER_SERVICES = {
+    ('api', 'auth_strategy'): 'Placement',
+    ('libvirt', 'cpu_power_management'): 'Nova',
+    ('pci', 'device_spec'): 'Nova',
+    ('pci', 'report_in_placement'): 'Nova',
+    ('workarounds', 'disable_fallback_pcpu_query'): 'Nova',
+}
+MISSPELT = {('audit', 'intervall'), ('audti', 'is')}
+DOC_OPTION = re.compile(
+    r'(?<![\w\]])\[([A-Za-z][\w<>-]*)\] ([a-z_][a-z0-9_]*)(\*?)')
+
+
+def _sample_options():
+    """``{(group, name)}`` of the sample, deprecated names included; the
+    ``[mdev_<type>]`` groups as ``mdev_$mdev_type``."""
+    found, group = set(), None
+    with open(SAMPLE) as f:
+        for line in f:
+            header = re.match(r'^\[(\S+)\]$', line)
+            if header:
+                group = header.group(1)
+                continue
+            option = re.match(r'^#?(\w+) =', line)
+            if option and group:
+                found.add((group, option.group(1)))
+            old = re.match(r'^# Deprecated group/name - \[(\w+)\]/(\w+)',
+                           line)
+            if old:
+                found.add(old.groups())
+    return found
+
+
+def test_every_documented_option_is_in_the_sample_config():
+    sample = _sample_options()
+    missing = set()
+    docs = [os.path.join(ROOT, 'README.md')] + sorted(
+        glob.glob(os.path.join(ROOT, 'doc', '*.md')))
+    for path in docs:
+        with open(path) as f:
+            text = f.read()
+        for group, name, wildcard in DOC_OPTION.findall(text):
+            if group.startswith('mdev_'):
+                group = 'mdev_$mdev_type'
+            key = (group, name)
+            if key in OTHER_SERVICES or key in MISSPELT:
+                continue
+            if wildcard:
+                known = any(g == group and n.startswith(name)
+                            for g, n in sample)
+            else:
+                known = key in sample
+            if not known:
+                missing.add(f'[{group}] {name} ({os.path.basename(path)})')
+    assert sorted(missing) == [], 'documented, not in the sample config'

@@ -11,6 +11,7 @@ import prometheus_client
 import pytest
 
 from node_agent import metrics
+from node_agent import metrics_endpoint
 from node_agent import provider_tree as ptree
 from node_agent.claims import model
 from tests.fixtures import prometheus
@@ -18,6 +19,7 @@ from tests.fixtures import provider_names as pn
 
 REQUESTS = 'node_agent_placement_requests_total'
 INVENTORY = 'node_agent_inventory'
+ENDPOINT_LOG = 'node_agent.metrics_endpoint'
 
 
 def scrape(m):
@@ -68,7 +70,7 @@ def test_every_metric_is_prefixed_and_documented():
         'node_agent_providers', 'node_agent_inventory', 'node_agent_claims',
         'node_agent_device_unhealthy', 'node_agent_problem_since_seconds',
         'node_agent_device_health', 'node_agent_health_source_restarts',
-        'node_agent_root_shared'}
+        'node_agent_root_shared', 'node_agent_evidence_unreadable'}
     for name, (kind, doc) in families.items():
         assert doc, name
 
@@ -335,3 +337,74 @@ def test_problems_are_exported_with_since_when():
     m.problem('audit', None, None)
     s = prometheus.parse(m.exposition())
     assert s.labels('node_agent_problem_since_seconds') == []
+
+
+def _taken_port():
+    taken = socket.socket()
+    taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken.bind(('127.0.0.1', 0))
+    taken.listen()
+    return taken, taken.getsockname()[1]
+
+
+def _refused(port, times, caplog):
+    """An endpoint on ``port`` (held), started and refused more than
+    ``times`` times, binding again every 10 ms or so."""
+    endpoint = metrics_endpoint.Endpoint(
+        metrics.Metrics(), '127.0.0.1', port, 4, 5, backoff_max=0.02,
+        backoff_initial=0.01)
+    caplog.set_level(logging.INFO, logger=ENDPOINT_LOG)
+    endpoint.start()
+    deadline = time.monotonic() + 10
+    while endpoint.failures <= times:
+        assert time.monotonic() < deadline, endpoint.failures
+        time.sleep(0.01)
+    return endpoint
+
+
+def _said(caplog):
+    return [(r.levelname, r.getMessage()) for r in caplog.records
+            if r.name == ENDPOINT_LOG]
+
+
+def test_a_busy_port_is_logged_when_it_starts_and_when_it_ends(caplog):
+    taken, port = _taken_port()
+    try:
+        endpoint = _refused(port, 10, caplog)
+        taken.close()
+        deadline = time.monotonic() + 10
+        while endpoint.metrics.address is None:
+            assert time.monotonic() < deadline, 'never bound'
+            time.sleep(0.01)
+        endpoint.stop()     # joins the thread that binds, and logs
+    finally:
+        taken.close()
+    assert _said(caplog) == [
+        ('WARNING', f'metrics endpoint: cannot listen on 127.0.0.1 port '
+                    f'{port}: Address already in use; trying again with '
+                    'capped backoff (said again only when it changes or '
+                    'ends)'),
+        ('INFO', f'metrics at http://127.0.0.1:{port}/metrics, after '
+                 f'{endpoint.failures} refused binds')]
+
+
+def test_a_port_never_freed_is_said_at_the_end(caplog):
+    taken, port = _taken_port()
+    with taken:
+        endpoint = _refused(port, 10, caplog)
+        endpoint.stop()
+    said = _said(caplog)
+    assert len(said) == 2, said
+    assert said[1] == ('INFO', 'metrics endpoint: stopped without '
+                       f'listening, after {endpoint.failures} refused '
+                       f'binds: cannot listen on 127.0.0.1 port {port}: '
+                       'Address already in use')
+
+
+def test_evidence_that_cannot_be_read_is_one_series_per_file():
+    m = metrics.Metrics()
+    m.evidence_unreadable({'/etc/nova/nova.conf': 'no read permission'})
+    assert scrape(m).labels('node_agent_evidence_unreadable') == [
+        {'file': '/etc/nova/nova.conf', 'reason': 'no read permission'}]
+    m.evidence_unreadable({})
+    assert scrape(m).labels('node_agent_evidence_unreadable') == []

@@ -7,7 +7,9 @@ the repository.
 
 import os
 import re
+import shutil
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -57,3 +59,36 @@ def test_the_guard_sees_what_it_guards_against():
     assert not GENERATED.search('tests/fixtures/hosts/h100-vm/sys/x')
     assert OUTSIDE.search('see ../shared/DESIGN.md')
     assert OUTSIDE.search('Seed ``000_74ed081f2e069e50`` lays')
+
+
+def _virtualenvs():
+    """The virtualenvs the tools create at the root: every ``.venv``-like
+    name in .gitignore and under tools/."""
+    names = {'.venv'}
+    with open(os.path.join(ROOT, '.gitignore')) as f:
+        names |= {m.group(1) for m in re.finditer(
+            r'^/?(\.[a-z-]*venv)/?$', f.read(), re.M)}
+    for dirpath, _, files in os.walk(os.path.join(ROOT, 'tools')):
+        for name in files:
+            with open(os.path.join(dirpath, name), errors='replace') as f:
+                names |= set(re.findall(r'(?<![\w.])(\.[a-z-]+venv)\b',
+                                        f.read()))
+    return sorted(names)
+
+
+def test_flake8_lints_the_project_and_no_virtualenv(tmp_path):
+    """``tox -e pep8`` is flake8 from the root with tox.ini's settings:
+    the virtualenvs beside the code (16,000 files) are not linted."""
+    venvs = _virtualenvs()
+    assert {'.venv', '.client-venv', '.keystone-venv'} <= set(venvs)
+    shutil.copy(os.path.join(ROOT, 'tox.ini'), tmp_path)
+    for name in venvs + ['node_agent']:
+        package = tmp_path / name / 'lib' / 'site-packages'
+        package.mkdir(parents=True)
+        (package / 'unused.py').write_text('import os\n')
+    flake8 = os.path.join(os.path.dirname(sys.executable), 'flake8')
+    result = subprocess.run([flake8, '--format=%(path)s %(code)s'],
+                            cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.stdout.splitlines() == [
+        './node_agent/lib/site-packages/unused.py F401'], result.stderr

@@ -96,10 +96,15 @@ def main(argv=None):
         print(f'usage: {PROGRAM} {conf.category.name} <action>; '
               'see --help', file=sys.stderr)
         return 2
+    from node_agent.tracker import exit_policy
     try:
         return action_fn(conf) or 0
-    except exception.ConfigError as exc:
-        return cmd.config_error(PROGRAM, exc)
     except exception.NodeAgentError as exc:
+        # The daemon's exit policy: 78, said as a bad configuration is,
+        # for what no retry fixes (an option, missing or refused
+        # credentials, a state file too new...); else 1.
+        status = exit_policy.exit_status(exc)
+        if status == exit_policy.EXIT_FATAL:
+            return cmd.config_error(PROGRAM, exc)
         print(f'error: {exc}', file=sys.stderr)
-        return 1
+        return status

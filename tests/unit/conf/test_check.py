@@ -9,6 +9,7 @@ import pytest
 from node_agent import cmd
 from node_agent import exception
 from node_agent.conf import check
+from tests.fixtures import unprivileged
 
 
 def conf_from(tmp_path, text):
@@ -82,35 +83,6 @@ def test_state_path_relative_is_taken_from_the_working_directory(
                               f'{tmp_path}/file is not a directory')
 
 
-def _error_as_an_unprivileged_user(call):
-    """The ConfigError text ``call()`` raises, run as this user or, for
-    root (who writes anywhere), in a child process turned ``nobody``."""
-    if os.geteuid() != 0:
-        with pytest.raises(exception.ConfigError) as err:
-            call()
-        return str(err.value)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:                                    # the child
-        text = 'no ConfigError'
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            call()
-        except exception.ConfigError as exc:
-            text = str(exc)
-        except BaseException as exc:
-            text = f'{type(exc).__name__}: {exc}'
-        finally:
-            os.write(write, text.encode())
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        text = pipe.read()
-    os.waitpid(pid, 0)
-    return text
-
-
 def test_state_path_not_writable():
     # Under /tmp, so that ``nobody`` may walk down to it.
     top = tempfile.mkdtemp(prefix='node-agent-check-')
@@ -118,15 +90,16 @@ def test_state_path_not_writable():
         os.chmod(top, 0o755)
         locked = os.path.join(top, 'locked')
         os.mkdir(locked, 0o555)
-        message = _error_as_an_unprivileged_user(
+        message = unprivileged.as_nobody(
             lambda: check.check_state_path(os.path.join(locked, 'state')))
         assert message == (
-            f'[DEFAULT] state_path = {locked}/state: does not exist and '
+            f'ConfigError: [DEFAULT] state_path = {locked}/state: does not '
+            'exist and '
             f'{locked} is not writable by this user')
-        message = _error_as_an_unprivileged_user(
+        message = unprivileged.as_nobody(
             lambda: check.check_state_path(locked))
-        assert message == (f'[DEFAULT] state_path = {locked}: not writable '
-                           'by this user')
+        assert message == (f'ConfigError: [DEFAULT] state_path = {locked}: '
+                           'not writable by this user')
     finally:
         shutil.rmtree(top)
 

@@ -1,9 +1,12 @@
 """Reading what nova-compute reports from nova's own configuration file."""
 
+import os
+
 import pytest
 
 from node_agent import exception
 from node_agent.conf import nova
+from tests.fixtures import unprivileged
 
 
 def reports(conf, tmp_path, text):
@@ -59,3 +62,28 @@ def test_a_garbled_file_names_itself(conf, tmp_path, text, reason):
         reports(conf, tmp_path, text)
     assert str(err.value).startswith(
         f'[nova] config_file = {tmp_path / "nova.conf"}: {reason}')
+
+
+def test_a_file_the_service_user_may_not_read_says_which_permission(conf):
+    with unprivileged.guarded_file(
+            'nova.conf', '[devices]\nenabled_mdev_types = nvidia-222\n',
+            0o640) as (path, owner, group):
+        conf.set_override('config_file', path, 'nova')
+        found = unprivileged.as_nobody(
+            lambda: nova.read_nova_reports(conf).unreadable)
+        assert found == (
+            f'{path}: no read permission for user nobody (the file is '
+            f'{owner}:{group} 0640); adding nobody to group {group} gives '
+            'it')
+        os.chmod(path, 0o600)
+        found = unprivileged.as_nobody(
+            lambda: nova.read_nova_reports(conf).unreadable)
+        assert found == (f'{path}: no read permission for user nobody (the '
+                         f'file is {owner}:{group} 0600)')
+
+
+def test_a_directory_in_its_place_cannot_be_read(conf, tmp_path):
+    conf.set_override('config_file', str(tmp_path), 'nova')
+    assert nova.read_nova_reports(conf) == nova.NovaReports(
+        path=str(tmp_path),
+        unreadable=f'{tmp_path} cannot be read: Is a directory')

@@ -146,3 +146,20 @@ def test_non_json_error_body():
     with pytest.raises(exception.PlacementAPIError) as err:
         errors.check(resp)
     assert err.value.code is None
+
+
+def test_404_is_provider_not_found_only_when_placement_says_so():
+    # Placement's handlers give a missing provider the generic code and
+    # say so in the detail.
+    with pytest.raises(exception.ResourceProviderNotFound):
+        errors.check(response(
+            404, 'placement.undefined_code', method='GET',
+            detail=f'No resource provider with uuid {RP} found'),
+            provider=RP)
+    # Placement's answer to a path it has no route for; a web server's.
+    for resp in (response(404, 'placement.undefined_code', method='GET',
+                          detail='The resource could not be found.'),
+                 response(404, method='GET', detail='Not Found')):
+        with pytest.raises(exception.PlacementAPIError) as err:
+            errors.check(resp, provider=RP)
+        assert err.value.status == 404

@@ -16,6 +16,7 @@ POLICY = {
     'ConfigError': exit_policy.FATAL,
     'ProviderOverrideError': exit_policy.FATAL,
     'RootShared': exit_policy.FATAL,           # standalone beside nova-compute
+    'NotPlacement': exit_policy.FATAL,         # a wrong endpoint path
     'ReshapeFailed': exit_policy.FATAL,
     'ScanIncomplete': exit_policy.FATAL,
     'PlacementCredentialsError': exit_policy.FATAL,
@@ -71,3 +72,17 @@ def test_every_error_class_has_its_decided_exit():
 def test_exit_statuses():
     assert (exit_policy.EXIT_OK, exit_policy.EXIT_ERROR,
             exit_policy.EXIT_FATAL) == (0, 1, 78)
+
+
+def test_every_command_exits_by_the_same_rule():
+    """``node-agent`` and each ``node-agent-manage`` command: 78 for what
+    the table calls fatal, 1 for the rest."""
+    for name, cls in _error_classes().items():
+        error = cls.__new__(cls)
+        expected = (exit_policy.EXIT_FATAL
+                    if POLICY[name] == exit_policy.FATAL
+                    else exit_policy.EXIT_ERROR)
+        if POLICY[name] == exit_policy.WAIT and issubclass(
+                cls, exit_policy.FATAL_ERRORS):
+            expected = exit_policy.EXIT_FATAL   # a ConfigError, waited
+        assert exit_policy.exit_status(error) == expected, name

@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import exception
 from node_agent.tracker import root
+from tests.fixtures import unprivileged
 
 UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'
 
@@ -51,3 +52,15 @@ def test_root_name_per_mode(conf, mode, name):
     conf.set_override('deployment', mode)
     conf.set_override('hypervisor_hostname', 'cn1.example.org', 'nova')
     assert root.root_name(conf) == name
+
+
+def test_a_file_the_service_user_may_not_read_names_the_permission():
+    with unprivileged.guarded_file(
+            'compute_id', '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d\n',
+            0o600) as (path, owner, group):
+        said = unprivileged.as_nobody(
+            lambda: root.read_compute_id(path, '[nova] compute_id_path'))
+    assert said == (
+        f'ConfigError: [nova] compute_id_path = {path}: the compute node '
+        f'identity file cannot be read: {path}: no read permission for '
+        f'user nobody (the file is {owner}:{group} 0600)')
