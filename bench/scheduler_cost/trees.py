@@ -97,8 +97,10 @@ def ours(conf, snap, name):
     driver_set = drivers.DriverSet(conf, snap)
     driver_set.update_provider_tree(tree, name)
     if not deployment.owns_root(conf):
+        from node_agent.conf import nova as nova_conf
         coexistence.skip_reported_elsewhere(
-            conf, None, driver_set, current, tree, snap, {}, name)
+            nova_conf.read_nova_reports(conf), None, driver_set, current,
+            tree, snap, {}, name)
     return tree
 
 

@@ -170,8 +170,9 @@ def test_fleet(tmp_path):
     assert ours['steady state']['by_endpoint'] == {
         'GET /resource_providers': 3 * 2,
         'GET /resource_providers/{id}/allocations': 1 + 5}
+    # A restart proves the endpoint is Placement (GET /), then lists.
     assert ours['restart storm']['by_endpoint'] == {
-        'GET /resource_providers': 3}
+        'GET /': 3, 'GET /resource_providers': 3}
     # Nova reads every provider (10) and every guest (7, then 6) each
     # periodic.
     assert nova['steady state']['by_endpoint'] == {
