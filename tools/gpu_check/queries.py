@@ -14,7 +14,7 @@ import threading
 import time
 
 from node_agent import exception
-from node_agent.hardware import health
+from node_agent.hardware import health_monitor
 from node_agent.hardware import nvml as nvml_source
 from node_agent.hardware import nvml_health
 from node_agent.hardware import pci_health
@@ -62,7 +62,7 @@ def health_round(nvml, conf, wait_s, deadline, on_call=None):
     health source, its event wait ``wait_s`` seconds long; ``on_call``:
     :class:`~tools.gpu_check.calls.CallLog`'s."""
     log = calls.CallLog(nvml, deadline, on_call)
-    monitor = health.HealthMonitor.from_conf(conf, lambda *_: None)
+    monitor = health_monitor.HealthMonitor.from_conf(conf, lambda *_: None)
     source = nvml_health.NvmlHealthSource.from_conf(conf, log, monitor)
     source.wait_s = wait_s
     # One round: the source stops once its wait has returned, after the
@@ -76,7 +76,7 @@ def health_round(nvml, conf, wait_s, deadline, on_call=None):
 def sysfs_look(conf, reader, addresses):
     """``{address: Health}`` after one look of the agent's sysfs health
     source (AER counters, PCIe link) at ``addresses``."""
-    monitor = health.HealthMonitor.from_conf(conf, lambda *_: None)
+    monitor = health_monitor.HealthMonitor.from_conf(conf, lambda *_: None)
     pci_health.SysfsHealthSource.from_conf(
         conf, reader, monitor, lambda: addresses).look()
     return monitor.states()
