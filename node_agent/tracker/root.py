@@ -48,6 +48,7 @@ the tree by it (one ``GET ?in_tree``), and a compute_id file that appears
 later does not move the host to another root mid-run.
 """
 
+import dataclasses
 import os
 import uuid as uuidlib
 from oslo_log import log as logging
@@ -123,6 +124,15 @@ class RootFinder:
         deprecated = deployment.deprecation(conf)
         if deprecated:
             LOG.warning('%s', deprecated)
+
+    def counted(self, plan):
+        """``plan`` with the root the last read created (POSTed before
+        any plan; dry, to be) among its created providers, so that its
+        line counts every provider the round creates."""
+        if not self.created:
+            return plan
+        return dataclasses.replace(plan, providers_created=(
+            self.created,) + plan.providers_created)
 
     def read(self, ensure=True):
         """The tree under this host's root.

@@ -85,7 +85,6 @@ Rules:
 
 import collections
 import copy
-import dataclasses
 import time
 
 import tenacity
@@ -251,10 +250,7 @@ class ResourceTracker:
                                           snapshot, ownership)
         plan = self._plan(drivers, current, desired, ownership,   # plan
                           before, allocations)
-        if self.root.created:
-            # POSTed (or, dry, to be) before the plan: its line counts it.
-            plan = dataclasses.replace(plan, providers_created=(
-                self.root.created,) + plan.providers_created)
+        plan = self.root.counted(plan)
         if allocations is not None and not dry_run:
             # POST /reshaper replaces each listed consumer entirely: list
             # only those that move, so untouched consumers keep their
