@@ -68,13 +68,25 @@ def kind(ids):
     return hexpart('vendor', 4), hexpart('device', 4), hexpart('class', 6)
 
 
+class _FreshBaselines:
+    """Counter baselines learnt by one look alone: a clean is compared with
+    the device just before it, not with the daemon's stored baselines."""
+
+    def counters(self, source):
+        return {}
+
+    def store_counters(self, source, counters):
+        pass
+
+
 class Look:
     """The device as the checks compare it, before and after."""
 
     def __init__(self, reader, address):
         self.reader = reader
         self.address = address
-        self.source = pci_health.SysfsHealthSource(reader, None, None)
+        self.source = pci_health.SysfsHealthSource(reader, _FreshBaselines(),
+                                                   None)
         self.ids = identity(reader, address)
         self.seen = self._observed()
 

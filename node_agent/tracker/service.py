@@ -300,10 +300,9 @@ class AgentService(service.Service):
         self.notifier.note(what, f'{detail} (since {since})')
 
     def _show_state_faults(self):
-        """The files under state_path the host does not let us write
-        (:func:`node_agent.local_state.faults`), beside the status line
-        and in the problems metric, until they are written again (the
-        writes that can be tried again are, first)."""
+        """The state files the host does not let us write, beside the
+        status line and in the problems metric until written again (the
+        writes that can be, tried again first: local_state)."""
         local_state.retry_faults()
         self._note('state_path',
                    local_state.describe_faults(self.conf.state_path))
