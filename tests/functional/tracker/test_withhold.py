@@ -154,7 +154,9 @@ def test_an_xid_isolation_holds_through_once_and_a_restart(
         nvml = quiet_nvml()
         svc, rt, _ = start_service(conf, placement_adapter, nvml, Clock())
         assert f'1 device isolated: {H100}: {REASON}' in rt.status_line()
-        time.sleep(1)
+        # Polled across --once and the restart: at least a few polls,
+        # however slow the machine.
+        wait_for(lambda: polls.polls > 3, 'four polls of Placement')
     finally:
         polls.stop()
     assert polls.polls > 3 and polls.offered == 0
