@@ -441,7 +441,7 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
         assert inventory(api, uuid)['reserved'] == 0
         assert cleaned(tmp_path) == [H100, H100]
         listed = agent.run_manage('device', 'list')
-        assert listed.stdout == 'drained devices:\n  none\n'
+        assert listed.stdout == 'withheld devices:\n  none\n'
 
         done = agent.run_manage('device', 'clean', '0000:00:01.0')
         assert refused(done) == (1, [
