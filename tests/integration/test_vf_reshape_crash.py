@@ -34,7 +34,7 @@ from tests.fixtures import placement_server as ps
 from tests.functional.drivers import test_gpu_trees as g
 from tests.functional.drivers.test_gpu_pools import use_host4
 from tests.functional.tracker import conftest as h
-from tests.integration.test_reshape_crash import DyingAdapter
+from tests.integration.test_reshape_crash import _die_during_startup
 
 pytestmark = pytest.mark.integration
 
@@ -67,16 +67,6 @@ def _startup(conf, adapter):
     with factory.tracker(conf, adapter) as rt:
         rt.startup()
         return rt.last_good, rt.snapshot
-
-
-def _die_during_startup(conf, point):
-    adapter = adapter_mod.get_adapter(conf)
-    if point == 'after-commit':
-        _startup(conf, adapter)
-        os.kill(os.getpid(), signal.SIGKILL)
-    when = 'before' if point == 'before-reshaper' else 'after'
-    _startup(conf, DyingAdapter(adapter, 'POST', '/reshaper', when))
-    os._exit(0)     # not reached: the reshape must have been attempted
 
 
 def _held(api, consumer):
