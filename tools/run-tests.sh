@@ -4,4 +4,4 @@
 # to pytest, e.g. tools/run-tests.sh tests/unit -k tree
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" -q "${@:-tests}"
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" -q --durations=30 "${@:-tests}"
