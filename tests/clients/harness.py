@@ -5,8 +5,9 @@ The tests run in node-agent's ``.venv``; Nova and Neutron live in
 config, eventlet and pins never meet the agent's.  A test calls a driver
 script under ``drivers/`` with ``.client-venv/bin/python``: a JSON request
 on stdin, a JSON answer on stdout, the real Placement server on 127.0.0.1
-in between.  One script call is one Python start of Nova (seconds), so a
-test asks several questions in one call.
+in between.  Each call is a fresh process, forked from one that imported
+Nova once (``drivers/zygote.py``); a test still asks several questions in
+one call where it can.
 
 ::
 
@@ -17,11 +18,13 @@ test asks several questions in one call.
     drive('nova_scheduler', {...}) -> {...}         (this module, .venv)
 """
 
+import atexit
 import functools
 import json
 import os
 import re
 import subprocess
+import tempfile
 from xml.etree import ElementTree
 
 import libvirt
@@ -71,23 +74,84 @@ QOS_PORT = {
 }
 
 
+# What each driver script imports, started once per test process by
+# ``drivers/zygote.py`` and forked for every call (a Nova start is seconds;
+# the suite calls the drivers about a hundred times).  A script not named
+# here runs in a zygote that imports nothing ahead.
+WARM = {
+    'nova_compute': (
+        'nova_env', 'nova_libvirt', 'nova.conf', 'nova.config',
+        'nova.context', 'nova.objects', 'nova.compute.resource_tracker',
+        'nova.scheduler.client.report', 'nova.virt.fake',
+        'nova.virt.libvirt.driver'),
+    'nova_scheduler': (
+        'nova_env', 'nova.conf', 'nova.config', 'nova.context',
+        'nova.objects', 'nova.accelerator.cyborg',
+        'nova.scheduler.host_manager', 'nova.scheduler.manager',
+        'nova.scheduler.request_filter', 'nova.scheduler.utils'),
+    'neutron_server': (
+        'neutron.agent.common.placement_report',
+        'neutron.services.placement_report.plugin',
+        'neutron.services.qos.qos_plugin',
+        'neutron.plugins.ml2.drivers.mech_sriov.agent.sriov_nic_agent'),
+}
+_zygotes = {}
+
+
+def _zygote(script):
+    """The running zygote of ``script`` in this process, started (and
+    its imports done) at the first call."""
+    proc = _zygotes.get(script)
+    if proc is None or proc.poll() is not None:
+        proc = subprocess.Popen(
+            [CLIENT_PYTHON, os.path.join(DRIVERS, 'zygote.py'),
+             os.path.join(DRIVERS, f'{script}.py'), *WARM.get(script, ())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        _zygotes[script] = proc
+    return proc
+
+
+@atexit.register
+def _stop_zygotes():
+    for proc in _zygotes.values():
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
 def drive(script, request):
     """Run ``drivers/<script>.py`` in the client virtualenv; its answer.
 
-    A missing virtualenv fails the test (never skips it): these tests are
-    part of the suite, and ``tools/setup.sh`` builds what they need.
+    The script runs as its own ``__main__`` in a fork of its zygote
+    (``drivers/zygote.py``), with the request on stdin and its answer on
+    stdout, as ``python drivers/<script>.py`` would.  A missing
+    virtualenv fails the test (never skips it): these tests are part of
+    the suite, and ``tools/setup.sh`` builds what they need.
     """
     if not os.path.exists(CLIENT_PYTHON):
         pytest.fail(f'{CLIENT_PYTHON} is missing: run '
                     f'"bash tools/client-venv.sh" (tools/setup.sh does)')
-    proc = subprocess.run(
-        [CLIENT_PYTHON, os.path.join(DRIVERS, f'{script}.py')],
-        input=json.dumps(request), capture_output=True, text=True,
-        timeout=SCRIPT_TIMEOUT)
-    if proc.returncode != 0:
+    proc = _zygote(script)
+    with tempfile.TemporaryDirectory(prefix='na-drive-') as tmp:
+        files = {name: os.path.join(tmp, name)
+                 for name in ('stdin', 'stdout', 'stderr')}
+        with open(files['stdin'], 'w') as f:
+            json.dump(request, f)
+        proc.stdin.write(json.dumps(dict(files, timeout=SCRIPT_TIMEOUT))
+                         + '\n')
+        proc.stdin.flush()
+        reply = proc.stdout.readline()
+        if not reply:
+            raise AssertionError(f'the zygote of {script} exited '
+                                 f'{proc.wait()}')
+        with open(files['stdout']) as f:
+            stdout = f.read()
+        with open(files['stderr']) as f:
+            stderr = f.read()
+    returncode = json.loads(reply)['rc']
+    if returncode != 0:
         raise AssertionError(
-            f'{script} exited {proc.returncode}:\n{proc.stderr[-4000:]}')
-    return json.loads(proc.stdout)
+            f'{script} exited {returncode}:\n{stderr[-4000:]}')
+    return json.loads(stdout)
 
 
 def writes(requests):
