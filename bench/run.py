@@ -37,6 +37,8 @@ RESULTS_RUNS = (
                '--processes', '4', '--server-processes', '4']),
     ('scheduler-cost', ['--hosts', '100', '1000', '--repetitions', '20',
                         '--writers', '12']),
+    ('scheduler-cost', ['--multi-only', '--hosts', '10', '100',
+                        '--multi-repetitions', '5', '--writers', '12']),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
     ('fault-to-reserved', ['--runs', '10']),
 )

@@ -49,7 +49,7 @@ def _write_libvirt(root, parts, cpu):
         f.write(mk.node_xml(cpu, 524288, parts))
 
 
-def vgpu_host(root):
+def vgpu_host(root, vfs_per_gpu=VFS_PER_GPU):
     t = mk.Tree(os.path.join(root, 'sys'))
     r = mk.Recorder(t)
     node_cpus = _two_nodes(t)
@@ -66,11 +66,11 @@ def vgpu_host(root):
         gpu.local_cpulist(node_cpus[numa])
         vfs = [r.pci(root_bus, a, '10de', '20b5', '030200', numa, 'nvidia',
                      ('10de', '1533'), parent=port)
-               for a in mk.vf_addresses(bus, 4, VFS_PER_GPU)]
-        gpu.sriov(VFS_PER_GPU, vfs)
+               for a in mk.vf_addresses(bus, 4, vfs_per_gpu)]
+        gpu.sriov(vfs_per_gpu, vfs)
         parts.append(mk.nodedev_xml(mk.info(gpu), 'GA100 [A100 PCIe 80GB]',
                                     'NVIDIA Corporation',
-                                    total_vfs=VFS_PER_GPU,
+                                    total_vfs=vfs_per_gpu,
                                     vfs=[v.address for v in vfs]))
         for vf in vfs:
             vf.local_cpulist(node_cpus[numa])
@@ -172,11 +172,13 @@ def nova_conf(kind, path):
     return path
 
 
-def kinds(workdir):
+def kinds(workdir, vfs_per_gpu=VFS_PER_GPU):
     """``{kind: (sysfs root, libvirt URI)}``, the generated hosts written
-    under ``workdir``, the recorded ones where they are."""
+    under ``workdir`` (``vfs_per_gpu`` vGPU VFs on each A100), the
+    recorded ones where they are."""
     found = {}
-    for kind, build in (('vgpu', vgpu_host), ('nic', nic_host)):
+    for kind, build in (('vgpu', lambda r: vgpu_host(r, vfs_per_gpu)),
+                        ('nic', nic_host)):
         root = os.path.join(workdir, kind)
         os.makedirs(root)
         build(root)

@@ -72,12 +72,14 @@ import time
 
 from bench import _results
 from bench.scheduler_cost import hosts as kinds_mod
+from bench.scheduler_cost import multi
 from bench.scheduler_cost import trees
 from tests.clients import harness
 from tests.fixtures import placement_server as ps
 from tests.fixtures import postgres
 
 TITLE = 'Scheduler cost'
+MULTI_TITLE = 'Scheduler cost: multi-vGPU flavors'
 SHAPES = ('node-agent', 'nova', 'nova-again', 'pooled', 'standalone')
 NOVA, CONTROL = 'nova', 'nova-again'
 BESIDE = 'beside_nova_compute'      # the default deployment mode
@@ -115,9 +117,10 @@ class Kinds:
     """Per host kind: its snapshot and configuration in each mode; the
     rows of each shape per host."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, vfs_per_gpu=kinds_mod.VFS_PER_GPU):
         self.kinds = []
-        for kind, (root, uri) in kinds_mod.kinds(workdir).items():
+        for kind, (root, uri) in kinds_mod.kinds(workdir,
+                                                 vfs_per_gpu).items():
             nova_conf = kinds_mod.nova_conf(
                 kind, os.path.join(workdir, f'nova-{kind}.conf'))
             confs = {name: trees.conf_for(
@@ -198,7 +201,7 @@ def nova_queries(server, workdir):
     port, = cloud.neutron(host_name(0), report=False,
                           ports=[harness.QOS_PORT])['ports']
     requests = []
-    for name, request in FLAVORS.items():
+    for name, request in (FLAVORS | multi.FLAVORS).items():
         if request is None:
             request = harness.flavor_request(
                 'plain', port_resource_request=port) | {'name': name}
@@ -322,27 +325,56 @@ def write_shape(shape, hosts, kinds, args, server, pg, database):
 def run_size(hosts, kinds, args, pg, workdir, queries):
     """Every shape written at ``hosts`` hosts, each into its own
     Placement, then measured paired; (results, queries)."""
-    results = {}
+    results, urls = {}, {}
     with contextlib.ExitStack() as stack:
         servers = {}
         for shape in args.shapes:
             database = f'sc_{shape.replace("-", "_")}_{hosts}'
+            urls[shape] = pg.placement_database(database)
             servers[shape] = stack.enter_context(ps.PlacementServer(
                 os.path.join(workdir, f'{shape}-{hosts}'),
-                database=pg.placement_database(database),
-                processes=args.server_processes))
+                database=urls[shape], processes=args.server_processes))
             results[shape] = write_shape(shape, hosts, kinds, args,
                                          servers[shape], pg, database)
         if queries is None:
-            queries = nova_queries(next(iter(servers.values())),
-                                   os.path.join(workdir, 'nova'))
+            # An empty Placement: what Nova sends does not depend on the
+            # trees, and a per-VF tree would keep Nova waiting on the
+            # multi-vGPU flavors' answers.
+            with ps.PlacementServer(os.path.join(workdir, 'empty')) as empty:
+                queries = nova_queries(empty, os.path.join(workdir, 'nova'))
         print(f'  N={hosts}: measuring {", ".join(servers)} paired',
               file=sys.stderr, flush=True)
-        for shape, figures in measure(
-                servers, {shape: queries[shape] for shape in servers},
-                args.repetitions).items():
-            results[shape]['flavors'] = figures
+        if not args.multi_only:
+            for shape, figures in measure(
+                    servers, {shape: {name: queries[shape][name]
+                                      for name in FLAVORS}
+                              for shape in servers},
+                    args.repetitions).items():
+                results[shape]['flavors'] = figures
+        for conf, extra in multi.PLACEMENT_CONFS.items():
+            if extra:
+                servers = restart_with(servers, urls, extra, args, stack,
+                                       os.path.join(workdir, conf))
+            since = time.time()
+            for shape, figures in multi.measure(
+                    servers, queries, args.multi_repetitions, args.bound,
+                    sending_order, MICROVERSION).items():
+                results[shape].setdefault('multi', {})[conf] = figures
+            print(f'  N={hosts}: multi-vGPU flavors, Placement {conf}: '
+                  f'{time.time() - since:.0f} s', file=sys.stderr,
+                  flush=True)
     return results, queries
+
+
+def restart_with(servers, urls, extra, args, stack, workdir):
+    """Every shape's server stopped, and a new one started over the same
+    database with Placement options ``extra``."""
+    for server in servers.values():
+        server.stop()
+    return {shape: stack.enter_context(ps.PlacementServer(
+                os.path.join(workdir, shape), database=urls[shape],
+                processes=args.server_processes, extra_config=extra))
+            for shape in servers}
 
 
 def providers_by_kind(all_rows):
@@ -409,6 +441,8 @@ def verdict(results, hosts):
 
 
 def report(results, args, queries, wall):
+    if args.multi_only:
+        return multi_report(results, args, queries, wall)
     lines = [f'Whole run {wall:.0f} s.  Placement 16.0.0, '
              f'{args.server_processes} worker processes over PostgreSQL '
              f'(REPEATABLE READ), one fresh database and server per shape '
@@ -425,21 +459,58 @@ def report(results, args, queries, wall):
         if str(hosts) not in results:
             continue
         per = results[str(hosts)]
-        sizes = ', '.join(
-            f'{shape} {per[shape]["providers"]} providers (per host: '
-            + ', '.join(f'{k} {n}' for k, n in
-                        per[shape]['by_kind'].items())
-            + f'; {per[shape]["inventories"]} inventory and '
-            f'{per[shape]["traits"]} trait rows)'
-            for shape in SHAPES if shape in per)
-        lines += [f'### N = {hosts} hosts', '', f'Trees: {sizes}.', '',
+        lines += [f'### N = {hosts} hosts', '',
+                  f'Trees: {sizes(per)}.', '',
                   table(results, hosts), ''] + verdict(results, hosts)
-    lines += ['<details><summary>The queries Nova 34 sent (its own code)'
-              '</summary>', '', '```']
+        lines += ['#### Multi-vGPU flavors', '', multi_head(args), '',
+                  multi.table(per, [s for s in SHAPES if s in per]), '']
+    return '\n'.join(lines + queries_text(queries))
+
+
+def sizes(per):
+    return ', '.join(
+        f'{shape} {per[shape]["providers"]} providers (per host: '
+        + ', '.join(f'{k} {n}' for k, n in per[shape]['by_kind'].items())
+        + f'; {per[shape]["inventories"]} inventory and '
+        f'{per[shape]["traits"]} trait rows)'
+        for shape in SHAPES if shape in per)
+
+
+def multi_head(args):
+    return (f'{args.multi_repetitions} requests per flavor, shape and '
+            'Placement configuration, paired; each bounded at '
+            f'{args.bound:g} s.  Placement *defaults* and *limits*: '
+            + multi.limits_text() + '.')
+
+
+def multi_report(results, args, queries, wall):
+    """``--multi-only``: the trees and the multi-vGPU flavors' table
+    per N."""
+    lines = [f'Whole run {wall:.0f} s.  Placement 16.0.0, '
+             f'{args.server_processes} worker processes over PostgreSQL '
+             '(REPEATABLE READ), one fresh database per shape and N, its '
+             'server restarted for each Placement configuration; vGPU '
+             f'hosts of 8 GPUs x {args.vfs_per_gpu} VFs.  '
+             + multi_head(args) + '  p50/p99: time inside Placement '
+             '(server request log); p99 / 1-vGPU p99: against *vgpu1* on '
+             'the same shape and configuration in the same run.', '']
+    for hosts in args.hosts:
+        per = results.get(str(hosts))
+        if per:
+            lines += [f'### N = {hosts} hosts', '',
+                      f'Trees: {sizes(per)}.', '',
+                      multi.table(per, [s for s in SHAPES if s in per]),
+                      '']
+    return '\n'.join(lines + queries_text(queries))
+
+
+def queries_text(queries):
+    lines = ['<details><summary>The queries Nova 34 sent (its own code)'
+             '</summary>', '', '```']
     lines += [f'{name}: {q}' for name, q in queries['nova'].items()]
     lines += ['```', '', '*standalone* was sent the same without '
               '`OWNER_NOVA` in `root_required`.', '', '</details>']
-    return '\n'.join(lines)
+    return lines
 
 
 def _dump(path, queries, results):
@@ -460,6 +531,18 @@ def main(argv=None):
     parser.add_argument('--server-processes', type=int, default=4)
     parser.add_argument('--writers', type=int, default=8,
                         help='threads writing the fleet')
+    parser.add_argument('--multi-only', action='store_true',
+                        help='only the multi-vGPU flavors, in section '
+                             f'"{MULTI_TITLE}"')
+    parser.add_argument('--vfs-per-gpu', type=int,
+                        default=kinds_mod.VFS_PER_GPU,
+                        help='vGPU VFs on each of a vGPU host\'s 8 GPUs')
+    parser.add_argument('--multi-repetitions', type=int, default=10,
+                        help='requests per multi-vGPU flavor, shape and '
+                             'Placement configuration')
+    parser.add_argument('--bound', type=float, default=60.0,
+                        help='seconds a multi-vGPU request may take before '
+                             'it is recorded as not done')
     parser.add_argument('--shapes', nargs='+', choices=SHAPES,
                         default=list(SHAPES))
     parser.add_argument('--json', help='write every figure here too')
@@ -476,7 +559,7 @@ def main(argv=None):
     with postgres.PostgresServer() as pg, \
             tempfile.TemporaryDirectory(prefix='bench-sched-') as tmp:
         where = f', PostgreSQL {pg.version()}'
-        kinds = Kinds(os.path.join(tmp, 'hosts'))
+        kinds = Kinds(os.path.join(tmp, 'hosts'), args.vfs_per_gpu)
         stopped = None
         try:
             for hosts in args.hosts:
@@ -494,11 +577,12 @@ def main(argv=None):
     if stopped is not None:
         body = ('**Stopped before the end**: only the sizes and shapes '
                 'below were measured.\n\n' + body)
-    text = _results.section(TITLE, 'scheduler-cost', argv, body,
+    title = MULTI_TITLE if args.multi_only else TITLE
+    text = _results.section(title, 'scheduler-cost', argv, body,
                             extra=where)
     print(text)
     if args.json:
         _dump(args.json, queries, results)
     if args.write_results:
-        _results.write_section(TITLE, text)
+        _results.write_section(title, text)
     return 0 if stopped is None else stopped
