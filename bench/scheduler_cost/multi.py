@@ -108,7 +108,8 @@ def measure(servers, queries, repetitions, bound, order, microversion):
     """``{shape: {flavor: figures}}`` for :data:`FLAVORS`, paired as the
     other flavors are (``order`` is the runner's sending order); a flavor
     a shape did not answer within ``bound`` gets ``{'not_done_s':
-    bound, 'answered': n}`` instead."""
+    bound, 'answered': n}`` instead.  With no ``repetitions``, only the
+    unmeasured first request: the candidates and the response size."""
     client = Bounded(servers, bound, microversion)
     out = collections.defaultdict(dict)
     bodies = {}
@@ -150,14 +151,16 @@ def _figures(servers, queries, since, bodies, out, repetitions):
                                    'requests in the server log, '
                                    f'{repetitions} sent')
             body, size = bodies[shape, name]
-            seconds = sorted(samples)
             out[shape][name] = {
                 'candidates': len(body['allocation_requests']),
-                'bytes': size,
-                'samples_ms': [round(1000 * s, 3) for s in samples],
-                'p50_ms': 1000 * statistics.median(seconds),
-                'p99_ms': 1000 * seconds[min(len(seconds) - 1,
-                                             int(0.99 * len(seconds)))]}
+                'bytes': size}
+            if samples:
+                seconds = sorted(samples)
+                out[shape][name].update({
+                    'samples_ms': [round(1000 * s, 3) for s in samples],
+                    'p50_ms': 1000 * statistics.median(seconds),
+                    'p99_ms': 1000 * seconds[min(len(seconds) - 1,
+                                                 int(0.99 * len(seconds)))]})
     return dict(out)
 
 
@@ -165,6 +168,8 @@ def _cell(f):
     if 'not_done_s' in f:
         return (f'not done in {f["not_done_s"]:g} s',
                 f'({f["answered"]} answered)', '-', '-')
+    if 'p50_ms' not in f:
+        return str(f['candidates']), f'{f["bytes"] / 1024:.0f} KiB', '-', '-'
     return (str(f['candidates']), f'{f["bytes"] / 1024:.0f} KiB',
             f'{f["p50_ms"]:.1f} ms', f'{f["p99_ms"]:.1f} ms')
 

@@ -342,9 +342,9 @@ def run_size(hosts, kinds, args, pg, workdir, queries):
             # multi-vGPU flavors' answers.
             with ps.PlacementServer(os.path.join(workdir, 'empty')) as empty:
                 queries = nova_queries(empty, os.path.join(workdir, 'nova'))
-        print(f'  N={hosts}: measuring {", ".join(servers)} paired',
-              file=sys.stderr, flush=True)
         if not args.multi_only:
+            print(f'  N={hosts}: measuring {", ".join(servers)} paired',
+                  file=sys.stderr, flush=True)
             for shape, figures in measure(
                     servers, {shape: {name: queries[shape][name]
                                       for name in FLAVORS}

@@ -35,8 +35,15 @@ SMOKE = {
                       'reference', '--server-processes'],
     'fleet': ['--hosts', '3', '--guests', '2', '--rounds', '2',
               '--processes', '1', '--server-processes', '2'],
+    # 2 vGPU VFs per GPU, not 16: at 16 one 4-vGPU request takes Nova's
+    # per-VF tree minutes at Placement's defaults (128 x 127 x 126 x 125
+    # combinations, Placement bug 2126751), at 2 about 10 s (16 x 15 x
+    # 14 x 13); 1 would make the per-VF and pooled trees offer the same
+    # candidates.  The multi-vGPU flavors are sent once each, unmeasured
+    # (--multi-repetitions 0): their candidates, not their times.
     'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
-                       '--server-processes', '1'],
+                       '--server-processes', '1', '--vfs-per-gpu', '2',
+                       '--multi-repetitions', '0'],
     'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
     'fault-to-reserved': ['--runs', '1'],
 }
@@ -180,26 +187,34 @@ def test_fleet(tmp_path):
         'GET /allocations/{id}': 7 + 6}
 
 
-@pytest.mark.skipif(postgres.missing() is not None,
-                    reason=postgres.missing() or '')
-def test_scheduler_cost(tmp_path):
-    figures, _ = bench('scheduler-cost', tmp_path)
+@pytest.fixture(scope='module')
+def scheduler_cost_figures(tmp_path_factory):
+    """The scheduler-cost smoke run, once for the tests that read it."""
+    if postgres.missing() is not None:
+        pytest.skip(postgres.missing())
+    figures, _ = bench('scheduler-cost',
+                       tmp_path_factory.mktemp('scheduler-cost'))
+    return figures
+
+
+def test_scheduler_cost(scheduler_cost_figures):
+    figures = scheduler_cost_figures
     per = figures['results']['4']
-    # One host of each kind: vgpu (root, 128 VFs), mig (root, 8 GPUs),
+    # One host of each kind: vgpu (root, 16 VFs), mig (root, 8 GPUs),
     # nic (root, 8 PFs), plain (root) beside nova-compute: no NUMA and no
     # card providers.  Nova's: one per VF, every H100 (MIG on or not) as
     # PGPU, Neutron's agent and its 8 bandwidth providers (the control,
     # nova-again, the same tree in a database of its own).  Pooled: no
     # VFs; standalone (where [gpu] vf_providers = auto pools) adds the
     # NUMA nodes and the NIC cards.
-    nova = {'vgpu': 129, 'mig': 9, 'nic': 10, 'plain': 1}
+    nova = {'vgpu': 17, 'mig': 9, 'nic': 10, 'plain': 1}
     assert {shape: per[shape]['by_kind'] for shape in per} == {
-        'node-agent': {'vgpu': 129, 'mig': 9, 'nic': 9, 'plain': 1},
+        'node-agent': {'vgpu': 17, 'mig': 9, 'nic': 9, 'plain': 1},
         'pooled': {'vgpu': 9, 'mig': 9, 'nic': 9, 'plain': 1},
         'standalone': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2},
         'nova': nova, 'nova-again': nova}
     # The data the trees carry, every row of which each request reads:
-    # node-agent's default tree as many inventory rows as Nova's and 130
+    # node-agent's default tree as many inventory rows as Nova's and 18
     # trait rows fewer: no trait on its VFs (Nova's carry OWNER_NOVA; no
     # owner trait beside nova-compute, the model with [gpu] vf_traits
     # only), the NIC host's nova.conf gives every port's VFs to nova's
@@ -207,11 +222,12 @@ def test_scheduler_cost(tmp_path):
     # (standalone, without Nova, does).
     assert {shape: (per[shape]['inventories'], per[shape]['traits'])
             for shape in per} == {
-        'node-agent': (168, 187), 'nova': (168, 317),
-        'nova-again': (168, 317), 'pooled': (48, 195),
+        'node-agent': (56, 187), 'nova': (56, 205),
+        'nova-again': (56, 205), 'pooled': (48, 195),
         'standalone': (65, 349)}
-    assert set(figures['queries']) == {'plain', 'vgpu', 'pgpu', 'pcpu',
-                                       'qos_port', 'numa_granular'}
+    assert set(figures['queries']) == {
+        'plain', 'vgpu', 'pgpu', 'pcpu', 'qos_port', 'numa_granular',
+        'vgpu1', 'vgpu_x2', 'vgpu2', 'vgpu4', 'vgpu_x4'}
     # Nova 34 with every compute upgraded asks for OWNER_NOVA on the root
     # (owner_nova_filter); a cloud without Nova (standalone) does not.
     for flavor, query in figures['queries'].items():
@@ -227,7 +243,7 @@ def test_scheduler_cost(tmp_path):
     candidates = {shape: {flavor: f['candidates']
                           for flavor, f in per[shape]['flavors'].items()}
                   for shape in per}
-    ours = {'plain': 4, 'vgpu': 128, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
+    ours = {'plain': 4, 'vgpu': 16, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
             'numa_granular': 0}
     assert candidates == {
         'node-agent': ours, 'nova': dict(ours, pgpu=8),
@@ -263,3 +279,42 @@ def test_scheduler_cost_sends_the_shapes_in_a_balanced_order():
         assert places == {(i, s): 2 for i in range(len(shapes))
                           for s in shapes}
         assert all(pairs[a, b] == pairs[b, a] for a, b in pairs)
+
+
+def test_scheduler_cost_multi_vgpu_queries_are_novas(
+        scheduler_cost_figures):
+    """Nova 34 does not split ``resources:VGPU=2`` into groups: the
+    one-group flavors ask one provider for every unit; the flavors naming
+    a group per vGPU get one group each, with their group policy."""
+    queries = scheduler_cost_figures['queries']
+    assert 'resources=DISK_GB%3A20%2CMEMORY_MB%3A2048%2CVCPU%3A2%2C' \
+        'VGPU%3A2&' in queries['vgpu_x2']
+    assert 'resources1=' not in queries['vgpu_x2']
+    assert 'resources=DISK_GB%3A20%2CMEMORY_MB%3A2048%2CVCPU%3A2&' \
+        in queries['vgpu4']
+    assert [f'resources{i}=VGPU%3A1' in queries['vgpu4']
+            for i in range(1, 6)] == [True] * 4 + [False]
+    assert 'group_policy=none' in queries['vgpu4']
+
+
+def test_scheduler_cost_multi_vgpu(scheduler_cost_figures):
+    """The multi-vGPU flavors, on every shape, at Placement's defaults
+    and with its limits: the candidates are exact."""
+    per = scheduler_cost_figures['results']['4']
+    per_vf = {'vgpu1': 16, 'vgpu_x2': 0, 'vgpu2': 240, 'vgpu4': 1000,
+              'vgpu_x4': 0}
+    # 16 one-unit VFs: 16 x 15 ordered pairs for 2 groups; 4 groups hit
+    # Nova's limit=1000 (and, with the limits, Placement's own 1000).
+    # Pooled: 8 cards of 2 units, 8 x 8 pairs, any card serves 2 units
+    # (vgpu_x2) and none 4; standalone takes CPU and memory from either
+    # NUMA node too (4 ways per card, 32 for one vGPU).
+    expected = {
+        'node-agent': per_vf, 'nova': per_vf, 'nova-again': per_vf,
+        'pooled': {'vgpu1': 8, 'vgpu_x2': 8, 'vgpu2': 64, 'vgpu4': 1000,
+                   'vgpu_x4': 0},
+        'standalone': {'vgpu1': 32, 'vgpu_x2': 32, 'vgpu2': 256,
+                       'vgpu4': 1000, 'vgpu_x4': 0}}
+    for conf in ('defaults', 'limits'):
+        assert {shape: {flavor: f['candidates']
+                        for flavor, f in per[shape]['multi'][conf].items()}
+                for shape in per} == expected, conf
