@@ -104,17 +104,22 @@ class Bounded:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-def measure(servers, queries, repetitions, bound, order, microversion):
-    """``{shape: {flavor: figures}}`` for :data:`FLAVORS`, paired as the
-    other flavors are (``order`` is the runner's sending order); a flavor
-    a shape did not answer within ``bound`` gets ``{'not_done_s':
-    bound, 'answered': n}`` instead.  With no ``repetitions``, only the
-    unmeasured first request: the candidates and the response size."""
+def measure(servers, queries, repetitions, bound, order, microversion,
+            flavors=FLAVORS):
+    """``{key: {flavor: figures}}`` for ``flavors`` of :data:`FLAVORS`
+    (*vgpu1* always) on each server of ``servers`` (``{key: server}``;
+    ``queries``: ``{key: {flavor: query}}``), paired as the other flavors
+    are (``order`` is the runner's sending order); a flavor a server did
+    not answer within ``bound`` gets ``{'not_done_s': bound, 'answered':
+    n}`` instead.  With no ``repetitions``, only the unmeasured first
+    request: the candidates and the response size."""
     client = Bounded(servers, bound, microversion)
     out = collections.defaultdict(dict)
     bodies = {}
+    flavors = [name for name in FLAVORS
+               if name == 'vgpu1' or name in flavors]
     try:
-        for name in FLAVORS:
+        for name in flavors:
             for shape in servers:
                 resp = client.get(shape, queries[shape][name])
                 if resp is None:
@@ -123,7 +128,7 @@ def measure(servers, queries, repetitions, bound, order, microversion):
                     bodies[shape, name] = resp.json(), len(resp.content)
         since = time.time()
         for repetition in range(repetitions):
-            for step, name in enumerate(FLAVORS):
+            for step, name in enumerate(flavors):
                 for shape in order(list(servers), repetition, step):
                     if name in out[shape]:
                         continue
@@ -132,16 +137,17 @@ def measure(servers, queries, repetitions, bound, order, microversion):
                                             'answered': repetition}
     finally:
         client.close()
-    return _figures(servers, queries, since, bodies, out, repetitions)
+    return _figures(servers, queries, since, bodies, out, repetitions,
+                    flavors)
 
 
-def _figures(servers, queries, since, bodies, out, repetitions):
+def _figures(servers, queries, since, bodies, out, repetitions, flavors):
     for shape, server in servers.items():
         logged = collections.defaultdict(list)
         for r in ps.read_request_log(server.request_log_path, since):
             if r.agent.startswith('scheduler-cost '):
                 logged[r.path].append(r.seconds)
-        for name in FLAVORS:
+        for name in flavors:
             if name in out[shape]:
                 continue
             samples = logged['/allocation_candidates?'
@@ -176,25 +182,46 @@ def _cell(f):
 
 def table(per, shapes):
     """Markdown: per flavor and shape (``per``: one N's results), each
-    Placement configuration's figures; the ratio is to *vgpu1* on the
-    same shape and configuration, in the same run."""
+    Placement configuration's figures; the ratios are to *vgpu1* on the
+    same shape and configuration, and to the same flavor on Nova's tree
+    at Placement's defaults, in the same run (paired: every shape and
+    configuration up together)."""
     lines = ['| flavor | shape | Placement | candidates | response | p50 '
-             '| p99 | p99 / 1-vGPU p99 |',
-             '|---|---|---|---:|---:|---:|---:|---:|']
+             '| p99 | p99 / 1-vGPU p99 | p99 / Nova\'s tree at defaults |',
+             '|---|---|---|---:|---:|---:|---:|---:|---:|']
     for name in FLAVORS:
+        nova = per.get('nova', {}).get('multi', {}).get(
+            'defaults', {}).get(name)
         for shape in shapes:
             for conf in PLACEMENT_CONFS:
                 confs = per.get(shape, {}).get('multi', {})
                 f = confs.get(conf, {}).get(name)
                 if f is None:
                     continue
-                one = confs[conf]['vgpu1']
-                ratio = '-'
-                if 'p99_ms' in f and 'p99_ms' in one:
-                    ratio = f'{f["p99_ms"] / one["p99_ms"]:.2f}'
                 lines.append(f'| {name} | {shape} | {conf} | '
-                             + ' | '.join(_cell(f)) + f' | {ratio} |')
+                             + ' | '.join(_cell(f)) + ' | '
+                             + _ratio(f, confs[conf]['vgpu1']) + ' | '
+                             + _ratio(f, nova) + ' |')
     return '\n'.join(lines)
+
+
+def _ratio(f, to):
+    """``f``'s p99 over ``to``'s; where ``to`` was not done, a bound."""
+    if not to or 'p99_ms' not in f:
+        return '-'
+    if 'not_done_s' in to:
+        return f'< {f["p99_ms"] / (1000 * to["not_done_s"]):.3f}'
+    if 'p99_ms' not in to:
+        return '-'
+    return f'{f["p99_ms"] / to["p99_ms"]:.2f}'
+
+
+def head(args):
+    return (f'{args.multi_repetitions} requests per flavor, shape and '
+            'Placement configuration, paired (every shape and '
+            'configuration in turn); each bounded at '
+            f'{args.bound:g} s.  Placement *defaults* and *limits*: '
+            + limits_text() + '.')
 
 
 def limits_text():

@@ -71,6 +71,7 @@ import tempfile
 import time
 
 from bench import _results
+from bench.scheduler_cost import bulk
 from bench.scheduler_cost import hosts as kinds_mod
 from bench.scheduler_cost import multi
 from bench.scheduler_cost import trees
@@ -311,8 +312,11 @@ def write_shape(shape, hosts, kinds, args, server, pg, database):
     started = time.time()
     all_rows = [kinds.rows(shape, i) for i in range(hosts)]
     writer.prepare([r for rows in all_rows for r in rows])
-    with concurrent.futures.ThreadPoolExecutor(args.writers) as pool:
-        list(pool.map(writer.write, all_rows))
+    if args.write == 'bulk':
+        bulk.write(bulk.connector(pg, database), all_rows)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(args.writers) as pool:
+            list(pool.map(writer.write, all_rows))
     pg.query('VACUUM ANALYZE', dbname=database)
     every = [row for rows in all_rows for row in rows]
     return {'providers': len(every),
@@ -351,30 +355,32 @@ def run_size(hosts, kinds, args, pg, workdir, queries):
                               for shape in servers},
                     args.repetitions).items():
                 results[shape]['flavors'] = figures
-        for conf, extra in multi.PLACEMENT_CONFS.items():
-            if extra:
-                servers = restart_with(servers, urls, extra, args, stack,
-                                       os.path.join(workdir, conf))
-            since = time.time()
-            for shape, figures in multi.measure(
-                    servers, queries, args.multi_repetitions, args.bound,
-                    sending_order, MICROVERSION).items():
-                results[shape].setdefault('multi', {})[conf] = figures
-            print(f'  N={hosts}: multi-vGPU flavors, Placement {conf}: '
-                  f'{time.time() - since:.0f} s', file=sys.stderr,
-                  flush=True)
+        since = time.time()
+        both = with_limits(servers, urls, args, stack, workdir)
+        for (shape, conf), figures in multi.measure(
+                both, {key: queries[key[0]] for key in both},
+                args.multi_repetitions, args.bound, sending_order,
+                MICROVERSION, args.multi_flavors).items():
+            results[shape].setdefault('multi', {})[conf] = figures
+        print(f'  N={hosts}: multi-vGPU flavors: '
+              f'{time.time() - since:.0f} s', file=sys.stderr, flush=True)
     return results, queries
 
 
-def restart_with(servers, urls, extra, args, stack, workdir):
-    """Every shape's server stopped, and a new one started over the same
-    database with Placement options ``extra``."""
-    for server in servers.values():
-        server.stop()
-    return {shape: stack.enter_context(ps.PlacementServer(
-                os.path.join(workdir, shape), database=urls[shape],
-                processes=args.server_processes, extra_config=extra))
-            for shape in servers}
+def with_limits(servers, urls, args, stack, workdir):
+    """``{(shape, conf): server}``: each shape's server at Placement's
+    defaults and, beside it over the same database, one per other
+    configuration of :data:`multi.PLACEMENT_CONFS`, all up together so
+    that the configurations are measured paired too."""
+    out = {}
+    for conf, extra in multi.PLACEMENT_CONFS.items():
+        for shape in servers:
+            out[shape, conf] = servers[shape] if not extra else \
+                stack.enter_context(ps.PlacementServer(
+                    os.path.join(workdir, f'{shape}-{conf}'),
+                    database=urls[shape], processes=args.server_processes,
+                    extra_config=extra))
+    return out
 
 
 def providers_by_kind(all_rows):
@@ -462,7 +468,7 @@ def report(results, args, queries, wall):
         lines += [f'### N = {hosts} hosts', '',
                   f'Trees: {sizes(per)}.', '',
                   table(results, hosts), ''] + verdict(results, hosts)
-        lines += ['#### Multi-vGPU flavors', '', multi_head(args), '',
+        lines += ['#### Multi-vGPU flavors', '', multi.head(args), '',
                   multi.table(per, [s for s in SHAPES if s in per]), '']
     return '\n'.join(lines + queries_text(queries))
 
@@ -476,22 +482,18 @@ def sizes(per):
         for shape in SHAPES if shape in per)
 
 
-def multi_head(args):
-    return (f'{args.multi_repetitions} requests per flavor, shape and '
-            'Placement configuration, paired; each bounded at '
-            f'{args.bound:g} s.  Placement *defaults* and *limits*: '
-            + multi.limits_text() + '.')
-
-
 def multi_report(results, args, queries, wall):
     """``--multi-only``: the trees and the multi-vGPU flavors' table
     per N."""
     lines = [f'Whole run {wall:.0f} s.  Placement 16.0.0, '
              f'{args.server_processes} worker processes over PostgreSQL '
-             '(REPEATABLE READ), one fresh database per shape and N, its '
-             'server restarted for each Placement configuration; vGPU '
-             f'hosts of 8 GPUs x {args.vfs_per_gpu} VFs.  '
-             + multi_head(args) + '  p50/p99: time inside Placement '
+             '(REPEATABLE READ), one fresh database per shape and N, '
+             'written through ' + ('its rows in one transaction'
+                                   if args.write == 'bulk' else
+                                   "Placement's API") + ', with a server '
+             'per Placement configuration over it, all up together; '
+             f'vGPU hosts of 8 GPUs x {args.vfs_per_gpu} VFs.  '
+             + multi.head(args) + '  p50/p99: time inside Placement '
              '(server request log); p99 / 1-vGPU p99: against *vgpu1* on '
              'the same shape and configuration in the same run.', '']
     for hosts in args.hosts:
@@ -540,6 +542,14 @@ def main(argv=None):
     parser.add_argument('--multi-repetitions', type=int, default=10,
                         help='requests per multi-vGPU flavor, shape and '
                              'Placement configuration')
+    parser.add_argument('--multi-flavors', nargs='+', choices=multi.FLAVORS,
+                        default=list(multi.FLAVORS),
+                        help='the multi-vGPU flavors sent (vgpu1 is '
+                             'always sent: the ratios are to it)')
+    parser.add_argument('--write', choices=('api', 'bulk'), default='api',
+                        help="how each fleet is written: through "
+                             "Placement's API, or its rows in one "
+                             'transaction (bench/scheduler_cost/bulk.py)')
     parser.add_argument('--bound', type=float, default=60.0,
                         help='seconds a multi-vGPU request may take before '
                              'it is recorded as not done')
