@@ -37,8 +37,14 @@ RESULTS_RUNS = (
                '--processes', '4', '--server-processes', '4']),
     ('scheduler-cost', ['--hosts', '100', '1000', '--repetitions', '20',
                         '--writers', '12']),
-    ('scheduler-cost', ['--multi-only', '--hosts', '10', '100',
-                        '--multi-repetitions', '5', '--writers', '12']),
+    # The multi-vGPU flavors, a section per size; at N = 1000 what the
+    # goals compare (bench/scheduler_cost/multi.py).
+    *(('scheduler-cost', ['--multi-only', '--hosts', str(n), '--write',
+                          'bulk', '--server-processes', '2',
+                          '--multi-repetitions', '5', *more])
+      for n, more in ((10, []), (100, []), (1000, [
+          '--shapes', 'nova', 'pooled', 'standalone', '--multi-flavors',
+          'vgpu1', 'vgpu2', 'vgpu4', 'vgpu_x4']))),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
     ('fault-to-reserved', ['--runs', '10']),
 )

@@ -535,7 +535,7 @@ def main(argv=None):
                         help='threads writing the fleet')
     parser.add_argument('--multi-only', action='store_true',
                         help='only the multi-vGPU flavors, in section '
-                             f'"{MULTI_TITLE}"')
+                             f'"{MULTI_TITLE}, N = <hosts>"')
     parser.add_argument('--vfs-per-gpu', type=int,
                         default=kinds_mod.VFS_PER_GPU,
                         help='vGPU VFs on each of a vGPU host\'s 8 GPUs')
@@ -587,7 +587,9 @@ def main(argv=None):
     if stopped is not None:
         body = ('**Stopped before the end**: only the sizes and shapes '
                 'below were measured.\n\n' + body)
-    title = MULTI_TITLE if args.multi_only else TITLE
+    # --multi-only: a section per size, each size's run its own command.
+    title = (f'{MULTI_TITLE}, N = ' + ', '.join(map(str, args.hosts))
+             if args.multi_only else TITLE)
     text = _results.section(title, 'scheduler-cost', argv, body,
                             extra=where)
     print(text)

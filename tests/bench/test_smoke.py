@@ -40,10 +40,12 @@ SMOKE = {
     # combinations, Placement bug 2126751), at 2 about 10 s (16 x 15 x
     # 14 x 13); 1 would make the per-VF and pooled trees offer the same
     # candidates.  The multi-vGPU flavors are sent once each, unmeasured
-    # (--multi-repetitions 0): their candidates, not their times.
+    # (--multi-repetitions 0): their candidates, not their times.  The
+    # fleet is written in bulk (test_bulk.py: the same rows as through
+    # the API).
     'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
                        '--server-processes', '1', '--vfs-per-gpu', '2',
-                       '--multi-repetitions', '0'],
+                       '--multi-repetitions', '0', '--write', 'bulk'],
     'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
     'fault-to-reserved': ['--runs', '1'],
 }
