@@ -13,7 +13,8 @@ own code builds it from the flavor
 (:func:`bench.scheduler_cost.runner.nova_queries`); the groups share the
 VFs (``group_policy=none``: a one-unit VF serves one group anyway; a
 pooled card may serve several).  *vgpu1* is the one-vGPU flavor again,
-measured beside them under each configuration.
+measured beside them under each configuration, and *plain* (no vGPU)
+shows what the limits do to every other request.
 
 On a wide tree of identical one-unit children Placement's candidate
 generation grows with the combinations (its bug 2126751), so every
@@ -50,6 +51,8 @@ FLAVORS = {
     'vgpu2': _groups(2),
     'vgpu4': _groups(4),
     'vgpu_x4': _flavor({'resources:VGPU': '4'}),
+    # No vGPU: what Placement's limits do to every other request.
+    'plain': _flavor({}),
 }
 for _name, _request in FLAVORS.items():
     _request['name'] = _name

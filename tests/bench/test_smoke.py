@@ -300,22 +300,23 @@ def test_scheduler_cost_multi_vgpu_queries_are_novas(
 
 
 def test_scheduler_cost_multi_vgpu(scheduler_cost_figures):
-    """The multi-vGPU flavors, on every shape, at Placement's defaults
-    and with its limits: the candidates are exact."""
+    """The multi-vGPU flavors and plain, on every shape, at Placement's
+    defaults and with its limits: the candidates are exact."""
     per = scheduler_cost_figures['results']['4']
     per_vf = {'vgpu1': 16, 'vgpu_x2': 0, 'vgpu2': 240, 'vgpu4': 1000,
-              'vgpu_x4': 0}
+              'vgpu_x4': 0, 'plain': 4}
     # 16 one-unit VFs: 16 x 15 ordered pairs for 2 groups; 4 groups hit
     # Nova's limit=1000 (and, with the limits, Placement's own 1000).
     # Pooled: 8 cards of 2 units, 8 x 8 pairs, any card serves 2 units
     # (vgpu_x2) and none 4; standalone takes CPU and memory from either
-    # NUMA node too (4 ways per card, 32 for one vGPU).
+    # NUMA node too (4 ways per card, 32 for one vGPU).  plain: one
+    # candidate per host as in test_scheduler_cost (13 standalone).
     expected = {
         'node-agent': per_vf, 'nova': per_vf, 'nova-again': per_vf,
         'pooled': {'vgpu1': 8, 'vgpu_x2': 8, 'vgpu2': 64, 'vgpu4': 1000,
-                   'vgpu_x4': 0},
+                   'vgpu_x4': 0, 'plain': 4},
         'standalone': {'vgpu1': 32, 'vgpu_x2': 32, 'vgpu2': 256,
-                       'vgpu4': 1000, 'vgpu_x4': 0}}
+                       'vgpu4': 1000, 'vgpu_x4': 0, 'plain': 13}}
     for conf in ('defaults', 'limits'):
         assert {shape: {flavor: f['candidates']
                         for flavor, f in per[shape]['multi'][conf].items()}
