@@ -57,10 +57,14 @@ FLAVORS = {
 for _name, _request in FLAVORS.items():
     _request['name'] = _name
 
-# Placement 16.0.0's own limits for wide trees, as its option help
-# recommends them together ([placement] max_allocation_candidates "not more
-# than 1000" with [workarounds] optimize_for_wide_provider_trees, and
-# breadth-first so the candidates spread over every host).
+# Placement 16.0.0's own limits for wide trees: [workarounds]
+# optimize_for_wide_provider_trees (its help: for 8 or more like children
+# and more than 4 such resources asked), [placement]
+# max_allocation_candidates at what Nova keeps anyway ([scheduler]
+# max_placement_results, 1000: more is generated for nothing; the help's
+# "initial value around 100000" is for memory, the workaround's "e.g.
+# 100" for time), and breadth-first, which its help recommends with a
+# cap so that the candidates come from every host.
 LIMITS = {'placement': {'max_allocation_candidates': 1000,
                         'allocation_candidates_generation_strategy':
                             'breadth-first'},

@@ -72,6 +72,10 @@ OTHER_SERVICES = {
     ('libvirt', 'cpu_power_management'): 'Nova',
     ('pci', 'device_spec'): 'Nova',
     ('pci', 'report_in_placement'): 'Nova',
+    ('placement', 'allocation_candidates_generation_strategy'): 'Placement',
+    ('placement', 'max_allocation_candidates'): 'Placement',
+    ('workarounds', 'optimize_for_wide_provider_trees'): 'Placement',
+    ('scheduler', 'max_placement_results'): 'Nova',
     ('workarounds', 'disable_fallback_pcpu_query'): 'Nova',
 }
 MISSPELT = {('audit', 'intervall'), ('audti', 'is')}
