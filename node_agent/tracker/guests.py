@@ -46,6 +46,7 @@ from oslo_log import log as logging
 from node_agent import identity
 from node_agent import text
 from node_agent.drivers import layout
+from node_agent.placement import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -175,15 +176,30 @@ def held_devices(drivers, domains):
     return sorted(found, key=lambda h: (h.guest, h.parent, h.device))
 
 
+def by_provider(consumers):
+    """``{provider: {consumer: {rc: n}}}`` of ``{consumer:
+    {'allocations': {provider: {'resources': {rc: n}}}}}``."""
+    view = {}
+    for consumer, record in (consumers or {}).items():
+        for rp, alloc in record.get('allocations', {}).items():
+            view.setdefault(rp, {})[consumer] = alloc.get('resources', {})
+    return view
+
+
 def provider_of(tree, owned, held):
-    """The owned provider that has ``held``'s unit: its device's, else the
-    only one with that resource class (a flat tree), else None."""
+    """The owned provider that has ``held``'s unit: its device's; when its
+    device has no provider (a flat tree), the only owned provider of no
+    device with that resource class (the root, a NUMA node); else None
+    (another service's, or not known)."""
     rc = held.resource_class
-    having = [p for p in owned if rc in p.inventory]
-    for provider in having:
+    for provider in tree.providers():
         device = identity.device_of(provider, tree)
         if device is not None and device[1] == held.parent:
-            return provider
+            mine = (rc in provider.inventory
+                    and any(p.uuid == provider.uuid for p in owned))
+            return provider if mine else None
+    having = [p for p in owned if rc in p.inventory
+              and identity.device_of(p, tree) is None]
     return having[0] if len(having) == 1 else None
 
 
@@ -261,22 +277,36 @@ class Guests:
         self._misplaced_since = {}      # consumer -> clock at first sight
         self._notifier = None
 
-    def check(self, drivers, snapshot, desired, nodename, ownership,
-              dry_run=False, reshape=False):
-        """Compare, heal what is due (not in a dry run), reserve what is
-        held without an allocation in ``desired``; the :class:`Report`.
-        A reshape round moves allocations itself: compared at the next."""
-        if reshape:
-            return self.report
+    def notes(self, skipped=None):
+        """The status line's notes of the last comparison; none while
+        audits are ``skipped`` (the reservations stay as written)."""
+        return [] if skipped else self.report.notes()
+
+    def check(self, drivers, snapshot, desired, ownership, dry_run,
+              reshaped, nodename, left_alone=()):
+        """Compare, heal what is due (not in a dry run nor a reshape),
+        reserve what is held without an allocation in ``desired``; the
+        :class:`Report`.  ``reshaped``: a reshape's allocations (Nova's
+        shape), compared instead of Placement's, or None.
+        ``left_alone``: ``(ours, theirs, why)`` of the providers this sync
+        leaves as Placement has them (a device another service reports,
+        :mod:`node_agent.tracker.coexistence`): not compared."""
+        ownership = dict(ownership or {})
+        for ours, _, _ in left_alone:
+            provider = desired.find(ours)
+            if provider is not None:
+                ownership[provider.uuid] = plan_mod.Ownership()
         held = held_devices(drivers.drivers,
                             snapshot.domains if snapshot else ())
         view = {}
-        if held:
+        if held and reshaped is not None:
+            view = by_provider(reshaped)
+        elif held:
             uuids = candidates(desired, nodename, held, ownership)
             read = self.report_client.allocations_on(desired, uuids)
             view = {uuid: dict(a.consumers) for uuid, a in read.items()}
         report = compare(held, desired, nodename, view, ownership)
-        if not dry_run:
+        if not dry_run and reshaped is None:
             report = self._heal(report, held, desired, nodename, view,
                                 ownership)
         layout.reserve_held(desired, nodename, report.held(), ownership)

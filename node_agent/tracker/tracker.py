@@ -250,8 +250,8 @@ class ResourceTracker:
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
                                           snapshot, ownership)
-        self.guests.check(drivers, snapshot, desired, self.nodename,
-                          ownership, dry_run, reshape=allocations is not None)
+        self.guests.check(drivers, snapshot, desired, ownership, dry_run,
+                          allocations, self.nodename, self.reported_elsewhere)
         plan = self._plan(drivers, current, desired, ownership,   # plan
                           before, allocations)
         plan = self.root.counted(plan)
@@ -556,7 +556,7 @@ class ResourceTracker:
             line += '; ' + note
         if self.one_time_use is not None and self.one_time_use.summary():
             line += '; ' + self.one_time_use.summary()
-        line += ''.join('; ' + n for n in self.guests.report.notes())
+        line += ''.join('; ' + n for n in self.guests.notes(self.scan_problem))
         for why in self.unreadable.values():
             line += f'; warning: {why}'
         said = self.health.summary() if self.health is not None else ''

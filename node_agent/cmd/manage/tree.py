@@ -111,11 +111,8 @@ def guest_devices(conf, tree, allocations, snapshot):
     from node_agent import drivers
     held = guests.held_devices(drivers.DriverSet(conf, snapshot).drivers,
                                snapshot.domains)
-    view = {}
-    for consumer, record in (allocations or {}).items():
-        for rp, alloc in record.get('allocations', {}).items():
-            view.setdefault(rp, {})[consumer] = alloc.get('resources', {})
-    return guests.compare(held, tree, tree.roots[0].name, view)
+    return guests.compare(held, tree, tree.roots[0].name,
+                          guests.by_provider(allocations))
 
 
 def _drained(conf):
