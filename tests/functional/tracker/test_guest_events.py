@@ -24,6 +24,11 @@ from tests.fixtures.hosts import make_hosts
 URI = 'test:///default'
 GPU = '0000:af:00.0'
 GUEST = '7e1d2c3b-4a59-4687-9a0b-1c2d3e4f5a11'
+# The GPU given whole, nested; audits an hour apart.
+OPTIONS = {'libvirt': {'connection_uri': URI},
+           'gpu': {'passthrough_devices': [GPU], 'per_gpu_providers': True},
+           'numa': {'enabled': True},
+           'audit': {'interval': 3600, 'startup_splay': 0}}
 
 
 def pgpu(adapter, uuid):
@@ -51,13 +56,10 @@ def guest():
 
 def test_a_guest_stopped_is_offered_again_at_its_domain_event(
         host1, placement_adapter, guest):
-    host1.set_override('connection_uri', URI, 'libvirt')
-    host1.set_override('passthrough_devices', [GPU], 'gpu')
-    host1.set_override('enabled', True, 'numa')
-    host1.set_override('per_gpu_providers', True, 'gpu')
     service.register_opts(host1)
-    host1.set_override('interval', 3600, 'audit')
-    host1.set_override('startup_splay', 0, 'audit')
+    for group, options in OPTIONS.items():
+        for name, value in options.items():
+            host1.set_override(name, value, group)
     metrics = metrics_mod.Metrics()
     with factory.tracker(host1, placement_adapter, metrics=metrics) as rt:
         notifier = events.Notifier()
