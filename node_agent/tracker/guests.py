@@ -370,3 +370,9 @@ class Guests:
             body = dict(finding.as_json(), host=nodename,
                         state='held' if priority == 'error' else 'released')
             self._notifier.send(priority, EVENT_TYPE, body)
+
+    def close(self):
+        """Close the notification transport, if one was opened."""
+        if self._notifier:
+            self._notifier.close()
+        self._notifier = None
