@@ -43,6 +43,7 @@ import time
 
 from oslo_log import log as logging
 
+from node_agent import exception
 from node_agent import identity
 from node_agent import text
 from node_agent.drivers import layout
@@ -326,7 +327,12 @@ class Guests:
         for consumer, steps in sorted(due.items()):
             if now - self._misplaced_since[consumer] < delay:
                 continue
-            done = self.report_client.move_allocations(consumer, steps)
+            try:
+                done = self.report_client.move_allocations(consumer, steps)
+            except exception.PlacementError as exc:
+                LOG.error('%s: could not move the allocation of guest %s '
+                          'to what it holds: %s', nodename, consumer, exc)
+                continue
             if not done:
                 continue
             LOG.warning('%s: [claims] heal_allocations: moved the '
