@@ -208,8 +208,6 @@ def test_a_guest_charged_on_the_wrong_gpu_is_healed_in_one_post(
     api = ps.admin_adapter(server.url)
     guests = [('held-1', GUEST, [T4_MDEV], []), ('other-1', OTHER, [], []),
               ('third-1', THIRD, [], [])]
-    host1_guest(agent, server, tmp_path, guests)
-    once(agent)
     # 0000:af:00.0 offers vGPUs here (not given whole).
     host1_guest(agent, server, tmp_path, guests, extra=(
         '[gpu]', 'passthrough_devices = ', '[claims]',
