@@ -16,6 +16,12 @@ transport_url``, ``driver`` and ``topics``; the driver defaults to
      "reason": "PCIe AER fatal errors rising (0 -> 1)",
      "recommended_action": "reset or replace the device"}
 
+The same transport carries ``node_agent.guest.device``
+(:mod:`node_agent.tracker.guests`, through :meth:`HealthNotifier.send`):
+a guest holding a device without an allocation (``state`` ``held``,
+priority ``error``) and its end (``released``, ``info``), naming the
+guest, the device and the providers.
+
 Priority: ``error`` for a reserved device, ``warn`` for a warning or an
 unmonitored one, ``info`` when healthy again.  A notification that cannot
 be sent is logged and dropped: health keeps working without a broker, and
@@ -93,3 +99,12 @@ class HealthNotifier:
         except Exception as exc:
             LOG.warning('device %s: the %s notification (%s) was not sent: '
                         '%s', address, EVENT_TYPE, health.state, exc)
+
+    def send(self, priority, event_type, body):
+        """One notification of ``event_type`` at ``priority`` (``error``,
+        ``warn``, ``info``); logged and dropped when it cannot be sent."""
+        try:
+            getattr(self.notifier, priority)({}, event_type, body)
+        except Exception as exc:
+            LOG.warning('the %s notification was not sent: %s', event_type,
+                        exc)

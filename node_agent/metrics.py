@@ -59,6 +59,12 @@ What is exported, all prefixed ``node_agent_``::
                                                 device nova left reserved
                                                 (registered by
                                                 node_agent.one_time_use)
+    guest_devices{guest,guest_name,device,      gauge: units a running
+                  resource_class,problem,       guest holds that Placement
+                  provider,charged_on}          does not charge there
+                                                (problem: unallocated,
+                                                misplaced;
+                                                node_agent.tracker.guests)
     problem_since_seconds{what,detail}          gauge: unix time since
                                                 which ``what`` (audit,
                                                 SIGHUP, a watcher, the
@@ -106,6 +112,10 @@ STATUS_ERROR = 'error'
 AUDIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
+GUEST_LABELS = ('guest', 'guest_name', 'device', 'resource_class', 'problem',
+                'provider', 'charged_on')
+
+
 class NoMetrics:
     """Metrics off: every hook does nothing."""
 
@@ -146,6 +156,9 @@ class NoMetrics:
         pass
 
     def problem(self, what, detail, since):
+        pass
+
+    def guest_devices(self, findings):
         pass
 
     def listen(self, on_problem):
@@ -235,6 +248,11 @@ class Metrics:
         self.registry.register(self._problems)
         self._endpoint_problem = None
         self._on_problem = None
+        self._guest_devices = make(
+            prom.Gauge, 'guest_devices',
+            'Units a running guest holds that Placement does not '
+            'charge on its provider: unallocated (reserved, never offered) '
+            'or misplaced (charged on another provider).', list(GUEST_LABELS))
         self._source_restarts = make(
             prom.Counter, 'health_source_restarts',
             'Health sources started again after they stopped on an '
@@ -293,6 +311,14 @@ class Metrics:
         self._unreadable.clear()
         for path, reason in unreadable.items():
             self._unreadable.labels(path, reason).set(1)
+
+    def guest_devices(self, findings):
+        """``findings``: the JSON of :mod:`node_agent.tracker.guests`'
+        findings now (empty: every unit a guest holds is charged)."""
+        self._guest_devices.clear()
+        for f in findings:
+            self._guest_devices.labels(
+                *(str(f.get(k) or '') for k in GUEST_LABELS)).inc()
 
     def problem(self, what, detail, since):
         """``what`` is wrong since ``since`` (unix time); ``detail`` None:

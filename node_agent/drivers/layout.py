@@ -286,6 +286,35 @@ def apply_health(tree, nodename, health, ownership=None, physfns=None):
     return reserved
 
 
+def reserve_held(tree, nodename, held, ownership=None):
+    """Add what running guests hold without an allocation (``held``:
+    ``{provider uuid: {resource class: units}}``,
+    :mod:`node_agent.tracker.guests`) to ``reserved`` on the owned
+    providers of ``tree``.
+
+    The one rule every cause of ``reserved`` composes by, in every process
+    that builds a tree (the daemon, ``--once``, the manage commands): the
+    drivers' value (an operator's ``reserved_host_*``, a provider override,
+    a pool's unhealthy VFs) plus what guests hold, clamped to ``total``;
+    a device withheld for its health (:func:`apply_health`) is reserved
+    whole already.  Never below any of them.  Returns the names of the
+    providers reserved more."""
+    reserved = []
+    owned = {p.uuid for p in owned_providers(tree, nodename, ownership)}
+    for uuid, amounts in sorted(held.items()):
+        provider = tree.find(uuid)
+        if provider is None or uuid not in owned:
+            continue
+        for rc, units in sorted(amounts.items()):
+            rec = provider.inventory.get(rc)
+            if rec is None or not units:
+                continue
+            provider.inventory[rc] = dict(
+                rec, reserved=min(rec['total'], rec['reserved'] + units))
+            reserved.append(provider.name)
+    return reserved
+
+
 def record(total, reserved=0, allocation_ratio=1.0, **fields):
     """An inventory record with ``reserved`` clamped to ``total``.
 

@@ -16,7 +16,9 @@ is known over to the generation they leave (:meth:`AllocationViews.
 advance`).
 
 :meth:`AllocationViews.remove_allocations_from_tree` takes a consumer off
-this host's providers and keeps what it holds elsewhere.
+this host's providers and keeps what it holds elsewhere;
+:meth:`AllocationViews.move_allocations` moves units of a consumer between
+providers in one ``POST /allocations``.
 """
 
 from node_agent.placement import allocations as allocs_mod
@@ -47,6 +49,25 @@ class AllocationViews:
         one read each (concurrently)."""
         return allocs_mod.as_consumers(
             dict(self._http.map(self.provider_allocations, providers)))
+
+    def on_providers(self, tree, uuids):
+        """``{uuid: ProviderAllocations}`` of ``tree``'s providers
+        ``uuids``: known at their generation, else read now (kept as
+        fresh).  A provider Placement does not have yet holds nothing."""
+        root_uuid = tree.roots[0].uuid
+        view, unknown = {}, []
+        for uuid in sorted(uuids):
+            provider = tree.find(uuid)
+            if provider is None or provider.generation is None:
+                view[uuid] = allocs_mod.ProviderAllocations(None, {})
+                continue
+            known = self.known(root_uuid, uuid, provider.generation)
+            if known is None:
+                unknown.append(uuid)
+            else:
+                view[uuid] = known
+        view.update(self.read_moved(root_uuid, unknown))
+        return view
 
     def read_moved(self, root_uuid, uuids):
         """``[(uuid, ProviderAllocations)]`` read now for ``uuids``; kept
@@ -203,17 +224,55 @@ class AllocationViews:
             errors.check(resp)
             self._forget_consumer(consumer, ours)
             return 'deleted'
-        consumer_type = body.get('consumer_type')
-        with_type = consumer_type not in (None, tr.NULL_CONSUMER_TYPE)
-        put = {'allocations': kept,
-               'project_id': body['project_id'],
-               'user_id': body['user_id'],
-               'consumer_generation': body['consumer_generation']}
-        if with_type:
-            put['consumer_type'] = consumer_type
-        resp = self._http.request(
-            'PUT', path, tr.MV_CONSUMER_TYPE if with_type else tr.MV_RESHAPE,
-            put)
+        put, microversion = _rewritten(body, kept)
+        resp = self._http.request('PUT', path, microversion, put)
         errors.check(resp)
         self._forget_consumer(consumer, ours)
         return 'trimmed'
+
+    # -- moving a consumer's units -------------------------------------------
+
+    def move_allocations(self, consumer, moves):
+        """Move ``consumer``'s units (``[(rc, from rp, to rp, n)]``) in one
+        ``POST /allocations`` carrying its project, user, type and the
+        consumer generation just read: a concurrent writer makes it
+        conflict, and it is read again and retried ``conflict_retries``
+        times, never forced.  Returns True, or None when the consumer no
+        longer holds what was to move (nothing written).
+        """
+        for attempt in self._http.retrying():
+            with attempt:
+                return self._move_allocations(consumer, moves)
+
+    def _move_allocations(self, consumer, moves):
+        body = self._http.get(f'/allocations/{consumer}', tr.MV_CONSUMER_TYPE)
+        after = allocs_mod.moved(body.get('allocations') or {}, moves)
+        if after is None:
+            return None
+        record, microversion = _rewritten(body, after)
+        resp = self._http.request('POST', '/allocations', microversion,
+                                  {consumer: record})
+        errors.check(resp)
+        # A source may lose units without its generation moving: read
+        # them again next time.
+        for views in (self._fresh, self._reconciled):
+            for view in views.values():
+                for _, source, _, _ in moves:
+                    view.pop(source, None)
+        return True
+
+
+def _rewritten(body, allocations):
+    """``(record, microversion)``: a consumer read as ``body`` (``GET
+    /allocations/{c}``) holding ``allocations`` instead, with its project,
+    user, type and generation.  A consumer without a type is written at
+    1.30, which leaves its type as it is."""
+    consumer_type = body.get('consumer_type')
+    with_type = consumer_type not in (None, tr.NULL_CONSUMER_TYPE)
+    record = {'allocations': allocations,
+              'project_id': body['project_id'],
+              'user_id': body['user_id'],
+              'consumer_generation': body['consumer_generation']}
+    if with_type:
+        record['consumer_type'] = consumer_type
+    return record, tr.MV_CONSUMER_TYPE if with_type else tr.MV_RESHAPE

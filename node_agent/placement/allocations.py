@@ -115,3 +115,21 @@ def same_allocations(a, b):
     keys = set(a) | set(b)
     return all((a.get(u).consumers if u in a else {})
                == (b.get(u).consumers if u in b else {}) for u in keys)
+
+
+def moved(allocations, moves):
+    """``allocations`` (``{rp: {'resources': {rc: n}}}``, one consumer's)
+    with ``moves`` (``[(rc, from rp, to rp, n)]``) applied, or None when
+    a source no longer holds what is to move from it."""
+    result = {rp: dict(a.get('resources', {}))
+              for rp, a in allocations.items()}
+    for rc, source, target, amount in moves:
+        held = result.get(source, {}).get(rc, 0)
+        if held < amount:
+            return None
+        result[source][rc] = held - amount
+        if not result[source][rc]:
+            del result[source][rc]
+        into = result.setdefault(target, {})
+        into[rc] = into.get(rc, 0) + amount
+    return {rp: {'resources': res} for rp, res in result.items() if res}

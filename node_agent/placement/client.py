@@ -239,6 +239,16 @@ class ReportClient:
         return self._views.remove_allocations_from_tree(consumer,
                                                         provider_uuids)
 
+    def allocations_on(self, tree, uuids):
+        """:meth:`~node_agent.placement.allocation_views.AllocationViews.
+        on_providers`."""
+        return self._views.on_providers(tree, uuids)
+
+    def move_allocations(self, consumer, moves):
+        """:meth:`~node_agent.placement.allocation_views.AllocationViews.
+        move_allocations`."""
+        return self._views.move_allocations(consumer, moves)
+
     def invalidate(self):
         """Forget what was read from Placement; ownership records stay.
 

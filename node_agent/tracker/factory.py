@@ -92,6 +92,7 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
         # this one when its health watcher starts).
         rt.health = health_state.monitor_for(conf)
         yield rt
+        rt.guests.close()
     finally:
         discovery.close()
 

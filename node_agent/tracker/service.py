@@ -314,11 +314,11 @@ class AgentService(service.Service):
         self.notifier.set_status(f'audit {kind} since {since}: {detail}')
 
     def _domain_gone(self, domain_uuid):
-        self.tracker.request_full_read()
+        if self.tracker.request_full_read(domain_uuid):  # offered again now
+            self.early_audit()
 
     def _domain_arrived(self, domain_uuid):
-        # A new guest's devices and claim: seen now, not at the next audit.
-        self.early_audit()
+        self.early_audit()      # its devices and claim: seen now
 
     def _splay(self):
         """Wait a random time within ``[audit] startup_splay`` seconds."""

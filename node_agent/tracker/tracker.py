@@ -97,6 +97,7 @@ from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
 from node_agent.tracker import coexistence
+from node_agent.tracker import guests as guests_mod
 from node_agent.tracker import root as root_mod
 from node_agent.tracker import withhold
 
@@ -210,6 +211,7 @@ class ResourceTracker:
         self.health = None
         self.kept_checked = False       # stored health unreadable: kept?
         self.one_time_use = None        # node_agent.one_time_use's Manager
+        self.guests = guests_mod.Guests(conf, report_client, self.metrics)
 
     # -- the loop -----------------------------------------------------------
 
@@ -248,6 +250,8 @@ class ResourceTracker:
         if not self.root.owns_root:
             self._skip_reported_elsewhere(drivers, current, desired,
                                           snapshot, ownership)
+        self.guests.check(drivers, snapshot, desired, ownership, dry_run,
+                          allocations, self.nodename, self.reported_elsewhere)
         plan = self._plan(drivers, current, desired, ownership,   # plan
                           before, allocations)
         plan = self.root.counted(plan)
@@ -552,6 +556,7 @@ class ResourceTracker:
             line += '; ' + note
         if self.one_time_use is not None and self.one_time_use.summary():
             line += '; ' + self.one_time_use.summary()
+        line += ''.join('; ' + n for n in self.guests.notes(self.scan_problem))
         for why in self.unreadable.values():
             line += f'; warning: {why}'
         said = self.health.summary() if self.health is not None else ''
@@ -572,11 +577,12 @@ class ResourceTracker:
         self.metrics.conflict_retry()
         self.report_client.invalidate()
 
-    def request_full_read(self):
+    def request_full_read(self, guest=None):
         """Read every provider's allocations at the next claims check
         (a guest stopped or went: its allocations may be deleted, which
-        moves no generation).  Safe from any thread."""
+        moves no generation); whether ``guest`` held units withheld."""
         self.claims_check.request_full_read()
+        return guest in self.guests.report.guests()
 
     @property
     def clock(self):

@@ -17,6 +17,13 @@ Two rules of device health the tracker's round applies here
 - **Nothing given back by an unreadable record** (:func:`keep_reserved`).
   When the stored decisions could not be read, what Placement shows
   reserved for health stays reserved.
+
+What running guests hold without an allocation
+(:mod:`node_agent.tracker.guests`) is reserved in the same tree by the
+same rule (:func:`node_agent.drivers.layout.reserve_held`: every cause
+composed into one ``reserved`` per provider, never below any of them), in
+every process that builds a tree; a tree this module writes before the
+scan starts from the last good one, which holds it already.
 """
 
 import time

@@ -369,6 +369,9 @@ def test_sighup_keeps_the_layout_in_effect_until_a_restart(agent, server):
     agent.start()
     agent.wait_for('READY=1')
     gens = generations(adapter)
+    # (The start gave back the units host 1's guests held without an
+    # allocation, now that they have one: a write of its own.)
+    before = {c: allocations(adapter, c) for c in before}
 
     agent.configure(server.url, nested=True)
     agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')

@@ -9,7 +9,9 @@ allocations on those providers whose consumer has neither a claim
 removes only with ``[claims] heal_allocations``. When the claims or the
 domains cannot be read, the tree is still shown and the reason goes to
 stderr.  Devices an operator drained (``device drain``) follow, with their
-reason (JSON: ``drained_devices``), when there are any.
+reason (JSON: ``drained_devices``), when there are any; then the devices
+running guests hold that Placement does not charge where they are
+(:mod:`node_agent.tracker.guests`; JSON: ``guest_devices``).
 """
 
 import json
@@ -19,6 +21,7 @@ import sys
 from node_agent import drains
 from node_agent import exception
 from node_agent.tracker import factory
+from node_agent.tracker import guests
 from node_agent.tracker import status
 from node_agent.tracker import tracker
 
@@ -49,15 +52,19 @@ def _read(conf, adapter):
     return tree, rc.get_allocations_for_provider_tree(root.name, tree=tree)
 
 
-def unclaimed_allocations(conf, tree, allocations):
+def _scan(conf):
+    from node_agent.hardware import discovery as discovery_mod
+    with discovery_mod.Discovery(conf) as discovery:
+        return discovery.scan()
+
+
+def unclaimed_allocations(conf, tree, allocations, snapshot=None):
     """``{consumer: {rp: {rc: n}}}`` nobody holds; writes nothing.
 
     A host whose daemon never ran has no claim database: no claims.
     """
     from node_agent.claims import manager as manager_mod
-    from node_agent.hardware import discovery as discovery_mod
-    with discovery_mod.Discovery(conf) as discovery:
-        domains = discovery.scan().domains
+    domains = (snapshot or _scan(conf)).domains
     held = []
     if os.path.exists(manager_mod.db_path(conf)):
         held = factory.claim_manager(conf, upgrade=False).list()
@@ -71,27 +78,41 @@ def show(conf):
     with manage.placement_adapter(conf) as adapter:
         tree, allocations = _read(conf, adapter)
     usages = status.usages_from_allocations(allocations)
+    unclaimed = found = None
     try:
-        unclaimed = unclaimed_allocations(conf, tree, allocations)
+        snapshot = _scan(conf)
+        unclaimed = unclaimed_allocations(conf, tree, allocations, snapshot)
+        found = guest_devices(conf, tree, allocations, snapshot)
     except exception.NodeAgentError as exc:
-        unclaimed = None
         print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
               file=sys.stderr)
     drained = _drained(conf)
     if conf.category.format == 'json':
-        shown = status.render_json(tree, usages, unclaimed)
+        body = json.loads(status.render_json(tree, usages, unclaimed))
         if drained:
-            body = json.loads(shown)
             body['drained_devices'] = drained
-            shown = json.dumps(body, indent=2, sort_keys=True)
-        print(shown)
+        if found is not None:
+            body['guest_devices'] = [f.as_json() for f in found.findings]
+        print(json.dumps(body, indent=2, sort_keys=True))
     else:
         print(status.render_table(tree, usages, unclaimed,
                                   long=conf.category.long))
         if drained:
             print('\n'.join(['', f'{drains.TITLE}:']
                             + drains.render(drained)))
+        if found is not None:
+            print('\n'.join([''] + guests.render(found)))
     return 0
+
+
+def guest_devices(conf, tree, allocations, snapshot):
+    """What running guests hold that Placement does not charge where they
+    hold it (a :class:`node_agent.tracker.guests.Report`)."""
+    from node_agent import drivers
+    held = guests.held_devices(drivers.DriverSet(conf, snapshot).drivers,
+                               snapshot.domains)
+    return guests.compare(held, tree, tree.roots[0].name,
+                          guests.by_provider(allocations))
 
 
 def _drained(conf):

@@ -122,8 +122,11 @@ def test_without_heal_nothing_is_deleted_and_both_are_reported(
     assert sorted(agent.tracker.unclaimed) == sorted([ORPHAN, SPLIT])
     assert agent.tracker.unclaimed[SPLIT] == {ROOT: {'VCPU': 2,
                                                      'MEMORY_MB': 512}}
+    # (Host 1's guests hold vGPUs without allocations: said apart, by
+    # node_agent.tracker.guests.)
     warnings = [r.getMessage() for r in caplog.records
-                if r.levelno == logging.WARNING]
+                if r.levelno == logging.WARNING
+                and r.name != 'node_agent.tracker.guests']
     for consumer in (ORPHAN, SPLIT):
         line = next(w for w in warnings if consumer in w)
         assert f'compute1 ({ROOT})' in line

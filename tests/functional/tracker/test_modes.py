@@ -113,11 +113,17 @@ def test_standalone_builds_the_nested_tree_with_the_owner_trait(
 
 # -- upgrade from whole_host (deprecated: runs beside nova-compute) -------
 
+# Host 1's running guests and the GPU each holds a vGPU of.
+GUESTS = (('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001', '0000_3b_00_0'),
+          ('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002', '0000_af_00_0'))
+
+
 def sync_as_whole_host(agents, conf, adapter, root_uuid):
     """Placement and state_path as the earlier release's whole_host left
     them: the root ``compute1`` (``root_uuid``) with CPU, memory, disk and
-    nova's traits written by the agent, its children under it, a guest
-    holding VCPU on the root and VGPU on a GPU.  Returns the guest."""
+    nova's traits written by the agent, its children under it, host 1's
+    guests holding VCPU on the root and VGPU on the GPU of their mdev.
+    Returns the first guest."""
     writer = agents()
     snapshot = writer.discovery.scan()
     tree = ptree.ProviderTree()
@@ -127,10 +133,10 @@ def sync_as_whole_host(agents, conf, adapter, root_uuid):
     legacy_tree.whole_host_root(root, snapshot, dedicated=set())
     sync.ensure_root(writer.report_client, 'compute1', root_uuid)
     sync.write(writer.report_client, tree)
-    guest = h.new_consumer()
-    gpu = tree.find('compute1_pci_0000_3b_00_0').uuid
-    h.put_allocations(adapter, guest, {root_uuid: {'VCPU': 2},
-                                       gpu: {'VGPU': 1}})
+    for guest, address in reversed(GUESTS):
+        gpu = tree.find(f'compute1_pci_{address}').uuid
+        h.put_allocations(adapter, guest, {root_uuid: {'VCPU': 2},
+                                           gpu: {'VGPU': 1}})
     conf.set_override('deployment', 'whole_host')
     return guest
 

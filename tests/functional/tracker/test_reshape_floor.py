@@ -7,7 +7,8 @@ P providers reads the tree once, each provider's allocations once, each
 moving consumer once, and writes one ``POST /reshaper``: P + C + 2 calls,
 besides the providers and traits the new layout creates.  No listing
 follows the reshape: the generations it left are computed, and the next
-audit (one ``GET ?in_tree``) finds them exact.
+audit (one ``GET ?in_tree``, and once the allocations of the providers
+whose units host 1's guests hold) finds them exact.
 """
 
 from tests.functional.tracker import conftest as h
@@ -48,6 +49,16 @@ def test_reshape_at_the_floor_then_one_call_per_audit(
     assert [c.method for c in calls[reshaper[0] + 1:]
             if c.method == 'GET'] == []
 
+    # Host 1's guests hold a vGPU each: the first audit reads what the
+    # GPUs' providers hold, once (the reshape moved it; this tracker has
+    # no claim check to read it at startup), then one call per audit.
+    gpus = sorted(p.uuid for p in agent.tracker.last_good.providers()
+                  if 'VGPU' in p.inventory)
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert [(c.method, c.path) for c in agent.adapter.calls] == [
+        ('GET', '/resource_providers')] + [
+        ('GET', f'/resource_providers/{uuid}/allocations') for uuid in gpus]
     agent.adapter.reset()
     agent.tracker.audit()
     assert [(c.method, c.path) for c in agent.adapter.calls] == [

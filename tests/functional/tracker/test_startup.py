@@ -16,8 +16,15 @@ def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):
     assert 'VCPU' in root.inventory
     assert not any('_numa_' in p.name or '_gpu_' in p.name
                    for p in tree.providers())
+    # Host 1's two guests hold a vGPU each, with no allocation: withheld.
+    assert root.inventory['VGPU']['reserved'] == 2
     assert first.tracker.status_line() == (
-        'in sync: ' + text.plural(len(tree), 'provider'))
+        'in sync: ' + text.plural(len(tree), 'provider') + '; 2 devices in '
+        'use by a guest without an allocation: guest-numa0/'
+        '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001 holds mdev '
+        'b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b01 on 0000:3b:00.0, guest-numa1/'
+        '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002 holds mdev '
+        'b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b02 on 0000:af:00.0')
 
     restarted = agents()
     assert restarted.tracker.startup().empty
