@@ -292,3 +292,53 @@ def reported_by_nova(reported, nova_devices):
         if address in nova_devices:
             result.append((ours.name, 'nova-compute', nova_devices[address]))
     return sorted(result)
+
+
+def _vgpu_why(offer, nova):
+    """Why nova-compute cannot attach the vGPU ``offer`` stands for, and
+    what in its configuration would make it: its own option, never the
+    agent's."""
+    where = f' in {nova.path}' if nova is not None else ''
+    if offer.vendor_vfio:
+        return ('nova-compute has no vendor-VFIO vGPU path (Nova 34 '
+                'attaches vGPUs as mdevs only): '
+                f'{offer.address} is not attachable by nova-compute')
+    return ('nova-compute attaches only the mdev types its own [devices] '
+            'enabled_mdev_types names for a parent: set [devices] '
+            f'enabled_mdev_types = {offer.type_id} and '
+            f'[mdev_{offer.type_id}] device_addresses = {offer.address}'
+            f'{where}, and nova-compute reports it itself')
+
+
+def not_attachable(reported, offers, pools, nova=None):
+    """``[(ours, why)]``, sorted: the agent's vGPU providers (of the tree
+    ``reported``) nova-compute cannot attach.
+
+    ``offers``: ``{device address: gpu.Offer}`` and ``pools``: ``{GPU
+    address: (class, type)}``, the GPU driver's
+    (:class:`node_agent.drivers.gpu_claims.Devices`).  nova-compute's
+    ``_allocate_mdevs`` takes the parent device from the allocated
+    provider's name (``<root>_pci_0000_3b_00_4``), then uses only mdevs
+    and types its own ``[devices] enabled_mdev_types`` names for that
+    parent: for any vGPU the agent would offer it returns no mdev (the
+    guest boots without its vGPU while Placement counts it used), or
+    fails with ``ComputeResourcesUnavailable``; where its configuration
+    names the type it reports the device itself (:func:`nova_reported`).
+    A pooled card (its VFs on one provider) is no parent nova knows
+    either.  So beside nova-compute vGPU is nova's; whole GPUs,
+    accelerators and NIC PFs are not concerned.
+    """
+    by_gpu = {}
+    for offer in offers.values():
+        by_gpu.setdefault(offer.gpu_address, offer)
+    result = []
+    for ours in reported.providers():
+        address = None if ours.is_root else pci_address(ours.name)
+        offer = offers.get(address)
+        if address in pools:
+            offer = by_gpu.get(address)
+        if offer is None or not set(ours.inventory) & {
+                offer.resource_class, pools.get(address, (None,))[0]}:
+            continue
+        result.append((ours.name, _vgpu_why(offer, nova)))
+    return sorted(result)

@@ -19,7 +19,6 @@ from node_agent import health_state
 from node_agent.drivers import layout
 from node_agent.hardware import health
 from tests.clients import harness
-from tests.clients.test_gpu_hosts import agent  # noqa: F401
 from tests.clients.test_gpu_hosts import flavor
 from tests.clients.test_gpu_hosts import HOST
 from tests.clients.test_gpu_hosts import report

@@ -18,7 +18,7 @@ hypervisor is ``compute1``.  With its shipped default
 root, in either start order::
 
     compute1 (nova-compute's uuid, inventory and traits)
-    +-- compute1_pci_0000_3b_00_0 (agent's; no NUMA nor card providers)
+    +-- compute1_pci_0000_86_00_0 (agent's FPGA; no NUMA nor card providers)
     +-- compute1_pci_0000_5e_00_0   VNIC_TYPE_DIRECT, NET_BW_*
     +-- compute1:NIC Switch agent (Neutron)
 
@@ -82,14 +82,6 @@ def server(tmp_path):
     """Every test here is host compute1 from scratch: a fresh server."""
     with ps.PlacementServer(tmp_path / 'placement') as srv:
         yield srv
-
-
-@pytest.fixture
-def agent(tmp_path):
-    a = svc.Agent(tmp_path / 'node-agent')
-    (tmp_path / 'node-agent').mkdir()
-    yield a
-    a.cleanup()
 
 
 def nova(cloud, *options):
@@ -176,20 +168,25 @@ def assert_beside_tree(cloud, node_uuid):
         root['traits']
     # Flat and unmarked, as nova-compute's own children are (theirs carry
     # OWNER_NOVA): the agent's are known by their uuids.
-    for name in GPUS | {FPGA, PF_PHYSNET1}:
+    for name in {FPGA, PF_PHYSNET1}:
         assert providers[name]['parent'] == node_uuid
         assert 'CUSTOM_OWNER_NODE_AGENT' not in providers[name]['traits']
         assert 'OWNER_NOVA' not in providers[name]['traits']
+    # The T4s' vGPUs: nova-compute could not attach them (its config names
+    # no type): not offered (test_attachable.py).
+    assert not GPUS & set(providers)
     # No NUMA and no card providers: nothing Nova asks could use them.
     assert not [name for name in providers
                 if name.startswith((f'{HOST}_numa_', f'{HOST}_nic_'))]
 
 
-def assert_every_kind_lands(cloud, node_uuid):
+def assert_every_kind_lands(cloud, node_uuid, nova_vgpus=False):
     """Every flavor kind lands, each class from the provider that must
     give it: CPU, memory and disk from nova-compute's root, devices from
-    the agent's (or nova's vGPU providers).  The dedicated-CPU flavor
-    lands on PCPU; Nova also merges in its VCPU fallback query's
+    the agent's or, with ``nova_vgpus``, nova's vGPU providers (without,
+    the vGPU flavor finds no host: the agent offers no vGPU).  The
+    dedicated-CPU flavor lands on PCPU; Nova also merges in its VCPU
+    fallback query's
     candidates (``[workarounds] disable_fallback_pcpu_query``), which
     take VCPU from the same root."""
     results = cloud.schedule(harness.computes(HOST, node_uuid),
@@ -197,6 +194,9 @@ def assert_every_kind_lands(cloud, node_uuid):
     names = cloud.names()
     assert [r['name'] for r in results] == list(ALL_KINDS)
     for result in results:
+        if result['name'] == 'vgpu' and not nova_vgpus:
+            assert result['error'] is not None
+            continue
         assert result['error'] is None, (result['name'], result['queries'])
         assert result['selected']['compute_node_uuid'] == node_uuid
         ours = result['host_candidates'][node_uuid]
@@ -491,9 +491,12 @@ def test_standalone_root_handed_to_nova_compute_before_its_first_start(
     assert providers[HOST]['inventory'] == NOVA_ROOT
     assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2',
             'CUSTOM_OWNER_NODE_AGENT'} <= providers[HOST]['traits']
-    for name in GPUS | {FPGA, PF_PHYSNET1}:
+    for name in {FPGA, PF_PHYSNET1}:
         assert providers[name]['uuid'] == before[name]['uuid']
         assert providers[name]['parent'] == root['uuid']
+    # standalone's vGPUs are not offered beside nova-compute (no guest
+    # held them: withdrawn).
+    assert not GPUS & set(providers)
     # standalone's NUMA and card providers are gone, their devices moved
     # up to the root with their uuids.
     assert not [name for name in providers
@@ -610,33 +613,31 @@ def test_nova_vgpus_started_first(agent, server, cloud):
     assert FPGA in cloud.providers()
     alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS))
     assert_vgpus_are_novas(cloud, node['node_uuid'])
-    assert_every_kind_lands(cloud, node['node_uuid'])
+    assert_every_kind_lands(cloud, node['node_uuid'], nova_vgpus=True)
 
 
 def test_nova_vgpus_enabled_after_the_agent(agent, server, cloud):
-    """The other order: the agent reported the GPUs (VGPU under the names
-    nova's libvirt driver uses), then nova-compute is configured to report
-    them.  nova-compute adopts the providers of those names (its periodic
-    adds OWNER_NOVA and writes the same VGPU totals); the agent then leaves
-    them to it, never deleting one from under nova-compute."""
+    """The other order: the agent ran first and offered none of the GPUs'
+    vGPUs (nova-compute, naming no type, could attach none), naming them;
+    then nova-compute is configured to report them.  Its periodic makes
+    its own providers under the names its libvirt driver uses, and the
+    agent leaves them to it."""
     node = nova(cloud)
     configure_beside_nova(agent, server, cloud)
-    once(agent)
-    agents = cloud.providers()
-    for gpu in GPUS:
-        assert 'OWNER_NOVA' not in agents[gpu]['traits']
-        assert agents[gpu]['inventory'] == {'VGPU': T4_VGPUS}
+    done = once(agent)
+    assert not GPUS & set(cloud.providers())
+    assert ('2 vGPU devices nova-compute cannot attach, not offered: '
+            + ', '.join(sorted(GPUS))) in done.stdout
 
     restarted = nova(cloud, *NOVA_VGPUS)
     done = once(agent)
 
     assert restarted['periodics'] == [{'ok': True}]
-    adopted = assert_vgpus_are_novas(cloud, node['node_uuid'])
-    assert {gpu: adopted[gpu]['uuid'] for gpu in GPUS} == {
-        gpu: agents[gpu]['uuid'] for gpu in GPUS}
+    assert_vgpus_are_novas(cloud, node['node_uuid'])
     assert SKIPPED_GPUS in done.stdout
+    assert 'vGPU devices nova-compute cannot attach' not in done.stdout
     for gpu in sorted(GPUS):
-        assert f'{gpu} is reported by {gpu} (same name): left as it is' in \
+        assert f'{gpu} is reported by {gpu} (same name): not reported' in \
             agent.log_text()
     # One round shows it: a write war writes in every round.
     alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS),
@@ -702,3 +703,42 @@ def test_nova_pci_tracker_vfs_are_not_offered(agent, server, cloud, spec,
     alternate(agent, server, cloud, lambda: nova_with_sriov(cloud, spec),
               rounds=2)
     assert_every_kind_lands(cloud, node['node_uuid'])
+
+
+def test_a_qos_port_on_the_agents_pf_is_not_attachable(agent, server, cloud):
+    """Nova's scheduler takes a QoS port's bandwidth from the agent's PF
+    (``test_nova_compute_started_first``: ``qos_port`` lands on it), but
+    nova-compute then finds the PF to take the port's VF from by the
+    provider's name, which must be Neutron's ``<host>:<agent>:<ifname>``
+    (``update_pci_request_with_placement_allocations``): on the agent's
+    ``<root>_pci_<address>`` the build fails.  Neutron's own provider
+    gives the interface.  What this shows is still offered: the PF's
+    bandwidth beside nova-compute is schedulable, not attachable."""
+    node = nova(cloud)
+    configure(agent, server, cloud)
+    assert cloud.neutron(HOST, sriov_nic=NEUTRON_SRIOV)['report']['synced']
+    once(agent)
+    providers = cloud.providers()
+    ports = [{'id': harness.QOS_PORT['port_id'],
+              'physical_network': 'physnet1',
+              'provider': providers[PF_PHYSNET1]['uuid']},
+             {'id': '9d2e1c4b-7a3f-4e6d-8b5a-2c1f0e9d8b7a',
+              'physical_network': 'physnet2',
+              'provider': providers[NEUTRON_ENS2]['uuid']}]
+
+    built = cloud.nova_compute(
+        HOST, options=NOVA_CPUS, spawns=[
+            {'name': p['physical_network'], 'consumer': p['id'], 'port': p}
+            for p in ports],
+        libvirt=harness.recorded_libvirt_host('host1'))
+
+    assert built['periodics'] == [{'ok': True}]
+    assert built['spawns'] == [
+        {'name': 'physnet1', 'error': (
+            'UnexpectedResourceProviderNameForPCIRequest: Resource provider '
+            f'{ports[0]["provider"]} used to allocate resources for the pci '
+            f'request {ports[0]["id"]} does not have a properly formatted '
+            f'name. Expected name format is <hostname>:<agentname>:'
+            f'<interfacename>, but got {PF_PHYSNET1}')},
+        {'name': 'physnet2', 'parent_ifname': 'ens2f0'}]
+    assert node['node_uuid'] == providers[HOST]['uuid']

@@ -9,7 +9,10 @@ allocations on those providers whose consumer has neither a claim
 removes only with ``[claims] heal_allocations``. When the claims or the
 domains cannot be read, the tree is still shown and the reason goes to
 stderr.  Devices an operator drained (``device drain``) follow, with their
-reason (JSON: ``drained_devices``), when there are any.
+reason (JSON: ``drained_devices``), when there are any.  Beside
+nova-compute, the vGPUs the agent does not offer since nova-compute cannot
+attach them follow, each with the nova option that would make it
+attachable (JSON: ``not_offered_beside_nova_compute``).
 """
 
 import json
@@ -78,11 +81,17 @@ def show(conf):
         print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
               file=sys.stderr)
     drained = _drained(conf)
+    not_offered = _not_offered(conf, tree)
     if conf.category.format == 'json':
         shown = status.render_json(tree, usages, unclaimed)
-        if drained:
+        if drained or not_offered:
             body = json.loads(shown)
-            body['drained_devices'] = drained
+            if drained:
+                body['drained_devices'] = drained
+            if not_offered:
+                body['not_offered_beside_nova_compute'] = [
+                    {'provider': ours, 'why': why}
+                    for ours, why in not_offered]
             shown = json.dumps(body, indent=2, sort_keys=True)
         print(shown)
     else:
@@ -91,7 +100,31 @@ def show(conf):
         if drained:
             print('\n'.join(['', f'{drains.TITLE}:']
                             + drains.render(drained)))
+        if not_offered:
+            print('\n'.join(['', f'{NOT_OFFERED_TITLE}:'] + [
+                f'  {ours}: {why}' for ours, why in not_offered]))
     return 0
+
+
+NOT_OFFERED_TITLE = ('vGPUs not offered beside nova-compute (nova-compute '
+                     'cannot attach them)')
+
+
+def _not_offered(conf, tree):
+    """``[(provider, why)]`` of :func:`node_agent.tracker.coexistence.
+    not_attachable_in`; [] with the reason on stderr when the host cannot
+    be scanned."""
+    from node_agent.hardware import discovery as discovery_mod
+    from node_agent.tracker import coexistence
+    if tree.roots[0].generation is None:
+        return []
+    try:
+        with discovery_mod.Discovery(conf) as discovery:
+            snapshot = discovery.scan()
+        return coexistence.not_attachable_in(conf, snapshot, tree)
+    except exception.NodeAgentError as exc:
+        print(f'{NOT_OFFERED_TITLE}: not checked: {exc}', file=sys.stderr)
+        return []
 
 
 def _drained(conf):

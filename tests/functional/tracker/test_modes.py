@@ -55,8 +55,9 @@ def nova_compute_creates_root(adapter, name=HYPERVISOR, root_uuid=NOVA_UUID):
 
 
 def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID,
-                      device='pci_0000_3b_00_0'):
-    """nova's pGPU provider for ``device`` ([devices] enabled_mdev_types)."""
+                      device='pci_0000_3b_00_0', inventories=None):
+    """nova's pGPU provider for ``device`` ([devices] enabled_mdev_types);
+    another service's provider of ``inventories``."""
     name = f'{root_name}_{device}'
     rp = _ok(adapter.post('/resource_providers', microversion='1.20',
                           json={'name': name, 'uuid': str(uuid.uuid4()),
@@ -64,8 +65,27 @@ def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID,
     _ok(adapter.put(f'/resource_providers/{rp["uuid"]}/inventories',
                     microversion='1.26',
                     json={'resource_provider_generation': rp['generation'],
-                          'inventories': {'VGPU': {'total': 16}}}))
+                          'inventories': inventories or {
+                              'VGPU': {'total': 16}}}))
     return name
+
+
+# The T4s' vGPUs (the agent's own [devices] enabled_mdev_types), which
+# nova-compute cannot attach: beside it the agent offers none.
+T4S = (f'{HYPERVISOR}_pci_0000_3b_00_0', f'{HYPERVISOR}_pci_0000_af_00_0')
+
+
+def held(state):
+    """``{consumer: {provider: resources}}`` of a Placement state."""
+    return {c: {rp: a['resources'] for rp, a in
+                consumer['allocations'].items()}
+            for c, consumer in state['consumers'].items()}
+
+
+def held_back(agent, root_name=HYPERVISOR):
+    """``[(provider, kept)]`` of the vGPUs not offered beside nova."""
+    return [(ours.replace(root_name, '<root>'), kept)
+            for ours, _, kept in agent.tracker.not_attachable]
 
 
 def tree_of(adapter, root_uuid):
@@ -135,7 +155,7 @@ def sync_as_whole_host(agents, conf, adapter, root_uuid):
     return guest
 
 
-def test_whole_host_with_novas_compute_id_converges_without_a_write(
+def test_whole_host_with_novas_compute_id_converges(
         agents, modes, placement_adapter, caplog):
     write_nova_compute_id(modes)
     guest = sync_as_whole_host(agents, modes, placement_adapter, NOVA_UUID)
@@ -146,14 +166,24 @@ def test_whole_host_with_novas_compute_id_converges_without_a_write(
 
     # Deprecated, said once, run beside nova-compute: the root's
     # inventory and traits are left to nova-compute, children keep names
-    # and uuids, nothing is reshaped, the guest's allocations stay.
+    # and uuids, nothing is reshaped, the guest's allocations stay.  The
+    # vGPUs nova-compute cannot attach are offered no more: the GPU the
+    # guest holds keeps its provider with no unit free, the other goes.
     assert caplog.text.count('[DEFAULT] deployment = whole_host is '
                              'deprecated') == 1
-    assert plan.empty and not plan.reshape
-    assert agent.writes() == []
-    assert placement_state.read(placement_adapter) == before
+    assert not plan.reshape
+    assert held_back(agent, 'compute1') == [
+        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', False)]
+    after = placement_state.read(placement_adapter)
+    assert held(after) == held(before)
     assert guest in before['consumers']
-    assert agent.tracker.status_line() == 'in sync: 5 providers'
+    gpu = identity.child_uuid(NOVA_UUID, 'pci_0000_3b_00_0')
+    assert after['providers'][gpu]['inventories']['VGPU']['reserved'] == \
+        after['providers'][gpu]['inventories']['VGPU']['total'] - 1
+    assert identity.child_uuid(NOVA_UUID, 'pci_0000_af_00_0') not in \
+        after['providers']
+    assert 'held by guests, no new unit offered: compute1_pci_0000_3b_00_0' \
+        in agent.tracker.status_line()
     agent.adapter.reset()
     assert agent.tracker.audit().empty
     assert agent.writes() == []
@@ -172,12 +202,19 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     # The shipped default, on a host whole_host synced without nova's file.
     modes.set_override('deployment', 'beside_nova_compute')
     agent = agents()
-    assert agent.tracker.startup().empty
-    assert agent.writes() == []
-    assert placement_state.read(placement_adapter) == before
+    agent.tracker.startup()
+    # Only the vGPUs nova-compute cannot attach are written (offered no
+    # more); the root is not.
+    assert held_back(agent, 'compute1') == [
+        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', False)]
+    assert legacy not in {c.path.split('/')[2] for c in agent.writes()
+                          if c.path.startswith('/resource_providers/')}
+    assert placement_state.read(placement_adapter)['providers'][legacy] \
+        == before['providers'][legacy]
     needs = (f'nova-compute must adopt root compute1 ({legacy}): write '
              f'{legacy} to {nova_path} before nova-compute first starts')
-    assert agent.tracker.status_line() == f'in sync: 5 providers; {needs}'
+    assert agent.tracker.status_line().startswith(
+        f'in sync: 4 providers; {needs}; ')
     assert needs in caplog.text
 
     # The operator does so: the root is nova's compute node from now on.
@@ -186,7 +223,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     assert again.tracker.startup().empty
     assert again.writes() == []
     assert again.tracker.root.source == nova_path
-    assert again.tracker.status_line() == 'in sync: 5 providers'
+    assert again.tracker.status_line().startswith('in sync: 4 providers; ')
 
 
 def test_whole_host_under_its_own_compute_id_refuses_a_new_nova_uuid(
@@ -436,8 +473,9 @@ def test_beside_nova_waits_for_the_root_and_writes_nothing(
         NOVA_UUID] == before
     tree = tree_of(placement_adapter, NOVA_UUID)
     assert tree[f'{HYPERVISOR}_numa_0']['inventories'] == {}
-    assert tree[f'{HYPERVISOR}_pci_0000_3b_00_0']['parent_provider_uuid'] \
-        == tree[f'{HYPERVISOR}_numa_0']['uuid']
+    # The T4s' vGPUs are nova-compute's to attach: not offered.
+    assert sorted(tree) == [HYPERVISOR, f'{HYPERVISOR}_numa_0',
+                            f'{HYPERVISOR}_numa_1']
     assert not [c for c in agent.writes()
                 if NOVA_UUID in c.path or c.path == '/reshaper']
 
@@ -483,28 +521,30 @@ def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
 
 def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
         agents, beside, placement_adapter, caplog):
+    # The first T4 given whole: the agent's PGPU provider.
+    beside.set_override('passthrough_devices', ['0000:3b:00.0'], 'gpu')
     nova_compute_creates_root(placement_adapter)
     agent = agents()
     agent.tracker.startup()
     gpu = tree_of(placement_adapter, NOVA_UUID)[
         f'{HYPERVISOR}_pci_0000_3b_00_0']
 
-    # nova-compute is then configured to report vGPUs (on a GPU the agent
-    # does not see: the agent's own GPUs hold their names), and someone
-    # halves the agent's VGPU total, which an audit would otherwise put
-    # back.
-    theirs = nova_reports_pgpu(placement_adapter, device='pci_0000_d9_00_0')
+    # Another service then reports a PGPU (on a GPU the agent does not
+    # see: the agent's own GPU holds its name), and someone reserves the
+    # agent's, which an audit would otherwise put back.
+    theirs = nova_reports_pgpu(placement_adapter, device='pci_0000_d9_00_0',
+                               inventories={'PGPU': {'total': 1}})
     _ok(placement_adapter.put(
         f'/resource_providers/{gpu["uuid"]}/inventories', microversion='1.26',
         json={'resource_provider_generation': gpu['generation'],
-              'inventories': {'VGPU': {'total': 8}}}))
+              'inventories': {'PGPU': {'total': 1, 'reserved': 1}}}))
     had = placement_state.read(placement_adapter)
     agent.adapter.reset()
     assert agent.tracker.audit().empty
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == had
     assert (f'{HYPERVISOR}_pci_0000_3b_00_0 is reported by {theirs} '
-            '(both report VGPU): left as it is') in caplog.text
+            '(both report PGPU): left as it is') in caplog.text
 
 
 def test_beside_nova_an_override_of_the_root_is_left_to_nova(
@@ -620,7 +660,7 @@ def test_beside_nova_keeps_vfs_in_use_until_released(
     assert agent.tracker.kept_twice == (f'{ENS1F0_PF} SRIOV_NET_VF',)
     assert (f'reported twice while they hold allocations: {ENS1F0_PF} '
             'SRIOV_NET_VF') in agent.tracker.status_line()
-    assert 'not offered' not in agent.tracker.status_line()
+    assert "hands out, not offered" not in agent.tracker.status_line()
 
     resp = placement_adapter.delete(f'/allocations/{consumer}')
     assert resp.status_code == 204, resp.text

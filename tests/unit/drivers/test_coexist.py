@@ -5,7 +5,9 @@ import json
 import pytest
 
 from node_agent import provider_tree as pt
+from node_agent.conf import nova as nova_conf
 from node_agent.drivers import coexist
+from node_agent.drivers import gpu
 from tests.unit.drivers import hostdata
 from tests.fixtures import provider_names as pn
 
@@ -265,3 +267,56 @@ def test_pci_in_placement_matches_vfs_by_their_pf_address(snapshot):
         {'address': ENS1F1}, {'devname': 'ens2f0'})), with_vfs(snapshot))
     assert set(found) == {ENS1F1} | set(
         dict((pf.address, pf.vfs) for pf in snapshot.pfs)[ENS1F1])
+
+
+# -- offered means attachable: vGPUs beside nova-compute -----------------
+
+def vgpu_tree():
+    """The agent's vGPUs: an A10's VF (mdev), an L40S's VF (vendor VFIO),
+    a pooled card, a whole GPU and an FPGA."""
+    reported = pt.ProviderTree()
+    root = pn.root(reported, ROOT)
+    for name, inventory in (
+            ('cn1_pci_0000_3b_00_4', {'VGPU': {'total': 1}}),
+            ('cn1_pci_0000_af_00_5', {'CUSTOM_L40S_4Q': {'total': 1}}),
+            ('cn1_pci_0000_5a_00_0', {'VGPU': {'total': 4}}),
+            ('cn1_pci_0000_18_00_0', {'PGPU': {'total': 1}}),
+            ('cn1_pci_0000_86_00_0', {'FPGA': {'total': 1}})):
+        pn.child(reported, name, root.uuid).inventory = inventory
+    offers = {
+        '0000:3b:00.4': gpu.Offer('0000:3b:00.4', '0000:3b:00.0',
+                                  'nvidia-588', 'VGPU', 1),
+        '0000:af:00.5': gpu.Offer('0000:af:00.5', '0000:af:00.0',
+                                  'nvidia-1155', 'CUSTOM_L40S_4Q', 1,
+                                  vendor_vfio=True),
+        '0000:5a:00.4': gpu.Offer('0000:5a:00.4', '0000:5a:00.0',
+                                  'nvidia-588', 'VGPU', 1)}
+    pools = {'0000:5a:00.0': ('VGPU', 'nvidia-588')}
+    return reported, offers, pools
+
+
+def test_every_vgpu_is_not_attachable_and_names_novas_option():
+    reported, offers, pools = vgpu_tree()
+    nova = nova_conf.NovaReports(path='/etc/nova/nova.conf')
+    found = dict(coexist.not_attachable(reported, offers, pools, nova))
+    # Whole GPUs and accelerators are not concerned.
+    assert sorted(found) == ['cn1_pci_0000_3b_00_4', 'cn1_pci_0000_5a_00_0',
+                             'cn1_pci_0000_af_00_5']
+    assert found['cn1_pci_0000_3b_00_4'] == (
+        'nova-compute attaches only the mdev types its own [devices] '
+        'enabled_mdev_types names for a parent: set [devices] '
+        'enabled_mdev_types = nvidia-588 and [mdev_nvidia-588] '
+        'device_addresses = 0000:3b:00.4 in /etc/nova/nova.conf, and '
+        'nova-compute reports it itself')
+    assert found['cn1_pci_0000_af_00_5'].startswith(
+        'nova-compute has no vendor-VFIO vGPU path')
+    assert 'device_addresses = 0000:5a:00.4' in found['cn1_pci_0000_5a_00_0']
+
+
+def test_a_provider_without_the_offers_class_is_not_a_vgpu():
+    reported, offers, pools = vgpu_tree()
+    reported.find('cn1_pci_0000_3b_00_4').inventory = {
+        'PGPU': {'total': 1}}
+    assert [n for n, _ in coexist.not_attachable(
+        reported, offers, pools)] == ['cn1_pci_0000_5a_00_0',
+                                      'cn1_pci_0000_af_00_5']
