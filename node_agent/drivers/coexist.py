@@ -24,6 +24,12 @@ report_in_placement`` every device its ``device_spec`` matches without a
 ``physical_network``.  Those are conflicts too, ``theirs`` being
 ``nova-compute``, so the agent reports none of them in either start order.
 
+Offered means attachable (:func:`not_attachable`): nova-compute attaches a
+vGPU only of a type its own ``[devices] enabled_mdev_types`` names for the
+parent device, and reports that device itself, so none of the agent's
+vGPUs is attachable beside it; each is named with the nova option that
+would make it so.
+
 Pure: trees in, ``[(ours, theirs, why)]`` out.
 """
 
