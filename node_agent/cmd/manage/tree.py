@@ -114,9 +114,10 @@ def _not_offered(conf, tree):
     """``[(provider, why)]`` of :func:`node_agent.tracker.coexistence.
     not_attachable_in`; [] with the reason on stderr when the host cannot
     be scanned."""
+    from node_agent import deployment
     from node_agent.hardware import discovery as discovery_mod
     from node_agent.tracker import coexistence
-    if tree.roots[0].generation is None:
+    if deployment.owns_root(conf) or tree.roots[0].generation is None:
         return []
     try:
         with discovery_mod.Discovery(conf) as discovery:
