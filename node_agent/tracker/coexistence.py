@@ -118,8 +118,8 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
         {ours for ours, _, _ in conflicts})
     if not_offered != before_not_offered:
         for ours, why, held in not_offered:
-            LOG.warning('%s: %s: vGPU not offered beside nova-compute%s: %s',
-                        nodename, ours,
+            LOG.warning('%s: %s: %s not offered beside nova-compute%s: %s',
+                        nodename, ours, _kind(ours),
                         ' (kept, no new unit: it holds allocations)'
                         if held else '', why)
     return skipped, tuple(sorted(kept)), withheld, not_offered
@@ -127,23 +127,35 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
 
 def hold_back_unattachable(nova, report_client, drivers, reported, current,
                            desired, owned, skip=()):
-    """Offer none of the agent's vGPU providers (of ``reported``, the
-    drivers' tree, names in ``skip`` aside) nova-compute cannot attach
-    (:func:`node_agent.drivers.coexist.not_attachable`); edits
-    ``desired`` (:func:`_hold_back`).  ``((ours, why, kept), ...)``.  One
-    usage read, of the owned providers concerned still in Placement."""
+    """Offer nothing of the agent's providers (of ``reported``, the
+    drivers' tree, names in ``skip`` aside) nova-compute cannot attach:
+    vGPUs (:func:`node_agent.drivers.coexist.not_attachable`), whole PCI
+    devices and NIC PF classes (:func:`~node_agent.drivers.coexist.
+    not_attachable_pci`); edits ``desired`` (:func:`_hold_back`).
+    ``((ours, why, kept), ...)``, ``ours`` naming the classes not
+    offered after the provider for a PCI device (so a vGPU's is the
+    one without a space).  One usage read, of the owned providers
+    concerned still in Placement with a class concerned."""
     from node_agent.drivers import coexist
-    unattachable = [
-        (ours, why, current.find(ours)) for ours, why in
-        coexist.not_attachable(reported, *_vgpu_offers(drivers), nova=nova)
-        if ours not in skip]
-    read = {p.uuid for _, _, p in unattachable
-            if p is not None and p.uuid in owned}
+    vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
+                                   nova=nova)
+    unattachable = [(ours, None, True, why) for ours, why in vgpus
+                    if ours not in skip]
+    unattachable += coexist.not_attachable_pci(
+        reported, drivers.snapshot, nova,
+        skip=set(skip) | {ours for ours, _ in vgpus})
+    have = [current.find(entry[0]) for entry in unattachable]
+    # A class Placement no longer has needs no read: a steady state
+    # reads nothing.
+    read = {p.uuid for p, (_, classes, whole, _) in zip(have, unattachable)
+            if p is not None and p.uuid in owned
+            and (whole or set(classes) & set(p.inventory))}
     in_use = report_client.get_usages(read) if read else {}
     return tuple(
-        (ours, why,
-         _hold_back(desired, current, ours, provider, owned, in_use))
-        for ours, why, provider in unattachable)
+        (ours if classes is None else f'{ours} {" ".join(classes)}', why,
+         _hold_back(desired, current, ours, provider, owned, in_use,
+                    None if whole else classes))
+        for (ours, classes, whole, why), provider in zip(unattachable, have))
 
 
 def _vgpu_offers(drivers):
@@ -155,16 +167,24 @@ def _vgpu_offers(drivers):
     return {}, {}
 
 
-def _hold_back(desired, current, name, provider, owned, in_use):
-    """Offer nothing of a provider nova-compute cannot attach: withdrawn
-    (not created) when it holds no allocations, else kept as Placement
-    has it with ``reserved = total - used`` per class (never below what
-    is reserved already).  True when kept."""
+def _hold_back(desired, current, name, provider, owned, in_use,
+               classes=None):
+    """Offer nothing of a provider nova-compute cannot attach (of its
+    ``classes`` only, when given): withdrawn (not created) when it holds
+    no allocations, else kept as Placement has it with ``reserved =
+    total - used`` per class (never below what is reserved already).
+    True when kept."""
     from node_agent.drivers import coexist
     if provider is None or provider.uuid not in owned:
-        coexist.leave_as_is(desired, current, name)
+        if classes is None:
+            coexist.leave_as_is(desired, current, name)
+        else:
+            _drop(desired.find(name), classes, {}, {})
         return False
     used = in_use.get(provider.uuid, {})
+    if classes is not None:
+        return _drop(desired.find(provider.uuid), classes, used,
+                     provider.inventory)
     if not any(used.values()):
         if desired.find(provider.uuid) is not None:
             desired.remove(provider.uuid)
@@ -175,6 +195,31 @@ def _hold_back(desired, current, name, provider, owned, in_use):
         record['reserved'] = max(record.get('reserved', 0),
                                  record['total'] - used.get(rc, 0))
     return True
+
+
+def _drop(provider, classes, used, placed):
+    """Take ``classes`` out of ``provider``'s inventory, those ``used``
+    in Placement (``placed``: its inventory there) kept with ``reserved
+    = total - used``; True when one is kept."""
+    kept = False
+    for rc in classes:
+        if provider is None or rc not in provider.inventory:
+            continue
+        if used.get(rc) and rc in placed:
+            record = dict(placed[rc])
+            record['reserved'] = max(record.get('reserved', 0),
+                                     record['total'] - used[rc])
+            provider.inventory[rc] = record
+            kept = True
+        else:
+            del provider.inventory[rc]
+    return kept
+
+
+def _kind(ours):
+    """What a ``not_offered`` entry is (:func:`hold_back_unattachable`):
+    a vGPU provider, or classes of a PCI device's provider."""
+    return 'PCI device' if ' ' in ours else 'vGPU'
 
 
 def note_unreadable(nova, before, nodename, metrics):
@@ -240,17 +285,21 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
     """What living beside other services leaves out of the tree, as the
     status line says it after the tracker's own text."""
     notes = []
-    if not_offered:
-        held = [ours for ours, _, kept in not_offered if kept]
+    vgpus = [e for e in not_offered if _kind(e[0]) == 'vGPU']
+    if vgpus:
+        held = [ours for ours, _, kept in vgpus if kept]
         notes.append(
-            text.plural(len(not_offered), 'vGPU device')
+            text.plural(len(vgpus), 'vGPU device')
             + ' nova-compute cannot attach, not offered: '
-            + ', '.join(ours for ours, _, _ in not_offered)
+            + ', '.join(ours for ours, _, _ in vgpus)
             + ' (nova-compute attaches vGPUs of the types its own [devices] '
             'enabled_mdev_types and [mdev_<type>] device_addresses name, '
             'and reports them itself)'
             + (f'; held by guests, no new unit offered: {", ".join(held)}'
                if held else ''))
+    pci = [e for e in not_offered if _kind(e[0]) != 'vGPU']
+    if pci:
+        notes.append(_pci_note(pci))
     if reported_elsewhere:
         notes.append(text.plural(len(reported_elsewhere), 'device')
                      + ' reported by another service, skipped: '
@@ -265,10 +314,28 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
     return notes
 
 
+def _pci_note(pci):
+    """The status line's note on the PCI devices not offered."""
+    held = [ours for ours, _, kept in pci if kept]
+    from node_agent.drivers import coexist
+    unknown = any(coexist.UNKNOWN in why for _, why, _ in pci)
+    return (text.plural(len(pci), 'PCI device offer')
+            + ' nova-compute cannot attach, not offered: '
+            + ', '.join(ours for ours, _, _ in pci)
+            + ' (whole devices: nova\'s [pci] device_spec and [pci] alias; '
+            "VFs: nova's [pci] device_spec; bandwidth: Neutron's "
+            'resource_provider_bandwidths)'
+            + ("; nova-compute's configuration unknown: no whole device "
+               'or VF offered' if unknown else '')
+            + (f'; held by guests, no new unit offered: {", ".join(held)}'
+               if held else ''))
+
+
 def not_attachable_in(conf, snapshot, tree):
-    """``[(ours, why)]``: the vGPUs an audit beside nova-compute would not
-    offer on ``tree`` (this host's tree in Placement), for ``node-agent-
-    manage tree show``; [] when the agent owns the root.  Reads nova's
+    """``[(ours, why)]``: what an audit beside nova-compute would not
+    offer on ``tree`` (this host's tree in Placement), named as
+    :func:`hold_back_unattachable` does, for ``node-agent-manage tree
+    show``; [] when the agent owns the root.  Reads nova's
     configuration, writes nothing; nova's own providers aside."""
     from node_agent import drivers as drivers_mod
     from node_agent.conf import nova as nova_conf
@@ -283,5 +350,9 @@ def not_attachable_in(conf, snapshot, tree):
     for provider in tree.providers():
         if deployment.OWNER_NOVA in provider.traits:
             novas.add(provider.name)
-    return [(ours, why) for ours, why in coexist.not_attachable(
-        reported, *_vgpu_offers(drivers), nova=nova) if ours not in novas]
+    vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
+                                   nova=nova)
+    pci = coexist.not_attachable_pci(
+        reported, snapshot, nova, skip=novas | {ours for ours, _ in vgpus})
+    return [(ours, why) for ours, why in vgpus if ours not in novas] + [
+        (f'{ours} {" ".join(classes)}', why) for ours, classes, _, why in pci]

@@ -10,9 +10,10 @@ removes only with ``[claims] heal_allocations``. When the claims or the
 domains cannot be read, the tree is still shown and the reason goes to
 stderr.  Devices an operator drained (``device drain``) follow, with their
 reason (JSON: ``drained_devices``), when there are any.  Beside
-nova-compute, the vGPUs the agent does not offer since nova-compute cannot
-attach them follow, each with the nova option that would make it
-attachable (JSON: ``not_offered_beside_nova_compute``).
+nova-compute, the vGPUs, whole PCI devices and NIC PF classes the agent
+does not offer since nova-compute cannot attach them follow, each with
+the nova or Neutron option that would make it attachable (JSON:
+``not_offered_beside_nova_compute``).
 """
 
 import json
@@ -106,7 +107,7 @@ def show(conf):
     return 0
 
 
-NOT_OFFERED_TITLE = ('vGPUs not offered beside nova-compute (nova-compute '
+NOT_OFFERED_TITLE = ('Not offered beside nova-compute (nova-compute '
                      'cannot attach them)')
 
 

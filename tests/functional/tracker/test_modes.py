@@ -88,6 +88,17 @@ def held_back(agent, root_name=HYPERVISOR):
             for ours, _, kept in agent.tracker.not_attachable]
 
 
+def nova_gives_whole(conf, tmp_path, address):
+    """nova-compute's nova.conf: ``address`` in its [pci] device_spec and
+    an alias for it, so its PCI tracker can attach that whole device."""
+    path = tmp_path / 'nova.conf'
+    path.write_text(f'[pci]\ndevice_spec = {{"address": "{address}"}}\n'
+                    'alias = {"name": "t4", "vendor_id": "10de", '
+                    '"product_id": "1eb8", "device_type": "type-PCI"}\n')
+    conf.set_override('config_file', str(path), 'nova')
+    return path
+
+
 def tree_of(adapter, root_uuid):
     """``{name: provider}`` as Placement holds the tree, read directly."""
     state = placement_state.read(adapter)['providers']
@@ -520,9 +531,11 @@ def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
 
 
 def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
-        agents, beside, placement_adapter, caplog):
-    # The first T4 given whole: the agent's PGPU provider.
+        agents, beside, placement_adapter, caplog, tmp_path):
+    # The first T4 given whole: the agent's PGPU provider, attachable by
+    # nova-compute's PCI tracker (a device_spec and an alias for it).
     beside.set_override('passthrough_devices', ['0000:3b:00.0'], 'gpu')
+    nova_gives_whole(beside, tmp_path, '0000:3b:00.0')
     nova_compute_creates_root(placement_adapter)
     agent = agents()
     agent.tracker.startup()
@@ -610,14 +623,15 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
     with caplog.at_level(logging.WARNING):
         agent.tracker.startup()
     tree = tree_of(placement_adapter, NOVA_UUID)
-    # ens1f0's VFs are nova's to give to Neutron ports: its PF keeps its
-    # bandwidth and traits for the ports' QoS, and offers no VF.
-    assert totals_of(tree[ENS1F0_PF]) == {
-        'NET_BW_EGR_KILOBIT_PER_SEC': 10000000,
-        'NET_BW_IGR_KILOBIT_PER_SEC': 10000000}
+    # ens1f0's VFs are nova's to give to Neutron ports: its PF offers no
+    # VF, and keeps its traits.  Its bandwidth is Neutron's to report
+    # (a QoS port on the agent's PF fails nova-compute's build), and
+    # ens2f0's VFs no device_spec matches: nova-compute cannot attach
+    # them.  Each is named with the option that would serve it.
+    assert totals_of(tree[ENS1F0_PF]) == {}
     assert {'CUSTOM_PHYSNET_PHYSNET1', 'HW_NIC_SRIOV'} <= \
         set(tree[ENS1F0_PF]['traits'])
-    assert totals_of(tree[ENS2F0_PF]) == {'SRIOV_NET_VF': 4}
+    assert totals_of(tree[ENS2F0_PF]) == {}
     why = ("nova-compute's PCI tracker hands out its VFs: [pci] device_spec "
            '{"devname": "ens1f0", "physical_network": "physnet1"} in '
            f'{beside_nics}')
@@ -625,6 +639,20 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
     assert agent.tracker.vfs_withheld == ((ENS1F0_PF, why, False),)
     assert ("SR-IOV VFs nova-compute's PCI tracker hands out, not offered: "
             f'{ENS1F0_PF}') in agent.tracker.status_line()
+    bandwidth = (f'{ENS1F0_PF} NET_BW_EGR_KILOBIT_PER_SEC '
+                 'NET_BW_IGR_KILOBIT_PER_SEC')
+    # (The T4s' vGPUs aside: the entries naming classes are PCI devices'.)
+    assert [(ours, kept) for ours, _, kept in agent.tracker.not_attachable
+            if ' ' in ours] == [(bandwidth, False),
+                                (f'{ENS2F0_PF} SRIOV_NET_VF', False)]
+    assert (f'2 PCI device offers nova-compute cannot attach, not offered: '
+            f'{bandwidth}, {ENS2F0_PF} SRIOV_NET_VF') in \
+        agent.tracker.status_line()
+    assert f'{ENS2F0_PF} SRIOV_NET_VF: PCI device not offered beside ' \
+        "nova-compute: nova-compute attaches a VF only through its PCI " \
+        "tracker, and no [pci] device_spec matches this PF's VFs" in \
+        caplog.text
+    assert 'resource_provider_bandwidths' in caplog.text
 
     # Steady state: nothing written, no usage read.
     caplog.clear()
@@ -637,14 +665,19 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
 
 def test_beside_nova_keeps_vfs_in_use_until_released(
         agents, beside_nics, placement_adapter, caplog):
-    # The agent offered ens1f0's VFs and one is allocated; then nova-compute
-    # is given them.  Placement refuses to delete inventory in use: the
-    # class stays as it is until the allocation goes, then goes.
+    # An earlier release offered ens1f0's VFs and one is allocated; then
+    # nova-compute is given them.  Placement refuses to delete inventory
+    # in use: the class stays as it is until the allocation goes, then
+    # goes.
     nova_compute_creates_root(placement_adapter)
     agent = agents()
     agent.tracker.startup()
     pf = tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF]
-    assert totals_of(pf)['SRIOV_NET_VF'] == 4
+    _ok(placement_adapter.put(
+        f'/resource_providers/{pf["uuid"]}/inventories', microversion='1.26',
+        json={'resource_provider_generation': pf['generation'],
+              'inventories': {'SRIOV_NET_VF': {'total': 4}}}))
+    pf = tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF]
     consumer = h.new_consumer()
     h.put_allocations(placement_adapter, consumer,
                       {pf['uuid']: {'SRIOV_NET_VF': 1}})
