@@ -560,6 +560,32 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
             '(both report PGPU): left as it is') in caplog.text
 
 
+def test_beside_nova_offers_a_whole_gpu_only_as_novas_config_allows(
+        agents, beside, placement_adapter, caplog, tmp_path):
+    # The first T4 given whole, nova's configuration not read: no
+    # device_spec of nova's is known, so nothing nova could not attach
+    # is offered, and the status line says why.
+    beside.set_override('passthrough_devices', ['0000:3b:00.0'], 'gpu')
+    nova_compute_creates_root(placement_adapter)
+    agent = agents()
+    agent.tracker.startup()
+    gpu = f'{HYPERVISOR}_pci_0000_3b_00_0'
+    assert gpu not in tree_of(placement_adapter, NOVA_UUID)
+    line = agent.tracker.status_line()
+    assert f'1 PCI device offer nova-compute cannot attach, not offered: ' \
+        f'{gpu} PGPU' in line
+    assert "nova-compute's configuration unknown: no whole device or VF " \
+        'offered' in line
+
+    # nova-compute is given it (a device_spec and an alias): offered at
+    # the next audit, nothing said of it any more.
+    nova_gives_whole(beside, tmp_path, '0000:3b:00.0')
+    agent.tracker.audit()
+    assert tree_of(placement_adapter, NOVA_UUID)[gpu]['inventories'][
+        'PGPU']['total'] == 1
+    assert 'PCI device offer' not in agent.tracker.status_line()
+
+
 def test_beside_nova_an_override_of_the_root_is_left_to_nova(
         agents, beside, placement_adapter, tmp_path, caplog):
     # What the agent may touch is decided once per round and the drivers
