@@ -244,7 +244,7 @@ def test_agent_first_then_nova_names_one_vf(agent, server, cloud):
         ', and nova-compute reports it itself')
     shown = agent.run_manage('tree', 'show')
     assert shown.returncode == 0, shown.stderr
-    assert ('vGPUs not offered beside nova-compute (nova-compute cannot '
+    assert ('Not offered beside nova-compute (nova-compute cannot '
             f'attach them):\n  {provider(host, A10_VFS[0])}: nova-compute '
             'attaches only') in shown.stdout
     spawned = place_and_spawn(cloud, host, NOVA_ONE_VF, [
@@ -349,3 +349,106 @@ def test_whole_gpu_is_the_one_novas_pci_tracker_picks(
     assert node['spawns'] == [{'name': 'g2', 'pci': [tracked[0]]},
                               {'name': 'g1', 'pci': [tracked[1]]}]
     assert set(pgpus) <= set(cloud.providers())
+
+
+# -- whole devices nova's PCI tracker cannot attach: not offered ---------
+
+FPGA = '0000:86:00.0'
+FPGA_SPEC = {'vendor_id': '8086', 'product_id': '09c4'}
+FPGA_ALIAS = dict(FPGA_SPEC, name='fpga', device_type='type-PCI')
+NOVA_FPGA = (('pci', 'device_spec', json.dumps(FPGA_SPEC)),
+             ('pci', 'alias', json.dumps(FPGA_ALIAS)))
+# The agent's FPGA (recorded host 1), as an accelerator.
+AGENT_FPGA = ('[pci]', 'device_allow_list = {"address": "*:86:00.*"}')
+H100S = ('[gpu]', 'passthrough_devices = 10de:2330')
+# Recorded host 2's eight H100s (10de:2330).
+H100_ADDRESSES = [f'0000:{bus}:00.0' for bus in
+                  ('18', '2a', '3a', '5d', '9a', 'ab', 'ba', 'db')]
+
+
+def configure_whole(agent, server, cloud, host, recorded, extra):
+    agent.configure(server.url, nested=True, extra=(
+        '[DEFAULT]', f'host = {host}',
+        '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(host)}',
+        f'hypervisor_hostname = {host}',
+        f'config_file = {cloud.nova_config_path(host)}')
+        + gpu_hosts.host_options(recorded) + extra)
+    agent.use_default('deployment')
+    agent.use_default('enabled', 'numa')
+
+
+def whole_nova(cloud, host, recorded, options, spawns=()):
+    node = cloud.nova_compute(
+        host, options=options, spawns=spawns,
+        libvirt=harness.recorded_libvirt_host(recorded),
+        sysfs_root=hosts.sysfs_root(recorded))
+    assert node['periodics'] == [{'ok': True}], node['periodics']
+    return node
+
+
+@pytest.mark.parametrize('spec_after_agent', [False, True],
+                         ids=['nova_first', 'spec_after_agent'])
+def test_fpga_with_novas_device_spec_and_alias_is_attached(
+        agent, server, cloud, spec_after_agent):
+    """The Intel PAC Arria 10 of recorded host 1, matched by nova's
+    ``[pci] device_spec`` and a flavor's alias: the agent offers it,
+    Nova's scheduler charges the agent's provider, and Nova 34's
+    ``PciDevTracker.claim_instance`` gives the guest that very device
+    (the host's only one).  In the other order the agent ran beside a
+    nova-compute without the spec first (not offered, named), then
+    nova-compute is given it: the next audit offers the FPGA."""
+    host = f'fpga-alias-{int(spec_after_agent)}'
+    ours = provider(host, FPGA)
+    configure_whole(agent, server, cloud, host, 'host1', AGENT_FPGA)
+    if spec_after_agent:
+        whole_nova(cloud, host, 'host1', ())
+        assert f'{ours} FPGA' in once(agent).stdout
+        assert offering(cloud, host, 'FPGA') == {}
+    whole_nova(cloud, host, 'host1', NOVA_FPGA)
+    done = once(agent)
+    assert ours not in done.stdout
+    assert offering(cloud, host, 'FPGA')[ours][0] == {'FPGA': 1}
+
+    charged, spawns = place(cloud, host, [('fpga', 'FPGA'),
+                                          ('fpga-2', 'FPGA')])
+    assert charged == {'fpga': ours, 'fpga-2': None}
+    node = whole_nova(cloud, host, 'host1', NOVA_FPGA, spawns=[
+        dict(s, alias='fpga:1') for s in spawns])
+    assert node['spawns'] == [{'name': 'fpga', 'pci': [FPGA]}]
+
+
+@pytest.mark.parametrize('recorded, extra, rc, addresses', [
+    ('host1', AGENT_FPGA, 'FPGA', [FPGA]),
+    ('host2', H100S, 'PGPU', H100_ADDRESSES),
+], ids=['fpga', 'h100'])
+def test_whole_device_without_novas_device_spec_is_not_offered(
+        agent, server, cloud, recorded, extra, rc, addresses):
+    """nova-compute with no ``[pci] device_spec``: its PCI tracker holds
+    nothing, so a flavor's alias finds no device, whatever Placement
+    charged.  The agent offers none of the devices (no candidate, Nova's
+    scheduler finds no host), and names each, in the log and the status
+    line and ``tree show``, with nova's options."""
+    host = f'{rc.lower()}-no-spec'
+    node = whole_nova(cloud, host, recorded, ())
+    assert node['pci_tracker'] == []
+    configure_whole(agent, server, cloud, host, recorded, extra)
+
+    done = once(agent)
+
+    assert offering(cloud, host, rc) == {}
+    assert candidates(cloud, host, f'{rc}:1') == []
+    charged, _ = place(cloud, host, [(rc.lower(), rc)])
+    assert charged == {rc.lower(): None}
+    for address in addresses:
+        named = f'{provider(host, address)} {rc}'
+        assert named in done.stdout
+        assert f'{named}: PCI device not offered beside nova-compute: ' \
+            'nova-compute attaches a whole PCI device only through its ' \
+            'PCI tracker, and no [pci] device_spec matches it: set [pci] ' \
+            f'device_spec = {{"address": "{address}"}} and a [pci] alias' \
+            in agent.log_text()
+    shown = agent.run_manage('tree', 'show', '--format', 'json')
+    assert shown.returncode == 0, shown.stderr
+    named = {n['provider'] for n in json.loads(shown.stdout)[
+        'not_offered_beside_nova_compute']}
+    assert {f'{provider(host, a)} {rc}' for a in addresses} <= named

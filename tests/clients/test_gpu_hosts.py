@@ -34,11 +34,16 @@ def server(tmp_path):
         yield srv
 
 
-def report(agent, server, cloud, host, extra):
-    assert cloud.nova_compute(HOST)['periodics'] == [{'ok': True}]
+def report(agent, server, cloud, host, extra, nova_options=()):
+    """The agent's once beside nova-compute (``nova_options`` in its
+    nova.conf, which the agent reads)."""
+    assert cloud.nova_compute(HOST, options=nova_options)['periodics'] == [
+        {'ok': True}]
     agent.configure(server.url, nested=True, extra=(
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
-        f'hypervisor_hostname = {HOST}') + host_options(host) + extra)
+        f'hypervisor_hostname = {HOST}',
+        f'config_file = {cloud.nova_config_path(HOST)}')
+        + host_options(host) + extra)
     agent.use_default('deployment')
     agent.use_default('enabled', 'numa')
     done = agent.run_once()
@@ -69,8 +74,11 @@ def schedule(cloud, root_uuid, requests):
 
 
 def test_nova_places_a_whole_h100(agent, server, cloud):
+    # nova-compute's PCI tracker can attach it: a device_spec matches.
     providers = report(agent, server, cloud, 'h100-vm', (
-        '[gpu]', 'passthrough_devices = 10de:2330'))
+        '[gpu]', 'passthrough_devices = 10de:2330'), nova_options=(
+            ('pci', 'device_spec', '{"vendor_id": "10de", '
+             '"product_id": "2330"}'),))
     root = providers[HOST]['uuid']
     gpu = f'{HOST}_pci_0000_00_06_0'
     assert providers[gpu]['parent'] == root
