@@ -350,6 +350,9 @@ def not_attachable(reported, offers, pools, nova=None):
     return sorted(result)
 
 
+#: The GPU driver's MIG classes (node_agent.drivers.gpu, which imports
+#: more than this pure module needs).
+MIG_CLASS_PREFIX = 'CUSTOM_MIG_'
 #: What a why says when nova's configuration is not known.
 UNKNOWN = 'no [pci] device_spec of its is known'
 
@@ -435,7 +438,10 @@ def not_attachable_pci(reported, snapshot, nova, skip=()):
                                _vf_why(address, nova)))
             continue
         device = snapshot.pci_device(address)
-        if device is None or any(match(device) for match in specs):
+        # A GPU split by MIG is no whole device (nova's PCI tracker would
+        # hand out the GPU, not a slice): not this function's.
+        if device is None or any(match(device) for match in specs) or \
+                any(rc.startswith(MIG_CLASS_PREFIX) for rc in ours.inventory):
             continue
         result.append((ours.name, tuple(sorted(ours.inventory)), True,
                        _whole_why(device, nova)))

@@ -394,3 +394,11 @@ def test_an_unknown_nova_configuration_makes_nothing_attachable(
     assert all(why.startswith(begins) for ours, _, _, why in found
                if why != coexist.BANDWIDTH_WHY)
     assert coexist.UNKNOWN in begins
+
+
+def test_a_gpu_split_by_mig_is_no_whole_device(snapshot):
+    reported = pci_tree()
+    reported.find('cn1_pci_0000_86_00_0').inventory = {
+        'CUSTOM_MIG_1G_10GB': {'total': 7}}
+    found = coexist.not_attachable_pci(reported, with_vfs(snapshot), nova())
+    assert 'cn1_pci_0000_86_00_0' not in [ours for ours, *_ in found]
