@@ -153,21 +153,30 @@ NOVA_UNREPORTED = (('devices', 'enabled_mdev_types', 'nvidia-1155'),
                    ('mdev_nvidia-1155', 'mdev_class', 'CUSTOM_L40S_4Q'))
 
 
+@pytest.mark.parametrize('agent_first', [False, True],
+                         ids=['nova_first', 'agent_first'])
 @pytest.mark.parametrize('row, options, novas, unattached', [
     ('pf_address', NOVA_PF, [], A10_VFS + L40S_VFS),
     ('unreported_class', NOVA_UNREPORTED, [], A10_VFS + L40S_VFS),
     ('a10_type', NOVA_A10, A10_VFS, L40S_VFS),
 ])
 def test_no_vgpu_offered_whatever_novas_config(agent, server, cloud, row,
-                                               options, novas, unattached):
-    """nova-compute started first with ``options``: the agent offers no
-    vGPU, names each device it would have offered and the nova option
-    that makes it attachable; nova's own vGPU providers (``novas``) are
-    the only ones, and Nova's scheduler and ``_allocate_mdevs`` give each
-    guest an mdev on the very VF Placement charged."""
-    host = f'vgpu-{row}'.replace('_', '-')
-    nova(cloud, host, options)
+                                               options, novas, unattached,
+                                               agent_first):
+    """nova-compute started first with ``options`` (or, ``agent_first``,
+    the agent ran beside a nova-compute naming no vGPU type, then
+    nova-compute is given ``options``): the agent offers no vGPU, names
+    each device it would have offered and the nova option that makes it
+    attachable; nova's own vGPU providers (``novas``) are the only ones,
+    and Nova's scheduler and ``_allocate_mdevs`` give each guest an mdev
+    on the very VF Placement charged."""
+    host = f'vgpu-{row}-{int(agent_first)}'.replace('_', '-')
     configure(agent, server, cloud, host)
+    if agent_first:
+        nova(cloud, host, ())
+        once(agent)
+        assert vgpu_providers(cloud, host) == {}
+    nova(cloud, host, options)
 
     done = once(agent)
 
