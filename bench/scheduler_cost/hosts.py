@@ -159,8 +159,13 @@ def nova_conf(kind, path):
     (what node-agent reads beside it: ``[nova] config_file``) and return
     its path.  Nova's SR-IOV networking: each NIC port's VFs in nova's
     PCI tracker for Neutron's ports, on the port's physnet, as Nova's
-    own tree of :mod:`bench.scheduler_cost.trees` has them."""
+    own tree of :mod:`bench.scheduler_cost.trees` has them; the H100s
+    (10de:2330) in its PCI tracker, so that beside it the agent offers
+    them whole."""
     lines = ['[DEFAULT]']
+    if kind == 'mig':
+        lines += ['[pci]', 'device_spec = {"vendor_id": "10de", '
+                  '"product_id": "2330"}']
     if kind == 'nic':
         lines.append('[pci]')
         lines += [

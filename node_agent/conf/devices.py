@@ -29,7 +29,14 @@ opts = [
                 default=[],
                 deprecated_opts=[cfg.DeprecatedOpt('enabled_vgpu_types',
                                                    group='gpu')],
-                help='vGPU types offered to guests: mediated device type '
+                help='vGPU types offered to guests where the agent owns '
+                     'the root ([DEFAULT] deployment = standalone); beside '
+                     'nova-compute (the default) none is offered, since '
+                     'nova-compute attaches only the types its own '
+                     '[devices] enabled_mdev_types names (and then reports '
+                     'them itself): the status line, the log and tree show '
+                     'name each such device and that nova option. The '
+                     'types: mediated device type '
                      'ids as sysfs names them ("nvidia-588"), and NVIDIA '
                      'vendor VFIO types (vGPU 17+ on kernels >= 6.8, no '
                      'mdev) as "nvidia-<id>" with the id of the VF\'s '

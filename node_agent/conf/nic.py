@@ -40,7 +40,12 @@ opts = [
                      'that Neutron\'s own SR-IOV agent already reports '
                      '(a provider "<host>:NIC Switch agent:<ifname>") gets '
                      'no bandwidth from node-agent, so a port\'s request '
-                     'group maps to exactly one provider.'),
+                     'group maps to exactly one provider. Beside '
+                     'nova-compute no PF offers bandwidth at all (a QoS '
+                     'port\'s bandwidth on the agent\'s PF fails '
+                     'nova-compute\'s build): set it in Neutron\'s SR-IOV '
+                     'agent configuration instead; the status line and tree '
+                     'show say so.'),
     cfg.BoolOpt('report_bandwidth',
                 default=False,
                 help='For PFs not in resource_provider_bandwidths, report '

@@ -71,11 +71,22 @@ opts = [
                     'provider takes the very name the agent would give the '
                     'GPU), nor SRIOV_NET_VF for a PF whose VFs a '
                     'device_spec entry matches (nova\'s PCI tracker hands '
-                    'them to ports and PCI aliases outside Placement). A '
-                    'missing file is no evidence; one that cannot be read '
-                    'is none either, and the status line and the metric '
+                    'them to ports and PCI aliases outside Placement). '
+                    'Beside nova-compute the agent offers no vGPU at all '
+                    '(nova-compute attaches only the types its own '
+                    '[devices] enabled_mdev_types names, and reports those '
+                    'itself), offers a whole GPU or accelerator only when a '
+                    '[pci] device_spec matches it (nova\'s PCI tracker '
+                    'attaches nothing else), and no bandwidth and no other '
+                    'SRIOV_NET_VF on its PFs; the log, the status line and '
+                    'tree show name each, with the nova or Neutron option '
+                    'that would make it attachable. A missing file is no '
+                    'evidence; one that cannot be read is none either, and '
+                    'the status line and the metric '
                     'node_agent_evidence_unreadable say so; empty: not '
-                    'read.'),
+                    'read. Whenever it is not read (missing, unreadable, '
+                    'empty) no whole device and no VF is offered beside '
+                    'nova-compute.'),
 ]
 
 

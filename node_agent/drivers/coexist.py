@@ -24,6 +24,12 @@ report_in_placement`` every device its ``device_spec`` matches without a
 ``physical_network``.  Those are conflicts too, ``theirs`` being
 ``nova-compute``, so the agent reports none of them in either start order.
 
+Offered means attachable (:func:`not_attachable`): nova-compute attaches a
+vGPU only of a type its own ``[devices] enabled_mdev_types`` names for the
+parent device, and reports that device itself, so none of the agent's
+vGPUs is attachable beside it; each is named with the nova option that
+would make it so.
+
 Pure: trees in, ``[(ours, theirs, why)]`` out.
 """
 
@@ -291,4 +297,152 @@ def reported_by_nova(reported, nova_devices):
         address = None if ours.is_root else pci_address(ours.name)
         if address in nova_devices:
             result.append((ours.name, 'nova-compute', nova_devices[address]))
+    return sorted(result)
+
+
+def _vgpu_why(offer, nova):
+    """Why nova-compute cannot attach the vGPU ``offer`` stands for, and
+    what in its configuration would make it: its own option, never the
+    agent's."""
+    where = f' in {nova.path}' if nova is not None else ''
+    if offer.vendor_vfio:
+        return ('nova-compute has no vendor-VFIO vGPU path (Nova 34 '
+                'attaches vGPUs as mdevs only): '
+                f'{offer.address} is not attachable by nova-compute')
+    return ('nova-compute attaches only the mdev types its own [devices] '
+            'enabled_mdev_types names for a parent: set [devices] '
+            f'enabled_mdev_types = {offer.type_id} and '
+            f'[mdev_{offer.type_id}] device_addresses = {offer.address}'
+            f'{where}, and nova-compute reports it itself')
+
+
+def not_attachable(reported, offers, pools, nova=None):
+    """``[(ours, why)]``, sorted: the agent's vGPU providers (of the tree
+    ``reported``) nova-compute cannot attach.
+
+    ``offers``: ``{device address: gpu.Offer}`` and ``pools``: ``{GPU
+    address: (class, type)}``, the GPU driver's
+    (:class:`node_agent.drivers.gpu_claims.Devices`).  nova-compute's
+    ``_allocate_mdevs`` takes the parent device from the allocated
+    provider's name (``<root>_pci_0000_3b_00_4``), then uses only mdevs
+    and types its own ``[devices] enabled_mdev_types`` names for that
+    parent: for any vGPU the agent would offer it returns no mdev (the
+    guest boots without its vGPU while Placement counts it used), or
+    fails with ``ComputeResourcesUnavailable``; where its configuration
+    names the type it reports the device itself (:func:`nova_reported`).
+    A pooled card (its VFs on one provider) is no parent nova knows
+    either.  So beside nova-compute vGPU is nova's; whole GPUs,
+    accelerators and NIC PFs are :func:`not_attachable_pci`'s.
+    """
+    by_gpu = {}
+    for offer in offers.values():
+        by_gpu.setdefault(offer.gpu_address, offer)
+    result = []
+    for ours in reported.providers():
+        address = None if ours.is_root else pci_address(ours.name)
+        offer = offers.get(address)
+        if address in pools:
+            offer = by_gpu.get(address)
+        if offer is None or not set(ours.inventory) & {
+                offer.resource_class, pools.get(address, (None,))[0]}:
+            continue
+        result.append((ours.name, _vgpu_why(offer, nova)))
+    return sorted(result)
+
+
+#: The GPU driver's MIG classes (node_agent.drivers.gpu, which imports
+#: more than this pure module needs).
+MIG_CLASS_PREFIX = 'CUSTOM_MIG_'
+#: What a why says when nova's configuration is not known.
+UNKNOWN = 'no [pci] device_spec of its is known'
+
+
+def _unknown(nova):
+    """Why no ``[pci] device_spec`` of nova's is known, or None."""
+    if nova is None:
+        return ("nova-compute's configuration is not read ([nova] "
+                f'config_file unset or missing), so {UNKNOWN}')
+    if nova.unreadable:
+        return f'{nova.unreadable}, so {UNKNOWN}'
+    return None
+
+
+def _whole_why(device, nova):
+    """Why nova-compute cannot attach the whole PCI ``device``, and the
+    options that would make it attachable."""
+    where = f' in {nova.path}' if nova is not None else ' in nova.conf'
+    hint = (f'set [pci] device_spec = {{"address": "{device.address}"}} '
+            f'and a [pci] alias = {{"name": "<alias>", "vendor_id": '
+            f'"{device.vendor_id}", "product_id": "{device.product_id}", '
+            f'"device_type": "type-PCI"}}{where}')
+    unknown = _unknown(nova)
+    if unknown:
+        return f'{unknown}: {hint}'
+    return ("nova-compute attaches a whole PCI device only through its "
+            "PCI tracker, and no [pci] device_spec matches it: " + hint)
+
+
+def _vf_why(address, nova):
+    """Why nova-compute cannot attach the VFs of PF ``address``."""
+    where = f' in {nova.path}' if nova is not None else ' in nova.conf'
+    hint = (f'a [pci] device_spec matching its VFs (e.g. {{"address": '
+            f'"{address}", "physical_network": "<physnet>"}}){where}')
+    unknown = _unknown(nova)
+    if unknown:
+        return f'{unknown}: nova-compute attaches VFs only with {hint}'
+    return ("nova-compute attaches a VF only through its PCI tracker, and "
+            "no [pci] device_spec matches this PF's VFs: " + hint)
+
+
+BANDWIDTH_WHY = (
+    "a QoS port's bandwidth on the agent's PF fails nova-compute's build "
+    '(UnexpectedResourceProviderNameForPCIRequest): Neutron reports it '
+    "per interface, set resource_provider_bandwidths in Neutron's SR-IOV "
+    'agent configuration ([sriov_nic] section of sriov_agent.ini)')
+
+
+def not_attachable_pci(reported, snapshot, nova, skip=()):
+    """``[(ours, classes, whole, why)]``, sorted: what of the agent's
+    whole PCI devices and NIC PFs (providers of ``reported``, names in
+    ``skip`` aside: the vGPUs of :func:`not_attachable`) nova-compute
+    cannot attach, ``classes`` being those not to offer, ``whole`` True
+    when that is the whole provider.
+
+    A whole GPU or accelerator is attached only by nova's PCI tracker,
+    from a ``[pci] device_spec`` matching it (and a flavor's alias); a
+    NIC PF's ``SRIOV_NET_VF`` only from one matching its VFs (and where
+    one does, nova hands them out itself: :func:`nova_hands_out_vfs`);
+    its bandwidth and packet rate never (Neutron's agent reports them
+    per interface).  When nova's configuration cannot be read, no
+    ``device_spec`` is known: nothing nova could not attach is offered.
+    """
+    skip = set(skip)
+    specs = () if _unknown(nova) else tuple(
+        nova_matcher(s, snapshot) for s in nova.device_specs
+        if s.get('physical_network') is None)
+    result = []
+    for ours in reported.providers():
+        address = None if ours.is_root else pci_address(ours.name)
+        if address is None or ours.name in skip or not ours.inventory:
+            continue
+        pf = snapshot.pf(address)
+        if pf is not None:
+            bandwidth = tuple(sorted(rc for rc in ours.inventory
+                                     if rc.startswith(PER_PORT_CLASSES)))
+            if bandwidth:
+                result.append((ours.name, bandwidth, False, BANDWIDTH_WHY))
+            if 'SRIOV_NET_VF' in ours.inventory and address not in (
+                    nova_hands_out_vfs(nova, snapshot)
+                    if not _unknown(nova) else {}):
+                result.append((ours.name, ('SRIOV_NET_VF',), False,
+                               _vf_why(address, nova)))
+            continue
+        device = snapshot.pci_device(address)
+        # A GPU split by MIG is no whole device (nova's PCI tracker would
+        # hand out the GPU, not a slice): not this function's.
+        if device is None or any(match(device) for match in specs) or \
+                any(rc.startswith(MIG_CLASS_PREFIX) for rc in ours.inventory):
+            continue
+        result.append((ours.name, tuple(sorted(ours.inventory)), True,
+                       _whole_why(device, nova)))
     return sorted(result)

@@ -14,6 +14,17 @@ The VFs of an SR-IOV PF that nova-compute's PCI tracker hands out (its
 ``[pci] device_spec`` matches them: Neutron's SR-IOV ports, a PCI alias)
 are in no Placement usage, so the agent offers no ``SRIOV_NET_VF`` for
 that PF (:func:`withhold_vfs`); the PF keeps its bandwidth and traits.
+
+Offered means attachable: a vGPU (a VF with mdev types or NVIDIA's vendor
+VFIO files, a pooled card, a time-sliced GPU) is attachable by
+nova-compute only when its own ``[devices] enabled_mdev_types`` names the
+type for that parent, and then nova-compute reports it itself
+(:func:`node_agent.drivers.coexist.not_attachable`).  So the agent offers
+no vGPU beside nova-compute: a provider of its own for one is withdrawn
+when it holds no allocations, else kept with ``reserved = total - used``
+(no new unit offered, nothing deleted from under a guest) until its guests
+are gone.  The status line and ``tree show`` name the devices and the
+nova option that would make them attachable.
 """
 
 from oslo_log import log as logging
@@ -28,9 +39,10 @@ VF_CLASS = 'SRIOV_NET_VF'
 
 def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
                             snapshot, ownership, nodename, before=(),
-                            before_withheld=()):
-    """Edit ``desired`` so that nothing another service reports is
-    reported; ``(skipped, kept, withheld)``.
+                            before_withheld=(), before_not_offered=()):
+    """Edit ``desired`` so that nothing another service reports, and no
+    device nova-compute cannot attach, is offered; ``(skipped, kept,
+    withheld, not_offered)``.
 
     ``nova``: what nova-compute's configuration makes it report
     (:func:`node_agent.conf.nova.read_nova_reports`), or None.
@@ -39,10 +51,13 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     another service reports, sorted; ``kept``: the names of the agent's
     own providers left as they are since they hold allocations;
     ``withheld``: :func:`withhold_vfs`'s, for the VFs nova-compute hands
-    out.  Each skipped device is logged when ``skipped`` differs from
-    ``before`` (the last round's), each PF's VFs when ``withheld`` differs
-    from ``before_withheld``.  One usage read per owned provider
-    concerned.
+    out; ``not_offered``: ``(ours, why, kept)`` of the agent's vGPU
+    providers nova-compute cannot attach (``kept``: held by allocations,
+    no new unit offered), :func:`_hold_back`.  Each skipped device is
+    logged when ``skipped`` differs from ``before`` (the last round's),
+    each PF's VFs when ``withheld`` differs from ``before_withheld``, the
+    vGPUs when ``not_offered`` differs from ``before_not_offered``.  One
+    usage read per owned provider concerned.
     """
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
@@ -98,7 +113,113 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
                         f'{VF_CLASS} kept while it holds allocations'
                         if in_use else f'no {VF_CLASS} offered')
     kept += [f'{name} {VF_CLASS}' for name, _, in_use in withheld if in_use]
-    return skipped, tuple(sorted(kept)), withheld
+    not_offered = hold_back_unattachable(
+        nova, report_client, drivers, reported, current, desired, owned,
+        {ours for ours, _, _ in conflicts})
+    if not_offered != before_not_offered:
+        for ours, why, held in not_offered:
+            LOG.warning('%s: %s: %s not offered beside nova-compute%s: %s',
+                        nodename, ours, _kind(ours),
+                        ' (kept, no new unit: it holds allocations)'
+                        if held else '', why)
+    return skipped, tuple(sorted(kept)), withheld, not_offered
+
+
+def hold_back_unattachable(nova, report_client, drivers, reported, current,
+                           desired, owned, skip=()):
+    """Offer nothing of the agent's providers (of ``reported``, the
+    drivers' tree, names in ``skip`` aside) nova-compute cannot attach:
+    vGPUs (:func:`node_agent.drivers.coexist.not_attachable`), whole PCI
+    devices and NIC PF classes (:func:`~node_agent.drivers.coexist.
+    not_attachable_pci`); edits ``desired`` (:func:`_hold_back`).
+    ``((ours, why, kept), ...)``, ``ours`` naming the classes not
+    offered after the provider for a PCI device (so a vGPU's is the
+    one without a space).  One usage read, of the owned providers
+    concerned still in Placement with a class concerned."""
+    from node_agent.drivers import coexist
+    vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
+                                   nova=nova)
+    unattachable = [(ours, None, True, why) for ours, why in vgpus
+                    if ours not in skip]
+    unattachable += coexist.not_attachable_pci(
+        reported, drivers.snapshot, nova,
+        skip=set(skip) | {ours for ours, _ in vgpus})
+    have = [current.find(entry[0]) for entry in unattachable]
+    # A class Placement no longer has needs no read: a steady state
+    # reads nothing.
+    read = {p.uuid for p, (_, classes, whole, _) in zip(have, unattachable)
+            if p is not None and p.uuid in owned
+            and (whole or set(classes) & set(p.inventory))}
+    in_use = report_client.get_usages(read) if read else {}
+    return tuple(
+        (ours if classes is None else f'{ours} {" ".join(classes)}', why,
+         _hold_back(desired, current, ours, provider, owned, in_use,
+                    None if whole else classes))
+        for (ours, classes, whole, why), provider in zip(unattachable, have))
+
+
+def _vgpu_offers(drivers):
+    """``(offers, pools)`` of the GPU driver's vGPUs, ``({}, {})`` when it
+    is not enabled (:class:`node_agent.drivers.gpu_claims.Devices`)."""
+    for driver in drivers.drivers:
+        if driver.name == 'gpu':
+            return driver.devices.offers, driver.devices.pools
+    return {}, {}
+
+
+def _hold_back(desired, current, name, provider, owned, in_use,
+               classes=None):
+    """Offer nothing of a provider nova-compute cannot attach (of its
+    ``classes`` only, when given): withdrawn (not created) when it holds
+    no allocations, else kept as Placement has it with ``reserved =
+    total - used`` per class (never below what is reserved already).
+    True when kept."""
+    from node_agent.drivers import coexist
+    if provider is None or provider.uuid not in owned:
+        if classes is None:
+            coexist.leave_as_is(desired, current, name)
+        else:
+            _drop(desired.find(name), classes, {}, {})
+        return False
+    used = in_use.get(provider.uuid, {})
+    if classes is not None:
+        return _drop(desired.find(provider.uuid), classes, used,
+                     provider.inventory)
+    if not any(used.values()):
+        if desired.find(provider.uuid) is not None:
+            desired.remove(provider.uuid)
+        return False
+    coexist.leave_as_is(desired, current, provider.name)
+    kept = desired.find(provider.uuid)
+    for rc, record in kept.inventory.items():
+        record['reserved'] = max(record.get('reserved', 0),
+                                 record['total'] - used.get(rc, 0))
+    return True
+
+
+def _drop(provider, classes, used, placed):
+    """Take ``classes`` out of ``provider``'s inventory, those ``used``
+    in Placement (``placed``: its inventory there) kept with ``reserved
+    = total - used``; True when one is kept."""
+    kept = False
+    for rc in classes:
+        if provider is None or rc not in provider.inventory:
+            continue
+        if used.get(rc) and rc in placed:
+            record = dict(placed[rc])
+            record['reserved'] = max(record.get('reserved', 0),
+                                     record['total'] - used[rc])
+            provider.inventory[rc] = record
+            kept = True
+        else:
+            del provider.inventory[rc]
+    return kept
+
+
+def _kind(ours):
+    """What a ``not_offered`` entry is (:func:`hold_back_unattachable`):
+    a vGPU provider, or classes of a PCI device's provider."""
+    return 'PCI device' if ' ' in ours else 'vGPU'
 
 
 def note_unreadable(nova, before, nodename, metrics):
@@ -159,10 +280,26 @@ def withhold_vfs(report_client, reported, current, desired, handed_out,
     return tuple(sorted(withheld))
 
 
-def status_notes(reported_elsewhere, vfs_withheld, kept_twice):
+def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
+                 not_offered=()):
     """What living beside other services leaves out of the tree, as the
     status line says it after the tracker's own text."""
     notes = []
+    vgpus = [e for e in not_offered if _kind(e[0]) == 'vGPU']
+    if vgpus:
+        held = [ours for ours, _, kept in vgpus if kept]
+        notes.append(
+            text.plural(len(vgpus), 'vGPU device')
+            + ' nova-compute cannot attach, not offered: '
+            + ', '.join(ours for ours, _, _ in vgpus)
+            + ' (nova-compute attaches vGPUs of the types its own [devices] '
+            'enabled_mdev_types and [mdev_<type>] device_addresses name, '
+            'and reports them itself)'
+            + (f'; held by guests, no new unit offered: {", ".join(held)}'
+               if held else ''))
+    pci = [e for e in not_offered if _kind(e[0]) != 'vGPU']
+    if pci:
+        notes.append(_pci_note(pci))
     if reported_elsewhere:
         notes.append(text.plural(len(reported_elsewhere), 'device')
                      + ' reported by another service, skipped: '
@@ -175,3 +312,47 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice):
         notes.append('reported twice while they hold allocations: '
                      + ', '.join(kept_twice))
     return notes
+
+
+def _pci_note(pci):
+    """The status line's note on the PCI devices not offered."""
+    held = [ours for ours, _, kept in pci if kept]
+    from node_agent.drivers import coexist
+    unknown = any(coexist.UNKNOWN in why for _, why, _ in pci)
+    return (text.plural(len(pci), 'PCI device offer')
+            + ' nova-compute cannot attach, not offered: '
+            + ', '.join(ours for ours, _, _ in pci)
+            + ' (whole devices: nova\'s [pci] device_spec and [pci] alias; '
+            "VFs: nova's [pci] device_spec; bandwidth: Neutron's "
+            'resource_provider_bandwidths)'
+            + ("; nova-compute's configuration unknown: no whole device "
+               'or VF offered' if unknown else '')
+            + (f'; held by guests, no new unit offered: {", ".join(held)}'
+               if held else ''))
+
+
+def not_attachable_in(conf, snapshot, tree):
+    """``[(ours, why)]``: what an audit beside nova-compute would not
+    offer on ``tree`` (this host's tree in Placement), named as
+    :func:`hold_back_unattachable` does, for ``node-agent-manage tree
+    show``; [] when the agent owns the root.  Reads nova's
+    configuration, writes nothing; nova's own providers aside."""
+    from node_agent import drivers as drivers_mod
+    from node_agent.conf import nova as nova_conf
+    from node_agent.drivers import coexist
+    if deployment.owns_root(conf):
+        return []
+    nova = nova_conf.read_nova_reports(conf)
+    drivers = drivers_mod.DriverSet(conf, snapshot)
+    reported = drivers.reported(tree.roots[0])
+    novas = {ours for ours, _, _ in coexist.reported_by_nova(
+        reported, coexist.nova_reported(nova, snapshot))}
+    for provider in tree.providers():
+        if deployment.OWNER_NOVA in provider.traits:
+            novas.add(provider.name)
+    vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
+                                   nova=nova)
+    pci = coexist.not_attachable_pci(
+        reported, snapshot, nova, skip=novas | {ours for ours, _ in vgpus})
+    return [(ours, why) for ours, why in vgpus if ours not in novas] + [
+        (f'{ours} {" ".join(classes)}', why) for ours, classes, _, why in pci]

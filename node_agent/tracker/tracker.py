@@ -195,6 +195,7 @@ class ResourceTracker:
         self.reported_elsewhere = ()
         self.kept_twice = ()
         self.vfs_withheld = ()
+        self.not_attachable = ()        # vGPUs nova-compute cannot attach
         self.unreadable = {}            # {file: why}: evidence unread
         # What the last sync left out although it wrote the rest.
         self.audit_incomplete = None
@@ -482,13 +483,12 @@ class ResourceTracker:
         nova = nova_conf.read_nova_reports(self.conf)
         self.unreadable = coexistence.note_unreadable(
             nova, self.unreadable, self.nodename, self.metrics)
-        skipped, kept, withheld = coexistence.skip_reported_elsewhere(
+        (self.reported_elsewhere, kept, self.vfs_withheld,
+         self.not_attachable) = coexistence.skip_reported_elsewhere(
             nova, self.report_client, drivers, current, desired,
             snapshot, ownership, self.nodename, self.reported_elsewhere,
-            self.vfs_withheld)
-        self.reported_elsewhere = skipped
+            self.vfs_withheld, self.not_attachable)
         self.kept_twice = kept
-        self.vfs_withheld = withheld
         if kept:
             self.audit_incomplete = (
                 f'{", ".join(kept)}: reported by another service too, kept '
@@ -552,7 +552,8 @@ class ResourceTracker:
         if self.root.note:
             line += '; ' + self.root.note
         for note in coexistence.status_notes(
-                self.reported_elsewhere, self.vfs_withheld, self.kept_twice):
+                self.reported_elsewhere, self.vfs_withheld, self.kept_twice,
+                self.not_attachable):
             line += '; ' + note
         if self.one_time_use is not None and self.one_time_use.summary():
             line += '; ' + self.one_time_use.summary()

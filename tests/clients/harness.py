@@ -176,7 +176,7 @@ class Cloud:
 
     def nova_compute(self, host, periodics=1, resources=None, options=(),
                      pci_devices=(), libvirt=None, sysfs_root=None,
-                     guests=None):
+                     guests=None, spawns=()):
         """nova-compute's start on ``host`` and its periodics.
 
         With Nova's ``FakeDriver``: ``resources`` on the root, and
@@ -187,7 +187,10 @@ class Cloud:
         host's recorded sysfs, which nova's PCI utilities then read (the
         answer says what nova's PCI tracker holds: ``pci_tracker``).
         ``guests``: ``{PCI address: instance uuid}`` nova's PCI tracker
-        gives away after the first periodic.
+        gives away after the first periodic.  ``spawns``: ``[{"name",
+        "consumer", "alias"?}]``, the instances whose devices Nova's
+        spawn-side code then gives (``drivers/nova_compute.py``): the
+        answer's ``spawns``.
         """
         request = {
             'workdir': self._dir(f'nova-compute-{host}'),
@@ -202,6 +205,8 @@ class Cloud:
             request.update(sysfs_root=sysfs_root)
         if guests:
             request.update(guests=guests)
+        if spawns:
+            request.update(spawns=list(spawns))
         return drive('nova_compute', request)
 
     def nova_compute_id_path(self, host):

@@ -19,7 +19,6 @@ from node_agent import health_state
 from node_agent.drivers import layout
 from node_agent.hardware import health
 from tests.clients import harness
-from tests.clients.test_gpu_hosts import agent  # noqa: F401
 from tests.clients.test_gpu_hosts import flavor
 from tests.clients.test_gpu_hosts import HOST
 from tests.clients.test_gpu_hosts import report
@@ -42,8 +41,11 @@ def store_warning(state_path):
 
 def test_a_flavor_can_forbid_a_degraded_gpu(agent, server, cloud):  # noqa
     store_warning(agent.state)
+    # nova-compute's PCI tracker can attach the H100: a device_spec.
     providers = report(agent, server, cloud, 'h100-vm', (
-        '[gpu]', 'passthrough_devices = 10de:2330'))
+        '[gpu]', 'passthrough_devices = 10de:2330'), nova_options=(
+            ('pci', 'device_spec', '{"vendor_id": "10de", '
+             '"product_id": "2330"}'),))
     root = providers[HOST]['uuid']
     gpu = f'{HOST}_pci_0000_00_06_0'
     assert layout.DEGRADED_TRAIT in providers[gpu]['traits']

@@ -18,7 +18,7 @@ hypervisor is ``compute1``.  With its shipped default
 root, in either start order::
 
     compute1 (nova-compute's uuid, inventory and traits)
-    +-- compute1_pci_0000_3b_00_0 (agent's; no NUMA nor card providers)
+    +-- compute1_pci_0000_86_00_0 (agent's FPGA; no NUMA nor card providers)
     +-- compute1_pci_0000_5e_00_0   VNIC_TYPE_DIRECT, NET_BW_*
     +-- compute1:NIC Switch agent (Neutron)
 
@@ -71,6 +71,10 @@ NEUTRON_SRIOV = {
 # nova-compute's own CPU split, the same sets the agent is given.
 NOVA_CPUS = (('compute', 'cpu_dedicated_set', '8-15,24-31'),
              ('compute', 'cpu_shared_set', '0-7,16-23'))
+NOVA_FPGA_ALIAS = (
+    ('pci', 'device_spec', '{"vendor_id": "8086", "product_id": "09c4"}'),
+    ('pci', 'alias', '{"name": "fpga", "vendor_id": "8086", '
+     '"product_id": "09c4", "device_type": "type-PCI"}'))
 # What Nova's libvirt driver reports on the root for recorded host 1.
 NOVA_ROOT = {'VCPU': 16, 'PCPU': 16, 'MEMORY_MB': 131072, 'DISK_GB': 400}
 ALL_KINDS = ('plain', 'boot_from_volume', 'vgpu', 'dedicated_cpu',
@@ -84,28 +88,25 @@ def server(tmp_path):
         yield srv
 
 
-@pytest.fixture
-def agent(tmp_path):
-    a = svc.Agent(tmp_path / 'node-agent')
-    (tmp_path / 'node-agent').mkdir()
-    yield a
-    a.cleanup()
-
-
 def nova(cloud, *options):
     """nova-compute's start on recorded host 1 (Nova's libvirt driver),
-    its CPU split and ``options`` in its nova.conf."""
+    its CPU split, the FPGA in its PCI tracker (a device_spec and an
+    alias: it can attach the agent's FPGA) and ``options`` in its
+    nova.conf."""
     return cloud.nova_compute(
-        HOST, options=NOVA_CPUS + options,
+        HOST, options=NOVA_CPUS + NOVA_FPGA_ALIAS + options,
         libvirt=harness.recorded_libvirt_host('host1'))
 
 
 def configure(agent, server, cloud, mode=None, extra=()):
-    """The agent for host 1; ``mode`` None: the shipped default."""
+    """The agent for host 1, reading nova-compute's nova.conf; ``mode``
+    None: the shipped default."""
     agent.configure(server.url, nested=True, extra=(
         '[DEFAULT]', f'deployment = {mode or "standalone"}',
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
-        f'hypervisor_hostname = {HOST}') + NIC_OPTIONS + tuple(extra))
+        f'hypervisor_hostname = {HOST}',
+        f'config_file = {cloud.nova_config_path(HOST)}')
+        + NIC_OPTIONS + tuple(extra))
     agent.use_default('enabled', 'numa')    # as the mode says
     if mode is None:
         agent.use_default('deployment')
@@ -176,20 +177,25 @@ def assert_beside_tree(cloud, node_uuid):
         root['traits']
     # Flat and unmarked, as nova-compute's own children are (theirs carry
     # OWNER_NOVA): the agent's are known by their uuids.
-    for name in GPUS | {FPGA, PF_PHYSNET1}:
+    for name in {FPGA, PF_PHYSNET1}:
         assert providers[name]['parent'] == node_uuid
         assert 'CUSTOM_OWNER_NODE_AGENT' not in providers[name]['traits']
         assert 'OWNER_NOVA' not in providers[name]['traits']
+    # The T4s' vGPUs: nova-compute could not attach them (its config names
+    # no type): not offered (test_attachable.py).
+    assert not GPUS & set(providers)
     # No NUMA and no card providers: nothing Nova asks could use them.
     assert not [name for name in providers
                 if name.startswith((f'{HOST}_numa_', f'{HOST}_nic_'))]
 
 
-def assert_every_kind_lands(cloud, node_uuid):
+def assert_every_kind_lands(cloud, node_uuid, nova_vgpus=False):
     """Every flavor kind lands, each class from the provider that must
     give it: CPU, memory and disk from nova-compute's root, devices from
-    the agent's (or nova's vGPU providers).  The dedicated-CPU flavor
-    lands on PCPU; Nova also merges in its VCPU fallback query's
+    the agent's or, with ``nova_vgpus``, nova's vGPU providers (without,
+    the vGPU flavor finds no host: the agent offers no vGPU).  The
+    dedicated-CPU flavor lands on PCPU; Nova also merges in its VCPU
+    fallback query's
     candidates (``[workarounds] disable_fallback_pcpu_query``), which
     take VCPU from the same root."""
     results = cloud.schedule(harness.computes(HOST, node_uuid),
@@ -197,6 +203,13 @@ def assert_every_kind_lands(cloud, node_uuid):
     names = cloud.names()
     assert [r['name'] for r in results] == list(ALL_KINDS)
     for result in results:
+        # The agent offers no bandwidth on its PF (a QoS port there is not
+        # attachable: test_a_qos_port_on_the_agents_pf_is_not_attachable)
+        # and Neutron reports physnet1 nowhere here: no host.
+        if result['name'] == 'qos_port' or (
+                result['name'] == 'vgpu' and not nova_vgpus):
+            assert result['error'] is not None
+            continue
         assert result['error'] is None, (result['name'], result['queries'])
         assert result['selected']['compute_node_uuid'] == node_uuid
         ours = result['host_candidates'][node_uuid]
@@ -491,9 +504,12 @@ def test_standalone_root_handed_to_nova_compute_before_its_first_start(
     assert providers[HOST]['inventory'] == NOVA_ROOT
     assert {'COMPUTE_NODE', 'OWNER_NOVA', 'HW_CPU_X86_AVX2',
             'CUSTOM_OWNER_NODE_AGENT'} <= providers[HOST]['traits']
-    for name in GPUS | {FPGA, PF_PHYSNET1}:
+    for name in {FPGA, PF_PHYSNET1}:
         assert providers[name]['uuid'] == before[name]['uuid']
         assert providers[name]['parent'] == root['uuid']
+    # standalone's vGPUs are not offered beside nova-compute (no guest
+    # held them: withdrawn).
+    assert not GPUS & set(providers)
     # standalone's NUMA and card providers are gone, their devices moved
     # up to the root with their uuids.
     assert not [name for name in providers
@@ -610,33 +626,31 @@ def test_nova_vgpus_started_first(agent, server, cloud):
     assert FPGA in cloud.providers()
     alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS))
     assert_vgpus_are_novas(cloud, node['node_uuid'])
-    assert_every_kind_lands(cloud, node['node_uuid'])
+    assert_every_kind_lands(cloud, node['node_uuid'], nova_vgpus=True)
 
 
 def test_nova_vgpus_enabled_after_the_agent(agent, server, cloud):
-    """The other order: the agent reported the GPUs (VGPU under the names
-    nova's libvirt driver uses), then nova-compute is configured to report
-    them.  nova-compute adopts the providers of those names (its periodic
-    adds OWNER_NOVA and writes the same VGPU totals); the agent then leaves
-    them to it, never deleting one from under nova-compute."""
+    """The other order: the agent ran first and offered none of the GPUs'
+    vGPUs (nova-compute, naming no type, could attach none), naming them;
+    then nova-compute is configured to report them.  Its periodic makes
+    its own providers under the names its libvirt driver uses, and the
+    agent leaves them to it."""
     node = nova(cloud)
     configure_beside_nova(agent, server, cloud)
-    once(agent)
-    agents = cloud.providers()
-    for gpu in GPUS:
-        assert 'OWNER_NOVA' not in agents[gpu]['traits']
-        assert agents[gpu]['inventory'] == {'VGPU': T4_VGPUS}
+    done = once(agent)
+    assert not GPUS & set(cloud.providers())
+    assert ('2 vGPU devices nova-compute cannot attach, not offered: '
+            + ', '.join(sorted(GPUS))) in done.stdout
 
     restarted = nova(cloud, *NOVA_VGPUS)
     done = once(agent)
 
     assert restarted['periodics'] == [{'ok': True}]
-    adopted = assert_vgpus_are_novas(cloud, node['node_uuid'])
-    assert {gpu: adopted[gpu]['uuid'] for gpu in GPUS} == {
-        gpu: agents[gpu]['uuid'] for gpu in GPUS}
+    assert_vgpus_are_novas(cloud, node['node_uuid'])
     assert SKIPPED_GPUS in done.stdout
+    assert 'vGPU devices nova-compute cannot attach' not in done.stdout
     for gpu in sorted(GPUS):
-        assert f'{gpu} is reported by {gpu} (same name): left as it is' in \
+        assert f'{gpu} is reported by {gpu} (same name): not reported' in \
             agent.log_text()
     # One round shows it: a write war writes in every round.
     alternate(agent, server, cloud, lambda: nova(cloud, *NOVA_VGPUS),
@@ -654,8 +668,11 @@ def nova_with_sriov(cloud, spec):
     """nova-compute with ``spec`` in its [pci] device_spec, Nova's own
     PCI utilities reading the recorded host's sysfs (a devname's PF, a
     PF's VFs), as on that host."""
+    fpga = json.loads(dict(
+        (o, v) for _, o, v in NOVA_FPGA_ALIAS)['device_spec'])
     return cloud.nova_compute(
-        HOST, options=NOVA_CPUS + (('pci', 'device_spec', json.dumps(spec)),),
+        HOST, options=NOVA_CPUS + NOVA_FPGA_ALIAS + (
+            ('pci', 'device_spec', json.dumps([spec, fpga])),),
         libvirt=harness.recorded_libvirt_host('host1'),
         sysfs_root=hosts.sysfs_root('host1'))
 
@@ -674,10 +691,12 @@ def test_nova_pci_tracker_vfs_are_not_offered(agent, server, cloud, spec,
                                               given):
     """The PFs whose VFs (or themselves) Nova 34's own PCI tracker holds,
     from its device_spec over the host as its libvirt driver lists it,
-    are those whose SRIOV_NET_VF the agent does not offer: a VF nova gives
-    a port or an alias is in no Placement usage, so offering it too would
-    offer it twice.  Bandwidth and traits stay: the QoS port still lands
-    on the PF; neither side writes in turn."""
+    are those whose SRIOV_NET_VF the agent withholds as nova's: a VF nova
+    gives a port or an alias is in no Placement usage, so offering it too
+    would offer it twice.  The other PF's VFs no device_spec matches:
+    nova-compute cannot attach them, so they are not offered either, and
+    named so.  No PF offers bandwidth (a QoS port there is not
+    attachable); traits stay; neither side writes in turn."""
     node = nova_with_sriov(cloud, spec)
     assert node['periodics'] == [{'ok': True}]
     tracked = node['pci_tracker']
@@ -690,15 +709,56 @@ def test_nova_pci_tracker_vfs_are_not_offered(agent, server, cloud, spec,
     done = once(agent)
 
     providers = cloud.providers()
-    offered = {address for address, name in PF_ADDRESSES.items()
-               if 'SRIOV_NET_VF' in providers[name]['inventory']}
-    assert offered == set(PF_ADDRESSES) - given
+    assert [providers[name]['inventory'] for name in PF_ADDRESSES.values()
+            ] == [{}, {}]
     for address in given:
         assert f"{PF_ADDRESSES[address]}: nova-compute's PCI tracker hands " \
             'out its VFs: [pci] device_spec' in agent.log_text()
         assert PF_ADDRESSES[address] in done.stdout
-    assert providers[PF_PHYSNET1]['inventory'][
-        'NET_BW_EGR_KILOBIT_PER_SEC'] == 10000000
+    for address in set(PF_ADDRESSES) - given:
+        assert f'{PF_ADDRESSES[address]} SRIOV_NET_VF: PCI device not ' \
+            'offered beside nova-compute: nova-compute attaches a VF only ' \
+            'through its PCI tracker' in agent.log_text()
+        assert f'{PF_ADDRESSES[address]} SRIOV_NET_VF' in done.stdout
+    assert f'{PF_PHYSNET1} NET_BW_EGR_KILOBIT_PER_SEC ' \
+        'NET_BW_IGR_KILOBIT_PER_SEC' in done.stdout
     alternate(agent, server, cloud, lambda: nova_with_sriov(cloud, spec),
               rounds=2)
     assert_every_kind_lands(cloud, node['node_uuid'])
+
+
+def test_a_qos_port_on_the_agents_pf_is_not_attachable(agent, server, cloud):
+    """Nova's scheduler would take a QoS port's bandwidth from the agent's
+    PF, but nova-compute then finds the PF to take the port's VF from by
+    the provider's name, which must be Neutron's
+    ``<host>:<agent>:<ifname>`` (``update_pci_request_with_placement_
+    allocations``): on the agent's ``<root>_pci_<address>`` the build
+    fails (``UnexpectedResourceProviderNameForPCIRequest``, Nova 34).  So
+    the agent offers no bandwidth there, though its ``[nic]
+    resource_provider_bandwidths`` names ens1f0, and says so with
+    Neutron's option; Neutron's provider serves the QoS port, and
+    nova-compute's build takes the port's VF from that very PF."""
+    node = nova(cloud)
+    configure(agent, server, cloud)
+    assert cloud.neutron(HOST, sriov_nic=NEUTRON_SRIOV)['report']['synced']
+    done = once(agent)
+    providers = cloud.providers()
+    assert not [name for name, p in providers.items()
+                if p['root'] == node['node_uuid'] and not name.startswith(
+                    NEUTRON_ENS2.split(':')[0] + ':')
+                and any(rc.startswith('NET_BW_') for rc in p['inventory'])]
+    assert (f'{PF_PHYSNET1} NET_BW_EGR_KILOBIT_PER_SEC '
+            'NET_BW_IGR_KILOBIT_PER_SEC') in done.stdout
+    assert 'resource_provider_bandwidths' in agent.log_text()
+    port = {'id': '9d2e1c4b-7a3f-4e6d-8b5a-2c1f0e9d8b7a',
+            'physical_network': 'physnet2',
+            'provider': providers[NEUTRON_ENS2]['uuid']}
+
+    built = cloud.nova_compute(
+        HOST, options=NOVA_CPUS, spawns=[
+            {'name': 'physnet2', 'consumer': port['id'], 'port': port}],
+        libvirt=harness.recorded_libvirt_host('host1'))
+
+    assert built['periodics'] == [{'ok': True}]
+    assert built['spawns'] == [{'name': 'physnet2', 'parent_ifname': 'ens2f0'}]
+    assert node['node_uuid'] == providers[HOST]['uuid']

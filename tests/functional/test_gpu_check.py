@@ -138,7 +138,8 @@ def test_the_check_on_the_recorded_h100(h100_run):
     # Step 1: the agent's tree, standalone then beside nova-compute.
     assert 'startup pass and one audit' in '\n'.join(lines)
     pgpu = [line.split() for line in lines
-            if line.strip().startswith('vm_pci_0000_00_06_0')]
+            if line.strip().startswith('vm_pci_0000_00_06_0')
+            and 'nova-compute' not in line]
     assert [row[-4:] for row in pgpu] == 2 * [
         ['PGPU', '0/1', 'r0', 'CUSTOM_GPU_NVIDIA_H100_80GB_HBM3']]
     assert pgpu[0][3] == 'vm_numa_0' and pgpu[1][1] == 'vm'
@@ -151,6 +152,17 @@ def test_the_check_on_the_recorded_h100(h100_run):
     assert [(p['name'], p['parent']) for p in
             report['beside_nova_compute']['providers']] == [
         ('vm', None), ('vm_pci_0000_00_06_0', 'vm')]
+    # ... which an audit beside nova-compute would not offer: no nova
+    # configuration is read, so no [pci] device_spec of its matches.
+    assert [n['provider'] for n in
+            report['not_offered_beside_nova_compute']] == [
+        'vm_pci_0000_00_06_0 PGPU']
+    assert 'not offered beside nova-compute (nova-compute cannot attach ' \
+        'them):' in lines
+    assert report['not_offered_beside_nova_compute'][0]['why'].startswith(
+        "nova-compute's configuration is not read ([nova] config_file "
+        'unset or missing), so no [pci] device_spec of its is known: set '
+        '[pci] device_spec = {"address": "0000:00:06.0"}')
     assert len(report['standalone']['providers']) == 3
     assert all(re.search(r'  \d+\.\d ms$', line) for line in lines
                if line.startswith('  nvml'))

@@ -70,6 +70,7 @@ def test_overrides_do_not_leak_between_config_objects():
 OTHER_SERVICES = {
     ('api', 'auth_strategy'): 'Placement',
     ('libvirt', 'cpu_power_management'): 'Nova',
+    ('pci', 'alias'): 'Nova',
     ('pci', 'device_spec'): 'Nova',
     ('pci', 'report_in_placement'): 'Nova',
     ('placement', 'allocation_candidates_generation_strategy'): 'Placement',

@@ -140,14 +140,18 @@ class Check:
             beside = agent.load_conf(
                 self.config, os.path.join(work, 'beside'), self.sysfs_root,
                 self.libvirt_uri, deployment='beside_nova_compute')
-            beside_tree = agent.beside_nova(beside, result, self.say)
+            beside_tree, not_offered = agent.beside_nova(beside, result,
+                                                         self.say)
             self.agent_ran = True
             self.report.update(
                 snapshot=snapshot.as_dict(result.snapshot),
                 standalone=json.loads(status.render_json(result.tree,
                                                          result.usages)),
                 beside_nova_compute=json.loads(
-                    status.render_json(beside_tree)))
+                    status.render_json(beside_tree)),
+                not_offered_beside_nova_compute=[
+                    {'provider': name, 'why': why}
+                    for name, why in not_offered])
         except ImportError as exc:
             self.not_done('run the agent', f'{exc} (a Python package is '
                           'missing: see doc/development.md)')

@@ -24,6 +24,8 @@ from node_agent import drivers
 from node_agent import provider_tree
 from node_agent.cmd.manage import hardware as hardware_cmd
 from node_agent.cmd.manage import tree as tree_cmd
+from node_agent.conf import nova as nova_conf
+from node_agent.drivers import coexist
 from node_agent.tracker import factory
 from node_agent.tracker import status
 
@@ -91,7 +93,10 @@ def standalone(conf, reader, say):
 
 
 def beside_nova(conf, result, say):
-    """Print the beside_nova_compute tree over ``result``'s snapshot."""
+    """Print the beside_nova_compute tree over ``result``'s snapshot, and
+    what of it an audit would not offer since nova-compute (its
+    configuration from ``[nova] config_file``) cannot attach it;
+    ``(tree, [(provider, why)])``."""
     conf.set_override('passthrough_devices', list(result.gpus), group='gpu')
     root = result.tree.roots[0]
     tree = provider_tree.ProviderTree()
@@ -101,4 +106,13 @@ def beside_nova(conf, result, say):
     say('\nbeside_nova_compute shape (printed, not written; the root is '
         "nova-compute's):")
     say(status.render_table(tree))
-    return tree
+    not_offered = [
+        (f'{name} {" ".join(classes)}', why)
+        for name, classes, _, why in coexist.not_attachable_pci(
+            tree, result.snapshot, nova_conf.read_nova_reports(conf))]
+    if not_offered:
+        say('not offered beside nova-compute (nova-compute cannot attach '
+            'them):')
+        for name, why in not_offered:
+            say(f'  {name}: {why}')
+    return tree, not_offered

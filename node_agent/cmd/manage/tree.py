@@ -11,7 +11,11 @@ domains cannot be read, the tree is still shown and the reason goes to
 stderr.  Devices an operator drained (``device drain``) follow, with their
 reason (JSON: ``drained_devices``), when there are any; then the devices
 running guests hold that Placement does not charge where they are
-(:mod:`node_agent.tracker.guests`; JSON: ``guest_devices``).
+(:mod:`node_agent.tracker.guests`; JSON: ``guest_devices``).  Beside
+nova-compute, the vGPUs, whole PCI devices and NIC PF classes the agent
+does not offer since nova-compute cannot attach them follow, each with
+the nova or Neutron option that would make it attachable (JSON:
+``not_offered_beside_nova_compute``).
 """
 
 import json
@@ -78,7 +82,7 @@ def show(conf):
     with manage.placement_adapter(conf) as adapter:
         tree, allocations = _read(conf, adapter)
     usages = status.usages_from_allocations(allocations)
-    unclaimed = found = None
+    unclaimed = found = snapshot = None
     try:
         snapshot = _scan(conf)
         unclaimed = unclaimed_allocations(conf, tree, allocations, snapshot)
@@ -87,12 +91,16 @@ def show(conf):
         print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
               file=sys.stderr)
     drained = _drained(conf)
+    not_offered = _not_offered(conf, tree, snapshot)
     if conf.category.format == 'json':
         body = json.loads(status.render_json(tree, usages, unclaimed))
         if drained:
             body['drained_devices'] = drained
         if found is not None:
             body['guest_devices'] = [f.as_json() for f in found.findings]
+        if not_offered:
+            body['not_offered_beside_nova_compute'] = [
+                {'provider': ours, 'why': why} for ours, why in not_offered]
         print(json.dumps(body, indent=2, sort_keys=True))
     else:
         print(status.render_table(tree, usages, unclaimed,
@@ -102,6 +110,9 @@ def show(conf):
                             + drains.render(drained)))
         if found is not None:
             print('\n'.join([''] + guests.render(found)))
+        if not_offered:
+            print('\n'.join(['', f'{NOT_OFFERED_TITLE}:'] + [
+                f'  {ours}: {why}' for ours, why in not_offered]))
     return 0
 
 
@@ -113,6 +124,22 @@ def guest_devices(conf, tree, allocations, snapshot):
                                snapshot.domains)
     return guests.compare(held, tree, tree.roots[0].name,
                           guests.by_provider(allocations))
+
+
+NOT_OFFERED_TITLE = ('Not offered beside nova-compute (nova-compute '
+                     'cannot attach them)')
+
+
+def _not_offered(conf, tree, snapshot):
+    """``[(provider, why)]`` of :func:`node_agent.tracker.coexistence.
+    not_attachable_in`; [] when the host could not be scanned (the reason
+    is already on stderr)."""
+    from node_agent import deployment
+    from node_agent.tracker import coexistence
+    if (snapshot is None or deployment.owns_root(conf)
+            or tree.roots[0].generation is None):
+        return []
+    return coexistence.not_attachable_in(conf, snapshot, tree)
 
 
 def _drained(conf):

@@ -62,8 +62,12 @@ records at start (the PCI tracker's records are saved nowhere), and every
 consumer found in Placement unknown to the cell
 database (``InstanceNotFound``: nova-compute then leaves its allocations
 alone, as it does for a guest still being built).
+With ``"spawns"``, after the periodics, Nova's spawn-side code gives each
+listed instance its devices from its allocations in Placement
+(:func:`spawn_devices`: ``_allocate_mdevs``, the PCI claim).
 Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
-"periodics": [{"ok": true} | {"error": "ExcName: message"}, ...]}``.
+"periodics": [{"ok": true} | {"error": "ExcName: message"}, ...],
+"spawns": [...]}``.
 A periodic that fails is reported, as nova-compute logs it, and the next
 one still runs.
 
@@ -169,6 +173,83 @@ def give_to_guests(tracker, guests):
             dev.allocate({'uuid': guests[dev.address]})
 
 
+def port_parent(ctx, client, port):
+    """The PF nova-compute's PCI claim takes a QoS port's VF from: what
+    ``nova.compute.utils.update_pci_request_with_placement_allocations``
+    makes of the port's PCI request (``port``: ``{"id",
+    "physical_network", "provider"}``, the provider Nova's scheduler took
+    the port's bandwidth from), as ``ComputeManager`` runs it before the
+    claim: the ``parent_ifname`` it sets."""
+    from nova.compute import utils as compute_utils
+    from nova import objects
+    from oslo_utils import uuidutils
+
+    # A port's request, as nova builds it from the port: its own request
+    # id, the port as the requester whose group the scheduler mapped.
+    request = objects.InstancePCIRequest(
+        requester_id=port['id'], count=1,
+        request_id=uuidutils.generate_uuid(),
+        spec=[{'physical_network': port['physical_network']}])
+    compute_utils.update_pci_request_with_placement_allocations(
+        ctx, client, [request], {port['id']: [port['provider']]})
+    return request.spec[0].get('parent_ifname')
+
+
+def spawn_devices(ctx, driver, tracker, connection, spawns):
+    """What Nova's spawn-side code gives each instance of ``spawns``
+    (``[{"name", "consumer", "alias"?}]``), after the periodics, in
+    order, as ``ComputeManager._build_resources`` and the libvirt
+    driver's ``spawn`` do: the consumer's allocations read with nova's
+    report client, then
+
+    - without ``alias``: ``LibvirtDriver._allocate_mdevs(allocations)``,
+      answered as ``{"mdevs": [[parent node device, type], ...]}`` (an
+      existing mdev's parent, or the one nova created it on), or
+      ``{"error": ...}`` (``ComputeResourcesUnavailable``);
+    - with ``alias`` (``pci_passthrough:alias`` of the flavor, ``[pci]
+      alias`` in nova's options): the PCI requests nova builds from the
+      flavor (``nova.pci.request.get_pci_requests_from_flavor``) claimed
+      by its PCI tracker (``PciDevTracker.claim_instance``):
+      ``{"pci": [address, ...]}``;
+    - with ``port``: the PF its VF is to come from (:func:`port_parent`),
+      ``{"parent_ifname": ...}``.
+    """
+    from nova import objects
+    from nova.pci import request as pci_request
+    from nova.scheduler.client import report
+
+    client = report.SchedulerReportClient()
+    results = []
+    for spawn in spawns:
+        allocations = client.get_allocations_for_consumer(
+            ctx, spawn['consumer'])
+        result = {'name': spawn['name']}
+        try:
+            if spawn.get('port'):
+                result['parent_ifname'] = port_parent(
+                    ctx, client, spawn['port'])
+            elif spawn.get('alias'):
+                requests = pci_request.get_pci_requests_from_flavor(
+                    objects.Flavor(extra_specs={
+                        'pci_passthrough:alias': spawn['alias']}))
+                requests.instance_uuid = spawn['consumer']
+                result['pci'] = [d.address for d in
+                                 tracker.pci_tracker.claim_instance(
+                                     ctx, requests, None)]
+            else:
+                before = len(connection.created)
+                existing = {m['uuid']: [m['parent'], m['type']]
+                            for m in driver._get_mediated_devices()}
+                mdevs = driver._allocate_mdevs(allocations)
+                created = iter(connection.created[before:])
+                result['mdevs'] = [existing.get(m) or list(next(created))
+                                   for m in mdevs]
+        except Exception as exc:  # what the build would fail with
+            result['error'] = f'{type(exc).__name__}: {exc}'
+        results.append(result)
+    return results
+
+
 def main():
     request = nova_env.read_request()
     conf, ctx = nova_env.setup(
@@ -186,8 +267,9 @@ def main():
     import nova.conf
     nova.conf.neutron.register_dynamic_opts(conf)
     nova.conf.devices.register_dynamic_opts(conf)
+    connection = None
     if request.get('virt') == 'libvirt':
-        nova_libvirt.start(request['libvirt'], conf.host)
+        connection = nova_libvirt.start(request['libvirt'], conf.host)
         from nova.virt.libvirt import driver as libvirt_driver
         driver = libvirt_driver.LibvirtDriver(fake.FakeVirtAPI(), False)
     else:
@@ -249,11 +331,13 @@ def main():
             except Exception as exc:  # nova-compute logs and goes on
                 traceback.print_exc()
                 periodics.append({'error': f'{type(exc).__name__}: {exc}'})
+        spawned = spawn_devices(ctx, driver, tracker, connection,
+                                request.get('spawns', ()))
     node_uuid = node.get_local_node_uuid()
     result = {
         'node_uuid': node_uuid, 'nodename': nodename,
         'compute_id': os.path.join(conf.state_path, node.COMPUTE_ID_FILE),
-        'periodics': periodics}
+        'periodics': periodics, 'spawns': spawned}
     if request.get('sysfs_root'):
         result['pci_tracker'] = sorted((
             {'address': d.address, 'parent_addr': d.parent_addr,

@@ -63,6 +63,19 @@ class _Device:
         return self.xml
 
 
+class _Defined:
+    """A node device libvirt defined (``nodeDeviceDefineXML``'s answer)."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def name(self):
+        return self._name
+
+    def setAutostart(self, autostart):
+        return 0
+
+
 class RecordedDevices:
     """fakelibvirt's ``HostPCIDevicesInfo`` / ``HostMdevDevicesInfo``
     interface over recorded node devices."""
@@ -109,13 +122,31 @@ def _expanded_cpu(cpu):
 
 def start(host, hostname):
     """Install the stand-in for ``host`` (the request's ``libvirt``);
-    returns the ``fakelibvirt`` module in use."""
+    returns the connection nova's driver gets."""
     fakelibvirt = _fakelibvirt()
     fakelibvirt.LibvirtFixture(stub_os_vif=False).setUp()
     cpu = host['cpu']
     devices = [_Device(xml) for xml in host['devices']]
 
     class RecordedHost(fakelibvirt.Connection):
+        #: ``[(parent node device, mdev type)]`` of the mdevs nova's
+        #: driver created (``nodeDeviceCreateXML``, as libvirt is asked
+        #: on a real host).
+        created = []
+
+        def nodeDeviceCreateXML(self, xml, flags):
+            tree = ElementTree.fromstring(xml)
+            self.created.append((
+                tree.findtext('parent'),
+                tree.find("capability[@type='mdev']/type").get('id')))
+            return super().nodeDeviceCreateXML(xml, flags)
+
+        def nodeDeviceDefineXML(self, xml, flags):
+            """The mdev defined, as libvirt answers: a node device."""
+            tree = ElementTree.fromstring(xml)
+            uuid = tree.findtext("capability[@type='mdev']/uuid")
+            return _Defined('mdev_' + uuid.replace('-', '_'))
+
         def baselineCPU(self, cpus, flags):
             """The recorded CPU model with its features, as libvirt's CPU
             map expands them; fakelibvirt's own answer for other models."""
@@ -158,4 +189,4 @@ def start(host, hostname):
     ]
     for patch in patches:
         patch.start()
-    return fakelibvirt
+    return connection

@@ -55,8 +55,9 @@ def nova_compute_creates_root(adapter, name=HYPERVISOR, root_uuid=NOVA_UUID):
 
 
 def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID,
-                      device='pci_0000_3b_00_0'):
-    """nova's pGPU provider for ``device`` ([devices] enabled_mdev_types)."""
+                      device='pci_0000_3b_00_0', inventories=None):
+    """nova's pGPU provider for ``device`` ([devices] enabled_mdev_types);
+    another service's provider of ``inventories``."""
     name = f'{root_name}_{device}'
     rp = _ok(adapter.post('/resource_providers', microversion='1.20',
                           json={'name': name, 'uuid': str(uuid.uuid4()),
@@ -64,8 +65,38 @@ def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID,
     _ok(adapter.put(f'/resource_providers/{rp["uuid"]}/inventories',
                     microversion='1.26',
                     json={'resource_provider_generation': rp['generation'],
-                          'inventories': {'VGPU': {'total': 16}}}))
+                          'inventories': inventories or {
+                              'VGPU': {'total': 16}}}))
     return name
+
+
+# The T4s' vGPUs (the agent's own [devices] enabled_mdev_types), which
+# nova-compute cannot attach: beside it the agent offers none.
+T4S = (f'{HYPERVISOR}_pci_0000_3b_00_0', f'{HYPERVISOR}_pci_0000_af_00_0')
+
+
+def held(state):
+    """``{consumer: {provider: resources}}`` of a Placement state."""
+    return {c: {rp: a['resources'] for rp, a in
+                consumer['allocations'].items()}
+            for c, consumer in state['consumers'].items()}
+
+
+def held_back(agent, root_name=HYPERVISOR):
+    """``[(provider, kept)]`` of the vGPUs not offered beside nova."""
+    return [(ours.replace(root_name, '<root>'), kept)
+            for ours, _, kept in agent.tracker.not_attachable]
+
+
+def nova_gives_whole(conf, tmp_path, address):
+    """nova-compute's nova.conf: ``address`` in its [pci] device_spec and
+    an alias for it, so its PCI tracker can attach that whole device."""
+    path = tmp_path / 'nova.conf'
+    path.write_text(f'[pci]\ndevice_spec = {{"address": "{address}"}}\n'
+                    'alias = {"name": "t4", "vendor_id": "10de", '
+                    '"product_id": "1eb8", "device_type": "type-PCI"}\n')
+    conf.set_override('config_file', str(path), 'nova')
+    return path
 
 
 def tree_of(adapter, root_uuid):
@@ -141,7 +172,7 @@ def sync_as_whole_host(agents, conf, adapter, root_uuid):
     return guest
 
 
-def test_whole_host_with_novas_compute_id_converges_without_a_write(
+def test_whole_host_with_novas_compute_id_converges(
         agents, modes, placement_adapter, caplog):
     write_nova_compute_id(modes)
     guest = sync_as_whole_host(agents, modes, placement_adapter, NOVA_UUID)
@@ -152,14 +183,24 @@ def test_whole_host_with_novas_compute_id_converges_without_a_write(
 
     # Deprecated, said once, run beside nova-compute: the root's
     # inventory and traits are left to nova-compute, children keep names
-    # and uuids, nothing is reshaped, the guest's allocations stay.
+    # and uuids, nothing is reshaped, the guest's allocations stay.  The
+    # vGPUs nova-compute cannot attach are offered no more: the GPU the
+    # guest holds keeps its provider with no unit free, the other goes.
     assert caplog.text.count('[DEFAULT] deployment = whole_host is '
                              'deprecated') == 1
-    assert plan.empty and not plan.reshape
-    assert agent.writes() == []
-    assert placement_state.read(placement_adapter) == before
+    assert not plan.reshape
+    assert held_back(agent, 'compute1') == [
+        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', False)]
+    after = placement_state.read(placement_adapter)
+    assert held(after) == held(before)
     assert guest in before['consumers']
-    assert agent.tracker.status_line() == 'in sync: 5 providers'
+    gpu = identity.child_uuid(NOVA_UUID, 'pci_0000_3b_00_0')
+    assert after['providers'][gpu]['inventories']['VGPU']['reserved'] == \
+        after['providers'][gpu]['inventories']['VGPU']['total'] - 1
+    assert identity.child_uuid(NOVA_UUID, 'pci_0000_af_00_0') not in \
+        after['providers']
+    assert 'held by guests, no new unit offered: compute1_pci_0000_3b_00_0' \
+        in agent.tracker.status_line()
     agent.adapter.reset()
     assert agent.tracker.audit().empty
     assert agent.writes() == []
@@ -178,12 +219,19 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     # The shipped default, on a host whole_host synced without nova's file.
     modes.set_override('deployment', 'beside_nova_compute')
     agent = agents()
-    assert agent.tracker.startup().empty
-    assert agent.writes() == []
-    assert placement_state.read(placement_adapter) == before
+    agent.tracker.startup()
+    # Only the vGPUs nova-compute cannot attach are written (offered no
+    # more); the root is not.
+    assert held_back(agent, 'compute1') == [
+        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', False)]
+    assert legacy not in {c.path.split('/')[2] for c in agent.writes()
+                          if c.path.startswith('/resource_providers/')}
+    assert placement_state.read(placement_adapter)['providers'][legacy] \
+        == before['providers'][legacy]
     needs = (f'nova-compute must adopt root compute1 ({legacy}): write '
              f'{legacy} to {nova_path} before nova-compute first starts')
-    assert agent.tracker.status_line() == f'in sync: 5 providers; {needs}'
+    assert agent.tracker.status_line().startswith(
+        f'in sync: 4 providers; {needs}; ')
     assert needs in caplog.text
 
     # The operator does so: the root is nova's compute node from now on.
@@ -192,7 +240,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     assert again.tracker.startup().empty
     assert again.writes() == []
     assert again.tracker.root.source == nova_path
-    assert again.tracker.status_line() == 'in sync: 5 providers'
+    assert again.tracker.status_line().startswith('in sync: 4 providers; ')
 
 
 def test_whole_host_under_its_own_compute_id_refuses_a_new_nova_uuid(
@@ -442,8 +490,9 @@ def test_beside_nova_waits_for_the_root_and_writes_nothing(
         NOVA_UUID] == before
     tree = tree_of(placement_adapter, NOVA_UUID)
     assert tree[f'{HYPERVISOR}_numa_0']['inventories'] == {}
-    assert tree[f'{HYPERVISOR}_pci_0000_3b_00_0']['parent_provider_uuid'] \
-        == tree[f'{HYPERVISOR}_numa_0']['uuid']
+    # The T4s' vGPUs are nova-compute's to attach: not offered.
+    assert sorted(tree) == [HYPERVISOR, f'{HYPERVISOR}_numa_0',
+                            f'{HYPERVISOR}_numa_1']
     assert not [c for c in agent.writes()
                 if NOVA_UUID in c.path or c.path == '/reshaper']
 
@@ -488,29 +537,59 @@ def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
 
 
 def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
-        agents, beside, placement_adapter, caplog):
+        agents, beside, placement_adapter, caplog, tmp_path):
+    # The first T4 given whole: the agent's PGPU provider, attachable by
+    # nova-compute's PCI tracker (a device_spec and an alias for it).
+    beside.set_override('passthrough_devices', ['0000:3b:00.0'], 'gpu')
+    nova_gives_whole(beside, tmp_path, '0000:3b:00.0')
     nova_compute_creates_root(placement_adapter)
     agent = agents()
     agent.tracker.startup()
     gpu = tree_of(placement_adapter, NOVA_UUID)[
         f'{HYPERVISOR}_pci_0000_3b_00_0']
 
-    # nova-compute is then configured to report vGPUs (on a GPU the agent
-    # does not see: the agent's own GPUs hold their names), and someone
-    # halves the agent's VGPU total, which an audit would otherwise put
-    # back.
-    theirs = nova_reports_pgpu(placement_adapter, device='pci_0000_d9_00_0')
+    # Another service then reports a PGPU (on a GPU the agent does not
+    # see: the agent's own GPU holds its name), and someone reserves the
+    # agent's, which an audit would otherwise put back.
+    theirs = nova_reports_pgpu(placement_adapter, device='pci_0000_d9_00_0',
+                               inventories={'PGPU': {'total': 1}})
     _ok(placement_adapter.put(
         f'/resource_providers/{gpu["uuid"]}/inventories', microversion='1.26',
         json={'resource_provider_generation': gpu['generation'],
-              'inventories': {'VGPU': {'total': 8}}}))
+              'inventories': {'PGPU': {'total': 1, 'reserved': 1}}}))
     had = placement_state.read(placement_adapter)
     agent.adapter.reset()
     assert agent.tracker.audit().empty
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == had
     assert (f'{HYPERVISOR}_pci_0000_3b_00_0 is reported by {theirs} '
-            '(both report VGPU): left as it is') in caplog.text
+            '(both report PGPU): left as it is') in caplog.text
+
+
+def test_beside_nova_offers_a_whole_gpu_only_as_novas_config_allows(
+        agents, beside, placement_adapter, caplog, tmp_path):
+    # The first T4 given whole, nova's configuration not read: no
+    # device_spec of nova's is known, so nothing nova could not attach
+    # is offered, and the status line says why.
+    beside.set_override('passthrough_devices', ['0000:3b:00.0'], 'gpu')
+    nova_compute_creates_root(placement_adapter)
+    agent = agents()
+    agent.tracker.startup()
+    gpu = f'{HYPERVISOR}_pci_0000_3b_00_0'
+    assert gpu not in tree_of(placement_adapter, NOVA_UUID)
+    line = agent.tracker.status_line()
+    assert f'1 PCI device offer nova-compute cannot attach, not offered: ' \
+        f'{gpu} PGPU' in line
+    assert "nova-compute's configuration unknown: no whole device or VF " \
+        'offered' in line
+
+    # nova-compute is given it (a device_spec and an alias): offered at
+    # the next audit, nothing said of it any more.
+    nova_gives_whole(beside, tmp_path, '0000:3b:00.0')
+    agent.tracker.audit()
+    assert tree_of(placement_adapter, NOVA_UUID)[gpu]['inventories'][
+        'PGPU']['total'] == 1
+    assert 'PCI device offer' not in agent.tracker.status_line()
 
 
 def test_beside_nova_an_override_of_the_root_is_left_to_nova(
@@ -576,14 +655,15 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
     with caplog.at_level(logging.WARNING):
         agent.tracker.startup()
     tree = tree_of(placement_adapter, NOVA_UUID)
-    # ens1f0's VFs are nova's to give to Neutron ports: its PF keeps its
-    # bandwidth and traits for the ports' QoS, and offers no VF.
-    assert totals_of(tree[ENS1F0_PF]) == {
-        'NET_BW_EGR_KILOBIT_PER_SEC': 10000000,
-        'NET_BW_IGR_KILOBIT_PER_SEC': 10000000}
+    # ens1f0's VFs are nova's to give to Neutron ports: its PF offers no
+    # VF, and keeps its traits.  Its bandwidth is Neutron's to report
+    # (a QoS port on the agent's PF fails nova-compute's build), and
+    # ens2f0's VFs no device_spec matches: nova-compute cannot attach
+    # them.  Each is named with the option that would serve it.
+    assert totals_of(tree[ENS1F0_PF]) == {}
     assert {'CUSTOM_PHYSNET_PHYSNET1', 'HW_NIC_SRIOV'} <= \
         set(tree[ENS1F0_PF]['traits'])
-    assert totals_of(tree[ENS2F0_PF]) == {'SRIOV_NET_VF': 4}
+    assert totals_of(tree[ENS2F0_PF]) == {}
     why = ("nova-compute's PCI tracker hands out its VFs: [pci] device_spec "
            '{"devname": "ens1f0", "physical_network": "physnet1"} in '
            f'{beside_nics}')
@@ -591,6 +671,20 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
     assert agent.tracker.vfs_withheld == ((ENS1F0_PF, why, False),)
     assert ("SR-IOV VFs nova-compute's PCI tracker hands out, not offered: "
             f'{ENS1F0_PF}') in agent.tracker.status_line()
+    bandwidth = (f'{ENS1F0_PF} NET_BW_EGR_KILOBIT_PER_SEC '
+                 'NET_BW_IGR_KILOBIT_PER_SEC')
+    # (The T4s' vGPUs aside: the entries naming classes are PCI devices'.)
+    assert [(ours, kept) for ours, _, kept in agent.tracker.not_attachable
+            if ' ' in ours] == [(bandwidth, False),
+                                (f'{ENS2F0_PF} SRIOV_NET_VF', False)]
+    assert (f'2 PCI device offers nova-compute cannot attach, not offered: '
+            f'{bandwidth}, {ENS2F0_PF} SRIOV_NET_VF') in \
+        agent.tracker.status_line()
+    assert f'{ENS2F0_PF} SRIOV_NET_VF: PCI device not offered beside ' \
+        "nova-compute: nova-compute attaches a VF only through its PCI " \
+        "tracker, and no [pci] device_spec matches this PF's VFs" in \
+        caplog.text
+    assert 'resource_provider_bandwidths' in caplog.text
 
     # Steady state: nothing written, no usage read.
     caplog.clear()
@@ -603,14 +697,19 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
 
 def test_beside_nova_keeps_vfs_in_use_until_released(
         agents, beside_nics, placement_adapter, caplog):
-    # The agent offered ens1f0's VFs and one is allocated; then nova-compute
-    # is given them.  Placement refuses to delete inventory in use: the
-    # class stays as it is until the allocation goes, then goes.
+    # An earlier release offered ens1f0's VFs and one is allocated; then
+    # nova-compute is given them.  Placement refuses to delete inventory
+    # in use: the class stays as it is until the allocation goes, then
+    # goes.
     nova_compute_creates_root(placement_adapter)
     agent = agents()
     agent.tracker.startup()
     pf = tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF]
-    assert totals_of(pf)['SRIOV_NET_VF'] == 4
+    _ok(placement_adapter.put(
+        f'/resource_providers/{pf["uuid"]}/inventories', microversion='1.26',
+        json={'resource_provider_generation': pf['generation'],
+              'inventories': {'SRIOV_NET_VF': {'total': 4}}}))
+    pf = tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF]
     consumer = h.new_consumer()
     h.put_allocations(placement_adapter, consumer,
                       {pf['uuid']: {'SRIOV_NET_VF': 1}})
@@ -626,7 +725,7 @@ def test_beside_nova_keeps_vfs_in_use_until_released(
     assert agent.tracker.kept_twice == (f'{ENS1F0_PF} SRIOV_NET_VF',)
     assert (f'reported twice while they hold allocations: {ENS1F0_PF} '
             'SRIOV_NET_VF') in agent.tracker.status_line()
-    assert 'not offered' not in agent.tracker.status_line()
+    assert "hands out, not offered" not in agent.tracker.status_line()
 
     resp = placement_adapter.delete(f'/allocations/{consumer}')
     assert resp.status_code == 204, resp.text

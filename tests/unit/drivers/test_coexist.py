@@ -5,7 +5,9 @@ import json
 import pytest
 
 from node_agent import provider_tree as pt
+from node_agent.conf import nova as nova_conf
 from node_agent.drivers import coexist
+from node_agent.drivers import gpu
 from tests.unit.drivers import hostdata
 from tests.fixtures import provider_names as pn
 
@@ -265,3 +267,138 @@ def test_pci_in_placement_matches_vfs_by_their_pf_address(snapshot):
         {'address': ENS1F1}, {'devname': 'ens2f0'})), with_vfs(snapshot))
     assert set(found) == {ENS1F1} | set(
         dict((pf.address, pf.vfs) for pf in snapshot.pfs)[ENS1F1])
+
+
+# -- offered means attachable: vGPUs beside nova-compute -----------------
+
+def vgpu_tree():
+    """The agent's vGPUs: an A10's VF (mdev), an L40S's VF (vendor VFIO),
+    a pooled card, a whole GPU and an FPGA."""
+    reported = pt.ProviderTree()
+    root = pn.root(reported, ROOT)
+    for name, inventory in (
+            ('cn1_pci_0000_3b_00_4', {'VGPU': {'total': 1}}),
+            ('cn1_pci_0000_af_00_5', {'CUSTOM_L40S_4Q': {'total': 1}}),
+            ('cn1_pci_0000_5a_00_0', {'VGPU': {'total': 4}}),
+            ('cn1_pci_0000_18_00_0', {'PGPU': {'total': 1}}),
+            ('cn1_pci_0000_86_00_0', {'FPGA': {'total': 1}})):
+        pn.child(reported, name, root.uuid).inventory = inventory
+    offers = {
+        '0000:3b:00.4': gpu.Offer('0000:3b:00.4', '0000:3b:00.0',
+                                  'nvidia-588', 'VGPU', 1),
+        '0000:af:00.5': gpu.Offer('0000:af:00.5', '0000:af:00.0',
+                                  'nvidia-1155', 'CUSTOM_L40S_4Q', 1,
+                                  vendor_vfio=True),
+        '0000:5a:00.4': gpu.Offer('0000:5a:00.4', '0000:5a:00.0',
+                                  'nvidia-588', 'VGPU', 1)}
+    pools = {'0000:5a:00.0': ('VGPU', 'nvidia-588')}
+    return reported, offers, pools
+
+
+def test_every_vgpu_is_not_attachable_and_names_novas_option():
+    reported, offers, pools = vgpu_tree()
+    nova = nova_conf.NovaReports(path='/etc/nova/nova.conf')
+    found = dict(coexist.not_attachable(reported, offers, pools, nova))
+    # Whole GPUs and accelerators are not concerned.
+    assert sorted(found) == ['cn1_pci_0000_3b_00_4', 'cn1_pci_0000_5a_00_0',
+                             'cn1_pci_0000_af_00_5']
+    assert found['cn1_pci_0000_3b_00_4'] == (
+        'nova-compute attaches only the mdev types its own [devices] '
+        'enabled_mdev_types names for a parent: set [devices] '
+        'enabled_mdev_types = nvidia-588 and [mdev_nvidia-588] '
+        'device_addresses = 0000:3b:00.4 in /etc/nova/nova.conf, and '
+        'nova-compute reports it itself')
+    assert found['cn1_pci_0000_af_00_5'].startswith(
+        'nova-compute has no vendor-VFIO vGPU path')
+    assert 'device_addresses = 0000:5a:00.4' in found['cn1_pci_0000_5a_00_0']
+
+
+def test_a_provider_without_the_offers_class_is_not_a_vgpu():
+    reported, offers, pools = vgpu_tree()
+    reported.find('cn1_pci_0000_3b_00_4').inventory = {
+        'PGPU': {'total': 1}}
+    assert [n for n, _ in coexist.not_attachable(
+        reported, offers, pools)] == ['cn1_pci_0000_5a_00_0',
+                                      'cn1_pci_0000_af_00_5']
+
+
+# -- offered means attachable: whole devices and NIC PFs -----------------
+
+def pci_tree():
+    """The agent's FPGA (a whole device) and two PFs, ens1f0 with
+    bandwidth and VFs, ens2f0 with VFs."""
+    reported = pt.ProviderTree()
+    root = pn.root(reported, ROOT)
+    for name, inventory in (
+            ('cn1_pci_0000_86_00_0', {'FPGA': {'total': 1}}),
+            ('cn1_pci_0000_5e_00_0', {
+                'SRIOV_NET_VF': {'total': 4},
+                'NET_BW_EGR_KILOBIT_PER_SEC': {'total': 10},
+                'NET_BW_IGR_KILOBIT_PER_SEC': {'total': 10}}),
+            ('cn1_pci_0000_d8_00_0', {'SRIOV_NET_VF': {'total': 4}})):
+        pn.child(reported, name, root.uuid).inventory = inventory
+    return reported
+
+
+BANDWIDTH = ('NET_BW_EGR_KILOBIT_PER_SEC', 'NET_BW_IGR_KILOBIT_PER_SEC')
+
+
+def test_without_a_device_spec_no_whole_device_or_vf_is_attachable(
+        snapshot):
+    found = coexist.not_attachable_pci(pci_tree(), with_vfs(snapshot),
+                                       nova())
+    assert [(ours, classes, whole) for ours, classes, whole, _ in found] == [
+        ('cn1_pci_0000_5e_00_0', BANDWIDTH, False),
+        ('cn1_pci_0000_5e_00_0', ('SRIOV_NET_VF',), False),
+        ('cn1_pci_0000_86_00_0', ('FPGA',), True),
+        ('cn1_pci_0000_d8_00_0', ('SRIOV_NET_VF',), False)]
+    whys = {(ours, classes): why for ours, classes, _, why in found}
+    assert whys['cn1_pci_0000_86_00_0', ('FPGA',)] == (
+        'nova-compute attaches a whole PCI device only through its PCI '
+        'tracker, and no [pci] device_spec matches it: set [pci] '
+        'device_spec = {"address": "0000:86:00.0"} and a [pci] alias = '
+        '{"name": "<alias>", "vendor_id": "8086", "product_id": "09c4", '
+        f'"device_type": "type-PCI"}} in {NOVA_CONF}')
+    assert whys['cn1_pci_0000_5e_00_0', BANDWIDTH] == coexist.BANDWIDTH_WHY
+    assert 'resource_provider_bandwidths' in coexist.BANDWIDTH_WHY
+    assert whys['cn1_pci_0000_d8_00_0', ('SRIOV_NET_VF',)].endswith(
+        "no [pci] device_spec matches this PF's VFs: a [pci] device_spec "
+        'matching its VFs (e.g. {"address": "0000:d8:00.0", '
+        f'"physical_network": "<physnet>"}}) in {NOVA_CONF}')
+
+
+def test_a_matching_device_spec_makes_the_whole_device_attachable(
+        snapshot):
+    # The FPGA by its ids; ens1f0's VFs nova hands out itself (withheld
+    # apart: coexistence.withhold_vfs), so they are not named here.
+    specs = ({'vendor_id': '8086', 'product_id': '09c4'},
+             {'devname': 'ens1f0', 'physical_network': 'physnet1'})
+    found = coexist.not_attachable_pci(
+        pci_tree(), with_vfs(snapshot), nova(device_specs=specs),
+        skip={'cn1_pci_0000_d8_00_0'})
+    assert [(ours, classes) for ours, classes, _, _ in found] == [
+        ('cn1_pci_0000_5e_00_0', BANDWIDTH)]
+
+
+@pytest.mark.parametrize('reports, begins', [
+    (None, "nova-compute's configuration is not read ([nova] config_file "
+           'unset or missing), so no [pci] device_spec of its is known: '),
+    (nova_conf.NovaReports(path=NOVA_CONF, unreadable='no permission'),
+     'no permission, so no [pci] device_spec of its is known: '),
+])
+def test_an_unknown_nova_configuration_makes_nothing_attachable(
+        snapshot, reports, begins):
+    found = coexist.not_attachable_pci(pci_tree(), with_vfs(snapshot),
+                                       reports)
+    assert len(found) == 4
+    assert all(why.startswith(begins) for ours, _, _, why in found
+               if why != coexist.BANDWIDTH_WHY)
+    assert coexist.UNKNOWN in begins
+
+
+def test_a_gpu_split_by_mig_is_no_whole_device(snapshot):
+    reported = pci_tree()
+    reported.find('cn1_pci_0000_86_00_0').inventory = {
+        'CUSTOM_MIG_1G_10GB': {'total': 7}}
+    found = coexist.not_attachable_pci(reported, with_vfs(snapshot), nova())
+    assert 'cn1_pci_0000_86_00_0' not in [ours for ours, *_ in found]
