@@ -483,16 +483,15 @@ class ResourceTracker:
         nova = nova_conf.read_nova_reports(self.conf)
         self.unreadable = coexistence.note_unreadable(
             nova, self.unreadable, self.nodename, self.metrics)
-        (self.reported_elsewhere, kept, self.vfs_withheld,
+        (self.reported_elsewhere, self.kept_twice, self.vfs_withheld,
          self.not_attachable) = coexistence.skip_reported_elsewhere(
             nova, self.report_client, drivers, current, desired,
             snapshot, ownership, self.nodename, self.reported_elsewhere,
             self.vfs_withheld, self.not_attachable)
-        self.kept_twice = kept
-        if kept:
+        if self.kept_twice:
             self.audit_incomplete = (
-                f'{", ".join(kept)}: reported by another service too, kept '
-                'while they hold allocations')
+                f'{", ".join(self.kept_twice)}: reported by another service '
+                'too, kept while they hold allocations')
 
     def _keep_last_good(self, exc, snapshot, drivers, current, ownership):
         reason = exc.reason or 'layout changed'

@@ -184,23 +184,23 @@ def test_whole_host_with_novas_compute_id_converges(
     # Deprecated, said once, run beside nova-compute: the root's
     # inventory and traits are left to nova-compute, children keep names
     # and uuids, nothing is reshaped, the guest's allocations stay.  The
-    # vGPUs nova-compute cannot attach are offered no more: the GPU the
-    # guest holds keeps its provider with no unit free, the other goes.
+    # vGPUs nova-compute cannot attach are offered no more: each GPU a
+    # guest holds keeps its provider with no unit free.
     assert caplog.text.count('[DEFAULT] deployment = whole_host is '
                              'deprecated') == 1
     assert not plan.reshape
     assert held_back(agent, 'compute1') == [
-        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', False)]
+        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', True)]
     after = placement_state.read(placement_adapter)
     assert held(after) == held(before)
     assert guest in before['consumers']
-    gpu = identity.child_uuid(NOVA_UUID, 'pci_0000_3b_00_0')
-    assert after['providers'][gpu]['inventories']['VGPU']['reserved'] == \
-        after['providers'][gpu]['inventories']['VGPU']['total'] - 1
-    assert identity.child_uuid(NOVA_UUID, 'pci_0000_af_00_0') not in \
-        after['providers']
-    assert 'held by guests, no new unit offered: compute1_pci_0000_3b_00_0' \
-        in agent.tracker.status_line()
+    for _, address in GUESTS:
+        gpu = identity.child_uuid(NOVA_UUID, f'pci_{address}')
+        vgpu = after['providers'][gpu]['inventories']['VGPU']
+        assert vgpu['reserved'] == vgpu['total'] - 1
+    assert agent.tracker.status_line().endswith(
+        '; held by guests, no new unit offered: compute1_pci_0000_3b_00_0, '
+        'compute1_pci_0000_af_00_0')
     agent.adapter.reset()
     assert agent.tracker.audit().empty
     assert agent.writes() == []
@@ -223,7 +223,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     # Only the vGPUs nova-compute cannot attach are written (offered no
     # more); the root is not.
     assert held_back(agent, 'compute1') == [
-        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', False)]
+        ('<root>_pci_0000_3b_00_0', True), ('<root>_pci_0000_af_00_0', True)]
     assert legacy not in {c.path.split('/')[2] for c in agent.writes()
                           if c.path.startswith('/resource_providers/')}
     assert placement_state.read(placement_adapter)['providers'][legacy] \
@@ -231,7 +231,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     needs = (f'nova-compute must adopt root compute1 ({legacy}): write '
              f'{legacy} to {nova_path} before nova-compute first starts')
     assert agent.tracker.status_line().startswith(
-        f'in sync: 4 providers; {needs}; ')
+        f'in sync: 5 providers; {needs}; ')
     assert needs in caplog.text
 
     # The operator does so: the root is nova's compute node from now on.
@@ -240,7 +240,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     assert again.tracker.startup().empty
     assert again.writes() == []
     assert again.tracker.root.source == nova_path
-    assert again.tracker.status_line().startswith('in sync: 4 providers; ')
+    assert again.tracker.status_line().startswith('in sync: 5 providers; ')
 
 
 def test_whole_host_under_its_own_compute_id_refuses_a_new_nova_uuid(
