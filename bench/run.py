@@ -43,7 +43,7 @@ RESULTS_RUNS = (
                           'bulk', '--server-processes', '2',
                           '--multi-repetitions', '5', *more])
       for n, more in ((10, []), (100, []), (1000, [
-          '--shapes', 'nova', 'pooled', 'standalone', '--multi-flavors',
+          '--shapes', 'nova', 'standalone', '--multi-flavors',
           'vgpu1', 'vgpu2', 'vgpu4', 'vgpu_x4']))),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
     ('fault-to-reserved', ['--runs', '10']),

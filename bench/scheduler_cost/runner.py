@@ -21,8 +21,6 @@ cost it, for the same hardware in three shapes
   and the p99 of a few dozen requests is their slowest; what
   *nova-again* differs from *nova* by in the same run is the floor below
   which a difference between the trees is not one;
-- *pooled*: node-agent's tree with ``[gpu] vf_providers = pooled``: each
-  GPU's identical VFs pooled into the GPU provider;
 - *standalone*: node-agent's tree in the ``standalone`` mode (CPU and
   memory on the NUMA providers, VFs pooled: ``vf_providers = auto``), for
   schedulers other than Nova's.
@@ -81,7 +79,7 @@ from tests.fixtures import postgres
 
 TITLE = 'Scheduler cost'
 MULTI_TITLE = 'Scheduler cost: multi-vGPU flavors'
-SHAPES = ('node-agent', 'nova', 'nova-again', 'pooled', 'standalone')
+SHAPES = ('node-agent', 'nova', 'nova-again', 'standalone')
 NOVA, CONTROL = 'nova', 'nova-again'
 BESIDE = 'beside_nova_compute'      # the default deployment mode
 MICROVERSION = '1.36'       # what Nova 34's scheduler asks candidates at
@@ -109,7 +107,7 @@ def host_name(i):
 
 # The configurations each host is built in: (deployment, [gpu]
 # vf_providers).  Nova's tree is made from the per-VF standalone one.
-CONFS = {'node-agent': (BESIDE, 'auto'), 'pooled': (BESIDE, 'pooled'),
+CONFS = {'node-agent': (BESIDE, 'auto'),
          'standalone': ('standalone', 'auto'),
          'per-vf': ('standalone', 'per_vf')}
 

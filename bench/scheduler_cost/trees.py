@@ -180,11 +180,18 @@ def beside_nova(tree, standalone, snap):
     """node-agent's tree beside nova-compute as Placement holds it:
     nova-compute's root, with what nova-compute reports on it (CPU,
     memory, disk and the CPU traits: the root of :func:`nova`, made from
-    the per-VF ``standalone`` tree's NUMA inventories), and the agent's
+    the per-VF ``standalone`` tree's NUMA inventories), nova-compute's
+    own vGPU providers (beside nova-compute the vGPUs are nova's: the
+    agent offers none, since nova-compute attaches only the types its own
+    ``[devices] enabled_mdev_types`` names, and then reports them itself),
+    Neutron's SR-IOV agent providers (a port's bandwidth is Neutron's: the
+    agent offers none on its PFs beside nova-compute), and the agent's
     children from ``tree``, a ``beside_nova_compute`` tree (list of
     provider dicts, parents first)."""
-    nova_root = nova(standalone, snap)[0]
-    return _with_root(as_rows(tree), nova_root)
+    rows = nova(standalone, snap)
+    theirs = [r for r in rows[1:] if 'VGPU' in r['inventory']
+              or f':{NEUTRON_AGENT}' in r['name']]
+    return _with_root(as_rows(tree), rows[0]) + theirs
 
 
 def _with_root(rows, nova_root):

@@ -202,30 +202,31 @@ def scheduler_cost_figures(tmp_path_factory):
 def test_scheduler_cost(scheduler_cost_figures):
     figures = scheduler_cost_figures
     per = figures['results']['4']
-    # One host of each kind: vgpu (root, 16 VFs), mig (root, 8 GPUs),
-    # nic (root, 8 PFs), plain (root) beside nova-compute: no NUMA and no
-    # card providers.  Nova's: one per VF, every H100 (MIG on or not) as
-    # PGPU, Neutron's agent and its 8 bandwidth providers (the control,
-    # nova-again, the same tree in a database of its own).  Pooled: no
-    # VFs; standalone (where [gpu] vf_providers = auto pools) adds the
-    # NUMA nodes and the NIC cards.
+    # One host of each kind: vgpu (root, 16 VFs: nova-compute's own, as
+    # beside it the vGPUs are nova's), mig (root, 8 GPUs), nic (root, 8
+    # PFs and Neutron's agent with its 8 bandwidth providers: a port's
+    # bandwidth is Neutron's beside nova-compute), plain (root) beside
+    # nova-compute: no NUMA and no card providers.  Nova's: one per VF,
+    # every H100 (MIG on or not) as PGPU, Neutron's agent and its 8
+    # bandwidth providers (the control, nova-again, the same tree in a
+    # database of its own).  Standalone (where [gpu] vf_providers = auto
+    # pools) adds the NUMA nodes and the NIC cards.
     nova = {'vgpu': 17, 'mig': 9, 'nic': 10, 'plain': 1}
     assert {shape: per[shape]['by_kind'] for shape in per} == {
-        'node-agent': {'vgpu': 17, 'mig': 9, 'nic': 9, 'plain': 1},
-        'pooled': {'vgpu': 9, 'mig': 9, 'nic': 9, 'plain': 1},
+        'node-agent': {'vgpu': 17, 'mig': 9, 'nic': 18, 'plain': 1},
         'standalone': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2},
         'nova': nova, 'nova-again': nova}
     # The data the trees carry, every row of which each request reads:
-    # node-agent's default tree as many inventory rows as Nova's and 18
-    # trait rows fewer: no trait on its VFs (Nova's carry OWNER_NOVA; no
-    # owner trait beside nova-compute, the model with [gpu] vf_traits
-    # only), the NIC host's nova.conf gives every port's VFs to nova's
-    # PCI tracker, so no PF offers SRIOV_NET_VF beside nova-compute
-    # (standalone, without Nova, does).
+    # node-agent's default tree as many inventory rows as Nova's (the
+    # VFs' and the bandwidth are nova's and Neutron's there) and 33 trait
+    # rows more: its 8 PFs, which offer nothing beside nova-compute (no
+    # bandwidth, and the NIC host's nova.conf gives every port's VFs to
+    # nova's PCI tracker, so no SRIOV_NET_VF either; standalone, without
+    # Nova, offers both) but keep their traits.
     assert {shape: (per[shape]['inventories'], per[shape]['traits'])
             for shape in per} == {
-        'node-agent': (56, 187), 'nova': (56, 205),
-        'nova-again': (56, 205), 'pooled': (48, 195),
+        'node-agent': (56, 238), 'nova': (56, 205),
+        'nova-again': (56, 205),
         'standalone': (65, 349)}
     assert set(figures['queries']) == {
         'plain', 'vgpu', 'pgpu', 'pcpu', 'qos_port', 'numa_granular',
@@ -249,19 +250,24 @@ def test_scheduler_cost(scheduler_cost_figures):
             'numa_granular': 0}
     assert candidates == {
         'node-agent': ours, 'nova': dict(ours, pgpu=8),
-        'nova-again': dict(ours, pgpu=8), 'pooled': dict(ours, vgpu=8),
+        'nova-again': dict(ours, pgpu=8),
         'standalone': {'plain': 13, 'vgpu': 32, 'pgpu': 24, 'pcpu': 13,
                        'qos_port': 16, 'numa_granular': 16}}
     # What Placement sends back (every provider of every tree with a
-    # candidate, its inventory and traits) is exact too: node-agent's
-    # default tree answers every flavor in fewer bytes than Nova's, the
-    # control in as many.
+    # candidate, its inventory and traits) is exact too, the control in
+    # as many bytes as Nova's.  node-agent's default tree: as many for a
+    # vGPU (the VFs are nova's), fewer for a whole GPU (no PGPU on the
+    # MIG-partitioned ones), more for every flavor the NIC host answers:
+    # its 8 PFs offer nothing beside nova-compute but stay providers
+    # with their traits, in every answer that host is in.
     size = {shape: {flavor: f['bytes']
                     for flavor, f in per[shape]['flavors'].items()}
             for shape in per}
     assert size['nova-again'] == size['nova']
-    for flavor in ('plain', 'vgpu', 'pgpu', 'pcpu', 'qos_port'):
-        assert size['node-agent'][flavor] < size['nova'][flavor], flavor
+    assert size['node-agent']['vgpu'] == size['nova']['vgpu']
+    assert size['node-agent']['pgpu'] < size['nova']['pgpu']
+    for flavor in ('plain', 'pcpu', 'qos_port'):
+        assert size['node-agent'][flavor] > size['nova'][flavor], flavor
 
 
 def test_scheduler_cost_sends_the_shapes_in_a_balanced_order():
@@ -313,8 +319,6 @@ def test_scheduler_cost_multi_vgpu(scheduler_cost_figures):
     # candidate per host as in test_scheduler_cost (13 standalone).
     expected = {
         'node-agent': per_vf, 'nova': per_vf, 'nova-again': per_vf,
-        'pooled': {'vgpu1': 8, 'vgpu_x2': 8, 'vgpu2': 64, 'vgpu4': 1000,
-                   'vgpu_x4': 0, 'plain': 4},
         'standalone': {'vgpu1': 32, 'vgpu_x2': 32, 'vgpu2': 256,
                        'vgpu4': 1000, 'vgpu_x4': 0, 'plain': 13}}
     for conf in ('defaults', 'limits'):
