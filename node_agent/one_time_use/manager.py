@@ -121,6 +121,8 @@ class Manager:
                 self.conf.one_time_use.retry_max)
         if rec == old:
             return rec
+        # Kept first: what is said is what a restart finds.
+        self.records.update(address, rec)
         if retry or (old.get('state'), old.get('reason')) != (
                 exc.state, exc.reason):
             LOG.warning('%s: one-time-use device not made ready: %s; '
@@ -129,7 +131,6 @@ class Manager:
                         f' (failure {failures}, next try in '
                         f'{rec["next_try"] - now:.0f} s)' if retry else '')
             self._notify(address, exc.state, exc.reason, failures)
-        self.records.update(address, rec)
         return rec
 
     # -- the clean, in its thread ------------------------------------------

@@ -477,6 +477,9 @@ def test_not_ready_and_ready_are_notified(server, cloud, conf, tmp_path):
             'payload_version': '1.0', 'host': host, 'address': H100,
             'state': 'cleaner_failed', 'reason': 'cleaner exit 3',
             'failures': 1},)
+        # The failed clean's thread is done (an audit skips a device
+        # whose clean is under way), then the back-off is over.
+        assert agent.rt.one_time_use.wait(30)
         (tmp_path / 'mode').write_text('ok')
         clock.now += RETRY
         audit_until(agent, lambda: inventory(cloud.api, uuid)['reserved']
