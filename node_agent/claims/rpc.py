@@ -18,8 +18,9 @@ Errors travel as typed remote errors: the transport is built with
 RemoteError.
 
 The tree and snapshot a remote claim is decided against come from
-``context_fn()``, which the tracker supplies: it returns its latest
-``(provider tree, HostSnapshot)``.
+``context_fn()``, which the tracker supplies: it returns its last
+:class:`~node_agent.tracker.round.Round`, one value whose ``tree`` and
+``snapshot`` are of the same sync.
 """
 
 import importlib
@@ -90,10 +91,10 @@ class ClaimEndpoint:
     @oslo_messaging.expected_exceptions(exception.ClaimError)
     def claim(self, ctxt, **payload):
         self._validate(payload, schema.CLAIM)
-        tree, snapshot = self.context_fn()
+        last = self.context_fn()        # one read: one round's pair
         claim = self.manager.claim(
-            payload['consumer_uuid'], payload['allocation'], tree=tree,
-            snapshot=snapshot, kind=payload.get('kind', 'instance'))
+            payload['consumer_uuid'], payload['allocation'], tree=last.tree,
+            snapshot=last.snapshot, kind=payload.get('kind', 'instance'))
         return claim.to_dict()
 
     @oslo_messaging.expected_exceptions(exception.ClaimError)

@@ -87,7 +87,7 @@ def main(argv=None):
                 return run_once(conf, rt)
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
-                    conf, on_remove=rt.discovery.note_removed),
+                    conf, on_remove=rt.host().note_removed),
                 claims_rpc=factory.claims_rpc(conf, rt),
                 domain_events=factory.domain_events(conf, rt),
                 device_health=factory.device_health(conf, rt, agent_metrics),

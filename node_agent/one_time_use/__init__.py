@@ -44,23 +44,24 @@ Rules:
 TITLE = 'One-time-use devices not ready'
 
 
-def audit(rt, tree, nova_pci):
-    """The tracker's hook, after a sync of ``tree`` and before its health
-    hook (:mod:`node_agent.tracker.nova_pci`, handed in) changes what the
-    tree says of nova's PCI providers; the devices the agent reserved for
-    their health are not one-time-use reservations, never cleaned.
-    Returns the tracker's manager, made at the first call."""
+def audit(conf, found, make, last, unhealthy, nova_pci):
+    """The tracker's hook, after round ``last`` synced its tree and before
+    its health hook (:mod:`node_agent.tracker.nova_pci`, handed in)
+    changes what the tree says of nova's PCI providers; the devices the
+    agent reserved for their health are not one-time-use reservations,
+    never cleaned.  Returns the tracker's manager (``found``, or
+    ``make()``'s at the first call)."""
     # A --once run beside the daemon leaves the cleans to the daemon.
-    root = tree.find(rt.nodename)
-    if root is None or not rt.conf.one_time_use.enabled or (
-            'once' in rt.conf and rt.conf.once):
-        return rt.one_time_use
-    from node_agent.one_time_use import manager
-    health = nova_pci.Reservations.from_conf(rt.conf).load()
-    found = rt.one_time_use or manager.from_tracker(rt)
+    tree = last.tree
+    root = tree.find(last.nodename)
+    if root is None or not conf.one_time_use.enabled or (
+            'once' in conf and conf.once):
+        return found
+    health = nova_pci.Reservations.from_conf(conf).load()
+    found = found or make()
     found.audit({a: p for a, p in nova_pci.nova_devices(tree, root).items()
                  if p.uuid not in health},
-                rt.snapshot.domains if rt.snapshot else (), rt.unhealthy())
+                last.snapshot.domains if last.snapshot else (), unhealthy)
     return found
 
 

@@ -274,19 +274,19 @@ class _Collector:
         return [family]
 
 
-def from_tracker(rt):
-    """The manager of tracker ``rt``: its report client, sysfs reader and
-    libvirt, its metrics, status line and clock (seconds since the epoch,
-    as the records keep them across restarts)."""
+def for_tracker(conf, discovery, report_client, metrics, on_change,
+                clock):
+    """The manager of a tracker: its report client, discovery's sysfs
+    reader and libvirt, its metrics, ``on_change()`` (the status line
+    said again) and ``clock`` (seconds since the epoch, as the records
+    keep them across restarts)."""
     from node_agent import health_notifier
-    conf = rt.conf
     records = record.Records.from_conf(conf)
     cleaner = cleaning.Cleaning(
-        conf, rt.discovery.reader,
-        cleaning.libvirt_guests(rt.discovery.libvirt.uri,
+        conf, discovery.reader,
+        cleaning.libvirt_guests(discovery.libvirt.uri,
                                 conf.libvirt.scan_timeout),
-        records, rt.report_client)
-    return Manager(conf, cleaner, records, rt.metrics,
+        records, report_client)
+    return Manager(conf, cleaner, records, metrics,
                    lambda: health_notifier.HealthNotifier.from_conf(conf),
-                   on_change=lambda: rt._status(rt.status_line()),
-                   clock=lambda: rt.clock())
+                   on_change=on_change, clock=clock)

@@ -8,10 +8,16 @@ agent (the unit's ``RestartPreventExitStatus=``).  Errors that may pass
 by themselves are waited out with capped backoff instead
 (:data:`WAIT_ERRORS`); :func:`disposition` is the one rule, and
 :func:`exit_status` the status every command (``node-agent``,
-``node-agent-manage``) exits with on an error.
+``node-agent-manage``) exits with on an error.  What an audit's round or
+error means for the daemon (metrics, status line, log) is
+:data:`AUDIT_OUTCOMES`.
 """
 
+import typing
+
 from node_agent import exception
+from node_agent import metrics
+from node_agent.tracker import round as round_mod
 from node_agent.tracker import watchers
 
 EXIT_OK = 0
@@ -62,3 +68,84 @@ def disposition(error_class):
     if issubclass(error_class, FATAL_ERRORS):
         return FATAL
     return ERROR
+
+
+# What an audit ended with and what the daemon makes of it: the one
+# table, beside the exit policy.  Each row: a round's problem kind
+# (:mod:`node_agent.tracker.round`) or an error class the audit raised,
+# the metrics' audit result, how the status line says it, its detail
+# (``(round or error, status line) -> text``) and whether it is logged
+# as a failure.  How: ``SOLVED`` (the audit problem ends), ``WAITING``
+# (the line is the detail), ``WAITING_SINCE`` (the detail with since
+# when), None (nothing said: a stop), else ``audit <how> since <time>:
+# <detail>``.  Rows are tried in order: the first error class that
+# matches wins.
+SOLVED, WAITING, WAITING_SINCE = 'solved', 'waiting', 'waiting since'
+AUDIT_OK, AUDIT_FAILED = metrics.AUDIT_OK, metrics.AUDIT_FAILED
+AUDIT_UNAVAILABLE = metrics.AUDIT_UNAVAILABLE
+
+
+def _problem_detail(done, line):
+    return done.problem.detail
+
+
+AUDIT_OUTCOMES = (
+    (round_mod.LIBVIRT, AUDIT_FAILED, WAITING_SINCE,
+     lambda done, line: line, False),
+    (round_mod.SCAN, AUDIT_FAILED, 'skipped', _problem_detail, False),
+    (round_mod.SHARED, AUDIT_FAILED, 'skipped', _problem_detail, False),
+    (exception.Stopping, AUDIT_FAILED, None, None, False),
+    (exception.PlacementUnavailable, AUDIT_UNAVAILABLE, WAITING,
+     lambda exc, line: f'waiting for {exc.service}: {exc.reason}', True),
+    # Placement is synced; what the host would not let us write is
+    # retried at the next audit (local_state logged it once).
+    (exception.LocalStateUnavailable, AUDIT_FAILED, 'incomplete',
+     lambda exc, line: str(exc), False),
+    # nova's compute node went (its service deleted): nothing to hang
+    # the devices under until nova-compute makes it again.
+    (exception.ComputeNodeMissing, AUDIT_FAILED, WAITING,
+     lambda exc, line: exc.status, True),
+    # Not fatal here: the last good tree stays in Placement and a SIGHUP
+    # with corrected credentials resumes.
+    (exception.PlacementCredentialsError, AUDIT_FAILED, 'failed',
+     lambda exc, line: 'Placement refused the credentials', True),
+    (exception.NodeAgentError, AUDIT_FAILED, 'failed',
+     lambda exc, line: str(exc), True),
+    (Exception, AUDIT_FAILED, 'failed',
+     lambda exc, line: f'unexpected error: {type(exc).__name__}: {exc}',
+     False),
+)
+
+
+class AuditOutcome(typing.NamedTuple):
+    """One row of :data:`AUDIT_OUTCOMES` applied: ``result`` (metrics),
+    ``how`` and ``detail`` (the status line), ``failure`` (logged)."""
+
+    result: str
+    how: str
+    detail: str
+    failure: bool
+
+
+#: An audit that ended without a round nor an error to say.
+AUDIT_CUT_SHORT = AuditOutcome(AUDIT_FAILED, None, None, False)
+
+
+def audit_outcome(found, line=None):
+    """The :class:`AuditOutcome` of ``found``: the audit's round, or the
+    error it raised; ``line``: the tracker's status line now."""
+    if isinstance(found, round_mod.Round):
+        if found.problem is None:
+            if found.incomplete:
+                return AuditOutcome(AUDIT_OK, 'incomplete',
+                                    found.incomplete, False)
+            return AuditOutcome(AUDIT_OK, SOLVED, None, False)
+        match = found.problem.kind.__eq__
+    else:
+        def match(what):
+            return isinstance(what, type) and isinstance(found, what)
+    for what, result, how, detail, failure in AUDIT_OUTCOMES:
+        if match(what):
+            return AuditOutcome(result, how,
+                                detail and detail(found, line), failure)
+    raise ValueError(f'no audit outcome for {found!r}')

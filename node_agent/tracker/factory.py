@@ -86,13 +86,13 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
             claims=claim_manager(conf) if claims else None,
             notifier=notifier, metrics=metrics,
             scan_state=(scan_state.ScanState.from_conf(conf)
-                        if stateful or read_state else None))
-        # What is withheld now, as the daemon stored it: every tree this
-        # process builds reserves it (the daemon's own monitor replaces
-        # this one when its health watcher starts).
-        rt.health = health_state.monitor_for(conf)
+                        if stateful or read_state else None),
+            # What is withheld now, as the daemon stored it: every tree
+            # this process builds reserves it (the daemon's own monitor
+            # replaces this one when its health watcher starts).
+            health=health_state.monitor_for(conf))
         yield rt
-        rt.guests.close()
+        rt.close()
     finally:
         discovery.close()
 
@@ -101,23 +101,21 @@ def claims_rpc(conf, rt):
     """``start() -> server or None`` for the claims RPC server of ``rt``.
 
     None when the tracker has no claim manager.  Remote claims are decided
-    against the tracker's latest synced tree and snapshot, so the server
-    must start only after the startup sync.
+    against the tracker's last round (its tree and snapshot, read as one
+    value), so the server must start only after the startup sync.
     """
-    if rt.claims is None:
+    claims = rt.claim_manager()
+    if claims is None:
         return None
     from node_agent.claims import rpc
-
-    def context():
-        return rt.synced or (None, None)
-
-    return functools.partial(rpc.start_server, conf, rt.claims, context)
+    return functools.partial(rpc.start_server, conf, claims,
+                             lambda: rt.round)
 
 
 def domain_events(conf, rt):
     """``make(callback) -> watcher`` of libvirt domain lifecycle events,
     or None when the tracker has no claims to keep true."""
-    if rt.claims is None:
+    if rt.claim_manager() is None:
         return None
     from node_agent.hardware import domain_events as events
     return functools.partial(events.DomainEventWatcher,
@@ -132,7 +130,7 @@ def device_health(conf, rt, metrics=None, clock=None):
     the sources that apply (NVML events and queries while the gpu driver
     is on and ``[hardware] nvml_enabled``; sysfs while ``[health]
     sysfs_enabled``; always the operator's drains) feeding one health
-    monitor, which becomes the tracker's (``rt.health``): every tree built
+    monitor, which becomes the tracker's (``rt.use_health``): every tree built
     from then on reserves the isolated and drained devices.
     ``callback()`` runs at each change, in either direction, the metrics
     hear every device's state and, with a transport configured, a
@@ -140,13 +138,10 @@ def device_health(conf, rt, metrics=None, clock=None):
     (:mod:`node_agent.health_notifier`).  ``clock``: the monitor's (default:
     monotonic time).
     """
-    from node_agent import drains
     from node_agent import health_notifier
     from node_agent import health_state
     from node_agent import metrics as metrics_mod
     from node_agent.hardware import health_monitor
-    from node_agent.hardware import nvml_health
-    from node_agent.hardware import pci_health
     metrics = metrics or metrics_mod.NOOP
     nvml = 'gpu' in conf.enabled_drivers and conf.hardware.nvml_enabled
 
@@ -164,27 +159,39 @@ def device_health(conf, rt, metrics=None, clock=None):
         monitor = health_monitor.HealthMonitor.from_conf(
             conf, changed, **({'clock': clock} if clock else {}),
             store=health_state.HealthStore.from_conf(conf))
-        rt.health = monitor
-        drained = drains.DrainSource(drains.path_for(conf), monitor)
-        drained.look()
-        sources = [drained]
-        if nvml:
-            sources.append(nvml_health.NvmlHealthSource.from_conf(
-                conf, rt.discovery.nvml, monitor))
-        if conf.health.sysfs_enabled:
-            sysfs = pci_health.SysfsHealthSource.from_conf(
-                conf, rt.discovery.reader, monitor,
-                functools.partial(watched_devices, rt, monitor))
-            # Counters that rose while the agent was down: seen now,
-            # before the startup sync and READY.
-            sysfs.look()
-            sources.append(sysfs)
+        rt.use_health(monitor)
         return health_monitor.Supervisor(
-            sources, monitor, conf.health.source_restart_delay,
+            _health_sources(conf, rt, monitor, nvml),
+            monitor, conf.health.source_restart_delay,
             on_restart=metrics.health_source_restarted,
             on_stop=notifier and notifier.close)
 
     return make
+
+
+def _health_sources(conf, rt, monitor, nvml):
+    """The operator's drains, NVML (``nvml``) and sysfs (``[health]
+    sysfs_enabled``) feeding ``monitor``: what is stored and what rose
+    while the agent was down, seen now, before the startup sync."""
+    from node_agent import drains
+    from node_agent.hardware import nvml_health
+    from node_agent.hardware import pci_health
+    drained = drains.DrainSource(drains.path_for(conf), monitor)
+    drained.look()
+    sources = [drained]
+    host = rt.host()
+    if nvml:
+        sources.append(nvml_health.NvmlHealthSource.from_conf(
+            conf, host.nvml, monitor))
+    if conf.health.sysfs_enabled:
+        sysfs = pci_health.SysfsHealthSource.from_conf(
+            conf, host.reader, monitor,
+            functools.partial(watched_devices, rt, monitor))
+        # Counters that rose while the agent was down: seen now,
+        # before the startup sync and READY.
+        sysfs.look()
+        sources.append(sysfs)
+    return sources
 
 
 def watched_devices(rt, monitor=None):
@@ -196,17 +203,18 @@ def watched_devices(rt, monitor=None):
     it stored as isolated by sysfs."""
     from node_agent import identity
     from node_agent.tracker import nova_pci
-    tree = rt.last_good
-    root = tree.find(rt.nodename) if tree is not None else None
+    last = rt.round
+    tree = last.tree
+    root = tree.find(last.nodename) if tree is not None else None
     if root is None:
         if monitor is None:
             return set()
         return {address for address, _ in monitor.counters('sysfs')} | \
             monitor.withheld_by('sysfs')
-    physfns = rt.snapshot.physfns() if rt.snapshot else {}
+    physfns = last.snapshot.physfns() if last.snapshot else {}
     found = nova_pci.watched(tree, root)
     for provider in tree.subtree(root.uuid):
-        if not identity.owned(provider, root, rt.ownership):
+        if not identity.owned(provider, root, last.ownership):
             continue
         device = identity.device_of(provider, tree)
         parent = tree.find(provider.parent_uuid)

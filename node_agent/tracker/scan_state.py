@@ -42,6 +42,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import local_state
+from node_agent import text
 from node_agent.hardware import removal
 from node_agent.hardware import snapshot as snapshot_mod
 
@@ -176,3 +177,67 @@ def _absent(rows):
                              '[field, key, scans]')
         absent[(row[0], row[1])] = row[2]
     return absent
+
+
+class Holder:
+    """The tracker's scans made fit to build from: trusted, with what is
+    not really gone held (:mod:`node_agent.hardware.removal`) from the
+    last good snapshot, or from the one stored (``state``: a
+    :class:`ScanState`, or None) before the first sync.
+
+    The snapshot and the absence counts outlive a restart (stored when a
+    sync changed them): at startup a garbled item is held from the stored
+    snapshot, and a device missing from the startup scan has missed one
+    scan more.  With nothing stored (a first start, a record moved aside)
+    there is nothing to hold from, so a scan with garbled items is refused
+    (``ScanIncomplete`` naming the files) rather than deleting their
+    providers."""
+
+    def __init__(self, conf, discovery, state):
+        self._conf = conf
+        self._discovery = discovery
+        self._state = state
+        self._loaded = False
+        self._absent = {}               # (field, key) -> scans missing from
+
+    def scan(self, last, nodename, dry_run):
+        """``(snapshot, stored)``: a scan held from ``last`` (the last
+        good snapshot, None before the first sync), and the snapshot
+        loaded from the store, if it was now."""
+        scan = self._discovery.scan()
+        stored = None
+        if last is None:
+            last = stored = self._load(nodename)
+        if scan.unknown and last is None:
+            raise exception.ScanIncomplete(
+                'sysfs', '; '.join(u.reason for u in scan.unknown) +
+                '; nothing to keep their providers from before this scan',
+                lost=False)
+        snapshot, absent = removal.hold(
+            last, scan, self._absent, self._conf.hardware.removal_scans,
+            self._discovery.take_removed())
+        for field, key in removal.held(snapshot, scan):
+            missing = absent.get((field, key))
+            LOG.warning('%s: keeping %s %s as last seen (%s)', nodename,
+                        field, key, 'garbled' if missing is None else
+                        'missing from ' + text.plural(missing, 'scan'))
+        if not dry_run:
+            self._absent = absent
+        return snapshot, stored
+
+    def _load(self, nodename):
+        """Hold from where the previous run left: its last good snapshot
+        and absence counts, once per process."""
+        if self._state is None or self._loaded:
+            return None
+        self._loaded = True
+        snapshot, self._absent = self._state.load()
+        if snapshot is not None:
+            LOG.info('%s: holding devices from the scan stored in %s',
+                     nodename, self._state.path)
+        return snapshot
+
+    def save(self, snapshot):
+        """Store ``snapshot`` and the absence counts (a sync made it)."""
+        if self._state is not None:
+            self._state.save(snapshot, self._absent)

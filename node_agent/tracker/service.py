@@ -150,7 +150,7 @@ class AgentService(service.Service):
         self._away = None           # (since, failed audits) Placement away
         self._thread = None
         # A stop ends a sync before its next Placement request.
-        tracker.report_client.stop_requested = self._stop.is_set
+        tracker.stop_when(self._stop.is_set)
         # What is wrong now: {what: (since, detail)}, shown in the status
         # line and in the metrics (node_agent_problem_since_seconds).
         self._problems = {}
@@ -489,66 +489,50 @@ class AgentService(service.Service):
         pending = self._reloader.pending
         self._note('restart required',
                    f'to apply: {", ".join(pending)}' if pending else None)
-        self.tracker.report_client.invalidate()
+        self.tracker.forget_placement()
         return True
 
     def _audit(self):
-        """One audit; False when Placement was away (try again soon)."""
-        result, failure = metrics_mod.AUDIT_FAILED, None
+        """One audit; False when Placement was away (try again soon).
+        What its round or error means: ``exit_policy.AUDIT_OUTCOMES``."""
         start = time.monotonic()
+        outcome, failure = exit_policy.AUDIT_CUT_SHORT, None
         try:
             with self._sync_under_way():
-                applied = self.tracker.audit()
-            # None: the scan was not trusted and nothing was synced.
-            if applied is None and self.tracker.libvirt_down:
-                # libvirt away (restarted, say): a wait, not a fault.
-                since = self._problem('audit', self.tracker.status_line())
-                self.notifier.set_status(
-                    f'{self.tracker.status_line()} (since {since})')
-            elif applied is None:
-                self._audit_problem('skipped', self.tracker.scan_problem)
-            elif self.tracker.audit_incomplete:
-                result = metrics_mod.AUDIT_OK
-                self._audit_problem('incomplete',
-                                    self.tracker.audit_incomplete)
-            else:
-                result = metrics_mod.AUDIT_OK
-                self._solved('audit')
-        except exception.Stopping as exc:
-            LOG.info('audit cut short: %s', exc)
-        except exception.PlacementUnavailable as exc:
-            result, failure = metrics_mod.AUDIT_UNAVAILABLE, exc
-            waiting = f'waiting for {exc.service}: {exc.reason}'
-            self._problem('audit', waiting)
-            self.notifier.set_status(waiting)
-        except exception.LocalStateUnavailable as exc:
-            # Placement is synced; what the host would not let us write
-            # is retried at the next audit (local_state logged it once).
-            self._audit_problem('incomplete', exc)
-        except exception.ComputeNodeMissing as exc:
-            # nova's compute node went (its service deleted): nothing to
-            # hang the devices under until nova-compute makes it again.
-            self._problem('audit', exc.status)
-            self.notifier.set_status(exc.status)
-            failure = exc
-        except exception.PlacementCredentialsError as exc:
-            # Not fatal here: the last good tree stays in Placement and a
-            # SIGHUP with corrected credentials resumes.
-            self._audit_problem('failed', 'Placement refused the '
-                                          'credentials')
-            failure = exc
-        except exception.NodeAgentError as exc:
-            self._audit_problem('failed', exc)
-            failure = exc
+                done = self.tracker.audit()
+            outcome = exit_policy.audit_outcome(
+                done, self.tracker.status_line())
+            self._say_audit(outcome)
         except Exception as exc:
-            self._audit_problem('failed', f'unexpected error: '
-                                          f'{type(exc).__name__}: {exc}')
-            LOG.exception('audit failed on an unexpected error')
+            outcome = exit_policy.audit_outcome(exc)
+            failure = exc if outcome.failure else None
+            self._say_audit(outcome)
+            if outcome.how is None:
+                LOG.info('audit cut short: %s', exc)
+            elif not isinstance(exc, exception.NodeAgentError):
+                LOG.exception('audit failed on an unexpected error')
         finally:
-            self.metrics.audit(result, time.monotonic() - start)
+            self.metrics.audit(outcome.result, time.monotonic() - start)
             self._show_state_faults()
-        # Said outside the except blocks: oslo.log would append the
-        # exception being handled, saying it twice on one line.
+        return self._audit_logged(failure)
+
+    def _say_audit(self, outcome):
+        """The status line and the problems as ``outcome`` says."""
+        how, detail = outcome.how, outcome.detail
+        if how == exit_policy.SOLVED:
+            self._solved('audit')
+        elif how == exit_policy.WAITING:
+            self._problem('audit', detail)
+            self.notifier.set_status(detail)
+        elif how == exit_policy.WAITING_SINCE:
+            since = self._problem('audit', detail)
+            self.notifier.set_status(f'{detail} (since {since})')
+        elif how is not None:
+            self._audit_problem(how, detail)
+
+    def _audit_logged(self, failure):
+        """Said outside the except blocks: oslo.log would append the
+        exception being handled, saying it twice on one line."""
         if isinstance(failure, exception.PlacementUnavailable):
             # Once when the wait starts, once when it ends (below).
             since, failed = self._away or (time.monotonic(), 0)

@@ -13,9 +13,56 @@ when it could not be worked out; the table ends with a section
     compute1                         VCPU 0/32 (reserved 0)  MEMORY_MB ...
       compute1_numa_0   HW_NUMA_ROOT VCPU 2/16 (reserved 0)
         compute1_pci_0000_3b_00_0    VGPU 1/16 (reserved 0)
+
+And the daemon's own status line, a pure function of the tracker's last
+:class:`~node_agent.tracker.round.Round` (:func:`line`), and the lines a
+plan about to be written is logged with (:func:`log_plan`).
 """
 
+import collections
 import json
+
+from oslo_log import log as logging
+
+from node_agent import text
+from node_agent.tracker import coexistence
+
+# The plan is logged as the tracker's (what operators filter on).
+LOG = logging.getLogger('node_agent.tracker.tracker')
+
+STATUS_RESTART = 'restart required: reshape pending'
+
+
+def line(last, cleans='', health=''):
+    """The status line of round ``last``; ``cleans``: what the
+    one-time-use cleans say now, ``health``: what device health says."""
+    if last.problem is not None:
+        said = last.problem.status
+    elif last.reshape_pending:
+        said = STATUS_RESTART
+    else:
+        count = len(last.tree) if last.tree is not None else 0
+        said = f'in sync: {text.plural(count, "provider")}'
+    notes = [last.root_note] if last.root_note else []
+    notes += coexistence.status_notes(last.skipped, last.withheld,
+                                      last.kept, last.not_attachable)
+    notes += [cleans] if cleans else []
+    notes += [] if last.problem is not None else list(last.guest_notes)
+    notes += [f'warning: {why}' for why in last.unreadable.values()]
+    notes += [health] if health else []
+    return '; '.join([said] + notes)
+
+
+def log_plan(plan):
+    """The plan about to be written: one INFO line saying what kinds of
+    change it makes and how many, then one DEBUG line per change (the
+    lines ``node-agent-manage reshape plan`` prints)."""
+    head, *details = plan.lines()
+    counts = collections.Counter(row.split(':', 1)[0] for row in details)
+    LOG.info('%s%s', head, ': ' + ', '.join(
+        f'{what} {n}' for what, n in counts.items()) if counts else '')
+    for row in details:
+        LOG.debug('%s', row)
 
 
 def rows(tree, usages=None):

@@ -19,19 +19,14 @@ The algorithm, step by step (``client``: the report client)::
                  moving consumers read in full: client.complete_allocations()
     apply      client.update_from_provider_tree(desired, allocations, plan)
                  (allocations not None: one POST /reshaper)
-    record     last good tree, generations, status line
+    record     the round (:class:`~node_agent.tracker.round.Round`: last
+               good tree, snapshot, ownership), generations, status line
 
 Rules:
 
-- Beside nova-compute the root is nova's: the plan treats it as not owned
-  (nothing of it is written), the drivers report nothing another service
-  reports in the tree or nova-compute's configuration says it reports
-  (skipped with a warning and a status note, never fatal: a peer's
-  provider may come and go; the agent's own provider for such a device is
-  withdrawn unless it holds allocations), nor the SR-IOV VFs
-  nova-compute's PCI tracker hands out (no ``SRIOV_NET_VF`` on their
-  PF), and a root not created yet is ``ComputeNodeMissing``, which the
-  daemon waits out.
+- Beside nova-compute the root is nova's: the plan treats it as not owned,
+  and what another service reports is left out
+  (:mod:`node_agent.tracker.left_out`).
 - A mode that owns the root (standalone) writes nothing while another
   service writes it (``RootShared``: fatal at startup, an audit skipped;
   :meth:`node_agent.tracker.root.RootFinder.other_writer`).
@@ -57,14 +52,8 @@ Rules:
   ``audit skipped: <why>`` (``waiting for libvirt: <why>`` when libvirt
   was away; the next audit connects again).  A device missing from a
   scan or garbled in it is held as the last good snapshot had it (the
-  rule is :func:`node_agent.hardware.removal.hold`).  The snapshot and the
-  absence counts outlive a restart (:mod:`node_agent.tracker.scan_state`,
-  stored when a sync changed them): at startup a garbled item is held from
-  the stored snapshot, and a device missing from the startup scan has
-  missed one scan more.  With nothing stored (a first start, a record moved
-  aside) there is nothing to hold from, so a scan with garbled items is
-  refused (``ScanIncomplete`` naming the files) rather than deleting their
-  providers.
+  rule is :func:`node_agent.hardware.removal.hold`), or from the snapshot
+  stored by the last run (:class:`node_agent.tracker.scan_state.Holder`).
 - The plan is made once (:mod:`node_agent.placement.plan`, the one plan
   engine) and the report client writes that plan.  An unsafe plan
   (``UnsafePlan``: a provider in use deleted, inventory below its usage,
@@ -81,9 +70,12 @@ Rules:
   restart with nothing changed costs one Placement call.
 - What the agent may touch (:meth:`ResourceTracker._ownership`) is decided
   once per round, when the tree is read, and passed to every step.
+- :meth:`ResourceTracker.startup` and :meth:`ResourceTracker.audit` return
+  the round's :class:`~node_agent.tracker.round.Round`; the tracker keeps
+  the last one (:attr:`ResourceTracker.round`), replaced in one
+  assignment, and other modules read nothing else of it.
 """
 
-import collections
 import copy
 import time
 
@@ -93,19 +85,18 @@ from oslo_log import log as logging
 from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent import text
-from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
-from node_agent.tracker import coexistence
 from node_agent.tracker import guests as guests_mod
+from node_agent.tracker import left_out
 from node_agent.tracker import root as root_mod
+from node_agent.tracker import round as round_mod
+from node_agent.tracker import scan_state as scan_state_mod
+from node_agent.tracker import second_writer
+from node_agent.tracker import status
 from node_agent.tracker import withhold
 
 LOG = logging.getLogger(__name__)
-
-STATUS_WAITING = 'waiting for Placement'
-STATUS_RESTART = 'restart required: reshape pending'
-STATUS_LIBVIRT = 'waiting for libvirt'
 
 
 def _drivers(conf, snapshot, health=None):
@@ -131,94 +122,57 @@ def _reread_may_cure(exc):
         isinstance(exc, exception.ReshapeFailed) and exc.status is not None)
 
 
-class _Pending:
-    """A sync decided but not yet written."""
-
-    def __init__(self, snapshot, current, desired, allocations, plan,
-                 ownership):
-        self.snapshot = snapshot
-        self.ownership = ownership
-        self.current = current
-        self.desired = desired
-        self.allocations = allocations
-        self.plan = plan
-        self.keeps_last_good = False
-
-
-def log_plan(plan):
-    """The plan about to be written: one INFO line saying what kinds of
-    change it makes and how many, then one DEBUG line per change (the
-    lines ``node-agent-manage reshape plan`` prints)."""
-    head, *details = plan.lines()
-    counts = collections.Counter(line.split(':', 1)[0] for line in details)
-    LOG.info('%s%s', head, ': ' + ', '.join(
-        f'{what} {n}' for what, n in counts.items()) if counts else '')
-    for line in details:
-        LOG.debug('%s', line)
-
-
 class ResourceTracker:
-    """Startup, audit and dry run over one report client and discovery."""
+    """Startup, audit and dry run over one report client and discovery.
+
+    What other modules use of it: its methods and :attr:`round`
+    (``tests/unit/tracker/test_tracker_surface.py`` holds them to it).
+    """
 
     def __init__(self, conf, report_client, discovery, claims=None,
                  notifier=None, clock=time.time, metrics=None,
-                 scan_state=None):
+                 scan_state=None, health=None):
         """``clock``: seconds since the epoch (the full allocation read
         is due by it, across restarts).  ``metrics``: a
         :class:`node_agent.metrics.Metrics`, or None.  ``scan_state``: a
         :class:`node_agent.tracker.scan_state.ScanState`, or None: what
-        is held starts empty at each restart."""
-        self.conf = conf
-        self.report_client = report_client
-        self.discovery = discovery
-        self.claims = claims
-        self.notifier = notifier
-        self.metrics = metrics or metrics_mod.NOOP
+        is held starts empty at each restart.  ``health``: a
+        HealthMonitor (the daemon's, or one holding what is stored:
+        :mod:`node_agent.health_state`), or None: its unhealthy devices
+        are reserved in every tree built (:meth:`use_health` replaces
+        it)."""
+        self._conf = conf
+        self._report = report_client
+        self._discovery = discovery
+        self._claims = claims
+        self._notifier = notifier
+        self._metrics = metrics or metrics_mod.NOOP
         if claims is not None:
-            self.metrics.watch_claims(claims.list)
-        self.root = root_mod.RootFinder(conf, report_client)
-        self.nodename = root_mod.root_name(conf)   # the root's, once read
-        self.last_good = None           # desired tree of the last sync
-        self.ownership = None           # what it may touch, that round
-        self.snapshot = None
-        #: ``(last_good, snapshot)`` of the last sync, replaced in one
-        #: assignment: what a reader on another thread (the claims RPC)
-        #: takes, never a tree of one round with the snapshot of another.
-        self.synced = None
-        self.reshape_pending = None     # reason, while a restart is required
-        self.scan_problem = None        # why the last audit was skipped
-        self.shared_with = None         # RootShared, while refusing
-        self._rewrites = 0              # reads in a row the root moved
-        self._added_root_traits = frozenset()
-        # Beside nova-compute: (ours, theirs, why) of the devices another
-        # service reports, and those of ours kept as they hold allocations.
-        self.reported_elsewhere = ()
-        self.kept_twice = ()
-        self.vfs_withheld = ()
-        self.not_attachable = ()        # vGPUs nova-compute cannot attach
-        self.unreadable = {}            # {file: why}: evidence unread
-        # What the last sync left out although it wrote the rest.
-        self.audit_incomplete = None
-        self.libvirt_down = False       # ... because libvirt was away
-        self._absent = {}               # (field, key) -> scans missing from
-        self.scan_state = scan_state
-        self._scan_state_loaded = False
+            self._metrics.watch_claims(claims.list)
+        self._root = root_mod.RootFinder(conf, report_client)
+        # The root's name, once read; the round's when it is recorded.
+        self._nodename = root_mod.root_name(conf)
+        self._round = round_mod.Round(nodename=self._nodename)
+        self._writers = second_writer.Watch(conf, self._root, self._metrics)
+        self._holder = scan_state_mod.Holder(conf, discovery, scan_state)
         # The claim checks after each sync.
-        self.claims_check = claims_check.ClaimsCheck(
+        self._claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
-        # A HealthMonitor (the daemon's, or one holding what is stored:
-        # node_agent.health_state), or None: its unhealthy devices are
-        # reserved in every tree built.
-        self.health = None
-        self.kept_checked = False       # stored health unreadable: kept?
-        self.one_time_use = None        # node_agent.one_time_use's Manager
-        self.guests = guests_mod.Guests(conf, report_client, self.metrics)
+        self._health = health
+        self._kept_checked = False      # stored health unreadable: kept?
+        self._one_time_use = None       # node_agent.one_time_use's Manager
+        self._guests = guests_mod.Guests(conf, report_client, self._metrics)
+
+    round = property(lambda self: self._round, doc='The last Round.')
 
     # -- the loop -----------------------------------------------------------
 
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
-        snapshot = self._scan(dry_run)                            # discover
+        snapshot, stored = self._holder.scan(                     # discover
+            self._round.snapshot, self._nodename, dry_run)
+        if stored is not None:
+            self._round = self._round.replace(snapshot=stored)
         # The drivers check their options against the host (CPU sets
         # naming CPUs it lacks): before anything is created or read.
         drivers = self.drivers_for(snapshot)
@@ -226,36 +180,42 @@ class ResourceTracker:
             # A typed address no device has: refused before any write.
             drivers.check_addresses()
         current, ownership = self._read_tree(ensure=not dry_run)  # read
-        if withhold.keep_reserved(self, current, ownership):
+        kept, self._kept_checked = withhold.keep_reserved(
+            self._kept_checked, self._health, self._metrics, self._nodename,
+            current, ownership)
+        if kept:
             drivers = self.drivers_for(snapshot)    # kept in this round too
         desired = current.copy()
         before = allocations = None
         try:
-            drivers.update_provider_tree(desired, self.nodename,  # build
+            drivers.update_provider_tree(desired, self._nodename,  # build
                                          ownership=ownership)
         except exception.ReshapeNeeded as exc:
             if not startup:
                 return self._keep_last_good(exc, snapshot, drivers,
                                             current, ownership)
             LOG.info('%s: reshape needed (%s): gathering allocations',
-                     self.nodename, exc.reason or 'layout changed')
+                     self._nodename, exc.reason or 'layout changed')
             # What consumers hold on this tree (one read per provider)
             # is all the drivers need to move them.
-            allocations = self.report_client.get_tree_allocations(current)
+            allocations = self._report.get_tree_allocations(current)
             before = copy.deepcopy(allocations)
             desired = current.copy()
-            drivers.update_provider_tree(desired, self.nodename,
-                                         allocations=allocations,
-                                         ownership=ownership,
-                                         claimed=self.claims_check.claimed())
-        if not self.root.owns_root:
-            self._skip_reported_elsewhere(drivers, current, desired,
-                                          snapshot, ownership)
-        self.guests.check(drivers, snapshot, desired, ownership, dry_run,
-                          allocations, self.nodename, self.reported_elsewhere)
+            drivers.update_provider_tree(
+                desired, self._nodename, allocations=allocations,
+                ownership=ownership, claimed=self._claims_check.claimed())
+        beside = {}
+        if not self._root.owns_root:
+            beside = left_out.skip_reported_elsewhere(
+                self._conf, self._report, self._metrics, self._round,
+                drivers, current, desired, snapshot, ownership,
+                self._nodename)
+        self._guests.check(drivers, snapshot, desired, ownership, dry_run,
+                           allocations, self._nodename,
+                           beside.get('skipped', self._round.skipped))
         plan = self._plan(drivers, current, desired, ownership,   # plan
                           before, allocations)
-        plan = self.root.counted(plan)
+        plan = self._root.counted(plan)
         if allocations is not None and not dry_run:
             # POST /reshaper replaces each listed consumer entirely: list
             # only those that move, so untouched consumers keep their
@@ -263,40 +223,38 @@ class ResourceTracker:
             # they are read in full (generation, project, user, what
             # they hold elsewhere).
             moving = set(plan.consumers)
-            allocations = self.report_client.complete_allocations(
+            allocations = self._report.complete_allocations(
                 current, {c: before[c] for c in moving},
                 {c: allocations[c] for c in moving})
-        return _Pending(snapshot, current, desired, allocations, plan,
-                        ownership)
+        return round_mod.Pending(
+            snapshot, current, desired, allocations, plan, ownership,
+            beside=beside, incomplete=left_out.incomplete(beside))
 
     def _sync(self, startup):
-        self.audit_incomplete = None
         if not startup:
-            withhold.reserve_first(self)
+            withhold.reserve_first(self._round, self._health,
+                                   self._write_first)
         pending = self._prepare(startup)
         if pending.plan.reshape:
             self._status('reshaping ' + text.plural(
                 len(pending.plan.consumers), 'consumer'))
         if not pending.plan.empty:
-            log_plan(pending.plan)
-        self.report_client.update_from_provider_tree(      # apply
+            status.log_plan(pending.plan)
+        self._report.update_from_provider_tree(      # apply
             pending.desired, pending.allocations, pending.plan)
         if pending.plan.reshape:
-            self.metrics.reshape(metrics_mod.RESHAPE_OK)
-        self._record(pending)                                    # record
-        return pending
+            self._metrics.reshape(metrics_mod.RESHAPE_OK)
+        return self._record(pending)                             # record
 
     def startup(self):
-        """The startup pass; returns the :class:`Plan` it applied.
+        """The startup pass; returns its Round (:mod:`.round`).
 
-        Raises ``ReshapeFailed`` (fatal), ``PlacementUnavailable`` (the
-        caller waits and calls again), ``LibvirtConnectionError``, or
-        ``ReshapeConflict`` when other writers moved generations under
-        every try: contention, not a failure, which the caller waits out
-        and starts again for as long as it lasts
-        (``exit_policy.WAIT_ERRORS``).
+        Raises ``ReshapeFailed`` (fatal), ``PlacementUnavailable``,
+        ``LibvirtConnectionError``, or ``ReshapeConflict`` when other
+        writers moved generations under every try: contention the caller
+        waits out (``exit_policy.WAIT_ERRORS``).
         """
-        retries = self.conf.audit.reshape_retries
+        retries = self._conf.audit.reshape_retries
         try:
             for attempt in tenacity.Retrying(
                     retry=tenacity.retry_if_exception(_reread_may_cure),
@@ -305,42 +263,37 @@ class ResourceTracker:
                     wait=tenacity.wait_random(0, 1),
                     reraise=True):
                 with attempt:
-                    pending = self._sync(startup=True)
+                    done = self._sync(startup=True)
         except exception.ReshapeFailed as exc:
-            LOG.error('%s: %s', self.nodename, exc)
-            self.metrics.reshape(metrics_mod.RESHAPE_FAILED)
+            LOG.error('%s: %s', self._nodename, exc)
+            self._metrics.reshape(metrics_mod.RESHAPE_FAILED)
             raise
-        self.claims_check.run(pending.snapshot, self.last_good,
-                              self.nodename, startup=True,
-                              ownership=self.ownership)
-        return pending.plan
+        except exception.RootShared as exc:     # the status line says it
+            self._skip(round_mod.Problem.of(exc), say=False)
+            raise
+        self._check_claims(done, startup=True)
+        return done
 
     def audit(self):
-        """One periodic pass; returns the :class:`Plan` it applied.
+        """One periodic pass; returns its
+        :class:`~node_agent.tracker.round.Round`.
 
-        None when the scan could not be trusted: nothing was written and the
-        status line says why.
+        When the scan could not be trusted (or another service writes the
+        root) nothing was written: the round's ``plan`` is None, its
+        ``problem`` says why, and so does the status line.
         """
         try:
-            pending = self._sync(startup=False)
+            done = self._sync(startup=False)
         except exception.HardwareError as exc:
-            self.scan_problem = str(exc)
-            self.libvirt_down = isinstance(
-                exc, exception.LibvirtConnectionError)
             LOG.warning('%s: audit skipped, the last good tree stays in '
-                        'Placement: %s', self.nodename, exc)
-            self._status(self.status_line())
-            return None
+                        'Placement: %s', self._nodename, exc)
+            return self._skip(round_mod.Problem.of(exc))
         except exception.RootShared as exc:
-            self.scan_problem = str(exc)
             LOG.error('%s: audit skipped, nothing written: %s',
-                      self.nodename, exc)
-            self._status(self.status_line())
-            return None
-        self.claims_check.run(pending.snapshot, self.last_good,
-                              self.nodename, startup=False,
-                              ownership=self.ownership)
-        return pending.plan
+                      self._nodename, exc)
+            return self._skip(round_mod.Problem.of(exc))
+        self._check_claims(done, startup=False)
+        return done
 
     def plan(self, startup=True):
         """What the next startup (or audit) would do; writes nothing."""
@@ -348,108 +301,39 @@ class ResourceTracker:
 
     # -- helpers ------------------------------------------------------------
 
-    def _scan(self, dry_run):
-        """A scan fit to build from: trusted, with what is not really gone
-        held (:mod:`node_agent.hardware.removal`)."""
-        scan = self.discovery.scan()
-        if self.snapshot is None:
-            self._load_scan_state()
-        if scan.unknown and self.snapshot is None:
-            raise exception.ScanIncomplete(
-                'sysfs', '; '.join(u.reason for u in scan.unknown) +
-                '; nothing to keep their providers from before this scan',
-                lost=False)
-        snapshot, absent = removal.hold(
-            self.snapshot, scan, self._absent,
-            self.conf.hardware.removal_scans, self.discovery.take_removed())
-        for field, key in removal.held(snapshot, scan):
-            missing = absent.get((field, key))
-            LOG.warning('%s: keeping %s %s as last seen (%s)', self.nodename,
-                        field, key, 'garbled' if missing is None else
-                        'missing from ' + text.plural(missing, 'scan'))
-        if not dry_run:
-            self._absent = absent
-        return snapshot
+    def _check_claims(self, done, startup):
+        self._claims_check.run(done.snapshot, done.tree, done.nodename,
+                               startup=startup, ownership=done.ownership)
 
-    def _load_scan_state(self):
-        """Hold from where the previous run left: its last good snapshot
-        and absence counts, once per process."""
-        if self.scan_state is None or self._scan_state_loaded:
-            return
-        self._scan_state_loaded = True
-        self.snapshot, self._absent = self.scan_state.load()
-        if self.snapshot is not None:
-            LOG.info('%s: holding devices from the scan stored in %s',
-                     self.nodename, self.scan_state.path)
+    def _skip(self, problem, say=True):
+        """The round that wrote nothing: the last sync's, with why."""
+        self._round = self._round.replace(
+            plan=None, problem=problem, nodename=self._nodename,
+            root_note=self._root.note)
+        if say:
+            self._status(self.status_line())
+        return self._round
 
     def _read_tree(self, ensure):
         """``(tree, ownership)``: the tree under this host's root and what
         the agent may touch in it, decided once for the round."""
         # A root another service writes is refused before the agent
         # creates or writes anything (RootShared).
-        self._refuse_shared()
-        tree = self.root.read(ensure)
-        self.nodename = tree.roots[0].name
+        self._writers.refuse(self._nodename, self._round.tree)
+        tree = self._root.read(ensure)
+        self._nodename = tree.roots[0].name
         ownership = self._ownership(tree)
-        self._refuse_shared(tree, ownership)
+        self._writers.refuse(self._nodename, self._round.tree, tree,
+                             ownership)
         return tree, ownership
-
-    def _rewritten(self, tree):
-        """Evidence that another service rewrites the root the agent owns:
-        its inventory or traits differ from what the agent last synced at
-        two reads in a row (one operator edit is corrected once; a second
-        writer undoes the correction: a write war)."""
-        if not self.root.owns_root or self.last_good is None:
-            return None
-        root = tree.roots[0]
-        mine = self.last_good.find(root.uuid)
-        if mine is None:
-            return None
-        undone = root_mod.undone(root, mine)
-        added = frozenset(root.traits - mine.traits)
-        if added != self._added_root_traits:
-            # Another writer's own traits (an operator's, a service's):
-            # kept, and no takeover; said once per change.
-            self._added_root_traits = added
-            if added:
-                LOG.info('%s: the root carries traits the agent did not '
-                         'set, kept as they are (not a second writer: only '
-                         "writes to the agent's own traits and inventory "
-                         'count): %s', self.nodename, ', '.join(sorted(added)))
-        self._rewrites = self._rewrites + 1 if undone else 0
-        if self._rewrites < 2:
-            return None
-        return ('rewritten', f'root {root.name} ({root.uuid}) was rewritten '
-                'under the agent again after it corrected it (generation '
-                f'{root.generation}: {undone})')
-
-    def _refuse_shared(self, tree=None, ownership=None):
-        found = self.root.other_writer(tree, ownership)
-        rewritten = self._rewritten(tree) if tree is not None else None
-        if rewritten is not None:
-            service, evidence = found or ('another service', [])
-            found = service, evidence + [rewritten]
-        if found is None:
-            if self.shared_with is not None:
-                LOG.info('%s: no other writer of the root any more',
-                         self.nodename)
-                self.shared_with = None
-                self.metrics.root_shared(None)
-            return
-        service, evidence = found
-        error = exception.RootShared(self.conf.deployment, self.nodename,
-                                     service, [e for _, e in evidence])
-        self.shared_with = error
-        self.metrics.root_shared(service, [k for k, _ in evidence])
-        raise error
 
     def _ownership(self, current):
         """``{uuid: Ownership}``: what the agent may touch in ``current``,
         as the report client recorded it; beside nova-compute, not the
         root.  Computed once per round (:meth:`_read_tree`) and passed
         to every step that asks."""
-        ownership = self.report_client.ownership(current)
-        if not self.root.owns_root:
+        ownership = self._report.ownership(current)
+        if not self._root.owns_root:
             ownership[current.roots[0].uuid] = plan_mod.Ownership()
         return ownership
 
@@ -461,140 +345,155 @@ class ResourceTracker:
         plan = plan_mod.make_plan(
             current, desired, ownership,
             allocations_before=before, allocations_after=after,
-            nodename=self.nodename)
+            nodename=self._nodename)
         if after is not None:
             usages = plan_mod.usages_after(after)
         else:
-            usages = self.report_client.get_usages(
+            usages = self._report.get_usages(
                 plan_mod.usages_needed(plan, current))
         try:
             plan_mod.check(plan, current, usages, drivers.hardware_limits())
         except exception.UnsafePlan:
             LOG.error('%s: plan refused, nothing written:\n%s',
-                      self.nodename, plan.render())
+                      self._nodename, plan.render())
             raise
         return plan
 
-    def _skip_reported_elsewhere(self, drivers, current, desired,
-                                 snapshot, ownership):
-        """Beside nova-compute: no device reported twice
-        (:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`)."""
-        from node_agent.conf import nova as nova_conf
-        nova = nova_conf.read_nova_reports(self.conf)
-        self.unreadable = coexistence.note_unreadable(
-            nova, self.unreadable, self.nodename, self.metrics)
-        (self.reported_elsewhere, self.kept_twice, self.vfs_withheld,
-         self.not_attachable) = coexistence.skip_reported_elsewhere(
-            nova, self.report_client, drivers, current, desired,
-            snapshot, ownership, self.nodename, self.reported_elsewhere,
-            self.vfs_withheld, self.not_attachable)
-        if self.kept_twice:
-            self.audit_incomplete = (
-                f'{", ".join(self.kept_twice)}: reported by another service '
-                'too, kept while they hold allocations')
-
     def _keep_last_good(self, exc, snapshot, drivers, current, ownership):
         reason = exc.reason or 'layout changed'
-        if self.reshape_pending != reason:
+        if self._round.reshape_pending != reason:
             LOG.warning('%s: a reshape is needed (%s) but reshapes only run '
                         'at startup: restart the service to apply it; '
                         'syncing the last good tree meanwhile',
-                        self.nodename, reason)
-        self.reshape_pending = reason
-        desired = self.last_good.copy() if self.last_good else current.copy()
+                        self._nodename, reason)
+        last_good = self._round.tree
+        desired = last_good.copy() if last_good else current.copy()
         plan = self._plan(drivers, current, desired, ownership)
-        pending = _Pending(snapshot, current, desired, None, plan,
-                           ownership)
-        pending.keeps_last_good = True
-        return pending
+        return round_mod.Pending(snapshot, current, desired, None, plan,
+                                 ownership, reshape_pending=reason)
 
     def _record(self, pending):
-        self.snapshot = pending.snapshot
-        if self.scan_state is not None:
-            self.scan_state.save(self.snapshot, self._absent)
-        self.scan_problem = None
-        if not pending.keeps_last_good:
-            if self.reshape_pending:
-                LOG.info('%s: the layout no longer needs a reshape',
-                         self.nodename)
-            self.reshape_pending = None
-        self.last_good = pending.desired.copy()
-        self.synced = (self.last_good, self.snapshot)
-        self.ownership = pending.ownership
-        self.metrics.synced(self.last_good, bool(self.reshape_pending))
-        withhold.clean_one_time_use(self, self.last_good)
-        withhold.reserve_beside_nova(self, self.last_good)
+        """The round synced: kept in one assignment, then what follows a
+        sync (one-time-use cleans, nova's own providers, the status)."""
+        self._holder.save(pending.snapshot)
+        if pending.reshape_pending is None and self._round.reshape_pending:
+            LOG.info('%s: the layout no longer needs a reshape',
+                     self._nodename)
+        beside = left_out.carried(self._round, pending.beside)
+        self._round = done = round_mod.Round(
+            nodename=self._nodename, plan=pending.plan,
+            tree=pending.desired.copy(), snapshot=pending.snapshot,
+            ownership=pending.ownership, incomplete=pending.incomplete,
+            reshape_pending=pending.reshape_pending,
+            root_note=self._root.note,
+            guest_notes=tuple(self._guests.notes()), **beside)
+        self._metrics.synced(done.tree, bool(done.reshape_pending))
+        self._one_time_use = withhold.clean_one_time_use(
+            self._conf, self._one_time_use, self._one_time_use_manager,
+            done, self.unhealthy())
+        withhold.reserve_beside_nova(self._conf, self._report, self._health,
+                                     done.nodename, done.tree)
         self._status(self.status_line())
+        return done
+
+    def _write_first(self, desired):
+        """Write ``desired`` (the last good tree with new reservations)
+        before the round scans the host (:func:`withhold.reserve_first`);
+        the plan written."""
+        current, ownership = self._read_tree(ensure=False)
+        drivers = self.drivers_for(self._round.snapshot)
+        plan = self._plan(drivers, current, desired, ownership)
+        LOG.info('%s: writing the new reservation before scanning the host',
+                 self._nodename)
+        self._report.update_from_provider_tree(desired, None, plan)
+        self._round = self._round.replace(tree=desired.copy())
+        return plan
+
+    def _one_time_use_manager(self):
+        from node_agent.one_time_use import manager
+        return manager.for_tracker(
+            self._conf, self._discovery, self._report, self._metrics,
+            on_change=lambda: self._status(self.status_line()),
+            clock=lambda: self._claims_check.clock())
 
     def drivers_for(self, snapshot):
         """The drivers over ``snapshot``: what is withheld reserved, a
         degraded device marked."""
-        said = self.health.states() if self.health is not None else {}
-        return _drivers(self.conf, snapshot, said)
+        said = self._health.states() if self._health is not None else {}
+        return _drivers(self._conf, snapshot, said)
 
     def unhealthy(self):
         """``{PCI address: Health}`` of the devices to reserve now."""
-        return self.health.unhealthy() if self.health is not None else {}
+        return self._health.unhealthy() if self._health is not None else {}
 
     def status_line(self):
-        if self.shared_with is not None:
-            return self.shared_with.status
-        if self.scan_problem and self.libvirt_down:
-            line = f'{STATUS_LIBVIRT}: {self.scan_problem}'
-        elif self.scan_problem:
-            line = f'audit skipped: {self.scan_problem}'
-        elif self.reshape_pending:
-            line = STATUS_RESTART
-        else:
-            count = len(self.last_good) if self.last_good is not None else 0
-            line = f'in sync: {text.plural(count, "provider")}'
-        if self.root.note:
-            line += '; ' + self.root.note
-        for note in coexistence.status_notes(
-                self.reported_elsewhere, self.vfs_withheld, self.kept_twice,
-                self.not_attachable):
-            line += '; ' + note
-        if self.one_time_use is not None and self.one_time_use.summary():
-            line += '; ' + self.one_time_use.summary()
-        line += ''.join('; ' + n for n in self.guests.notes(self.scan_problem))
-        for why in self.unreadable.values():
-            line += f'; warning: {why}'
-        said = self.health.summary() if self.health is not None else ''
-        return f'{line}; {said}' if said else line
+        """:func:`node_agent.tracker.status.line` of the last round, with
+        what the one-time-use cleans and device health say now."""
+        cleans = self._one_time_use
+        return status.line(
+            self._round, cleans.summary() if cleans is not None else '',
+            self._health.summary() if self._health is not None else '')
 
-    def _status(self, text):
-        if self.notifier is not None:
-            self.notifier.set_status(text)
+    def _status(self, line):
+        if self._notifier is not None:
+            self._notifier.set_status(line)
         else:
-            LOG.info('status: %s', text)
+            LOG.info('status: %s', line)
 
     def _before_reshape_retry(self, retry_state):
         LOG.warning('%s: reshape conflict (%s); retrying with fresh data '
-                    '(attempt %d)', self.nodename,
+                    '(attempt %d)', self._nodename,
                     retry_state.outcome.exception(),
                     retry_state.attempt_number + 1)
-        self.metrics.reshape(metrics_mod.RESHAPE_CONFLICT)
-        self.metrics.conflict_retry()
-        self.report_client.invalidate()
+        self._metrics.reshape(metrics_mod.RESHAPE_CONFLICT)
+        self._metrics.conflict_retry()
+        self._report.invalidate()
+
+    # -- what the daemon and the factory hand in or ask -----------------------
 
     def request_full_read(self, guest=None):
         """Read every provider's allocations at the next claims check
         (a guest stopped or went: its allocations may be deleted, which
         moves no generation); whether ``guest`` held units withheld."""
-        self.claims_check.request_full_read()
-        return guest in self.guests.report.guests()
+        self._claims_check.request_full_read()
+        return guest in self._guests.report.guests()
 
-    @property
-    def clock(self):
-        """``() -> seconds since the epoch``: when a full allocation read
-        is due (the claim checks' clock)."""
-        return self.claims_check.clock
+    def use_health(self, monitor):
+        """Reserve ``monitor``'s unhealthy devices from now on."""
+        self._health = monitor
 
-    @clock.setter
-    def clock(self, clock):
-        self.claims_check.clock = clock
+    def use_clock(self, clock):
+        """The claim checks' clock (seconds since the epoch)."""
+        self._claims_check.clock = clock
 
-    @property
+    def stop_when(self, stop_requested):
+        """``stop_requested()``: checked before every Placement request."""
+        self._report.stop_requested = stop_requested
+
+    def forget_placement(self):
+        """Drop what the report client cached of Placement (a SIGHUP)."""
+        self._report.invalidate()
+
+    def host(self):
+        """The host discovery (udev's removals, the health sources)."""
+        return self._discovery
+
+    def claim_manager(self):
+        """The claim manager, or None."""
+        return self._claims
+
     def unclaimed(self):
         """Allocations with neither claim nor guest, as last checked."""
-        return self.claims_check.unclaimed
+        return self._claims_check.unclaimed
+
+    def full_read_requested(self):
+        """Whether the next claims check reads every allocation."""
+        return self._claims_check.full_read_requested
+
+    def one_time_use(self):
+        """The one-time-use manager, or None (none made yet)."""
+        return self._one_time_use
+
+    def close(self):
+        """Close what the tracker opened (the guests' libvirt)."""
+        self._guests.close()

@@ -37,16 +37,17 @@ from node_agent.placement import plan as plan_mod
 LOG = logging.getLogger(__name__)
 
 
-def with_reservations(rt):
-    """The last good tree with the devices newly withheld (whole) reserved
-    too, or None when there are none (or nothing was synced)."""
+def with_reservations(last, monitor):
+    """The last good tree (of round ``last``) with the devices newly
+    withheld (whole) by ``monitor`` reserved too, or None when there are
+    none (or nothing was synced, or no monitor)."""
     from node_agent.drivers import layout
     from node_agent.hardware import health
-    if rt.last_good is None or rt.health is None:
+    if last.tree is None or monitor is None:
         return None
-    before = health_state.reserved_in(rt.last_good, rt.nodename,
-                                      rt.ownership)
-    new = {a: h for a, h in rt.unhealthy().items()
+    before = health_state.reserved_in(last.tree, last.nodename,
+                                      last.ownership)
+    new = {a: h for a, h in monitor.unhealthy().items()
            if h.reserved and a not in before}
     if not new:
         return None
@@ -55,31 +56,24 @@ def with_reservations(rt):
     withheld = {a: health.Health(health.ISOLATED, family=family)
                 for a, family in before.items()}
     withheld.update(new)
-    desired = rt.last_good.copy()
-    physfns = rt.snapshot.physfns() if rt.snapshot is not None else {}
-    layout.apply_health(desired, rt.nodename, withheld, rt.ownership,
+    desired = last.tree.copy()
+    physfns = last.snapshot.physfns() if last.snapshot is not None else {}
+    layout.apply_health(desired, last.nodename, withheld, last.ownership,
                         physfns)
-    if plan_mod.make_plan(rt.last_good, desired, rt.ownership,
-                          nodename=rt.nodename).empty:
+    if plan_mod.make_plan(last.tree, desired, last.ownership,
+                          nodename=last.nodename).empty:
         return None
     return desired
 
 
-def reserve_first(rt):
-    """Write :func:`with_reservations` without scanning; the plan written,
-    or None."""
-    desired = with_reservations(rt)
+def reserve_first(last, monitor, write):
+    """Write :func:`with_reservations` without scanning (``write(tree)``:
+    the tracker's, planned and checked as every write is); the plan
+    written, or None."""
+    desired = with_reservations(last, monitor)
     if desired is None:
         return None
-    current, ownership = rt._read_tree(ensure=False)
-    drivers = rt.drivers_for(rt.snapshot)
-    plan = rt._plan(drivers, current, desired, ownership)
-    LOG.info('%s: writing the new reservation before scanning the host',
-             rt.nodename)
-    rt.report_client.update_from_provider_tree(desired, None, plan)
-    rt.last_good = desired.copy()
-    rt.synced = (rt.last_good, rt.snapshot)
-    return plan
+    return write(desired)
 
 
 #: The problem the metrics show (``node_agent_problem_since_seconds``)
@@ -87,48 +81,54 @@ def reserve_first(rt):
 PROBLEM = 'health state'
 
 
-def keep_reserved(rt, current, ownership):
+def keep_reserved(checked, monitor, metrics, nodename, current,
+                  ownership):
     """The stored health was unreadable: what ``current`` (Placement) shows
     reserved for health stays reserved; checked once per process, said in
-    the metrics until what was kept has ended.  Whether anything was
-    kept now."""
-    if rt.health is None:
-        return False
-    if rt.kept_checked:
-        if rt.kept_checked is not True and not rt.health.state_problem:
-            rt.metrics.problem(PROBLEM, None, None)
-            rt.kept_checked = True
-        return False
-    if not rt.health.state_problem:
-        return False
-    rt.kept_checked = time.time()
-    rt.metrics.problem(PROBLEM, rt.health.state_problem, rt.kept_checked)
-    found = health_state.reserved_in(current, rt.nodename, ownership)
+    the metrics until what was kept has ended.  ``(whether anything was
+    kept now, checked)``: ``checked`` is False until it was, then when it
+    was, then True once what was kept has ended."""
+    if monitor is None:
+        return False, checked
+    if checked:
+        if checked is not True and not monitor.state_problem:
+            metrics.problem(PROBLEM, None, None)
+            checked = True
+        return False, checked
+    if not monitor.state_problem:
+        return False, checked
+    checked = time.time()
+    metrics.problem(PROBLEM, monitor.state_problem, checked)
+    found = health_state.reserved_in(current, nodename, ownership)
     if found:
         LOG.warning('%s: keeping reserved what Placement shows reserved '
-                    'for health: %s', rt.nodename, ', '.join(sorted(found)))
-        rt.health.keep_reserved(found)
-    return bool(found)
+                    'for health: %s', nodename, ', '.join(sorted(found)))
+        monitor.keep_reserved(found)
+    return bool(found), checked
 
 
-def clean_one_time_use(rt, tree):
+def clean_one_time_use(conf, manager, make, last, unhealthy):
     """Beside nova-compute, nova's one-time-use devices cleaned
-    (:mod:`node_agent.one_time_use`): before the health hook, which must
-    not take a one-time-use reservation for its own."""
-    if deployment.mode(rt.conf) == deployment.BESIDE_NOVA:
+    (:mod:`node_agent.one_time_use`) after round ``last``: before the
+    health hook, which must not take a one-time-use reservation for its
+    own.  The manager (``make()`` makes it at the first clean), or
+    ``manager`` as it was."""
+    if deployment.mode(conf) == deployment.BESIDE_NOVA:
         from node_agent import one_time_use
         from node_agent.tracker import nova_pci
-        rt.one_time_use = one_time_use.audit(rt, tree, nova_pci)
+        return one_time_use.audit(conf, manager, make, last, unhealthy,
+                                  nova_pci)
+    return manager
 
 
-def reserve_beside_nova(rt, tree):
+def reserve_beside_nova(conf, report_client, monitor, nodename, tree):
     """Beside nova-compute, reserve nova's own PCI providers of the devices
-    withheld (:mod:`node_agent.tracker.nova_pci`)."""
-    if rt.health is None or \
-            deployment.mode(rt.conf) != deployment.BESIDE_NOVA:
+    ``monitor`` withholds (:mod:`node_agent.tracker.nova_pci`)."""
+    if monitor is None or \
+            deployment.mode(conf) != deployment.BESIDE_NOVA:
         return
     from node_agent.tracker import nova_pci
-    root = tree.find(rt.nodename)
+    root = tree.find(nodename)
     if root is not None:
-        nova_pci.apply(rt.report_client, tree, root, rt.unhealthy(),
-                       nova_pci.Reservations.from_conf(rt.conf))
+        nova_pci.apply(report_client, tree, root, monitor.unhealthy(),
+                       nova_pci.Reservations.from_conf(conf))

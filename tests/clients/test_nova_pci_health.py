@@ -117,7 +117,7 @@ def test_beside_nova_an_unhealthy_device_nova_reports_is_reserved(
 
         pci.aer(sys_root, 'aer_dev_fatal', 1)
         wait_for(lambda: reserved(api, uuid) == 1, "nova's provider reserved")
-        assert agent.rt.health.health(H100).state == 'isolated'
+        assert agent.rt._health.health(H100).state == 'isolated'
         assert agent.writes() == [
             ('PUT', f'/resource_providers/{uuid}/inventories')]
 

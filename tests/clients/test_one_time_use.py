@@ -153,7 +153,7 @@ def start_agent(conf, server, cloud, host, sys_root, libvirt_uri=None,
     clock = Clock()
     agent = pci.Running(conf, ps.admin_adapter(server.url), sys_root,
                         clock, libvirt_uri=libvirt_uri)
-    agent.rt.clock = clock
+    agent.rt.use_clock(clock)
     return agent, clock
 
 
@@ -164,12 +164,12 @@ def audit_until(agent, condition, what):
     agent.svc.early_audit()
     wait_for(lambda: len(agent.adapter.calls) > calls
              and not agent.svc._syncing.is_set()
-             and agent.rt.one_time_use.wait(0) and condition(), what)
+             and agent.rt.one_time_use().wait(0) and condition(), what)
 
 
 def state(agent):
     """``{address: (state, reason)}``; {} before the first audit ends."""
-    manager = agent.rt.one_time_use
+    manager = agent.rt.one_time_use()
     return {a: (r['state'], r['reason'])
             for a, r in (manager.view() if manager else {}).items()}
 
@@ -193,7 +193,7 @@ def test_guest_deleted_cleaned_checked_given_back(
     try:
         wait_for(lambda: inventory(api, uuid)['reserved'] == 0,
                  'the device given back')
-        assert agent.rt.one_time_use.wait(10)
+        assert agent.rt.one_time_use().wait(10)
         assert cleaned(tmp_path) == [H100]
         assert inventory(api, uuid) == dict(before, reserved=0)
         assert [w for w in agent.writes() if uuid in w[1]] == [
@@ -237,7 +237,7 @@ def test_failing_hanging_and_held_devices_stay_reserved(
             f'; 1 one-time-use device waiting: {H100}: cleaner exit 3')
         assert metric(agent, 'cleaner_failed')
         assert inventory(api, uuid)['reserved'] == 1
-        record = agent.rt.one_time_use.view()[H100]
+        record = agent.rt.one_time_use().view()[H100]
         assert (record['failures'], record['next_try']) == (
             1, clock.now + RETRY)
         audit_until(agent, lambda: True, 'an audit')
@@ -252,7 +252,7 @@ def test_failing_hanging_and_held_devices_stay_reserved(
         assert agent.rt.status_line().endswith(
             f'{H100}: cleaner still running after 1 s, killed')
         assert metric(agent, 'timed_out')
-        record = agent.rt.one_time_use.view()[H100]
+        record = agent.rt.one_time_use().view()[H100]
         assert (record['failures'], record['next_try']) == (
             2, clock.now + 2 * RETRY)
         assert inventory(api, uuid)['reserved'] == 1
@@ -271,7 +271,7 @@ def test_failing_hanging_and_held_devices_stay_reserved(
         assert metric(agent, 'guest_holds')
         assert cleaned(tmp_path) == [H100, H100]
         assert inventory(api, uuid)['reserved'] == 1
-        assert agent.rt.one_time_use.view()[H100]['failures'] == 3
+        assert agent.rt.one_time_use().view()[H100]['failures'] == 3
 
         # The guest gone: cleaned and given back, after the back-off.
         libvirt_with(tmp_path)
@@ -479,7 +479,7 @@ def test_not_ready_and_ready_are_notified(server, cloud, conf, tmp_path):
             'failures': 1},)
         # The failed clean's thread is done (an audit skips a device
         # whose clean is under way), then the back-off is over.
-        assert agent.rt.one_time_use.wait(30)
+        assert agent.rt.one_time_use().wait(30)
         (tmp_path / 'mode').write_text('ok')
         clock.now += RETRY
         audit_until(agent, lambda: inventory(cloud.api, uuid)['reserved']
@@ -491,7 +491,7 @@ def test_not_ready_and_ready_are_notified(server, cloud, conf, tmp_path):
     finally:
         if agent is not None:
             agent.stop()
-            assert agent.rt.one_time_use.close(10)
+            assert agent.rt.one_time_use().close(10)
         listener.stop()
         listener.wait()
         transport.cleanup()

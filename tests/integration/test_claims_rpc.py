@@ -13,6 +13,7 @@ from oslo_config import cfg
 
 from node_agent import conf as na_conf
 from node_agent import exception
+from node_agent.tracker import round as round_mod
 from node_agent.claims import rpc
 from node_agent.tracker import factory
 from tests.unit.claims import host
@@ -41,7 +42,8 @@ def served(broker, tmp_path):
     conf = make_conf(tmp_path / 'state', broker.url)
     mgr = factory.claim_manager(conf)
     tree, snapshot = host.tree(), host.snapshot()
-    server = rpc.start_server(conf, mgr, lambda: (tree, snapshot))
+    server = rpc.start_server(conf, mgr, lambda: round_mod.Round(
+        conf.host, tree=tree, snapshot=snapshot))
     assert server is not None
     client = rpc.ClaimClient(make_conf(tmp_path / 'client', broker.url),
                              timeout=30)
@@ -157,5 +159,6 @@ def test_without_transport_the_server_is_off(tmp_path, caplog):
     conf = make_conf(tmp_path / 'state')
     mgr = factory.claim_manager(conf)
     with caplog.at_level(logging.INFO):
-        assert rpc.start_server(conf, mgr, lambda: (None, None)) is None
+        assert rpc.start_server(
+            conf, mgr, lambda: round_mod.Round(conf.host)) is None
     assert 'RPC server is off' in caplog.text

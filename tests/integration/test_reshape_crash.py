@@ -83,7 +83,7 @@ def _agent_conf(tmp_path, url):
 def _startup(conf, adapter):
     with factory.tracker(conf, adapter) as rt:
         rt.startup()
-        return rt.snapshot
+        return rt.round.snapshot
 
 
 def _die_during_startup(conf, point):

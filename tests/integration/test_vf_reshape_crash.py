@@ -67,7 +67,7 @@ def _uuid(address):
 def _startup(conf, adapter):
     with factory.tracker(conf, adapter) as rt:
         rt.startup()
-        return rt.last_good, rt.snapshot
+        return rt.round.tree, rt.round.snapshot
 
 
 def _held(api, consumer):

@@ -65,7 +65,7 @@ def migrate_inventory(conf):
     with embedded.placement_direct(pconf) as adapter, \
             factory.tracker(conf, adapter, stateful=not dry_run,
                             read_state=dry_run, claims=False) as rt:
-        the_plan = rt.plan() if dry_run else rt.startup()
+        the_plan = rt.plan() if dry_run else rt.startup().plan
     reshape.print_plan(conf, the_plan)
     return 0
 

@@ -179,8 +179,8 @@ def test_per_vf_to_pooled_is_one_reshape_and_claims_follow(
     first = tc.Agent(conf, adapter, claims=mgr)
     try:
         first.tracker.startup()
-        tree = first.tracker.last_good
-        snapshot = first.tracker.snapshot
+        tree = first.tracker.round.tree
+        snapshot = first.tracker.round.snapshot
     finally:
         first.close()
     made = {
@@ -199,8 +199,8 @@ def test_per_vf_to_pooled_is_one_reshape_and_claims_follow(
     conf.set_override('vf_providers', 'pooled', 'gpu')
     agent = tc.Agent(conf, adapter, claims=mgr)
     try:
-        applied = agent.tracker.startup()
-        tree = agent.tracker.last_good
+        applied = agent.tracker.startup().plan
+        tree = agent.tracker.round.tree
     finally:
         agent.close()
     assert applied.reshape
@@ -227,13 +227,13 @@ def test_per_vf_to_pooled_is_one_reshape_and_claims_follow(
                 and 'dropped' in r.getMessage()]
     # A new claim on the card gets neither VF the claims hold.
     new = mgr.claim(C3, _on(tree, A10, 'VGPU', 2), tree=tree,
-                    snapshot=agent.tracker.snapshot)
+                    snapshot=agent.tracker.round.snapshot)
     assert sorted(d.address for d in new.devices) == [A10_VFS[0],
                                                       A10_VFS[2]]
 
     restarted = tc.Agent(conf, adapter, claims=mgr)
     try:
-        assert restarted.tracker.startup().empty
+        assert restarted.tracker.startup().plan.empty
     finally:
         restarted.close()
     assert restarted.writes() == []

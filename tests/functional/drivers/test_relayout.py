@@ -152,7 +152,7 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
     c.configure(conf, nested=True)
     first = tc.Agent(conf, placement_adapter)
     first.tracker.startup()
-    consumers = nested_consumers(first.tracker.snapshot)
+    consumers = nested_consumers(first.tracker.round.snapshot)
     first.close()
     for consumer, by_provider in consumers.items():
         tc.put_allocations(placement_adapter, consumer, by_provider)
@@ -162,7 +162,7 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
     set_numa(conf, False)
     agent = tc.Agent(conf, placement_adapter)
     try:
-        applied = agent.tracker.startup()
+        applied = agent.tracker.startup().plan
     finally:
         agent.close()
     assert applied.reshape
@@ -193,7 +193,7 @@ def test_tracker_startup_reshapes_and_moves(conf, placement_adapter):
 
     restarted = tc.Agent(conf, placement_adapter)
     try:
-        assert restarted.tracker.startup().empty
+        assert restarted.tracker.startup().plan.empty
     finally:
         restarted.close()
     assert restarted.writes() == []

@@ -44,14 +44,17 @@ def set_layout(conf, nested):
 class Agent:
     """One agent process's worth of objects: a restart is a new Agent."""
 
-    def __init__(self, conf, adapter, claims=None, scan_state=None):
+    def __init__(self, conf, adapter, claims=None, scan_state=None,
+                 metrics=None):
         self.adapter = counting.CountingAdapter(adapter)
         self.report_client = client.ReportClient.from_conf(
             conf, self.adapter, state=state.SyncState.from_conf(conf))
         self.discovery = discovery.Discovery(conf)
         self.tracker = tracker.ResourceTracker(conf, self.report_client,
                                                self.discovery, claims=claims,
-                                               scan_state=scan_state)
+                                               scan_state=scan_state,
+                                               metrics=metrics)
+        self.metrics = metrics
 
     def writes(self):
         return [c for c in self.adapter.calls if c.method != 'GET']

@@ -40,7 +40,7 @@ def start(host1, agents, clock):
 
     def make():
         agent = agents(claims=factory.claim_manager(host1))
-        agent.tracker.clock = clock
+        agent.tracker.use_clock(clock)
         agent.tracker.startup()
         return agent
     return make
@@ -53,15 +53,15 @@ def allocation_reads(agent):
 
 
 def claim(agent, consumer, resources):
-    return agent.tracker.claims.claim(
+    return agent.tracker.claim_manager().claim(
         consumer, {ROOT: {'resources': resources}},
-        tree=agent.tracker.last_good, snapshot=agent.tracker.snapshot)
+        tree=agent.tracker.round.tree, snapshot=agent.tracker.round.snapshot)
 
 
 def test_first_sync_then_audit_is_one_call(start):
     agent = start()
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert len(agent.adapter.calls) == 1, agent.adapter.summary()
 
 
@@ -94,7 +94,7 @@ def test_audit_after_a_new_allocation_reads_that_provider_only(
     assert agent.adapter.summary() == {
         'GET /resource_providers': 1,
         'GET /resource_providers/{id}/allocations': 1}
-    assert agent.tracker.claims.show(held.id).resources == {
+    assert agent.tracker.claim_manager().show(held.id).resources == {
         ROOT: {'VCPU': 1}}
 
     agent.adapter.reset()
@@ -136,14 +136,14 @@ def test_force_deleted_allocation_releases_the_claim_within_one_period(
     agent.adapter.reset()
     agent.tracker.audit()
     assert len(agent.adapter.calls) == 1, agent.adapter.summary()
-    assert [c.id for c in agent.tracker.claims.list()] == [held.id]
+    assert [c.id for c in agent.tracker.claim_manager().list()] == [held.id]
 
     clock.now += PERIOD * 0.3       # past the latest one
     agent.adapter.reset()
     agent.tracker.audit()
-    providers = len(agent.tracker.last_good)
+    providers = len(agent.tracker.round.tree)
     assert len(allocation_reads(agent)) == providers
-    assert agent.tracker.claims.list() == []
+    assert agent.tracker.claim_manager().list() == []
 
     # The next period starts now.
     agent.adapter.reset()
@@ -163,8 +163,8 @@ def test_requested_full_read_releases_at_the_next_audit(start,
     agent.tracker.request_full_read()
     agent.adapter.reset()
     agent.tracker.audit()
-    assert len(allocation_reads(agent)) == len(agent.tracker.last_good)
-    assert agent.tracker.claims.list() == []
+    assert len(allocation_reads(agent)) == len(agent.tracker.round.tree)
+    assert agent.tracker.claim_manager().list() == []
 
 
 def test_new_claim_database_is_rebuilt_from_a_full_read(
@@ -180,6 +180,7 @@ def test_new_claim_database_is_rebuilt_from_a_full_read(
 
     restarted = start()
     assert len(allocation_reads(restarted)) == len(
-        restarted.tracker.last_good)
-    assert [c.consumer_uuid for c in restarted.tracker.claims.list()] == [
+        restarted.tracker.round.tree)
+    claims = restarted.tracker.claim_manager()
+    assert [c.consumer_uuid for c in claims.list()] == [
         consumer]

@@ -77,7 +77,7 @@ def start_service(conf, placement_adapter, nvml, clock, metrics=None):
         device_health=factory.device_health(conf, rt, metrics, clock))
     svc.start()
     try:
-        wait_for(lambda: rt.last_good is not None, 'the startup sync')
+        wait_for(lambda: rt.round.tree is not None, 'the startup sync')
     except AssertionError:
         stop_service(svc)
         raise
@@ -87,7 +87,7 @@ def start_service(conf, placement_adapter, nvml, clock, metrics=None):
 def stop_service(svc):
     svc.stop()
     assert svc._done.wait(15)
-    svc.tracker.discovery.close()
+    svc.tracker.host().close()
     assert svc.exit_code == exit_policy.EXIT_OK
 
 
@@ -225,7 +225,7 @@ def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
     rt, adapter, gate, metrics, clock, replayed = running
     adapter.reset()
     gate.set()
-    wait_for(lambda: rt.health.health(H100).state == 'unmonitored',
+    wait_for(lambda: rt._health.health(H100).state == 'unmonitored',
              'the GPU unmonitored')
     assert rt.status_line() == (
         f'in sync: 3 providers; 1 device unmonitored: {H100}: NVML events: '
@@ -238,7 +238,7 @@ def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
              '(Unknown Error)",severity="",state="unmonitored"} 1.0')
     wait_for(lambda: gauge in metrics.exposition(), 'the health gauge set')
     # The next wait works (the recording times out): watched again.
-    wait_for(lambda: rt.health.health(H100).state == 'healthy',
+    wait_for(lambda: rt._health.health(H100).state == 'healthy',
              'the GPU watched again', timeout=60)
     assert rt.status_line() == 'in sync: 3 providers'
     assert pgpu(placement_adapter) == (1, 0)

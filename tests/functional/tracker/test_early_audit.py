@@ -48,7 +48,7 @@ def running(agents, host1):
     svc.start()
     try:
         deadline = time.monotonic() + 30
-        while agent.tracker.last_good is None:
+        while agent.tracker.round.tree is None:
             assert time.monotonic() < deadline, 'startup did not finish'
             time.sleep(0.05)
         yield agent, monitors[0]

@@ -68,9 +68,9 @@ def test_a_guest_stopped_is_offered_again_at_its_domain_event(
             domain_events=factory.domain_events(host1, rt))
         svc.start()
         try:
-            events.wait_until(lambda: rt.last_good is not None)
-            uuid = rt.last_good.find(identity.child_name(
-                rt.nodename, identity.pci_id(GPU))).uuid
+            events.wait_until(lambda: rt.round.tree is not None)
+            uuid = rt.round.tree.find(identity.child_name(
+                rt.round.nodename, identity.pci_id(GPU))).uuid
             assert pgpu(placement_adapter, uuid) == (1, 1)
             note = ('1 device in use by a guest without an allocation: '
                     f'whole-1/{GUEST} holds {GPU}')
@@ -79,7 +79,8 @@ def test_a_guest_stopped_is_offered_again_at_its_domain_event(
             assert ('node_agent_guest_devices{charged_on="",device="'
                     f'{GPU}",guest="{GUEST}",guest_name="whole-1",'
                     'problem="unallocated",provider="'
-                    f'{rt.nodename}_pci_0000_af_00_0",resource_class="PGPU"}} '
+                    f'{rt.round.nodename}_pci_0000_af_00_0",'
+                    'resource_class="PGPU"} '
                     '1.0') in exposed
             time.sleep(0.5)
             guest.destroy()

@@ -63,8 +63,8 @@ def scene(host1, agents, placement_adapter):
         other_host(placement_adapter)
         vcpu = {ROOT: {'VCPU': 1}}
         manager.claim(CLAIMED, {ROOT: {'resources': {'VCPU': 1}}},
-                      tree=agent.tracker.last_good,
-                      snapshot=agent.tracker.snapshot)
+                      tree=agent.tracker.round.tree,
+                      snapshot=agent.tracker.round.snapshot)
         for consumer in (GUEST, CLAIMED, ORPHAN):
             h.put_allocations(placement_adapter, consumer, vcpu)
         h.put_allocations(placement_adapter, SPLIT, {
@@ -94,7 +94,7 @@ def test_heal_deletes_orphans_and_trims_split_consumers(
         assert allocations(placement_adapter, consumer)['allocations'][
             ROOT]['resources'] == {'VCPU': 1}, consumer
     assert [c.consumer_uuid for c in manager.list()] == [CLAIMED]
-    assert agent.tracker.unclaimed == {}
+    assert agent.tracker.unclaimed() == {}
     assert f'deleted the allocations of consumer {ORPHAN} on compute1' \
         in caplog.text
     assert f'trimmed the allocations of consumer {SPLIT} on compute1' \
@@ -119,9 +119,9 @@ def test_without_heal_nothing_is_deleted_and_both_are_reported(
     for consumer, record in before.items():
         assert allocations(placement_adapter, consumer)['allocations'] \
             .keys() == record['allocations'].keys(), consumer
-    assert sorted(agent.tracker.unclaimed) == sorted([ORPHAN, SPLIT])
-    assert agent.tracker.unclaimed[SPLIT] == {ROOT: {'VCPU': 2,
-                                                     'MEMORY_MB': 512}}
+    assert sorted(agent.tracker.unclaimed()) == sorted([ORPHAN, SPLIT])
+    assert agent.tracker.unclaimed()[SPLIT] == {ROOT: {'VCPU': 2,
+                                                       'MEMORY_MB': 512}}
     # (Host 1's guests hold vGPUs without allocations: said apart, by
     # node_agent.tracker.guests.)
     warnings = [r.getMessage() for r in caplog.records
@@ -136,7 +136,7 @@ def test_without_heal_nothing_is_deleted_and_both_are_reported(
     # tree show: the same two, by provider name, and only those.
     tree, found = tree_cmd._read(host1, placement_adapter)
     unclaimed = tree_cmd.unclaimed_allocations(host1, tree, found)
-    assert unclaimed == agent.tracker.unclaimed
+    assert unclaimed == agent.tracker.unclaimed()
     table = status.render_table(tree, status.usages_from_allocations(found),
                                 unclaimed)
     section = table.split(status.UNCLAIMED_TITLE + ':')[1]
@@ -161,7 +161,7 @@ def test_each_unclaimed_consumer_is_warned_about_once(
         h.put_allocations(placement_adapter, late, {ROOT: {'VCPU': 1}})
         agent.tracker.audit()
 
-    assert sorted(agent.tracker.unclaimed) == sorted([ORPHAN, SPLIT, late])
+    assert sorted(agent.tracker.unclaimed()) == sorted([ORPHAN, SPLIT, late])
     warned = [r.getMessage() for r in caplog.records
               if 'neither a claim nor a libvirt domain' in r.getMessage()]
     for consumer in (ORPHAN, SPLIT, late):
@@ -175,12 +175,12 @@ def test_heal_waits_its_delay_after_first_sight(
     agent.tracker.audit()
     # Seen once: a scheduler may still be on its way to claim it.
     assert allocations(placement_adapter, ORPHAN)['allocations']
-    assert ORPHAN in agent.tracker.unclaimed
+    assert ORPHAN in agent.tracker.unclaimed()
 
     # ORPHAN's claim arrives within the delay: it stays.
     manager.claim(ORPHAN, {ROOT: {'resources': {'VCPU': 1}}},
-                  tree=agent.tracker.last_good,
-                  snapshot=agent.tracker.snapshot)
+                  tree=agent.tracker.round.tree,
+                  snapshot=agent.tracker.round.snapshot)
     host1.set_override('heal_allocations_delay', 0, 'claims')
     # Nothing changed in Placement, yet the pending consumers are looked at
     # again: SPLIT's time is up, ORPHAN is claimed now.
@@ -188,7 +188,7 @@ def test_heal_waits_its_delay_after_first_sight(
     assert allocations(placement_adapter, ORPHAN)['allocations']
     assert list(allocations(placement_adapter, SPLIT)['allocations']) == [
         OTHER_ROOT]
-    assert agent.tracker.unclaimed == {}
+    assert agent.tracker.unclaimed() == {}
 
 
 def test_remove_allocations_keeps_an_untyped_consumer_untyped(

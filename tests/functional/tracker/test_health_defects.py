@@ -15,7 +15,7 @@ from node_agent.hardware import health_monitor
 from node_agent.placement import client
 from node_agent.tracker import factory
 from node_agent.tracker import nova_pci
-from node_agent.tracker import tracker
+from node_agent.tracker import round as round_mod
 from node_agent.tracker import withhold
 
 H100 = '0000:00:06.0'
@@ -50,12 +50,11 @@ def test_whole_host_reserves_novas_pci_provider_of_a_drained_device(
     conf.set_override('deployment', deployment.WHOLE_HOST)
     root, child = nova_root_with_a_pci_provider(placement_adapter)
     report = client.ReportClient.from_conf(conf, placement_adapter)
-    rt = tracker.ResourceTracker(conf, report, discovery=None)
-    rt.nodename = 'compute1'
-    rt.health = health_monitor.HealthMonitor(600, lambda a, h: None)
-    rt.health.drained({H100: 'fan swap'})
+    monitor = health_monitor.HealthMonitor(600, lambda a, h: None)
+    monitor.drained({H100: 'fan swap'})
 
-    withhold.reserve_beside_nova(rt, report.get_provider_tree(root))
+    withhold.reserve_beside_nova(conf, report, monitor, 'compute1',
+                                 report.get_provider_tree(root))
 
     inventory = placement_adapter.get(
         f'/resource_providers/{child}/inventories',
@@ -65,23 +64,24 @@ def test_whole_host_reserves_novas_pci_provider_of_a_drained_device(
 
 class EndingRound:
     """A tracker whose round ends while the claims RPC reads it: reading
-    the last tree (or the last sync's pair) lets the next round replace
-    everything before the reader goes on."""
+    the last round lets the next one replace it before the reader goes
+    on, and the reader still holds one round's tree and snapshot."""
 
     def __init__(self):
-        self.claims = object()
-        self.rounds = [('tree 1', 'snapshot 1'), ('tree 2', 'snapshot 2')]
-        self.last_good, self.snapshot = self.synced = self.rounds[0]
+        self.rounds = [round_mod.Round('compute1', tree='tree 1',
+                                       snapshot='snapshot 1'),
+                       round_mod.Round('compute1', tree='tree 2',
+                                       snapshot='snapshot 2')]
 
-    def __getattribute__(self, name):
-        value = object.__getattribute__(self, name)
-        if name in ('last_good', 'synced'):
-            rounds = object.__getattribute__(self, 'rounds')
-            self.__dict__.update(last_good=rounds[1][0],
-                                 snapshot=rounds[1][1], synced=rounds[1])
-        return value
+    def claim_manager(self):
+        return object()
+
+    @property
+    def round(self):
+        return self.rounds.pop(0)
 
 
 def test_a_claim_is_decided_on_one_rounds_tree_and_snapshot(conf):
     context = factory.claims_rpc(conf, EndingRound()).args[2]
-    assert context() == ('tree 1', 'snapshot 1')
+    last = context()
+    assert (last.tree, last.snapshot) == ('tree 1', 'snapshot 1')

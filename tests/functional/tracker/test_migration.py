@@ -135,7 +135,7 @@ def test_startup_migrates_names_uuids_and_allocations(
     assert dry.writes() == []
 
     agent = agents()
-    applied = agent.tracker.startup()
+    applied = agent.tracker.startup().plan
     assert applied.reshape
     assert applied.render() == planned.render()
     assert set(applied.consumers) == set(CONSUMERS)
@@ -154,7 +154,7 @@ def test_startup_migrates_names_uuids_and_allocations(
         f'{HOST}_pci_0000_d8_00_1'
 
     again = agents()
-    assert again.tracker.startup().empty
+    assert again.tracker.startup().plan.empty
     assert again.writes() == []
 
 
@@ -168,7 +168,7 @@ def test_a_migration_cut_short_after_the_rename_is_finished(
               'parent_provider_uuid': ROOT})
     assert resp.status_code == 200, resp.text
     agent = agents()
-    applied = agent.tracker.startup()
+    applied = agent.tracker.startup().plan
     assert applied.reshape
     assert applied.providers_renamed == (
         (f'{HOST}_numa_1', f'{HOST}_numa_1 (migrating)'),)

@@ -85,7 +85,7 @@ def held(state):
 def held_back(agent, root_name=HYPERVISOR):
     """``[(provider, kept)]`` of the vGPUs not offered beside nova."""
     return [(ours.replace(root_name, '<root>'), kept)
-            for ours, _, kept in agent.tracker.not_attachable]
+            for ours, _, kept in agent.tracker.round.not_attachable]
 
 
 def nova_gives_whole(conf, tmp_path, address):
@@ -179,7 +179,7 @@ def test_whole_host_with_novas_compute_id_converges(
     before = placement_state.read(placement_adapter)
 
     agent = agents()
-    plan = agent.tracker.startup()
+    plan = agent.tracker.startup().plan
 
     # Deprecated, said once, run beside nova-compute: the root's
     # inventory and traits are left to nova-compute, children keep names
@@ -202,7 +202,7 @@ def test_whole_host_with_novas_compute_id_converges(
         '; held by guests, no new unit offered: compute1_pci_0000_3b_00_0, '
         'compute1_pci_0000_af_00_0')
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert agent.writes() == []
 
 
@@ -237,9 +237,9 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     # The operator does so: the root is nova's compute node from now on.
     write_nova_compute_id(modes, legacy + '\n')
     again = agents()
-    assert again.tracker.startup().empty
+    assert again.tracker.startup().plan.empty
     assert again.writes() == []
-    assert again.tracker.root.source == nova_path
+    assert again.tracker._root.source == nova_path
     assert again.tracker.status_line().startswith('in sync: 5 providers; ')
 
 
@@ -308,10 +308,9 @@ def test_standalone_refuses_a_root_nova_compute_created(
 def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
         agents, modes, placement_adapter):
     modes.set_override('deployment', 'standalone')
-    agent = agents()
-    agent.tracker.metrics = metrics_mod.Metrics()
+    agent = agents(metrics=metrics_mod.Metrics())
     agent.tracker.startup()
-    root_uuid = agent.tracker.last_good.roots[0].uuid
+    root_uuid = agent.tracker.round.tree.roots[0].uuid
     # nova-compute given the agent's uuid writes the root at its periodic.
     root = tree_of(placement_adapter, root_uuid)['compute1']
     _ok(placement_adapter.put(
@@ -321,7 +320,7 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
     before = placement_state.read(placement_adapter)
 
     agent.adapter.reset()
-    assert agent.tracker.audit() is None
+    assert agent.tracker.audit().plan is None
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before
     assert agent.tracker.status_line() == (
@@ -329,7 +328,7 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
         'deployment = beside_nova_compute')
     assert ('node_agent_root_shared{evidence="owner_nova",'
             'service="nova-compute"} 1.0') in \
-        agent.tracker.metrics.exposition()
+        agent.metrics.exposition()
 
     # nova-compute gone from the root: the next audit syncs again.
     _ok(placement_adapter.put(
@@ -337,10 +336,10 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
         json={'resource_provider_generation':
               before['providers'][root_uuid]['generation'],
               'traits': root['traits']}))
-    assert agent.tracker.audit() is not None
+    assert agent.tracker.audit().plan is not None
     assert agent.tracker.status_line().startswith('in sync')
     assert 'node_agent_root_shared{' not in \
-        agent.tracker.metrics.exposition()
+        agent.metrics.exposition()
 
 
 def test_standalone_audit_writes_nothing_once_novas_compute_id_appears(
@@ -351,10 +350,10 @@ def test_standalone_audit_writes_nothing_once_novas_compute_id_appears(
     path = write_nova_compute_id(modes)
     before = placement_state.read(placement_adapter)
     agent.adapter.reset()
-    assert agent.tracker.audit() is None
+    assert agent.tracker.audit().plan is None
     assert agent.adapter.calls == []
     assert placement_state.read(placement_adapter) == before
-    assert agent.tracker.shared_with.evidence == [
+    assert agent.tracker.round.problem.error.evidence == [
         f"nova-compute's compute node identity file {path} exists (uuid "
         f'{NOVA_UUID})']
 
@@ -364,7 +363,7 @@ def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
     modes.set_override('deployment', 'standalone')
     agent = agents()
     agent.tracker.startup()
-    root_uuid = agent.tracker.last_good.roots[0].uuid
+    root_uuid = agent.tracker.round.tree.roots[0].uuid
 
     def someone_writes_disk(total):
         root = tree_of(placement_adapter, root_uuid)['compute1']
@@ -377,20 +376,20 @@ def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
     # One edit (an operator's, say) is corrected.
     someone_writes_disk(7)
     agent.adapter.reset()
-    assert not agent.tracker.audit().empty
+    assert not agent.tracker.audit().plan.empty
     assert [c.method for c in agent.writes()] == ['PUT']
     # Undone again: a second writer.  The agent stops writing the root.
     someone_writes_disk(7)
     before = placement_state.read(placement_adapter)
     agent.adapter.reset()
-    assert agent.tracker.audit() is None
+    assert agent.tracker.audit().plan is None
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before
-    assert agent.tracker.shared_with.evidence == [
+    assert agent.tracker.round.problem.error.evidence == [
         f'root compute1 ({root_uuid}) was rewritten under the agent again '
         'after it corrected it (generation '
         f'{before["providers"][root_uuid]["generation"]}: DISK_GB changed)']
-    assert agent.tracker.shared_with.service == 'another service'
+    assert agent.tracker.round.problem.error.service == 'another service'
 
 
 def test_standalone_goes_on_when_another_writer_adds_its_own_root_trait(
@@ -401,7 +400,7 @@ def test_standalone_goes_on_when_another_writer_adds_its_own_root_trait(
     modes.set_override('deployment', 'standalone')
     agent = agents()
     agent.tracker.startup()
-    root_uuid = agent.tracker.last_good.roots[0].uuid
+    root_uuid = agent.tracker.round.tree.roots[0].uuid
 
     def someone_tags_the_root():
         got = placement_adapter.get(
@@ -420,8 +419,8 @@ def test_standalone_goes_on_when_another_writer_adds_its_own_root_trait(
     with caplog.at_level(logging.INFO):
         for _ in range(3):
             someone_tags_the_root()
-            assert agent.tracker.audit() is not None
-            assert agent.tracker.shared_with is None
+            assert agent.tracker.audit().plan is not None
+            assert agent.tracker.round.problem is None
             assert agent.tracker.status_line().startswith('in sync')
     root = tree_of(placement_adapter, root_uuid)['compute1']
     assert 'CUSTOM_FLEET_MONITORED' in root['traits']
@@ -485,7 +484,7 @@ def test_beside_nova_waits_for_the_root_and_writes_nothing(
     nova_compute_creates_root(placement_adapter)
     before = placement_state.read(placement_adapter)['providers'][NOVA_UUID]
     agent.tracker.startup()
-    assert agent.tracker.nodename == HYPERVISOR
+    assert agent.tracker.round.nodename == HYPERVISOR
     assert placement_state.read(placement_adapter)['providers'][
         NOVA_UUID] == before
     tree = tree_of(placement_adapter, NOVA_UUID)
@@ -497,7 +496,7 @@ def test_beside_nova_waits_for_the_root_and_writes_nothing(
                 if NOVA_UUID in c.path or c.path == '/reshaper']
 
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert agent.writes() == []
 
 
@@ -510,7 +509,7 @@ def test_beside_nova_finds_the_root_by_hypervisor_hostname(
                                 f'compute node {HYPERVISOR}')
     nova_compute_creates_root(placement_adapter)
     agent.tracker.startup()
-    assert agent.tracker.last_good.roots[0].uuid == NOVA_UUID
+    assert agent.tracker.round.tree.roots[0].uuid == NOVA_UUID
     assert f'{HYPERVISOR}_numa_1' in tree_of(placement_adapter, NOVA_UUID)
 
 
@@ -524,7 +523,7 @@ def test_beside_nova_skips_a_gpu_nova_reports_at_startup(
     # nova's pGPU provider holds the very name the agent would give it:
     # skipped, said, never fatal (nova's provider may come and go).
     assert (theirs, theirs, 'same name') in \
-        agent.tracker.reported_elsewhere
+        agent.tracker.round.skipped
     assert (f'{theirs} is reported by {theirs} (same name): not '
             'reported') in caplog.text
     assert '2 devices reported by another service, skipped: ' in \
@@ -559,7 +558,7 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
               'inventories': {'PGPU': {'total': 1, 'reserved': 1}}}))
     had = placement_state.read(placement_adapter)
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == had
     assert (f'{HYPERVISOR}_pci_0000_3b_00_0 is reported by {theirs} '
@@ -610,7 +609,7 @@ def test_beside_nova_an_override_of_the_root_is_left_to_nova(
     nova_compute_creates_root(placement_adapter)
     before = placement_state.read(placement_adapter)['providers'][NOVA_UUID]
     with caplog.at_level(logging.WARNING):
-        plan = agents().tracker.startup()
+        plan = agents().tracker.startup().plan
     assert plan.skipped == ()
     assert ('names provider $COMPUTE_NODE, which this agent does not '
             'manage; skipped') in caplog.text
@@ -668,13 +667,14 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
            '{"devname": "ens1f0", "physical_network": "physnet1"} in '
            f'{beside_nics}')
     assert f'{ENS1F0_PF}: {why}: no SRIOV_NET_VF offered' in caplog.text
-    assert agent.tracker.vfs_withheld == ((ENS1F0_PF, why, False),)
+    assert agent.tracker.round.withheld == ((ENS1F0_PF, why, False),)
     assert ("SR-IOV VFs nova-compute's PCI tracker hands out, not offered: "
             f'{ENS1F0_PF}') in agent.tracker.status_line()
     bandwidth = (f'{ENS1F0_PF} NET_BW_EGR_KILOBIT_PER_SEC '
                  'NET_BW_IGR_KILOBIT_PER_SEC')
     # (The T4s' vGPUs aside: the entries naming classes are PCI devices'.)
-    assert [(ours, kept) for ours, _, kept in agent.tracker.not_attachable
+    assert [(ours, kept)
+            for ours, _, kept in agent.tracker.round.not_attachable
             if ' ' in ours] == [(bandwidth, False),
                                 (f'{ENS2F0_PF} SRIOV_NET_VF', False)]
     assert (f'2 PCI device offers nova-compute cannot attach, not offered: '
@@ -689,7 +689,7 @@ def test_beside_nova_offers_no_vf_nova_hands_out(
     # Steady state: nothing written, no usage read.
     caplog.clear()
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert agent.writes() == []
     assert not [c for c in agent.adapter.calls if c.path.endswith('/usages')]
     assert 'no SRIOV_NET_VF offered' not in caplog.text
@@ -716,13 +716,13 @@ def test_beside_nova_keeps_vfs_in_use_until_released(
     nova_gives_ens1f0_to_neutron(beside_nics)
 
     with caplog.at_level(logging.WARNING):
-        assert agent.tracker.audit().empty
+        assert agent.tracker.audit().plan.empty
     assert tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF][
         'inventories']['SRIOV_NET_VF'] == pf['inventories']['SRIOV_NET_VF']
     assert f'{ENS1F0_PF}: nova-compute\'s PCI tracker hands out its VFs' \
         in caplog.text
     assert 'SRIOV_NET_VF kept while it holds allocations' in caplog.text
-    assert agent.tracker.kept_twice == (f'{ENS1F0_PF} SRIOV_NET_VF',)
+    assert agent.tracker.round.kept == (f'{ENS1F0_PF} SRIOV_NET_VF',)
     assert (f'reported twice while they hold allocations: {ENS1F0_PF} '
             'SRIOV_NET_VF') in agent.tracker.status_line()
     assert "hands out, not offered" not in agent.tracker.status_line()
@@ -735,6 +735,6 @@ def test_beside_nova_keeps_vfs_in_use_until_released(
         ENS1F0_PF]['inventories']
     assert [c.path for c in agent.writes()] == [
         f'/resource_providers/{pf["uuid"]}/inventories']
-    assert agent.tracker.kept_twice == ()
+    assert agent.tracker.round.kept == ()
     assert ("SR-IOV VFs nova-compute's PCI tracker hands out, not offered: "
             f'{ENS1F0_PF}') in agent.tracker.status_line()

@@ -49,7 +49,7 @@ def test_the_new_kind_is_reported_by_the_factory_s_tracker(
     enable_widgets(host1, [BRIDGE])
     check.validate(host1)
     with factory.tracker(host1, placement_adapter) as rt:
-        plan = rt.startup()
+        plan = rt.startup().plan
     name = identity.child_name('compute1', identity.pci_id(BRIDGE))
     assert f'provider created: {name}' in plan.lines()
     root_uuid = identity.legacy_root_uuid('compute1')
@@ -75,7 +75,7 @@ def test_the_new_kind_declares_its_hardware_limit(
         host1, placement_adapter, widget_installed):
     enable_widgets(host1, [BRIDGE])
     with factory.tracker(host1, placement_adapter) as rt:
-        snapshot = rt.discovery.scan()
+        snapshot = rt.host().scan()
     functions = len(snapshot.pci_devices)
     got = limits.hardware_limits(snapshot)
     assert got[(widget_kind.RESOURCE_CLASS,)] == (functions, 'PCI functions')

@@ -77,20 +77,20 @@ def test_offline_dedicated_cores_change_nothing(agents, host,
         test_modes.nova_compute_creates_root(placement_adapter, 'compute1')
     agent = agents()
     agent.tracker.startup()
-    synced = cpu_inventory(agent.tracker.last_good)
+    synced = cpu_inventory(agent.tracker.round.tree)
     before = placement_state.read(placement_adapter)
 
     power_off(host.hardware.sysfs_root, OFFLINE)
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert agent.writes() == []
 
     # A restart while the cores are offline: no ConfigError, no write.
     restarted = agents()
-    assert restarted.tracker.startup().empty
+    assert restarted.tracker.startup().plan.empty
     assert restarted.writes() == []
     assert placement_state.read(placement_adapter) == before
-    assert cpu_inventory(restarted.tracker.last_good) == synced
+    assert cpu_inventory(restarted.tracker.round.tree) == synced
     if mode == 'standalone':
         assert synced == {'compute1_numa_0': {'VCPU': 8, 'PCPU': 8},
                           'compute1_numa_1': {'VCPU': 8, 'PCPU': 8}}
@@ -119,10 +119,10 @@ def test_cpus_leaving_present_follow_the_removal_rule(
     unplug(host.hardware.sysfs_root, (20, 21, 22, 23))
     for _ in range(host.hardware.removal_scans - 1):
         agent.adapter.reset()
-        assert agent.tracker.audit().empty
+        assert agent.tracker.audit().plan.empty
         assert agent.writes() == []
-    assert not agent.tracker.audit().empty
-    assert cpu_inventory(agent.tracker.last_good)['compute1_numa_1'] == {
+    assert not agent.tracker.audit().plan.empty
+    assert cpu_inventory(agent.tracker.round.tree)['compute1_numa_1'] == {
         'VCPU': 4, 'PCPU': 8}
 
 
@@ -134,7 +134,7 @@ def test_dedicated_cpus_leaving_present_are_a_config_error(
     power_off(host.hardware.sysfs_root, (28, 29, 30, 31))
     unplug(host.hardware.sysfs_root, (28, 29, 30, 31))
     for _ in range(host.hardware.removal_scans - 1):
-        assert agent.tracker.audit().empty
+        assert agent.tracker.audit().plan.empty
     before = placement_state.read(placement_adapter)
     agent.adapter.reset()
     with pytest.raises(exception.ConfigError) as err:

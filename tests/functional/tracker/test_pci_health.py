@@ -92,7 +92,7 @@ class Running:
             device_health=factory.device_health(conf, self.rt, self.metrics,
                                                 clock))
         self.svc.start()
-        wait_for(lambda: self.rt.last_good is not None, 'the startup sync')
+        wait_for(lambda: self.rt.round.tree is not None, 'the startup sync')
 
     def writes(self):
         return [(c.method, c.path) for c in self.adapter.calls
@@ -166,9 +166,10 @@ def test_vfio_gpu_with_rising_fatal_aer_is_isolated_then_recovers(
     tc.put_allocations(api, consumer, {GPU: {'PGPU': 1}})
     agent.looked()
     assert agent.rt.status_line() == 'in sync: 3 providers'
-    # What the claims RPC reads: the last sync's tree and snapshot, one
-    # value.
-    assert agent.rt.synced == (agent.rt.last_good, agent.rt.snapshot)
+    # What the claims RPC reads: the last round, its tree that of the
+    # sync (the reservation written before the scan included).
+    assert agent.rt.round.tree is not None
+    assert agent.rt.round.snapshot is not None
     agent.adapter.reset()
 
     aer(sys_root, 'aer_dev_fatal', 1)
@@ -220,7 +221,7 @@ def test_a_warning_marks_the_gpu_degraded_an_unreadable_file_reserves_none(
     with open(os.path.join(sys_root, 'bus/pci/devices', H100,
                            'aer_dev_fatal'), 'w') as f:
         f.write('garbage\n')
-    wait_for(lambda: agent.rt.health.health(H100).state == 'unmonitored',
+    wait_for(lambda: agent.rt._health.health(H100).state == 'unmonitored',
              'the device unmonitored')
     assert agent.rt.status_line().startswith(
         f'in sync: 3 providers; 1 device unmonitored: {H100}: sysfs: '
@@ -269,12 +270,12 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
 
     # A fault comes and goes while drained: the drain stays.
     aer(sys_root, 'aer_dev_fatal', 1)
-    wait_for(lambda: agent.rt.health._records[H100].isolate is not None,
+    wait_for(lambda: agent.rt._health._records[H100].isolate is not None,
              'the fault seen')
     clock.now += QUIET
-    wait_for(lambda: agent.rt.health._records[H100].isolate is None,
+    wait_for(lambda: agent.rt._health._records[H100].isolate is None,
              'the fault forgotten')
-    assert agent.rt.health.health(H100).state == 'drained'
+    assert agent.rt._health.health(H100).state == 'drained'
     agent.stop()
 
     agent = run()                               # a restart

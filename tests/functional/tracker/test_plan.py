@@ -58,8 +58,8 @@ def test_dry_run_prints_exactly_what_the_write_does(
         agents, host1, placement_adapter, caplog):
     first = agents()
     first.tracker.startup()
-    root = first.tracker.last_good.get('compute1')
-    assert OPERATOR_TRAIT not in first.tracker.snapshot.host.cpu_traits
+    root = first.tracker.round.tree.get('compute1')
+    assert OPERATOR_TRAIT not in first.tracker.round.snapshot.host.cpu_traits
     # An operator's trait in a family the compute driver manages: the
     # drivers' desired tree drops it, the write keeps it (the agent never
     # set it), so the plan must not print its removal.
@@ -77,7 +77,7 @@ def test_dry_run_prints_exactly_what_the_write_does(
     caplog.set_level(logging.DEBUG, logger=tracker_mod.__name__)
     caplog.clear()
     real = agents()
-    applied = real.tracker.startup()
+    applied = real.tracker.startup().plan
     assert _logged_plans(caplog) == [printed]
     summary, = [r.getMessage() for r in caplog.records
                 if r.levelno == logging.INFO
@@ -97,7 +97,7 @@ def test_dry_run_prints_exactly_what_the_write_does(
 
 def _gpu_in_use(agent, adapter):
     """Allocate one VGPU of the first GPU provider; returns it."""
-    gpu = next(p for p in agent.tracker.last_good.providers()
+    gpu = next(p for p in agent.tracker.round.tree.providers()
                if 'VGPU' in p.inventory)
     h.put_allocations(adapter, h.new_consumer(), {gpu.uuid: {'VGPU': 1}})
     return gpu
@@ -154,7 +154,7 @@ def test_audit_keeps_the_last_good_tree_when_the_plan_is_unsafe(
     h.set_layout(host1, nested=True)
     agent = agents()
     agent.tracker.startup()
-    last_good = agent.tracker.last_good.copy()
+    last_good = agent.tracker.round.tree.copy()
     gpu = _gpu_in_use(agent, placement_adapter)
     before = placement_state.read(placement_adapter)
     _without_gpu_driver(host1)
@@ -175,7 +175,7 @@ def test_audit_keeps_the_last_good_tree_when_the_plan_is_unsafe(
         'GET /resource_providers/{id}/allocations': 1,
         'GET /resource_providers/{id}/usages': 2}
     assert placement_state.read(placement_adapter) == before
-    assert agent.tracker.last_good.providers() == last_good.providers()
+    assert agent.tracker.round.tree.providers() == last_good.providers()
     errors = [r.getMessage() for r in caplog.records
               if r.name == service.__name__]
     assert errors == [
@@ -197,5 +197,5 @@ def test_hardware_limits_of_host1(agents):
     assert got[('VGPU',)] == (32, 'vGPUs its GPUs can hold')
     agent.tracker.startup()
     offered = sum(p.inventory.get('VGPU', {}).get('total', 0)
-                  for p in agent.tracker.last_good.providers())
+                  for p in agent.tracker.round.tree.providers())
     assert offered == 32

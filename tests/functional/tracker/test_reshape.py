@@ -30,7 +30,7 @@ def flat_with_consumers(agents, placement_adapter):
     agent = agents()
     agent.tracker.startup()
     consumers = {}
-    for domain in agent.tracker.snapshot.domains:
+    for domain in agent.tracker.round.snapshot.domains:
         h.put_allocations(placement_adapter, domain.uuid, {
             ROOT: {'VCPU': 4, 'MEMORY_MB': 8192, 'VGPU': 1}})
         consumers[domain.uuid] = None
@@ -59,11 +59,11 @@ def test_startup_reshapes_flat_to_nested(agents, host1, placement_adapter,
         flat_with_consumers)
 
     agent = agents()
-    applied = agent.tracker.startup()
+    applied = agent.tracker.startup().plan
     assert applied.render() == planned.render()
     assert agent.adapter.count('POST', '/reshaper') == 1
 
-    domains = {d.uuid: d for d in agent.tracker.snapshot.domains}
+    domains = {d.uuid: d for d in agent.tracker.round.snapshot.domains}
     for consumer, before in flat_with_consumers.items():
         after = h.get_allocations(placement_adapter, consumer)
         assert h.totals(after) == h.totals(before), consumer
@@ -79,7 +79,7 @@ def test_startup_reshapes_flat_to_nested(agents, host1, placement_adapter,
                 'VCPU': 4, 'MEMORY_MB': 8192}
 
     restarted = agents()
-    assert restarted.tracker.startup().empty
+    assert restarted.tracker.startup().plan.empty
     assert restarted.writes() == []
 
 
@@ -92,7 +92,7 @@ def test_audit_never_reshapes(agents, host1, placement_adapter,
     h.set_layout(host1, nested=True)       # as a SIGHUP would
     agent.adapter.reset()
     agent.tracker.audit()
-    assert agent.tracker.reshape_pending
+    assert agent.tracker.round.reshape_pending
     assert agent.tracker.status_line() == \
         'restart required: reshape pending'
     assert agent.writes() == []
@@ -116,12 +116,12 @@ def test_audit_never_reshapes(agents, host1, placement_adapter,
     disk = placement_adapter.get(f'/resource_providers/{ROOT}/inventories',
                                  microversion='1.14').json()['inventories']
     assert disk['DISK_GB']['total'] == good_total
-    assert agent.tracker.reshape_pending
+    assert agent.tracker.round.reshape_pending
 
     # Back to the layout Placement has: the restart notice goes away.
     h.set_layout(host1, nested=False)
     agent.tracker.audit()
-    assert agent.tracker.reshape_pending is None
+    assert agent.tracker.round.reshape_pending is None
     assert agent.tracker.status_line().startswith('in sync: ')
 
 
@@ -202,7 +202,7 @@ def test_reshape_reads_only_the_consumers_that_move(
         for c in stayers}
     host1.set_override('per_gpu_providers', True, 'gpu')
     agent = agents()
-    plan = agent.tracker.startup()
+    plan = agent.tracker.startup().plan
     assert plan.reshape and set(plan.consumers) == set(flat_with_consumers)
     # One tree read, P provider-allocation reads, the movers, one reshape.
     assert agent.adapter.count('GET', '/allocations/') == len(
@@ -273,5 +273,5 @@ def test_claims_follow_the_reshape(agents, host1, placement_adapter,
             rp: a['resources'] for rp, a in h.get_allocations(
                 placement_adapter, consumer)['allocations'].items()}
         assert ROOT not in claim.resources
-    guest = sorted(d.uuid for d in agent.tracker.snapshot.domains)[0]
+    guest = sorted(d.uuid for d in agent.tracker.round.snapshot.domains)[0]
     assert by_consumer[guest].state == 'active'

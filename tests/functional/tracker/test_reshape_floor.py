@@ -52,7 +52,7 @@ def test_reshape_at_the_floor_then_one_call_per_audit(
     # Host 1's guests hold a vGPU each: the first audit reads what the
     # GPUs' providers hold, once (the reshape moved it; this tracker has
     # no claim check to read it at startup), then one call per audit.
-    gpus = sorted(p.uuid for p in agent.tracker.last_good.providers()
+    gpus = sorted(p.uuid for p in agent.tracker.round.tree.providers()
                   if 'VGPU' in p.inventory)
     agent.adapter.reset()
     agent.tracker.audit()

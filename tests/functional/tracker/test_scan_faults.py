@@ -111,7 +111,7 @@ def test_lost_source_skips_the_audit(synced, placement_adapter, fault,
     before = placement_state.read(placement_adapter)
     why = fault(root)
     agent.adapter.reset()
-    assert agent.tracker.audit() is None
+    assert agent.tracker.audit().plan is None
     assert agent.adapter.calls == []
     assert_unchanged(placement_adapter, before)
     assert agent.tracker.status_line() == f'audit skipped: {why}'
@@ -134,7 +134,7 @@ def test_silent_libvirt_skips_the_audit(synced, placement_adapter,
     before = placement_state.read(placement_adapter)
     agent.discovery.libvirt = libvirt_host.LibvirtHost(silent_libvirt,
                                                        timeout=1)
-    assert agent.tracker.audit() is None
+    assert agent.tracker.audit().plan is None
     assert_unchanged(placement_adapter, before)
     assert agent.tracker.status_line() == (
         f"waiting for libvirt: cannot connect to libvirt at "
@@ -180,7 +180,7 @@ def test_garbled_item_keeps_its_providers(synced, placement_adapter, fault,
     before = placement_state.read(placement_adapter)
     held = fault(root)
     for _ in range(4):      # more than [hardware] removal_scans: not counted
-        assert agent.tracker.audit().empty
+        assert agent.tracker.audit().plan.empty
     assert_unchanged(placement_adapter, before)
     assert agent.tracker.status_line().startswith('in sync: ')
     assert f'keeping {held} as last seen (garbled)' in caplog.text
@@ -196,9 +196,9 @@ def test_device_goes_only_after_removal_scans(synced, placement_adapter,
     assert gpu in before['providers']
     os.unlink(root / PCI / GPU1)                  # unplugged
     for _ in range(2):
-        assert agent.tracker.audit().empty
+        assert agent.tracker.audit().plan.empty
         assert_unchanged(placement_adapter, before)
-    assert not agent.tracker.audit().empty
+    assert not agent.tracker.audit().plan.empty
     after = placement_state.read(placement_adapter)
     assert placement_state.changes(before, after) == [
         f'provider {gpu}: {before["providers"][gpu]!r} -> None']
@@ -214,7 +214,7 @@ def test_udev_remove_event_removes_at_the_next_audit(synced,
     before = placement_state.read(placement_adapter)
     os.unlink(root / PCI / GPU1)
     assert monitor.handle('pci', 'remove', 0.0, GPU1)
-    assert not agent.tracker.audit().empty
+    assert not agent.tracker.audit().plan.empty
     after = placement_state.read(placement_adapter)
     assert placement_state.changes(before, after) == [
         f'provider {gpu}: {before["providers"][gpu]!r} -> None']
@@ -266,11 +266,11 @@ def test_restarts_count_towards_removal_scans(synced, placement_adapter,
     os.unlink(root / PCI / GPU1)                  # unplugged while down
     for missed in (1, 2):
         agent = restart(agents, host1)
-        assert agent.tracker.startup().empty
+        assert agent.tracker.startup().plan.empty
         assert_unchanged(placement_adapter, before)
         assert scan_state.ScanState.from_conf(host1).load()[1] == {
             ('pci_devices', GPU1): missed, ('gpus', GPU1): missed}
-    assert not restart(agents, host1).tracker.startup().empty
+    assert not restart(agents, host1).tracker.startup().plan.empty
     assert_only_gone(placement_adapter, before, GPU1_RP)
     assert scan_state.ScanState.from_conf(host1).load()[1] == {}
 
@@ -288,7 +288,7 @@ def test_restart_holds_a_garbled_item_from_the_stored_scan(
     before = placement_state.read(placement_adapter)
     held = fault(root)
     agent = restart(agents, host1)
-    assert agent.tracker.startup().empty
+    assert agent.tracker.startup().plan.empty
     assert_unchanged(placement_adapter, before)
     assert agent.tracker.status_line().startswith('in sync: ')
     warnings = [r.getMessage() for r in caplog.records
@@ -297,7 +297,7 @@ def test_restart_holds_a_garbled_item_from_the_stored_scan(
     assert f'compute1: keeping {held} as last seen (garbled)' in warnings
     # Garbled is not missing: as many restarts as it takes, nothing goes.
     for _ in range(3):
-        assert restart(agents, host1).tracker.startup().empty
+        assert restart(agents, host1).tracker.startup().plan.empty
     assert_unchanged(placement_adapter, before)
 
 
@@ -310,7 +310,7 @@ def test_corrupt_stored_scan_is_moved_aside_and_nothing_is_held(
     before = placement_state.read(placement_adapter)
     os.unlink(root / PCI / GPU1)
     # As on a first start: the missing GPU goes at once.
-    assert not restart(agents, host1).tracker.startup().empty
+    assert not restart(agents, host1).tracker.startup().plan.empty
     assert_only_gone(placement_adapter, before, GPU1_RP)
     [critical] = [r.getMessage() for r in caplog.records
                   if r.levelno == logging.CRITICAL]
@@ -344,11 +344,11 @@ def test_udev_remove_after_a_restart_removes_at_once(synced,
     before = placement_state.read(placement_adapter)
     os.unlink(root / PCI / GPU1)
     agent = restart(agents, host1)
-    assert agent.tracker.startup().empty             # missed one scan
+    assert agent.tracker.startup().plan.empty             # missed one scan
     monitor = udev.UdevMonitor(lambda: None,
                                on_remove=agent.discovery.note_removed)
     assert monitor.handle('pci', 'remove', 0.0, GPU1)
-    assert not agent.tracker.audit().empty
+    assert not agent.tracker.audit().plan.empty
     assert_only_gone(placement_adapter, before, GPU1_RP)
 
 
@@ -357,8 +357,8 @@ def test_audits_with_nothing_changed_do_not_rewrite_the_stored_scan(
     agent, root = synced
     inode = os.stat(stored_scan(host1)).st_ino
     for _ in range(3):
-        assert agent.tracker.audit().empty
+        assert agent.tracker.audit().plan.empty
     assert os.stat(stored_scan(host1)).st_ino == inode
     os.unlink(root / PCI / GPU1)                  # one scan missed: stored
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert os.stat(stored_scan(host1)).st_ino != inode

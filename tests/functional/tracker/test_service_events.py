@@ -75,12 +75,12 @@ def test_stop_during_the_splay_reads_nothing(make_service):
     assert svc._done.wait(10)
     assert svc.exit_code == exit_policy.EXIT_OK
     assert agent.adapter.calls == []
-    assert agent.tracker.last_good is None
+    assert agent.tracker.round.tree is None
 
 
 def test_no_splay_syncs_at_once(make_service):
     agent, notifier, svc = make_service(splay=0)
-    wait_until(lambda: agent.tracker.last_good is not None)
+    wait_until(lambda: agent.tracker.round.tree is not None)
     assert not any('startup_splay' in s for s in notifier.statuses)
 
 
@@ -96,11 +96,11 @@ def test_a_domain_gone_requests_a_full_read(make_service):
     watchers = []
     agent, notifier, svc = make_service(
         splay=0, domain_events=_recording(watchers))
-    wait_until(lambda: agent.tracker.last_good is not None)
+    wait_until(lambda: agent.tracker.round.tree is not None)
     assert watchers[0].started
-    assert not agent.tracker.claims_check.full_read_requested
+    assert not agent.tracker.full_read_requested()
     watchers[0].callback('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001')
-    assert agent.tracker.claims_check.full_read_requested
+    assert agent.tracker.full_read_requested()
     svc.stop()
     assert svc._done.wait(10)
     assert watchers[0].stopped
@@ -112,7 +112,7 @@ def test_a_domain_arrived_audits_now(make_service):
     watchers = []
     agent, notifier, svc = make_service(
         splay=0, domain_events=_recording(watchers))
-    wait_until(lambda: agent.tracker.last_good is not None)
+    wait_until(lambda: agent.tracker.round.tree is not None)
     agent.adapter.reset()
     time.sleep(0.5)
     assert agent.adapter.calls == []
@@ -122,4 +122,4 @@ def test_a_domain_arrived_audits_now(make_service):
     svc.stop()
     assert svc._done.wait(10)
     assert agent.adapter.summary() == {'GET /resource_providers': 1}
-    assert not agent.tracker.claims_check.full_read_requested
+    assert not agent.tracker.full_read_requested()

@@ -54,7 +54,7 @@ def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
     writes = agent.writes()
     assert len(writes) == 1, writes
     assert agent.adapter.calls[-1] == writes[0]
-    assert agent.tracker.last_good is None
+    assert agent.tracker.round.tree is None
     assert readies == []
     messages = [r.getMessage() for r in caplog.records
                 if r.getMessage().startswith('stopping')]

@@ -65,7 +65,7 @@ def test_startup_wait_is_said_when_it_starts_and_when_it_ends(
     with caplog.at_level(logging.DEBUG, logger='node_agent'):
         svc.start()
         try:
-            assert _until(lambda: agent.tracker.last_good is not None)
+            assert _until(lambda: agent.tracker.round.tree is not None)
             startup = _messages(caplog)
             # Then three audits in a row find Placement away.
             agent.adapter.before_request = _refuse(3)

@@ -6,7 +6,7 @@ from node_agent import identity
 
 def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):
     first = agents()
-    plan = first.tracker.startup()
+    plan = first.tracker.startup().plan
     assert 'compute1' in plan.render()
     tree = first.report_client.get_provider_tree(
         identity.legacy_uuid('compute1'))
@@ -27,7 +27,7 @@ def test_first_startup_builds_flat_tree_and_restart_writes_nothing(agents):
         'b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b02 on 0000:af:00.0')
 
     restarted = agents()
-    assert restarted.tracker.startup().empty
+    assert restarted.tracker.startup().plan.empty
     assert restarted.writes() == []
 
 
@@ -35,5 +35,5 @@ def test_audit_with_nothing_changed_is_one_call(agents):
     agent = agents()
     agent.tracker.startup()
     agent.adapter.reset()
-    assert agent.tracker.audit().empty
+    assert agent.tracker.audit().plan.empty
     assert len(agent.adapter.calls) == 1, agent.adapter.summary()

@@ -65,7 +65,7 @@ def test_xid_79_with_nvml_hung_is_reserved_within_5_s(
         short_deadline, running, placement_adapter):  # noqa: F811
     rt, adapter, gate, metrics, clock, replayed = running
     released = threading.Event()
-    hang(rt.discovery.nvml, released)
+    hang(rt.host().nvml, released)
     try:
         start = time.monotonic()
         gate.set()                              # XID 79 delivered
@@ -114,7 +114,7 @@ def once(conf, placement_adapter):
         conf, client.ReportClient.from_conf(
             conf, placement_adapter, state=state.SyncState.from_conf(conf)),
         discovery)
-    rt.health = health_state.monitor_for(conf)
+    rt.use_health(health_state.monitor_for(conf))
     try:
         rt.startup()
         rt.audit()

@@ -11,6 +11,7 @@ from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.conf import devices as devices_conf
 from node_agent.tracker import factory
+from node_agent.tracker import round as round_mod
 from tests.fixtures import hosts
 
 H = 'compute1'
@@ -37,6 +38,6 @@ def test_a_gpu_is_watched_not_its_vfs(mode):
     flat = vf.parent_uuid == tree.roots[0].uuid
     assert flat == (mode == 'beside_nova_compute')
 
-    rt = types.SimpleNamespace(last_good=tree, nodename=H, ownership=None,
-                               snapshot=snapshot)
+    rt = types.SimpleNamespace(round=round_mod.Round(
+        nodename=H, tree=tree, ownership=None, snapshot=snapshot))
     assert factory.watched_devices(rt) == {A10, L40S}
