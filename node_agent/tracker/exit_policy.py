@@ -13,6 +13,7 @@ error means for the daemon (metrics, status line, log) is
 :data:`AUDIT_OUTCOMES`.
 """
 
+import logging
 import typing
 
 from node_agent import exception
@@ -149,3 +150,78 @@ def audit_outcome(found, line=None):
             return AuditOutcome(result, how,
                                 detail and detail(found, line), failure)
     raise ValueError(f'no audit outcome for {found!r}')
+
+
+# What the startup says while it waits out an error of WAIT_ERRORS, the
+# other half of the table: each row, the error class, what it waits for
+# (``exc -> text``; said again at DEBUG only while it is the same), the
+# status line (``(exc, what, since) -> text``; ``since``: when the startup
+# problem began, for the rows that record one), the log level when the
+# wait starts (None: not logged here) and the log line (``(what, exc,
+# sleep) -> (format, args)``).  The last row (libvirt) takes the rest.
+_CAPPED = '(waiting with capped backoff: said again only when it ends)'
+
+
+def _unreachable(what, exc, sleep):
+    return (f'%s is not reachable (%s); next attempt in %.1f s {_CAPPED}',
+            (what, getattr(exc, 'cause', exc), sleep))
+
+
+def _one_line(exc):
+    return ' '.join(str(exc).split())
+
+
+class StartupWait(typing.NamedTuple):
+    """One row of :data:`STARTUP_WAITS`."""
+
+    error: type
+    what: typing.Callable
+    status: typing.Callable
+    level: int
+    log: typing.Callable = _unreachable
+    problem: bool = False       # recorded as the startup's problem
+
+
+STARTUP_WAITS = (
+    # Placement, or Keystone at [placement] auth_url.
+    StartupWait(exception.PlacementUnavailable, lambda e: e.service,
+                lambda e, what, since: f'waiting for {what}: {e.reason}',
+                logging.WARNING),
+    StartupWait(exception.ComputeNodeMissing, lambda e: 'nova-compute',
+                lambda e, what, since: e.status, logging.WARNING,
+                lambda what, e, sleep: ('%s; next look in %.1f s',
+                                        (e, sleep))),
+    StartupWait(exception.SourceSilent, lambda e: e.source,
+                lambda e, what, since: f'waiting for {what}: {e.reason}',
+                logging.WARNING),
+    StartupWait(exception.GenerationConflict,
+                lambda e: 'other writers of the providers',
+                lambda e, what, since: f'waiting for {what}: {_one_line(e)}',
+                logging.WARNING,
+                lambda what, e, sleep: (
+                    'startup: other writers keep moving the generations '
+                    "of this host's providers in Placement (%s); trying "
+                    'again in %.1f s (with capped backoff: said again only '
+                    'when it ends)', (_one_line(e), sleep))),
+    # local_state logged it, once per change.
+    StartupWait(exception.LocalStateUnavailable, lambda e: 'state_path',
+                lambda e, what, since: f'waiting for state_path: {e}',
+                None, None),
+    StartupWait((exception.ReportedElsewhere, exception.UnsafePlan),
+                lambda e: 'startup',
+                lambda e, what, since: f'waiting since {since}: {e}',
+                logging.ERROR,
+                lambda what, e, sleep: (
+                    'startup: %s; trying again in %.1f s (with capped '
+                    'backoff: said again only when it ends)', (e, sleep)),
+                problem=True),
+    StartupWait(Exception, lambda e: 'libvirt',
+                lambda e, what, since: f'waiting for libvirt: {e.reason}',
+                logging.WARNING),
+)
+
+
+def startup_wait(error):
+    """The :class:`StartupWait` of ``error`` (an error of
+    :data:`WAIT_ERRORS`)."""
+    return next(w for w in STARTUP_WAITS if isinstance(error, w.error))

@@ -198,16 +198,15 @@ class Holder:
         self._discovery = discovery
         self._state = state
         self._loaded = False
+        self._stored = None             # the snapshot loaded, if any
         self._absent = {}               # (field, key) -> scans missing from
 
     def scan(self, last, nodename, dry_run):
-        """``(snapshot, stored)``: a scan held from ``last`` (the last
-        good snapshot, None before the first sync), and the snapshot
-        loaded from the store, if it was now."""
+        """A scan held from ``last`` (the last good snapshot; None before
+        the first sync: the one stored)."""
         scan = self._discovery.scan()
-        stored = None
         if last is None:
-            last = stored = self._load(nodename)
+            last = self._load(nodename)
         if scan.unknown and last is None:
             raise exception.ScanIncomplete(
                 'sysfs', '; '.join(u.reason for u in scan.unknown) +
@@ -223,19 +222,19 @@ class Holder:
                         'missing from ' + text.plural(missing, 'scan'))
         if not dry_run:
             self._absent = absent
-        return snapshot, stored
+        return snapshot
 
     def _load(self, nodename):
         """Hold from where the previous run left: its last good snapshot
         and absence counts, once per process."""
         if self._state is None or self._loaded:
-            return None
+            return self._stored
         self._loaded = True
-        snapshot, self._absent = self._state.load()
-        if snapshot is not None:
+        self._stored, self._absent = self._state.load()
+        if self._stored is not None:
             LOG.info('%s: holding devices from the scan stored in %s',
                      nodename, self._state.path)
-        return snapshot
+        return self._stored
 
     def save(self, snapshot):
         """Store ``snapshot`` and the absence counts (a sync made it)."""

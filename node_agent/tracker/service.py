@@ -95,6 +95,7 @@ from node_agent import text  # noqa: E402
 from node_agent.conf import reload as conf_reload  # noqa: E402
 from node_agent.tracker import claims_server  # noqa: E402
 from node_agent.tracker import exit_policy  # noqa: E402
+from node_agent.tracker import problems  # noqa: E402
 from node_agent.tracker import watchers  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -151,10 +152,9 @@ class AgentService(service.Service):
         self._thread = None
         # A stop ends a sync before its next Placement request.
         tracker.stop_when(self._stop.is_set)
-        # What is wrong now: {what: (since, detail)}, shown in the status
-        # line and in the metrics (node_agent_problem_since_seconds).
-        self._problems = {}
-        self.metrics.listen(self._note)
+        # What is wrong now, in the status line and the metrics.
+        self._problems = problems.Problems(notifier, self.metrics)
+        self.metrics.listen(self._problems.note)
 
     # -- oslo.service interface ---------------------------------------------
 
@@ -207,7 +207,7 @@ class AgentService(service.Service):
             self._start_device_health()
             self._splay()
             self._startup()
-            self._solved('startup')
+            self._problems.solved('startup')
             self._show_state_faults()
             self.notifier.ready(status=self.tracker.status_line())
             self.claims_server.start()
@@ -224,12 +224,10 @@ class AgentService(service.Service):
             self.exit_code = exit_policy.EXIT_ERROR
         finally:
             self.claims_server.stop()
-            if self.udev_monitor is not None:
-                self.udev_monitor.stop()
-            if self.domain_events is not None:
-                self.domain_events.stop()
-            if self.device_health is not None:
-                self.device_health.stop()
+            for watcher in (self.udev_monitor, self.domain_events,
+                            self.device_health):
+                if watcher is not None:
+                    watcher.stop()
             if fatal is not None:
                 # Outside the except block: oslo.log would append the
                 # exception being handled, saying it twice on one line.
@@ -248,7 +246,9 @@ class AgentService(service.Service):
     def _start_domain_events(self):
         make = self.make_domain_events
         if make is not None:
-            make = functools.partial(make, arrived=self._domain_arrived)
+            # A domain defined or started: its devices and claim, seen now.
+            make = functools.partial(make, arrived=lambda domain_uuid:
+                                     self.early_audit())
         self.domain_events = self._start_watcher(
             make, self._domain_gone,
             'libvirt domain events', 'deleted allocations are seen by the '
@@ -263,62 +263,25 @@ class AgentService(service.Service):
 
     def _start_watcher(self, make, callback, what, instead, timeout,
                        option):
-        """:func:`node_agent.tracker.watchers.start_watcher`."""
         return watchers.start_watcher(
             make, callback, what, instead, timeout, option,
-            notifier=self.notifier, stop=self._stop, note=self._note)
+            notifier=self.notifier, stop=self._stop, note=self._problems.note)
 
     def _health_changed(self):
         LOG.info('device health changed: auditing now')
         self.early_audit()
-
-    # -- what is wrong -----------------------------------------------------
-
-    def _problem(self, what, detail):
-        """Record that ``what`` is wrong (``detail``); returns since when,
-        as text.  The time is that of the first report since the last
-        time it was fine."""
-        since = self._problems.get(what, (time.time(), None))[0]
-        self._problems[what] = (since, detail)
-        self.metrics.problem(what, detail, since)
-        return _stamp(since)
-
-    def _solved(self, what):
-        if self._problems.pop(what, None) is not None:
-            self.metrics.problem(what, None, None)
-            return True
-        return False
-
-    def _note(self, what, detail):
-        """A problem beside the tracker's line: ``...; <what> <detail>
-        since <time>``; None: solved."""
-        if detail is None:
-            if self._solved(what):
-                self.notifier.note(what, None)
-            return
-        since = self._problem(what, detail)
-        self.notifier.note(what, f'{detail} (since {since})')
 
     def _show_state_faults(self):
         """The state files the host does not let us write, beside the
         status line and in the problems metric until written again (the
         writes that can be, tried again first: local_state)."""
         local_state.retry_faults()
-        self._note('state_path',
-                   local_state.describe_faults(self.conf.state_path))
-
-    def _audit_problem(self, kind, detail):
-        """The audit failed or was skipped: the status line says so, and
-        since when, instead of the last good tree's "in sync"."""
-        since = self._problem('audit', f'{kind}: {detail}')
-        self.notifier.set_status(f'audit {kind} since {since}: {detail}')
+        self._problems.note('state_path',
+                            local_state.describe_faults(self.conf.state_path))
 
     def _domain_gone(self, domain_uuid):
         if self.tracker.request_full_read(domain_uuid):  # offered again now
             self.early_audit()
-
-    def _domain_arrived(self, domain_uuid):
-        self.early_audit()      # its devices and claim: seen now
 
     def _splay(self):
         """Wait a random time within ``[audit] startup_splay`` seconds."""
@@ -385,61 +348,19 @@ class AgentService(service.Service):
 
     def _waiting(self, retry_state):
         """The status line at every failed attempt; the log once when a
-        wait starts (or waits on something else), at DEBUG after."""
+        wait starts (or waits on something else), at DEBUG after; what
+        each error says: ``exit_policy.STARTUP_WAITS``."""
         exc = retry_state.outcome.exception()
-        sleep = retry_state.next_action.sleep
-        if isinstance(exc, exception.PlacementUnavailable):
-            # Placement, or Keystone at [placement] auth_url.
-            self.notifier.set_status(
-                f'waiting for {exc.service}: {exc.reason}')
-            what = exc.service
-        elif isinstance(exc, exception.ComputeNodeMissing):
-            self.notifier.set_status(exc.status)
-            what = 'nova-compute'
-        elif isinstance(exc, exception.SourceSilent):
-            self.notifier.set_status(
-                f'waiting for {exc.source}: {exc.reason}')
-            what = exc.source
-        elif isinstance(exc, exception.GenerationConflict):
-            what = 'other writers of the providers'
-            detail = ' '.join(str(exc).split())
-            self.notifier.set_status(f'waiting for {what}: {detail}')
-            level = (logging.DEBUG if what == self._waited_for
-                     else logging.WARNING)
-            self._waited_for = what
-            LOG.log(level, 'startup: other writers keep moving the '
-                    "generations of this host's providers in Placement "
-                    '(%s); trying again in %.1f s (with capped backoff: '
-                    'said again only when it ends)', detail, sleep)
-            return
-        elif isinstance(exc, exception.LocalStateUnavailable):
-            # local_state logged it, once per change.
-            self.notifier.set_status(f'waiting for state_path: {exc}')
-            self._waited_for = 'state_path'
-            return
-        elif isinstance(exc, (exception.ReportedElsewhere,
-                              exception.UnsafePlan)):
-            since = self._problem('startup', str(exc))
-            self.notifier.set_status(f'waiting since {since}: {exc}')
-            what = 'startup'
-            level = (logging.DEBUG if what == self._waited_for
-                     else logging.ERROR)
-            self._waited_for = what
-            LOG.log(level, 'startup: %s; trying again in %.1f s (with '
-                    'capped backoff: said again only when it ends)', exc,
-                    sleep)
-            return
-        else:
-            self.notifier.set_status(f'waiting for libvirt: {exc.reason}')
-            what = 'libvirt'
-        level = logging.DEBUG if what == self._waited_for else logging.WARNING
+        wait = exit_policy.startup_wait(exc)
+        what = wait.what(exc)
+        since = (self._problems.problem('startup', str(exc))
+                 if wait.problem else None)
+        self.notifier.set_status(wait.status(exc, what, since))
+        level = logging.DEBUG if what == self._waited_for else wait.level
         self._waited_for = what
-        if what == 'nova-compute':
-            LOG.log(level, '%s; next look in %.1f s', exc, sleep)
-        else:
-            LOG.log(level, '%s is not reachable (%s); next attempt in %.1f s '
-                    '(waiting with capped backoff: said again only when it '
-                    'ends)', what, getattr(exc, 'cause', exc), sleep)
+        if wait.log is not None:
+            form, args = wait.log(what, exc, retry_state.next_action.sleep)
+            LOG.log(level, form, *args)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds
@@ -482,13 +403,14 @@ class AgentService(service.Service):
         self._reload.clear()
         refused = self._reloader.reload()
         if refused is not None:
-            self._note('SIGHUP', f'refused, the configuration in effect '
-                                 f'stays: {refused}')
+            self._problems.note('SIGHUP', 'refused, the configuration in '
+                                f'effect stays: {refused}')
             return False
-        self._note('SIGHUP', None)
+        self._problems.note('SIGHUP', None)
         pending = self._reloader.pending
-        self._note('restart required',
-                   f'to apply: {", ".join(pending)}' if pending else None)
+        self._problems.note(
+            'restart required',
+            f'to apply: {", ".join(pending)}' if pending else None)
         self.tracker.forget_placement()
         return True
 
@@ -520,19 +442,18 @@ class AgentService(service.Service):
         """The status line and the problems as ``outcome`` says."""
         how, detail = outcome.how, outcome.detail
         if how == exit_policy.SOLVED:
-            self._solved('audit')
+            self._problems.solved('audit')
         elif how == exit_policy.WAITING:
-            self._problem('audit', detail)
+            self._problems.problem('audit', detail)
             self.notifier.set_status(detail)
         elif how == exit_policy.WAITING_SINCE:
-            since = self._problem('audit', detail)
+            since = self._problems.problem('audit', detail)
             self.notifier.set_status(f'{detail} (since {since})')
         elif how is not None:
-            self._audit_problem(how, detail)
+            self._problems.audit(how, detail)
 
     def _audit_logged(self, failure):
-        """Said outside the except blocks: oslo.log would append the
-        exception being handled, saying it twice on one line."""
+        """Said outside the except blocks (oslo.log would say it twice)."""
         if isinstance(failure, exception.PlacementUnavailable):
             # Once when the wait starts, once when it ends (below).
             since, failed = self._away or (time.monotonic(), 0)
@@ -550,11 +471,6 @@ class AgentService(service.Service):
                      text.plural(failed, 'failed audit'),
                      time.monotonic() - since)
         return True
-
-
-def _stamp(seconds):
-    """``2026-11-24 10:58:21Z``: when a problem began, in UTC."""
-    return time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(seconds))
 
 
 class _OneProcessIsTheDesign(std_logging.Filter):

@@ -169,10 +169,8 @@ class ResourceTracker:
 
     def _prepare(self, startup, dry_run=False):
         """Discover, read, build and plan: everything but the write."""
-        snapshot, stored = self._holder.scan(                     # discover
+        snapshot = self._holder.scan(                             # discover
             self._round.snapshot, self._nodename, dry_run)
-        if stored is not None:
-            self._round = self._round.replace(snapshot=stored)
         # The drivers check their options against the host (CPU sets
         # naming CPUs it lacks): before anything is created or read.
         drivers = self.drivers_for(snapshot)
@@ -194,16 +192,8 @@ class ResourceTracker:
             if not startup:
                 return self._keep_last_good(exc, snapshot, drivers,
                                             current, ownership)
-            LOG.info('%s: reshape needed (%s): gathering allocations',
-                     self._nodename, exc.reason or 'layout changed')
-            # What consumers hold on this tree (one read per provider)
-            # is all the drivers need to move them.
-            allocations = self._report.get_tree_allocations(current)
-            before = copy.deepcopy(allocations)
-            desired = current.copy()
-            drivers.update_provider_tree(
-                desired, self._nodename, allocations=allocations,
-                ownership=ownership, claimed=self._claims_check.claimed())
+            desired, before, allocations = self._reshaped(
+                exc, drivers, current, ownership)
         beside = {}
         if not self._root.owns_root:
             beside = left_out.skip_reported_elsewhere(
@@ -229,6 +219,20 @@ class ResourceTracker:
         return round_mod.Pending(
             snapshot, current, desired, allocations, plan, ownership,
             beside=beside, incomplete=left_out.incomplete(beside))
+
+    def _reshaped(self, exc, drivers, current, ownership):
+        """``(desired, allocations before, after)`` of a reshape."""
+        LOG.info('%s: reshape needed (%s): gathering allocations',
+                 self._nodename, exc.reason or 'layout changed')
+        # What consumers hold on this tree (one read per provider) is all
+        # the drivers need to move them.
+        allocations = self._report.get_tree_allocations(current)
+        before = copy.deepcopy(allocations)
+        desired = current.copy()
+        drivers.update_provider_tree(
+            desired, self._nodename, allocations=allocations,
+            ownership=ownership, claimed=self._claims_check.claimed())
+        return desired, before, allocations
 
     def _sync(self, startup):
         if not startup:
@@ -373,8 +377,7 @@ class ResourceTracker:
                                  ownership, reshape_pending=reason)
 
     def _record(self, pending):
-        """The round synced: kept in one assignment, then what follows a
-        sync (one-time-use cleans, nova's own providers, the status)."""
+        """The round synced, kept in one assignment; what follows it."""
         self._holder.save(pending.snapshot)
         if pending.reshape_pending is None and self._round.reshape_pending:
             LOG.info('%s: the layout no longer needs a reshape',
@@ -397,9 +400,7 @@ class ResourceTracker:
         return done
 
     def _write_first(self, desired):
-        """Write ``desired`` (the last good tree with new reservations)
-        before the round scans the host (:func:`withhold.reserve_first`);
-        the plan written."""
+        """:func:`withhold.reserve_first`'s write; the plan written."""
         current, ownership = self._read_tree(ensure=False)
         drivers = self.drivers_for(self._round.snapshot)
         plan = self._plan(drivers, current, desired, ownership)
@@ -487,8 +488,7 @@ class ResourceTracker:
         return self._claims_check.unclaimed
 
     def full_read_requested(self):
-        """Whether the next claims check reads every allocation."""
-        return self._claims_check.full_read_requested
+        return self._claims_check.full_read_requested   # the next check
 
     def one_time_use(self):
         """The one-time-use manager, or None (none made yet)."""
