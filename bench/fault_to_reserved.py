@@ -137,9 +137,9 @@ def nvml_xid(server, workdir, runs):
         nvml = dh.paced(hosts.nvml('h100-vm', events=[dh.xid(79)]), gate)
         svc, rt, _ = dh.start_service(conf, adapter, nvml, clock)
         try:
-            root = rt.last_good.find(f'gpu{n}')
+            root = rt.round.tree.find(f'gpu{n}')
             gpu = identity.child_name(root.name, identity.pci_id(dh.H100))
-            watch = Watch(adapter, rt.last_good.find(gpu).uuid)
+            watch = Watch(adapter, rt.round.tree.find(gpu).uuid)
             time.sleep(SETTLE)
             start = time.monotonic()
             gate.set()

@@ -67,9 +67,9 @@ def standalone(conf, reader, say):
     found = Result()
     with factory.placement_adapter(conf) as adapter, \
             factory.tracker(conf, adapter) as rt:
-        rt.discovery.reader = reader
+        rt.host().reader = reader
         start = time.monotonic()
-        scan = rt.discovery.scan()
+        scan = rt.host().scan()
         say(f'discovery (sysfs, libvirt, NVML): '
             f'{time.monotonic() - start:.2f} s, sources: '
             f'{", ".join(scan.sources)}')
@@ -86,7 +86,7 @@ def standalone(conf, reader, say):
         say(f'startup pass and one audit: {time.monotonic() - start:.2f} '
             f's; status: {rt.status_line()}')
         found.tree, found.usages = tree_cmd.read_tree(conf, adapter)
-        found.snapshot, found.nodename = rt.snapshot, rt.nodename
+        found.snapshot, found.nodename = rt.round.snapshot, rt.round.nodename
     say('\nstandalone, in the embedded Placement (tree show --long):')
     say(status.render_table(found.tree, found.usages, long=True))
     return found
