@@ -29,8 +29,8 @@ import re
 
 from node_agent import exception
 from node_agent.conf import devices as devices_conf
-from node_agent.drivers import accelerator
 from node_agent.drivers import coexist
+from node_agent.drivers import device_spec
 from node_agent.drivers import gpu_types
 
 ANY = (None, None, None, None)
@@ -51,7 +51,7 @@ def typed(conf, overrides=()):
     def exact(where, text):
         address = gpu_types.pci_address(text, where)
         found.append((where, address,
-                      accelerator.parse_address(address, text, where)))
+                      device_spec.parse_address(address, text, where)))
 
     for entry in conf.gpu.passthrough_devices:
         # "vendor:product" entries name no address.
@@ -67,7 +67,7 @@ def typed(conf, overrides=()):
     for option, values in (('[gpu] device_spec', conf.gpu.device_spec),
                            ('[pci] device_allow_list',
                             conf.pci.device_allow_list)):
-        for matcher in accelerator.parse_allow_list(values, option):
+        for matcher in device_spec.parse_allow_list(values, option):
             if matcher.address != ANY:
                 found.append((option, matcher.address_text,
                               matcher.address))
@@ -77,7 +77,7 @@ def typed(conf, overrides=()):
             found.append((
                 f'provider override file {override.filename}: '
                 f'providers[{override.index}] {override.name}', address,
-                accelerator.parse_address(address, override.name)))
+                device_spec.parse_address(address, override.name)))
     return found
 
 
@@ -97,7 +97,7 @@ def check(conf, overrides, known):
     """Raise ConfigError for the first address that names none of
     ``known`` (the host's PCI function addresses)."""
     for where, text, pattern in typed(conf, overrides):
-        if any(accelerator.address_matches(pattern, a) for a in known):
+        if any(device_spec.address_matches(pattern, a) for a in known):
             continue
         near = closest(text.lower(), known)
         hint = (f'closest: {", ".join(near)}' if near

@@ -34,6 +34,7 @@ import os_traits
 
 from node_agent import deployment
 from node_agent import exception
+from node_agent.conf import compute as compute_opts
 from node_agent.drivers import base
 from node_agent.drivers import layout
 from node_agent.hardware import cpulist
@@ -122,6 +123,10 @@ def host_memory_mb(snapshot):
 class ComputeDriver(base.Driver):
     name = 'compute'
     order = 0
+
+    @classmethod
+    def list_opts(cls):
+        return compute_opts.list_opts()
 
     @classmethod
     def hardware_limits(cls, snapshot):

@@ -91,11 +91,14 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
-from node_agent.drivers import accelerator
+from node_agent.conf import devices as devices_opts
+from node_agent.conf import gpu as gpu_opts
 from node_agent.drivers import base
+from node_agent.drivers import device_spec
 from node_agent.drivers import gpu_claims
 from node_agent.drivers import gpu_types
 from node_agent.drivers import layout
+from node_agent.drivers import limits
 from node_agent.hardware import snapshot as snapshot_mod
 
 LOG = logging.getLogger(__name__)
@@ -329,7 +332,7 @@ class _Passthrough:
                 f'[gpu] resource_class: {rc!r} is neither a standard '
                 'resource class nor CUSTOM_[A-Z0-9_]+')
         self.resource_class = rc
-        self.specs = accelerator.parse_allow_list(conf.gpu.device_spec,
+        self.specs = device_spec.parse_allow_list(conf.gpu.device_spec,
                                                   DEVICE_SPEC)
         self.addresses = set()
         self.products = set()
@@ -376,6 +379,15 @@ class GpuDriver(base.Driver):
     kinds = (identity.PCI,)
 
     @classmethod
+    def list_opts(cls):
+        return gpu_opts.list_opts() + devices_opts.list_opts()
+
+    @classmethod
+    def register_opts(cls, conf):
+        gpu_opts.register_opts(conf)
+        devices_opts.register_opts(conf)
+
+    @classmethod
     def check_options(cls, conf):
         check_options(conf)
 
@@ -385,7 +397,7 @@ class GpuDriver(base.Driver):
         the vGPUs the GPUs can hold."""
         whole = {d.address for d in snapshot.pci_devices
                  if d.class_id == snapshot_mod.DISPLAY_CLASS}
-        return {accelerator.WHOLE_DEVICE_CLASSES: (frozenset(
+        return {limits.WHOLE_DEVICE_CLASSES: (frozenset(
             whole | {g.address for g in snapshot.gpus}), 'GPU PCI functions'),
             ('VGPU',): (sum(g.most_vgpus() for g in snapshot.gpus),
                         'vGPUs its GPUs can hold')}
@@ -397,6 +409,12 @@ class GpuDriver(base.Driver):
 
     def applies(self, snapshot):
         return bool(_gpus(snapshot))
+
+    def pci_functions(self):
+        """Every display-class PCI function: this driver's to report or
+        to leave out, never an allow-list's."""
+        return [d.address for d in self.snapshot.pci_devices
+                if d.class_id == snapshot_mod.DISPLAY_CLASS]
 
     def renames(self):
         rc = self.passthrough.resource_class

@@ -53,6 +53,7 @@ from node_agent import identity
 from node_agent import text
 from node_agent.claims import fit
 from node_agent.claims import model
+from node_agent.conf import nic as nic_opts
 from node_agent.drivers import base
 from node_agent.drivers import layout
 
@@ -227,6 +228,10 @@ class NicDriver(base.Driver):
                                     'SR-IOV VFs enabled')}
 
     @classmethod
+    def list_opts(cls):
+        return nic_opts.list_opts()
+
+    @classmethod
     def check_options(cls, conf):
         check_options(conf)
 
@@ -242,6 +247,11 @@ class NicDriver(base.Driver):
     def applies(self, snapshot):
         return bool(self.mappings)
 
+    def pci_functions(self):
+        """The PFs ``[nic] physical_device_mappings`` names."""
+        pfs = (find_pf(self.snapshot, ifname) for _, ifname in self.mappings)
+        return [pf.address for pf in pfs if pf is not None]
+
     def _pfs(self):
         bandwidth = self.conf.nic.report_bandwidth
         result = []
@@ -250,6 +260,10 @@ class NicDriver(base.Driver):
             if pf is None:
                 LOG.warning('[nic] physical_device_mappings names %s, which '
                             'this host does not have', ifname)
+                continue
+            if not self.takes(pf.address):
+                LOG.debug('%s (%s) is another driver\'s', ifname,
+                          pf.address)
                 continue
             if not pf.numvfs and not (bandwidth and pf.speed_mbps):
                 LOG.warning('Interface %s (%s) has no SR-IOV VFs; not '

@@ -38,6 +38,7 @@ from oslo_log import log as logging
 
 from node_agent import deployment
 from node_agent import identity
+from node_agent.conf import numa as numa_opts
 from node_agent.drivers import base
 from node_agent.drivers import compute
 from node_agent.drivers import layout
@@ -73,6 +74,10 @@ class NumaDriver(base.Driver):
     name = 'numa'
     order = 10
     kinds = ('numa',)
+
+    @classmethod
+    def list_opts(cls):
+        return numa_opts.list_opts()
 
     def __init__(self, conf, snapshot):
         super().__init__(conf, snapshot)

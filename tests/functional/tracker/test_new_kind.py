@@ -12,8 +12,8 @@ from stevedore import extension
 
 from node_agent import exception
 from node_agent import identity
-from node_agent.conf import check
 from node_agent.drivers import limits
+from node_agent.drivers import registry
 from node_agent.hardware import snapshot as snapshot_mod
 from node_agent.placement import client
 from node_agent.tracker import factory
@@ -47,7 +47,7 @@ def enable_widgets(conf, addresses):
 def test_the_new_kind_is_reported_by_the_factory_s_tracker(
         host1, placement_adapter, widget_installed):
     enable_widgets(host1, [BRIDGE])
-    check.validate(host1)
+    registry.validate(host1)
     with factory.tracker(host1, placement_adapter) as rt:
         plan = rt.startup()
     name = identity.child_name('compute1', identity.pci_id(BRIDGE))
@@ -66,7 +66,7 @@ def test_the_new_kind_is_reported_by_the_factory_s_tracker(
 def test_the_new_kind_checks_its_own_options(host1, widget_installed):
     enable_widgets(host1, ['not-an-address'])
     with pytest.raises(exception.ConfigError) as raised:
-        check.validate(host1)
+        registry.validate(host1)
     assert str(raised.value) == (
         '[widget] addresses = not-an-address: not a PCI address')
 
@@ -88,7 +88,7 @@ def test_the_new_kind_declares_its_hardware_limit(
             | {g.address for g in snapshot.gpus}),
         'GPU PCI functions and accelerator PCI functions')
     assert (widget_kind.RESOURCE_CLASS,) not in limits.hardware_limits(
-        snapshot, [d for d in limits.installed_drivers()
+        snapshot, [d for d in registry.installed()
                    if d.name != 'widget'])
 
 
