@@ -69,40 +69,13 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     conflicts += [c for c in coexist.reported_by_nova(
         reported, coexist.nova_reported(nova, snapshot))
         if c[0] not in named]
-    withdrawn, kept = [], []
     have = [current.find(ours) for ours, _, _ in conflicts]
-    read = {p.uuid for p in have if p is not None and p.uuid in owned}
-    in_use = report_client.get_usages(read) if read else {}
-    for (ours, theirs, why), provider in zip(conflicts, have):
-        # Withdrawn only when the other service reports that very
-        # device; a class both report may be another device of theirs.
-        same = theirs == 'nova-compute' or why == 'same name' or \
-            why.startswith('PCI device')
-        # nova-compute adopts a provider of the name it needs (its vGPU
-        # one): deleting it then would pull it from under nova.
-        adopted = provider is not None and \
-            deployment.OWNER_NOVA in provider.traits
-        if same and provider is not None and provider.uuid in owned \
-                and not adopted:
-            if any(in_use.get(provider.uuid, {}).values()):
-                kept.append(ours)
-                coexist.leave_as_is(desired, current, ours)
-            else:
-                withdrawn.append(ours)
-                if desired.find(provider.uuid) is not None:
-                    desired.remove(provider.uuid)
-        else:
-            coexist.leave_as_is(desired, current, ours)
+    withdrawn, kept = _settle(report_client, conflicts, have, owned,
+                              current, desired)
     skipped = tuple(sorted(conflicts))
     if skipped != before:
         mine = {p.name for p in have if p is not None and p.uuid in owned}
-        for ours, theirs, why in skipped:
-            what = ('withdrawn' if ours in withdrawn else
-                    'kept: it holds allocations' if ours in kept else
-                    'left as it is' if ours in mine else
-                    'not reported')
-            LOG.warning('%s: %s is reported by %s (%s): %s',
-                        nodename, ours, theirs, why, what)
+        _say_skipped(nodename, skipped, withdrawn, kept, mine)
     withheld = withhold_vfs(
         report_client, reported, current, desired,
         coexist.nova_hands_out_vfs(nova, snapshot), owned,
@@ -123,6 +96,47 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
                         ' (kept, no new unit: it holds allocations)'
                         if held else '', why)
     return skipped, tuple(sorted(kept)), withheld, not_offered
+
+
+def _settle(report_client, conflicts, have, owned, current, desired):
+    """``(withdrawn, kept)``: the agent's providers of the devices
+    another service reports, withdrawn from ``desired``, or left as they
+    are there while they hold allocations."""
+    from node_agent.drivers import coexist
+    read = {p.uuid for p in have if p is not None and p.uuid in owned}
+    in_use = report_client.get_usages(read) if read else {}
+    withdrawn, kept = [], []
+    for (ours, theirs, why), provider in zip(conflicts, have):
+        # Withdrawn only when the other service reports that very
+        # device; a class both report may be another device of theirs.
+        same = theirs == 'nova-compute' or why == 'same name' or \
+            why.startswith('PCI device')
+        # nova-compute adopts a provider of the name it needs (its vGPU
+        # one): deleting it then would pull it from under nova.
+        adopted = provider is not None and \
+            deployment.OWNER_NOVA in provider.traits
+        if same and provider is not None and provider.uuid in owned \
+                and not adopted:
+            if any(in_use.get(provider.uuid, {}).values()):
+                kept.append(ours)
+                coexist.leave_as_is(desired, current, ours)
+            else:
+                withdrawn.append(ours)
+                if desired.find(provider.uuid) is not None:
+                    desired.remove(provider.uuid)
+        else:
+            coexist.leave_as_is(desired, current, ours)
+    return withdrawn, kept
+
+
+def _say_skipped(nodename, skipped, withdrawn, kept, mine):
+    for ours, theirs, why in skipped:
+        what = ('withdrawn' if ours in withdrawn else
+                'kept: it holds allocations' if ours in kept else
+                'left as it is' if ours in mine else
+                'not reported')
+        LOG.warning('%s: %s is reported by %s (%s): %s',
+                    nodename, ours, theirs, why, what)
 
 
 def hold_back_unattachable(nova, report_client, drivers, reported, current,
