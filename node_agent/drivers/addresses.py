@@ -31,7 +31,7 @@ from node_agent import exception
 from node_agent.conf import devices as devices_conf
 from node_agent.drivers import coexist
 from node_agent.drivers import device_spec
-from node_agent.drivers import gpu_types
+from node_agent.drivers.gpu import types as gpu_types
 
 ANY = (None, None, None, None)
 PRODUCT = re.compile(r'[0-9a-f]{4}:[0-9a-f]{4}')

@@ -48,13 +48,16 @@ class Driver:
     order = 50
     #: Kinds of child provider (``<host>_<kind>_<id>``) this driver makes.
     kinds = ()
+    #: ``((group, opts), ...)``: its options, as :meth:`list_opts` gives
+    #: them unless it says more.
+    options = ()
 
     @classmethod
     def list_opts(cls):
         """``[(group, opts)]``: the options this driver reads, registered
         by the registry and written in the sample config.  Default:
-        none."""
-        return []
+        :attr:`options`."""
+        return list(cls.options)
 
     @classmethod
     def register_opts(cls, conf):

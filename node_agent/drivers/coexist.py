@@ -322,7 +322,7 @@ def not_attachable(reported, offers, pools, nova=None):
 
     ``offers``: ``{device address: gpu.Offer}`` and ``pools``: ``{GPU
     address: (class, type)}``, the GPU driver's
-    (:class:`node_agent.drivers.gpu_claims.Devices`).  nova-compute's
+    (:class:`node_agent.drivers.gpu.claims.Devices`).  nova-compute's
     ``_allocate_mdevs`` takes the parent device from the allocated
     provider's name (``<root>_pci_0000_3b_00_4``), then uses only mdevs
     and types its own ``[devices] enabled_mdev_types`` names for that
@@ -350,8 +350,8 @@ def not_attachable(reported, offers, pools, nova=None):
     return sorted(result)
 
 
-#: The GPU driver's MIG classes (node_agent.drivers.gpu, which imports
-#: more than this pure module needs).
+#: The GPU driver's MIG classes (node_agent.drivers.gpu.offers.mig_class;
+#: the GPU driver imports more than this pure module needs).
 MIG_CLASS_PREFIX = 'CUSTOM_MIG_'
 #: What a why says when nova's configuration is not known.
 UNKNOWN = 'no [pci] device_spec of its is known'

@@ -23,7 +23,7 @@ import pytest
 
 from node_agent import exception
 from node_agent import identity
-from node_agent.drivers import gpu as gpu_mod
+from node_agent.drivers.gpu import offers as gpu_offers
 from node_agent.hardware import snapshot as snap
 from node_agent.tracker import factory
 from tests.fixtures import hosts
@@ -47,11 +47,11 @@ def pooled_agent(conf, adapter, shape='auto'):
 
 def test_auto_pools_in_standalone_and_keeps_vfs_beside_nova(conf):
     assert conf.deployment == 'standalone'
-    assert gpu_mod.vf_shape(conf) == gpu_mod.POOLED
+    assert gpu_offers.vf_shape(conf) == gpu_offers.POOLED
     conf.set_override('deployment', 'beside_nova_compute')
-    assert gpu_mod.vf_shape(conf) == gpu_mod.PER_VF
+    assert gpu_offers.vf_shape(conf) == gpu_offers.PER_VF
     conf.set_override('vf_providers', 'pooled', 'gpu')
-    assert gpu_mod.vf_shape(conf) == gpu_mod.POOLED
+    assert gpu_offers.vf_shape(conf) == gpu_offers.POOLED
 
 
 def test_each_card_offers_its_vfs_once(conf, placement_adapter):
