@@ -28,6 +28,7 @@ from importlib import metadata
 from stevedore import extension
 
 from node_agent import exception
+from node_agent.conf import check as conf_check
 
 NAMESPACE = 'node_agent.drivers'
 
@@ -91,12 +92,12 @@ def register_opts(conf, classes=None):
         plugin.register_opts(conf)
 
 
-def check(conf):
+def check(conf, classes=None):
     """``[DEFAULT] enabled_drivers`` and every installed driver's own
     option checks (:meth:`~node_agent.drivers.base.Driver.check_options`),
     in the drivers' order; ConfigError naming the first problem."""
     check_enabled(conf)
-    classes = installed()
+    classes = installed() if classes is None else classes
     register_opts(conf, classes)
     for plugin in classes:
         plugin.check_options(conf)
@@ -106,10 +107,10 @@ def validate(conf):
     """Every installed driver's options registered, the whole
     configuration checked (:func:`node_agent.conf.check.validate`), then
     :func:`check`: what every command runs before it acts."""
-    from node_agent.conf import check as conf_check
-    register_opts(conf)
+    classes = installed()
+    register_opts(conf, classes)
     conf_check.validate(conf)
-    check(conf)
+    check(conf, classes)
 
 
 def create(conf, snapshot, classes=None):
@@ -117,7 +118,8 @@ def create(conf, snapshot, classes=None):
     functions granted (:func:`grant`).
 
     The one place a driver is constructed: what it is given (the
-    configuration, the snapshot) is decided here.
+    configuration, the snapshot; the deployment layout once it is a value
+    of its own) is decided here.
     """
     classes = enabled(conf) if classes is None else list(classes)
     register_opts(conf, classes)
