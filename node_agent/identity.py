@@ -47,7 +47,7 @@ In standalone every provider the agent owns carries :data:`OWNER_TRAIT`
 (the drivers put it on the children they make, see
 :func:`node_agent.drivers.layout.ensure_child`), so other services and
 operators can see the owner; beside nova-compute the children carry none
-(:func:`node_agent.drivers.layout.owner_trait` says why).  The trait is a
+(:attr:`node_agent.deployment.Layout.owner_trait` says why).  The trait is a
 sign, not the rule: an operator may copy a trait, not a uuid.
 
 Migration and the name clash: ``<host>_numa_0`` keeps its name but changes
