@@ -39,7 +39,7 @@ What a GPU offers, first match wins:
    provider (two vGPUs of one card: ``same_subtree`` with a
    resourceless group on the GPU); beside nova-compute it hangs where
    the GPU's would, with no GPU provider
-   (:func:`node_agent.drivers.layout.card_providers`), and carries the
+   (:attr:`node_agent.deployment.Layout.card_level`), and carries the
    GPU's traits with ``[gpu] vf_traits`` only.  Pooled
    (``pooled``, ``auto`` in standalone): the VFs of one GPU that offer
    the same type are one inventory on the GPU's provider, and the claim
@@ -170,9 +170,7 @@ def vf_shape(conf):
     value = conf.gpu.vf_providers
     if value != AUTO:
         return value
-    if deployment.mode(conf) == deployment.STANDALONE:
-        return POOLED
-    return PER_VF
+    return deployment.layout(conf).vf_shape
 
 
 def pool_of(offers):
@@ -466,9 +464,9 @@ class GpuDriver(base.Driver):
     def _vfs_alone(self, gpu, inventory, offers):
         """Whether the GPU's vGPU VFs are reported without a provider of
         the GPU above them: no card level
-        (:func:`node_agent.drivers.layout.card_providers`), one provider
+        (:attr:`node_agent.deployment.Layout.card_level`), one provider
         per VF, nothing offered on the GPU itself."""
-        return (not layout.card_providers(self.conf) and not inventory
+        return (not deployment.layout(self.conf).card_level and not inventory
                 and gpu.address not in self.devices.pools
                 and all(o.address != gpu.address for o in offers))
 

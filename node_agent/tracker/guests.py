@@ -47,7 +47,6 @@ from node_agent import exception
 from node_agent import identity
 from node_agent import text
 from node_agent.drivers import layout
-from node_agent.placement import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -299,7 +298,7 @@ class Guests:
         for ours, _, _ in left_alone:
             provider = desired.find(ours)
             if provider is not None:
-                ownership[provider.uuid] = plan_mod.Ownership()
+                ownership[provider.uuid] = identity.Ownership()
         held = held_devices(drivers.drivers,
                             snapshot.domains if snapshot else ())
         view = {}
