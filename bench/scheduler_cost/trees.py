@@ -96,7 +96,7 @@ def ours(conf, snap, name):
     current = tree.copy()
     driver_set = drivers.DriverSet(conf, snap)
     driver_set.update_provider_tree(tree, name)
-    if not deployment.owns_root(conf):
+    if not deployment.layout(conf).owns_root:
         from node_agent.conf import nova as nova_conf
         coexistence.skip_reported_elsewhere(
             nova_conf.read_nova_reports(conf), None, driver_set, current,

@@ -28,6 +28,7 @@ from urllib import parse
 from oslo_config import cfg
 from oslo_config import types
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import devices
 
@@ -230,10 +231,10 @@ def check_deployment(conf):
     the cloud's Placement; nova-compute cannot reach an in-process one, so
     the wait would never end.
     """
-    if (conf.deployment in ('beside_nova_compute', 'whole_host')
-            and conf.placement.embedded):
+    rules = deployment.layout(conf)
+    if not rules.owns_root and conf.placement.embedded:
         raise exception.ConfigError(
-            f'[DEFAULT] deployment = {conf.deployment} with [placement] '
+            f'[DEFAULT] deployment = {rules.configured} with [placement] '
             'embedded = true: nova-compute cannot reach the agent\'s '
             'in-process Placement, so its compute node would never appear '
             'there; point [placement] at the Placement service nova-compute '

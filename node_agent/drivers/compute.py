@@ -159,7 +159,8 @@ class ComputeDriver(base.Driver):
         self.shared, self.dedicated = cpu_sets(conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
-        if not deployment.owns_root(self.conf):
+        rules = deployment.layout(self.conf)
+        if not rules.owns_root:
             # nova-compute's root: what it carries is nova's to write.
             return {nodename}
         root = provider_tree.get(nodename)
@@ -171,14 +172,14 @@ class ComputeDriver(base.Driver):
             inventory['DISK_GB'] = layout.record(
                 disk_gb, math.ceil(c.reserved_host_disk_mb / 1024),
                 ratio['DISK_GB'])
-        traits = deployment.root_traits(self.conf)
+        traits = set(rules.root_traits)
         arch = self.snapshot.host.cpu_arch
         if arch:
             arch_trait = 'COMPUTE_ARCH_' + arch.upper()
             if arch_trait in os_traits.get_traits():
                 traits.add(arch_trait)
         numa = layout.numa_active(self.conf, self.snapshot)
-        if deployment.cpu_on_root(self.conf, numa):
+        if rules.cpu_on_root(numa):
             if self.shared:
                 inventory['VCPU'] = layout.record(
                     len(self.shared), c.reserved_host_cpus, ratio['VCPU'])

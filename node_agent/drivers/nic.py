@@ -35,7 +35,7 @@ The card provider hangs under the NUMA node its PFs share (root when NUMA
 modelling is off, the node is unknown or the PFs disagree); the resourceless
 card provider with ``CUSTOM_NIC_ROOT`` lets a request keep two VFs on one
 card with ``same_subtree``.  Beside nova-compute there is no card level
-(:func:`node_agent.drivers.layout.card_providers`): the PFs hang where the
+(:attr:`node_agent.deployment.Layout.card_level`): the PFs hang where the
 card would, as Neutron's own port providers have no card either.
 
 Managed: on card providers ``CUSTOM_NIC_ROOT``; on PF providers the classes
@@ -48,6 +48,7 @@ import dataclasses
 import os_traits
 from oslo_log import log as logging
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
 from node_agent import text
@@ -280,7 +281,7 @@ class NicDriver(base.Driver):
         for card, pfs in sorted(cards.items()):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
-            if layout.card_providers(self.conf):
+            if deployment.layout(self.conf).card_level:
                 card_rp = layout.ensure_device(
                     self.conf, self.snapshot, provider_tree, nodename,
                     identity.nic_id(card), node)

@@ -87,7 +87,7 @@ class NumaDriver(base.Driver):
         return layout.numa_active(self.conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
-        resources = deployment.numa_has_resources(self.conf)
+        resources = deployment.layout(self.conf).cpu_memory
         wanted = set()
         inventories = self._inventories(current, nodename) if resources \
             else {}

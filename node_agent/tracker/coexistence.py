@@ -354,7 +354,7 @@ def not_attachable_in(conf, snapshot, tree):
     from node_agent import drivers as drivers_mod
     from node_agent.conf import nova as nova_conf
     from node_agent.drivers import coexist
-    if deployment.owns_root(conf):
+    if deployment.layout(conf).owns_root:
         return []
     nova = nova_conf.read_nova_reports(conf)
     drivers = drivers_mod.DriverSet(conf, snapshot)

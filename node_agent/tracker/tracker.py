@@ -437,7 +437,7 @@ class ResourceTracker:
                 self.metrics.root_shared(None)
             return
         service, evidence = found
-        error = exception.RootShared(self.conf.deployment, self.nodename,
+        error = exception.RootShared(self.root.layout.mode, self.nodename,
                                      service, [e for _, e in evidence])
         self.shared_with = error
         self.metrics.root_shared(service, [k for k, _ in evidence])

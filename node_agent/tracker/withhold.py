@@ -115,7 +115,7 @@ def clean_one_time_use(rt, tree):
     """Beside nova-compute, nova's one-time-use devices cleaned
     (:mod:`node_agent.one_time_use`): before the health hook, which must
     not take a one-time-use reservation for its own."""
-    if deployment.mode(rt.conf) == deployment.BESIDE_NOVA:
+    if deployment.layout(rt.conf).nova_devices:
         from node_agent import one_time_use
         from node_agent.tracker import nova_pci
         rt.one_time_use = one_time_use.audit(rt, tree, nova_pci)
@@ -124,8 +124,7 @@ def clean_one_time_use(rt, tree):
 def reserve_beside_nova(rt, tree):
     """Beside nova-compute, reserve nova's own PCI providers of the devices
     withheld (:mod:`node_agent.tracker.nova_pci`)."""
-    if rt.health is None or \
-            deployment.mode(rt.conf) != deployment.BESIDE_NOVA:
+    if rt.health is None or not deployment.layout(rt.conf).nova_devices:
         return
     from node_agent.tracker import nova_pci
     root = tree.find(rt.nodename)

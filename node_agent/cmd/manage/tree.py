@@ -136,7 +136,7 @@ def _not_offered(conf, tree, snapshot):
     is already on stderr)."""
     from node_agent import deployment
     from node_agent.tracker import coexistence
-    if (snapshot is None or deployment.owns_root(conf)
+    if (snapshot is None or deployment.layout(conf).owns_root
             or tree.roots[0].generation is None):
         return []
     return coexistence.not_attachable_in(conf, snapshot, tree)

@@ -39,7 +39,7 @@ What a GPU offers, first match wins:
    provider (two vGPUs of one card: ``same_subtree`` with a
    resourceless group on the GPU); beside nova-compute it hangs where
    the GPU's would, with no GPU provider
-   (:func:`node_agent.drivers.layout.card_providers`), and carries the
+   (:attr:`node_agent.deployment.Layout.card_level`), and carries the
    GPU's traits with ``[gpu] vf_traits`` only.  Pooled
    (``pooled``, ``auto`` in standalone): the VFs of one GPU that offer
    the same type are one inventory on the GPU's provider, and the claim

@@ -7,6 +7,7 @@ and the reshape's view of its devices (:mod:`~node_agent.drivers.gpu.claims`).
 import functools
 import logging
 
+from node_agent import deployment
 from node_agent import identity
 from node_agent.conf import devices as devices_opts
 from node_agent.conf import gpu as gpu_opts
@@ -155,9 +156,9 @@ class GpuDriver(base.Driver):
     def _vfs_alone(self, gpu, inventory, offers):
         """Whether the GPU's vGPU VFs are reported without a provider of
         the GPU above them: no card level
-        (:func:`node_agent.drivers.layout.card_providers`), one provider
+        (:attr:`node_agent.deployment.Layout.card_level`), one provider
         per VF, nothing offered on the GPU itself."""
-        return (not layout.card_providers(self.conf) and not inventory
+        return (not deployment.layout(self.conf).card_level and not inventory
                 and gpu.address not in self.devices.pools
                 and all(o.address != gpu.address for o in offers))
 
@@ -177,7 +178,7 @@ class GpuDriver(base.Driver):
             layout.set_traits(child, traits, self._managed_traits())
         return made
 
-    # -- the reshape's and the claims' view (node_agent.drivers.gpu_claims)
+    # -- the reshape's and the claims' view (node_agent.drivers.gpu.claims)
 
     @functools.cached_property
     def devices(self):

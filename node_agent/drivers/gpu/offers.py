@@ -84,9 +84,7 @@ def vf_shape(conf):
     value = conf.gpu.vf_providers
     if value != AUTO:
         return value
-    if deployment.mode(conf) == deployment.STANDALONE:
-        return POOLED
-    return PER_VF
+    return deployment.layout(conf).vf_shape
 
 
 def pool_of(offers):

@@ -13,6 +13,7 @@ import os
 import pynvml
 import pytest
 
+from node_agent import deployment
 from node_agent import drivers
 from node_agent import identity
 from node_agent.conf import devices as devices_conf
@@ -309,8 +310,9 @@ def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
     agent = host4_agent(conf, adapter)
     conf.set_override('deployment', 'beside_nova_compute')
     with monkeypatch.context() as m:
-        m.setattr(layout, 'card_providers', lambda conf: True)
-        m.setattr(layout, 'owner_trait', lambda conf: True)
+        m.setattr(deployment, 'layout', lambda conf: dataclasses.replace(
+            deployment.Layout.from_conf(conf), card_level=True,
+            owner_trait=True))
         agent.sync()
     assert parent(adapter, A10_VFS[1]) == uuid(A10)
     assert parent(adapter, A10) == numa(0)
