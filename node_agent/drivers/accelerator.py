@@ -62,8 +62,8 @@ class AcceleratorDriver(base.Driver):
         takes (names the entry and the field)."""
         device_spec.parse_allow_list(conf.pci.device_allow_list)
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.matchers = device_spec.parse_allow_list(
             conf.pci.device_allow_list)
         self.managed_classes = set(BASE_CLASSES) | {

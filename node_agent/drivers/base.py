@@ -39,6 +39,8 @@ says, so that a new kind touches its driver, its options and its tests
   holds (claims rebuilt from libvirt).
 """
 
+from node_agent import deployment
+
 
 class Driver:
     #: Entry point name in the ``node_agent.drivers`` namespace.
@@ -85,9 +87,13 @@ class Driver:
         Default: none."""
         return {}
 
-    def __init__(self, conf, snapshot):
+    def __init__(self, conf, snapshot, layout=None):
         self.conf = conf
         self.snapshot = snapshot
+        #: The deployment's rules (:class:`node_agent.deployment.Layout`),
+        #: given by the registry (:func:`node_agent.drivers.registry.create`);
+        #: read from ``conf`` for a driver made alone.
+        self.layout = deployment.layout(conf) if layout is None else layout
         #: ``{PCI address: Health}`` of devices to reserve
         #: (:mod:`node_agent.hardware.health`); the composition gives
         #: such a device's provider its health traits and reserves it

@@ -154,8 +154,8 @@ class ComputeDriver(base.Driver):
                 '[compute] cpu_shared_set and cpu_dedicated_set overlap on '
                 'CPUs ' + format_cpus(overlap))
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.shared, self.dedicated = cpu_sets(conf, snapshot)
 
     def build(self, provider_tree, nodename, current):

@@ -48,7 +48,6 @@ import dataclasses
 import os_traits
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
 from node_agent import text
@@ -236,8 +235,8 @@ class NicDriver(base.Driver):
     def check_options(cls, conf):
         check_options(conf)
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.mappings = parse_mappings(conf.nic.physical_device_mappings)
         self.vnic_traits = {vnic_type_trait(v) for v in
                             parse_vnic_types(conf.nic.vnic_types)}
@@ -281,7 +280,7 @@ class NicDriver(base.Driver):
         for card, pfs in sorted(cards.items()):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
-            if deployment.layout(self.conf).card_level:
+            if self.layout.card_level:
                 card_rp = layout.ensure_device(
                     self.conf, self.snapshot, provider_tree, nodename,
                     identity.nic_id(card), node)

@@ -79,8 +79,8 @@ class NumaDriver(base.Driver):
     def list_opts(cls):
         return numa_opts.list_opts()
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.shared, self.dedicated = compute.cpu_sets(conf, snapshot)
 
     def applies(self, snapshot):

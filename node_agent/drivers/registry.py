@@ -27,6 +27,7 @@ from importlib import metadata
 
 from stevedore import extension
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import check as conf_check
 
@@ -118,12 +119,13 @@ def create(conf, snapshot, classes=None):
     functions granted (:func:`grant`).
 
     The one place a driver is constructed: what it is given (the
-    configuration, the snapshot; the deployment layout once it is a value
-    of its own) is decided here.
+    configuration, the snapshot, the deployment's
+    :class:`~node_agent.deployment.Layout`) is decided here.
     """
     classes = enabled(conf) if classes is None else list(classes)
     register_opts(conf, classes)
-    drivers = [plugin(conf, snapshot) for plugin in classes]
+    rules = deployment.layout(conf)
+    drivers = [plugin(conf, snapshot, layout=rules) for plugin in classes]
     grant(drivers)
     return drivers
 

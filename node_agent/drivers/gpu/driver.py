@@ -7,7 +7,6 @@ and the reshape's view of its devices (:mod:`~node_agent.drivers.gpu.claims`).
 import functools
 import logging
 
-from node_agent import deployment
 from node_agent import identity
 from node_agent.conf import devices as devices_opts
 from node_agent.conf import gpu as gpu_opts
@@ -66,8 +65,8 @@ class GpuDriver(base.Driver):
             ('VGPU',): (sum(g.most_vgpus() for g in snapshot.gpus),
                         'vGPUs its GPUs can hold')}
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.passthrough = passthrough_mod.Passthrough(conf)
         self.types = gpu_types.Types(gpu_types.type_configs(conf))
 
@@ -158,7 +157,7 @@ class GpuDriver(base.Driver):
         the GPU above them: no card level
         (:attr:`node_agent.deployment.Layout.card_level`), one provider
         per VF, nothing offered on the GPU itself."""
-        return (not deployment.layout(self.conf).card_level and not inventory
+        return (not self.layout.card_level and not inventory
                 and gpu.address not in self.devices.pools
                 and all(o.address != gpu.address for o in offers))
 
@@ -190,7 +189,8 @@ class GpuDriver(base.Driver):
             by_gpu.setdefault(offer.gpu_address, []).append(offer)
         pools = {}
         if self.conf.gpu.per_gpu_providers and \
-                offers_mod.vf_shape(self.conf) == offers_mod.POOLED:
+                offers_mod.vf_shape(self.conf.gpu.vf_providers,
+                                    self.layout) == offers_mod.POOLED:
             for address, gpu_offers in by_gpu.items():
                 pool = offers_mod.pool_of(gpu_offers)
                 if pool is not None:

@@ -16,7 +16,6 @@ import re
 import os_resource_classes as orc
 from oslo_log import log as oslo_logging
 
-from node_agent import deployment
 from node_agent.hardware import snapshot as snapshot_mod
 
 LOG = oslo_logging.getLogger(__name__)
@@ -78,13 +77,13 @@ def _norm(text):
     return re.sub(r'[^A-Z0-9]+', '_', text.upper()).strip('_')
 
 
-def vf_shape(conf):
-    """``per_vf`` or ``pooled``: what ``[gpu] vf_providers`` means in the
-    deployment mode ``conf`` runs in."""
-    value = conf.gpu.vf_providers
+def vf_shape(value, rules):
+    """``per_vf`` or ``pooled``: what ``[gpu] vf_providers = value`` means
+    under ``rules`` (the deployment's
+    :class:`~node_agent.deployment.Layout`)."""
     if value != AUTO:
         return value
-    return deployment.layout(conf).vf_shape
+    return rules.vf_shape
 
 
 def pool_of(offers):
