@@ -174,7 +174,7 @@ def hold_back_unattachable(nova, report_client, drivers, reported, current,
 
 def _vgpu_offers(drivers):
     """``(offers, pools)`` of the GPU driver's vGPUs, ``({}, {})`` when it
-    is not enabled (:class:`node_agent.drivers.gpu_claims.Devices`)."""
+    is not enabled (:class:`node_agent.drivers.gpu.claims.Devices`)."""
     for driver in drivers.drivers:
         if driver.name == 'gpu':
             return driver.devices.offers, driver.devices.pools
