@@ -159,7 +159,7 @@ class ComputeDriver(base.Driver):
         self.shared, self.dedicated = cpu_sets(conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
-        rules = deployment.layout(self.conf)
+        rules = self.layout
         if not rules.owns_root:
             # nova-compute's root: what it carries is nova's to write.
             return {nodename}

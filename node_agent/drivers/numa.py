@@ -36,7 +36,6 @@ node that has VCPU or PCPU (resource traits follow their resources).
 
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent import identity
 from node_agent.conf import numa as numa_opts
 from node_agent.drivers import base
@@ -87,7 +86,7 @@ class NumaDriver(base.Driver):
         return layout.numa_active(self.conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
-        resources = deployment.layout(self.conf).cpu_memory
+        resources = self.layout.cpu_memory
         wanted = set()
         inventories = self._inventories(current, nodename) if resources \
             else {}
