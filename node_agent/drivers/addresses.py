@@ -29,7 +29,6 @@ import re
 
 from node_agent import exception
 from node_agent.conf import devices as devices_conf
-from node_agent.drivers import coexist
 from node_agent.drivers import device_spec
 from node_agent.drivers.gpu import types as gpu_types
 
@@ -39,6 +38,21 @@ PRODUCT = re.compile(r'[0-9a-f]{4}:[0-9a-f]{4}')
 SUGGESTED = 3
 NEAR = 4
 CUTOFF = 0.6
+
+
+# A PCI function address at the end of a provider name, in the libvirt
+# node-device spelling (pci_0000_3b_00_0) or the sysfs one (0000:3b:00.0).
+_NAME_ADDRESS = re.compile(
+    r'([0-9a-f]{4})[_:]([0-9a-f]{2})[_:]([0-9a-f]{2})[_.]([0-7])$')
+
+
+def pci_address(name):
+    """``'0000:3b:00.0'`` when ``name`` ends in a PCI function, else None."""
+    match = _NAME_ADDRESS.search(name.lower())
+    if match is None:
+        return None
+    domain, bus, slot, function = match.groups()
+    return f'{domain}:{bus}:{slot}.{function}'
 
 
 def typed(conf, overrides=()):
@@ -72,7 +86,7 @@ def typed(conf, overrides=()):
                 found.append((option, matcher.address_text,
                               matcher.address))
     for override in overrides:
-        address = coexist.pci_address(override.name or '')
+        address = pci_address(override.name or '')
         if address is not None:
             found.append((
                 f'provider override file {override.filename}: '

@@ -24,7 +24,6 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent.hardware import health as health_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -221,7 +220,7 @@ def health_traits(health):
     :class:`~node_agent.hardware.health.Health` or None): the degraded
     trait for a warning, the health traits when its device is reserved,
     none otherwise."""
-    if health is not None and health.state == health_mod.WARNING:
+    if health is not None and health.warns:
         return {DEGRADED_TRAIT}
     if health is None or not health.reserves:
         return set()

@@ -169,6 +169,11 @@ class Health:
     def healthy(self):
         return self.state == HEALTHY
 
+    @property
+    def warns(self):
+        """Offered still, marked degraded (a warning)."""
+        return self.state == WARNING
+
 
 HEALTHY_HEALTH = Health()
 

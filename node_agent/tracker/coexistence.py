@@ -268,10 +268,10 @@ def withhold_vfs(report_client, reported, current, desired, handed_out,
     usage read per owned PF that still has the class in Placement, so a
     steady state reads nothing.
     """
-    from node_agent.drivers import coexist
+    from node_agent.drivers import addresses
     concerned = []
     for ours in reported.providers():
-        address = None if ours.is_root else coexist.pci_address(ours.name)
+        address = None if ours.is_root else addresses.pci_address(ours.name)
         provider = desired.find(ours.name)
         if address in handed_out and ours.name not in skip and \
                 provider is not None and VF_CLASS in provider.inventory:

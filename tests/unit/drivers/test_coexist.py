@@ -6,6 +6,7 @@ import pytest
 
 from node_agent import provider_tree as pt
 from node_agent.conf import nova as nova_conf
+from node_agent.drivers import addresses
 from node_agent.drivers import coexist
 from node_agent.drivers.gpu import offers as gpu_offers
 from tests.unit.drivers import hostdata
@@ -22,7 +23,7 @@ ROOT = 'cn1'
     ('cn1_numa_0', None),
 ])
 def test_pci_address_in_either_spelling(name, address):
-    assert coexist.pci_address(name) == address
+    assert addresses.pci_address(name) == address
 
 
 def trees():
