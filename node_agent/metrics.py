@@ -240,7 +240,7 @@ class Metrics:
             self._reshapes.labels(result)
         self._tree = _TreeCollector(core.GaugeMetricFamily)
         self._claims = _ClaimsCollector(core.GaugeMetricFamily)
-        # -- device health (node_agent.hardware.health) --
+        # -- device health (node_agent.health.model) --
         self._health = _HealthCollector(core.GaugeMetricFamily)
         self._problems = _ProblemCollector(core.GaugeMetricFamily)
         for collector in (self._tree, self._claims, self._health,

@@ -53,7 +53,7 @@ from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.drivers import layout
 from node_agent.hardware import discovery
-from node_agent.tracker import coexistence
+from node_agent.beside_nova import coexistence
 from tests.fixtures import hosts as recorded
 from tests.fixtures import recorded_nvml
 
@@ -88,7 +88,7 @@ def ours(conf, snap, name):
     """node-agent's tree for host ``name``, built by its drivers, as its
     tracker writes it at a fresh host's first start: beside nova-compute
     without what nova-compute's configuration (``[nova] config_file``)
-    gives nova (:func:`node_agent.tracker.coexistence.
+    gives nova (:func:`node_agent.beside_nova.coexistence.
     skip_reported_elsewhere`: nothing of the agent's in Placement yet, so
     no usage to read)."""
     tree = ptree.ProviderTree()

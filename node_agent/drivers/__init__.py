@@ -69,7 +69,7 @@ class DriverSet:
     def reported(self, root):
         """What the drivers report under ``root`` alone: a new tree with a
         copy of the root and the providers they make, whatever else
-        Placement holds (:mod:`node_agent.drivers.coexist`)."""
+        Placement holds (:mod:`node_agent.beside_nova.coexist`)."""
         tree = ptree.ProviderTree()
         copy = tree.new_root(root.name, uuid=root.uuid)
         copy.inventory = {rc: dict(r) for rc, r in root.inventory.items()}

@@ -95,7 +95,7 @@ class Driver:
         #: read from ``conf`` for a driver made alone.
         self.layout = deployment.layout(conf) if layout is None else layout
         #: ``{PCI address: Health}`` of devices to reserve
-        #: (:mod:`node_agent.hardware.health`); the composition gives
+        #: (:mod:`node_agent.health.model`); the composition gives
         #: such a device's provider its health traits and reserves it
         #: (:func:`node_agent.drivers.layout.apply_health`).
         self.health = {}

@@ -204,7 +204,7 @@ def allocation_ratio(explicit, initial, current, nodename, resource_class):
 #: Trait of a device provider whose device is reserved for its health
 #: (isolated by a health source, or drained by an operator), beside a
 #: reason trait per cause family: ``CUSTOM_NODE_AGENT_HEALTH_ECC``, ...
-#: (:mod:`node_agent.hardware.health`), so that operators can list them
+#: (:mod:`node_agent.health.model`), so that operators can list them
 #: with ``openstack resource provider list --required ...``.
 UNHEALTHY_TRAIT = 'CUSTOM_NODE_AGENT_UNHEALTHY'
 HEALTH_TRAIT_PREFIX = 'CUSTOM_NODE_AGENT_HEALTH_'
@@ -217,7 +217,7 @@ HEALTH_TRAITS = (UNHEALTHY_TRAIT, DEGRADED_TRAIT, HEALTH_TRAIT_PREFIX + '*')
 
 def health_traits(health):
     """The traits a device provider carries for ``health`` (a
-    :class:`~node_agent.hardware.health.Health` or None): the degraded
+    :class:`~node_agent.health.model.Health` or None): the degraded
     trait for a warning, the health traits when its device is reserved,
     none otherwise."""
     if health is not None and health.warns:

@@ -17,7 +17,7 @@ malformed entry is a ConfigError at construction.  ``SRIOV_NET_VF`` is the
 PF's ``sriov_numvfs``: only VFs that exist can be handed to a guest, and
 raising ``sriov_numvfs`` shows up at the next audit.  Beside nova-compute
 a PF whose VFs nova's ``[pci] device_spec`` matches offers none: nova's
-PCI tracker hands them out (:mod:`node_agent.tracker.coexistence`).
+PCI tracker hands them out (:mod:`node_agent.beside_nova.coexistence`).
 
 As Neutron's port requests expect (one group with
 ``required=CUSTOM_PHYSNET_<NET>,CUSTOM_VNIC_TYPE_DIRECT`` and

@@ -293,7 +293,7 @@ class Guests:
         shape), compared instead of Placement's, or None.
         ``left_alone``: ``(ours, theirs, why)`` of the providers this sync
         leaves as Placement has them (a device another service reports,
-        :mod:`node_agent.tracker.coexistence`): not compared."""
+        :mod:`node_agent.beside_nova.coexistence`): not compared."""
         ownership = dict(ownership or {})
         for ours, _, _ in left_alone:
             provider = desired.find(ours)
@@ -371,7 +371,7 @@ class Guests:
 
     def _notify(self, nodename, finding, priority):
         if self._notifier is None:
-            from node_agent import health_notifier
+            from node_agent.health import notifier as health_notifier
             self._notifier = health_notifier.HealthNotifier.from_conf(
                 self.conf) or False
         if self._notifier:

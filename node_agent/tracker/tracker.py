@@ -5,7 +5,7 @@ The algorithm, step by step (``client``: the report client)::
     discover   snapshot = discovery.scan(), trusted and held (see below)
     read       current  = the tree under this host's root, found (or
                           created) as [DEFAULT] deployment says
-                          (:mod:`node_agent.tracker.root`); its name is
+                          (:mod:`node_agent.beside_nova.root`); its name is
                           the nodename the drivers build under
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
@@ -34,7 +34,7 @@ Rules:
   daemon waits out.
 - A mode that owns the root (standalone) writes nothing while another
   service writes it (``RootShared``: fatal at startup, an audit skipped;
-  :meth:`node_agent.tracker.root.RootFinder.other_writer`).
+  :meth:`node_agent.beside_nova.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
   retried from fresh data ``[audit] reshape_retries`` times; a conflict
@@ -96,9 +96,9 @@ from node_agent import text
 from node_agent.hardware import removal
 from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
-from node_agent.tracker import coexistence
+from node_agent.beside_nova import coexistence
 from node_agent.tracker import guests as guests_mod
-from node_agent.tracker import root as root_mod
+from node_agent.beside_nova import root as root_mod
 from node_agent.tracker import withhold
 
 LOG = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ def _drivers(conf, snapshot, health=None):
 
 
 def read_tree(conf, report_client, ensure=True):
-    """This host's tree in Placement (:mod:`node_agent.tracker.root`).
+    """This host's tree in Placement (:mod:`node_agent.beside_nova.root`).
 
     ``ensure=False`` writes nothing: a missing root gives the tree that
     ensuring it would create.
@@ -207,7 +207,7 @@ class ResourceTracker:
         self.claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
         # A HealthMonitor (the daemon's, or one holding what is stored:
-        # node_agent.health_state), or None: its unhealthy devices are
+        # node_agent.health.state), or None: its unhealthy devices are
         # reserved in every tree built.
         self.health = None
         self.kept_checked = False       # stored health unreadable: kept?
@@ -477,8 +477,8 @@ class ResourceTracker:
 
     def _skip_reported_elsewhere(self, drivers, current, desired,
                                  snapshot, ownership):
-        """Beside nova-compute: no device reported twice
-        (:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`)."""
+        """Beside nova-compute: no device reported twice (:func:`node_agent.
+        beside_nova.coexistence.skip_reported_elsewhere`)."""
         from node_agent.conf import nova as nova_conf
         nova = nova_conf.read_nova_reports(self.conf)
         self.unreadable = coexistence.note_unreadable(

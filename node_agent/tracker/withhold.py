@@ -1,7 +1,7 @@
 """Withholding reaches Placement whatever else is going on.
 
 Two rules of device health the tracker's round applies here
-(:mod:`node_agent.hardware.health`, :mod:`node_agent.health_state`):
+(:mod:`node_agent.health.model`, :mod:`node_agent.health.state`):
 
 - **No scan needed** (:func:`reserve_first`).  A device newly isolated or
   drained is written before the round scans the host: the last good tree
@@ -12,7 +12,7 @@ Two rules of device health the tracker's round applies here
   added this way; a device given back waits for the round's scan.
 - **Nova's own providers too** (:func:`reserve_beside_nova`): beside
   nova-compute, nova's PCI providers of the devices withheld
-  (:mod:`node_agent.tracker.nova_pci`), whatever the name of the mode
+  (:mod:`node_agent.beside_nova.nova_pci`), whatever the name of the mode
   that runs beside it (the deprecated ``whole_host`` included).
 - **Nothing given back by an unreadable record** (:func:`keep_reserved`).
   When the stored decisions could not be read, what Placement shows
@@ -31,7 +31,7 @@ import time
 from oslo_log import log as logging
 
 from node_agent import deployment
-from node_agent import health_state
+from node_agent.health import state as health_state
 from node_agent.placement import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def with_reservations(rt):
     """The last good tree with the devices newly withheld (whole) reserved
     too, or None when there are none (or nothing was synced)."""
     from node_agent.drivers import layout
-    from node_agent.hardware import health
+    from node_agent.health import model as health
     if rt.last_good is None or rt.health is None:
         return None
     before = health_state.reserved_in(rt.last_good, rt.nodename,
@@ -117,16 +117,16 @@ def clean_one_time_use(rt, tree):
     not take a one-time-use reservation for its own."""
     if deployment.layout(rt.conf).nova_devices:
         from node_agent import one_time_use
-        from node_agent.tracker import nova_pci
+        from node_agent.beside_nova import nova_pci
         rt.one_time_use = one_time_use.audit(rt, tree, nova_pci)
 
 
 def reserve_beside_nova(rt, tree):
     """Beside nova-compute, reserve nova's own PCI providers of the devices
-    withheld (:mod:`node_agent.tracker.nova_pci`)."""
+    withheld (:mod:`node_agent.beside_nova.nova_pci`)."""
     if rt.health is None or not deployment.layout(rt.conf).nova_devices:
         return
-    from node_agent.tracker import nova_pci
+    from node_agent.beside_nova import nova_pci
     root = tree.find(rt.nodename)
     if root is not None:
         nova_pci.apply(rt.report_client, tree, root, rt.unhealthy(),

@@ -59,7 +59,7 @@ def model_trait(gpu, pci=None):
 
 def isolated_profiles(gpu, health):
     """``{MIG profile: instances isolated}`` of ``gpu`` by its
-    ``health`` (:attr:`~node_agent.hardware.health.Health.instances`)."""
+    ``health`` (:attr:`~node_agent.health.model.Health.instances`)."""
     instances = health.instances if health is not None else ()
     isolated = {}
     for mig in gpu.mig_devices:

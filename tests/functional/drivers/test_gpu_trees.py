@@ -20,9 +20,9 @@ from node_agent.conf import devices as devices_conf
 from node_agent.drivers.gpu import driver as gpu_driver
 from node_agent.drivers.gpu import offers as gpu_offers
 from node_agent.drivers import layout
-from node_agent.hardware import health as health_mod
-from node_agent.hardware import health_monitor
-from node_agent.hardware import nvml_health
+from node_agent.health import model as health_mod
+from node_agent.health import monitor as health_monitor
+from node_agent.health import nvml as nvml_health
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names

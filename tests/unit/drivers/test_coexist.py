@@ -7,7 +7,7 @@ import pytest
 from node_agent import provider_tree as pt
 from node_agent.conf import nova as nova_conf
 from node_agent.drivers import addresses
-from node_agent.drivers import coexist
+from node_agent.beside_nova import coexist
 from node_agent.drivers.gpu import offers as gpu_offers
 from tests.unit.drivers import hostdata
 from tests.fixtures import provider_names as pn
