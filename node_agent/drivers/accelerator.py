@@ -28,6 +28,7 @@ class and trait any allow-list entry names.
 from oslo_log import log as logging
 
 from node_agent import identity
+from node_agent.claims import model
 from node_agent.conf import pci as pci_opts
 from node_agent.drivers import base
 from node_agent.drivers import device_spec
@@ -111,3 +112,18 @@ class AcceleratorDriver(base.Driver):
         mine = {device.address for device, _ in self.devices}
         return [identity.pci_id(a) for a in sorted(domain.hostdevs)
                 if a in mine], {}
+
+    def domain_devices(self, domain, holder):
+        """A guest's allow-listed devices, each the one unit of its class
+        on its own provider (what the claims rebuild and the guests'
+        comparison read)."""
+        held = []
+        for device, matcher in self.devices:
+            if device.address not in domain.hostdevs:
+                continue
+            rc = matcher.resource_class_for(device)
+            rp = holder(rc, device.address)
+            if rp:
+                held.append(model.Device(rc, rp, parent=device.address,
+                                         address=device.address))
+        return tuple(held)

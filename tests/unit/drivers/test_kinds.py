@@ -52,8 +52,20 @@ def test_nic_vf_is_on_its_pf(dconf, snapshot):
 
 def test_accelerator_device_is_its_own_provider(dconf, snapshot):
     accel = by_name(dconf, snapshot)['accelerator']
-    assert accel.affinity(guest(hostdevs=(VF0, hostdata.FPGA))) == (
-        [identity.pci_id(hostdata.FPGA)], {})
+    domain = guest(hostdevs=(VF0, hostdata.FPGA))
+    assert accel.affinity(domain) == ([identity.pci_id(hostdata.FPGA)], {})
+    (device,) = accel.domain_devices(domain, holder_of({'FPGA': 'rp-fpga'}))
+    assert (device.resource_class, device.provider, device.parent,
+            device.address) == ('FPGA', 'rp-fpga', hostdata.FPGA,
+                                hostdata.FPGA)
+    assert accel.domain_devices(domain, holder_of({})) == ()
+    assert accel.domain_devices(guest(hostdevs=(VF0,)), holder_of(
+        {'FPGA': 'rp-fpga'})) == ()
+    # What a guest holds is compared with its allocations (the guests'
+    # reading, the device its own holder): the FPGA is one of them.
+    assert [(h.resource_class, h.parent) for h in guests.held_devices(
+        by_name(dconf, snapshot).values(), [domain])] == [
+        ('SRIOV_NET_VF', PF0), ('FPGA', hostdata.FPGA)]
 
 
 def test_a_crashed_guest_still_holds_its_devices(dconf, snapshot):
