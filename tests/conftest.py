@@ -26,6 +26,7 @@ def pytest_configure(config):
     make_hosts.ensure()
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     # tools/run-tests.sh's --dist loadgroup: tests/fixtures/scheduling.py.
     return scheduling.make_scheduler(config, log)
