@@ -4,7 +4,7 @@
 # to pytest, e.g. tools/run-tests.sh tests/unit -k tree
 #
 # --dist loadgroup: the tests of one slow per-worker fixture (Keystone,
-# libvirtd, the scheduler-cost run: tests/conftest.py's ONE_WORKER) share
+# libvirtd, the scheduler-cost run: tests/fixtures/scheduling.py) share
 # one worker, so each is started once; pytest-xdist sends those groups
 # first, largest first, then every other test one by one to whichever
 # worker is free, so the workers finish together.
