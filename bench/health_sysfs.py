@@ -73,7 +73,7 @@ def main(argv=None):
     rows = [looks(host, args.runs) for host in args.host]
     text = '\n'.join(
         ['One look of `SysfsHealthSource` '
-         '(`node_agent/hardware/pci_health.py`) at every PCI function of a '
+         '(`node_agent/health/pci.py`) at every PCI function of a '
          'recorded host, each given the three AER files in a temporary '
          'copy of its sysfs: the AER counters, the link state, the '
          "device's presence.  The daemon looks every `[health] "

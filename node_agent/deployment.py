@@ -20,16 +20,46 @@ default is the mode that never writes the root::
                          [DEFAULT] host, COMPUTE_   (root when    MEMORY_MB
                          NODE + owner trait         NUMA is off)
 
+Every rule the mode decides is a field of :class:`Layout`, built once
+from the configuration by :func:`layout`, the one reader of ``[DEFAULT]
+deployment``; the rest of the agent reads the fields::
+
+    field         beside_nova_compute          standalone
+    owns_root     False: the root is found     True: created when missing,
+                  by nova's compute_id, else   named [DEFAULT] host; a
+                  [nova] hypervisor_hostname   second writer stops the
+                  (never created nor written)  agent (RootShared)
+    root_traits   none                         COMPUTE_NODE, CUSTOM_OWNER_
+                                               NODE_AGENT
+    cpu_memory    False: VCPU, PCPU,           True: on the NUMA nodes,
+                  MEMORY_MB are nova's         on the root when NUMA is off
+    numa_default  False: no NUMA providers     True: NUMA providers
+                  unless [numa] enabled        unless [numa] enabled = false
+    card_level    False: a GPU's VFs and a     True: a provider of the card
+                  NIC's PFs are children of    above its functions (for
+                  their NUMA node or root      same_subtree)
+    owner_trait   False: children known by     True: children carry
+                  their uuid only              CUSTOM_OWNER_NODE_AGENT
+    vf_shape      per_vf: one provider per     pooled: a GPU's identical
+                  vGPU VF ([gpu] vf_providers  VFs counted on its provider
+                  = auto)
+    nova_devices  True: nova's one-time-use    False
+                  devices cleaned, nova's PCI
+                  providers of withheld
+                  devices reserved
+
 ``whole_host`` (the agent writing nova's root for a nova-compute that
 never reports) has no host it is right on: on a Nova hypervisor
 nova-compute reports, and a Placement cloud without Nova is
-``standalone``.  The value is still accepted, logged once as deprecated,
-and runs as ``beside_nova_compute`` (:func:`mode`): its children keep
-their names and uuids (both derive from the root's uuid), and the root is
-left to nova-compute.
+``standalone``.  The value is still accepted, logged once as deprecated
+(:attr:`Layout.deprecation`), and runs as ``beside_nova_compute``
+(:attr:`Layout.mode`): its children keep their names and uuids (both
+derive from the root's uuid), and the root is left to nova-compute.
 
 Pure: nothing here reads a file or Placement.
 """
+
+import dataclasses
 
 from node_agent import identity
 
@@ -58,36 +88,78 @@ WHOLE_HOST_DEPRECATED = (
     'on a Placement cloud without Nova) to silence this')
 
 
-def mode(conf):
-    """The mode the agent runs in: ``whole_host`` runs as beside nova."""
-    if conf.deployment == WHOLE_HOST:
-        return BESIDE_NOVA
-    return conf.deployment
+#: ``[gpu] vf_providers = auto`` in each mode (see :attr:`Layout.vf_shape`).
+PER_VF = 'per_vf'
+POOLED = 'pooled'
 
 
-def deprecation(conf):
-    """The WARNING ``conf`` owes the operator, or None."""
-    if conf.deployment == WHOLE_HOST:
-        return WHOLE_HOST_DEPRECATED
-    return None
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Every rule ``[DEFAULT] deployment`` decides (see the module doc)."""
+    #: The value as configured (``whole_host`` included).
+    configured: str
+    #: The mode the agent runs in: ``standalone`` or ``beside_nova_compute``.
+    mode: str
+    #: The WARNING the configuration owes the operator, or None.
+    deprecation: str | None
+    #: Whether the agent creates and writes the root provider.
+    owns_root: bool
+    #: The provider traits the agent puts on a root it owns.
+    root_traits: frozenset
+    #: Whether the agent reports VCPU, PCPU and MEMORY_MB (on the NUMA
+    #: providers, on the root while NUMA modelling is off).
+    cpu_memory: bool
+    #: ``[numa] enabled`` unset means this.
+    numa_default: bool
+    #: Whether a card's functions hang under a provider of the card (a GPU
+    #: above its vGPU VFs, a NIC above its PFs), so that ``same_subtree``
+    #: can keep two of them on one card: in standalone.  Beside
+    #: nova-compute each function is a child of its NUMA node's provider
+    #: or of the root, as nova's own are, and carries the card's traits
+    #: itself: Nova 34 builds ``same_subtree`` only from Neutron's port
+    #: requests, and a flavor's ``trait:...=required`` is matched on the
+    #: providers that give the resources.
+    card_level: bool
+    #: Whether the agent's children carry ``CUSTOM_OWNER_NODE_AGENT``: in
+    #: standalone, where the whole tree is the agent's.  Beside
+    #: nova-compute they carry no owner trait: there nova marks its own
+    #: providers ``OWNER_NOVA`` (its scheduler tells them apart by it), the
+    #: agent's are known by their uuid (:func:`identity.is_ours`), and one
+    #: more trait on every vGPU VF's provider is one more row that every
+    #: scheduling request in the cloud reads (doc/scheduler-cost.md).
+    owner_trait: bool
+    #: What ``[gpu] vf_providers = auto`` means: PER_VF or POOLED.
+    vf_shape: str
+    #: Whether nova's own PCI devices are looked after (one-time-use
+    #: devices cleaned, nova's providers of withheld devices reserved).
+    nova_devices: bool
+
+    @classmethod
+    def from_conf(cls, conf):
+        """The layout ``conf``'s ``[DEFAULT] deployment`` gives."""
+        configured = conf.deployment
+        if configured == STANDALONE:
+            return cls(
+                configured=configured, mode=STANDALONE, deprecation=None,
+                owns_root=True,
+                root_traits=frozenset({COMPUTE_NODE, OWNER_NODE_AGENT}),
+                cpu_memory=True, numa_default=True, card_level=True,
+                owner_trait=True, vf_shape=POOLED, nova_devices=False)
+        return cls(
+            configured=configured, mode=BESIDE_NOVA,
+            deprecation=(WHOLE_HOST_DEPRECATED if configured == WHOLE_HOST
+                         else None),
+            owns_root=False, root_traits=frozenset(), cpu_memory=False,
+            numa_default=False, card_level=False, owner_trait=False,
+            vf_shape=PER_VF, nova_devices=True)
+
+    def cpu_on_root(self, numa_active):
+        """Whether VCPU, PCPU and MEMORY_MB go on the root (else on the
+        NUMA providers, or nowhere beside nova-compute: nova's root)."""
+        return self.cpu_memory and not numa_active
 
 
-def owns_root(conf):
-    """Whether the agent creates and writes the root provider."""
-    return mode(conf) == STANDALONE
-
-
-def cpu_on_root(conf, numa_active):
-    """Whether VCPU, PCPU and MEMORY_MB go on the root (else on the NUMA
-    providers).  Beside nova-compute they are nova's, on its root."""
-    return owns_root(conf) and not numa_active
-
-
-def numa_has_resources(conf):
-    """Whether NUMA providers carry CPU and memory inventory."""
-    return owns_root(conf)
-
-
-def root_traits(conf):
-    """The provider traits the agent puts on a root it owns."""
-    return {COMPUTE_NODE, OWNER_NODE_AGENT}
+def layout(conf):
+    """:meth:`Layout.from_conf`: the one reader of ``[DEFAULT]
+    deployment``."""
+    return Layout.from_conf(conf)

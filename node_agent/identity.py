@@ -47,7 +47,7 @@ In standalone every provider the agent owns carries :data:`OWNER_TRAIT`
 (the drivers put it on the children they make, see
 :func:`node_agent.drivers.layout.ensure_child`), so other services and
 operators can see the owner; beside nova-compute the children carry none
-(:func:`node_agent.drivers.layout.owner_trait` says why).  The trait is a
+(:attr:`node_agent.deployment.Layout.owner_trait` says why).  The trait is a
 sign, not the rule: an operator may copy a trait, not a uuid.
 
 Migration and the name clash: ``<host>_numa_0`` keeps its name but changes
@@ -59,6 +59,7 @@ legacy provider is deleted.  A crash in between leaves a provider named
 the next start finishes the migration.
 """
 
+import dataclasses
 import re
 import uuid as uuidlib
 
@@ -240,17 +241,27 @@ def is_ours(provider, root):
     return is_derived(provider) or is_legacy(provider, root.name)
 
 
+@dataclasses.dataclass(frozen=True)
+class Ownership:
+    """What the agent may touch on one provider: whether it owns it, and
+    the traits, resource classes and aggregates it set there (the rest is
+    another writer's, kept by every write)."""
+    owned: bool = False
+    traits: frozenset = frozenset()
+    resource_classes: frozenset = frozenset()
+    aggregates: frozenset = frozenset()
+
+
 def owned(provider, root, ownership=None):
     """May the agent touch ``provider`` of the tree under ``root``: the one
     answer every step of a round uses (the drivers' pruning, overrides and
     reshape, the plan, allocation healing, the devices watched).
 
-    ``ownership``: ``{uuid: record with an owned flag}``, decided once for
-    the round by the tracker from the report client's records (where,
-    beside nova-compute, the root is not the agent's).  A provider it does
-    not name (one the drivers made in this pass) and every provider when
-    there is none (a tree built from nothing) go by the rule,
-    :func:`is_ours`.
+    ``ownership``: ``{uuid: Ownership}``, decided once for the round by
+    the tracker from the report client's records (where, beside
+    nova-compute, the root is not the agent's).  A provider it does not
+    name (one the drivers made in this pass) and every provider when there
+    is none (a tree built from nothing) go by the rule, :func:`is_ours`.
     """
     record = ownership.get(provider.uuid) if ownership else None
     if record is not None:
@@ -258,11 +269,15 @@ def owned(provider, root, ownership=None):
     return is_ours(provider, root)
 
 
-def owned_by_rule(provider):
-    """Ownership when nothing is recorded and the root is not known: a
-    derived child, or a provider of the previous release (its root, whose
-    uuid is the legacy one, included)."""
-    return is_derived(provider) or legacy_name(provider) is not None
+def ownership_of(provider, tree, ownership=None):
+    """The :class:`Ownership` of ``provider`` of ``tree``: its record in
+    ``ownership``, else :func:`is_ours` under its own root in ``tree``
+    (having set nothing on it): the same rule as :func:`owned`."""
+    record = ownership.get(provider.uuid) if ownership else None
+    if record is not None:
+        return record
+    root = tree.find(provider.root_uuid)
+    return Ownership(owned=root is not None and is_ours(provider, root))
 
 
 def successor_id(provider, root_name):

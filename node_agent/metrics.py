@@ -116,6 +116,58 @@ GUEST_LABELS = ('guest', 'guest_name', 'device', 'resource_class', 'problem',
                 'provider', 'charged_on')
 
 
+# The instruments: (attribute, prometheus_client class, name after
+# PREFIX, help, label names, keyword arguments).
+_INSTRUMENTS = (
+    ('_requests', 'Counter', 'placement_requests',
+     'Requests sent to Placement, by HTTP method and status code '
+     '("error": no answer).', ('method', 'status'), {}),
+    ('_latency', 'Histogram', 'placement_request_duration_seconds',
+     'Time from sending a Placement request to its answer.', ('method',),
+     {}),
+    ('_conflicts', 'Counter', 'placement_conflicts',
+     'Generation conflicts: Placement answered 409 '
+     'placement.concurrent_update (another writer changed a provider or '
+     'consumer first).', (), {}),
+    ('_retries', 'Counter', 'placement_conflict_retries',
+     'Writes re-read and retried after a generation conflict, startup '
+     'reshapes included.', (), {}),
+    ('_audits', 'Counter', 'audits',
+     'Periodic audits, by result: ok, failed, placement_unavailable.',
+     ('result',), {}),
+    ('_audit_time', 'Histogram', 'audit_duration_seconds',
+     'Duration of one periodic audit (discover, read, sync, claim '
+     'checks).', (), {'buckets': AUDIT_BUCKETS}),
+    ('_reshapes', 'Counter', 'reshapes',
+     'Startup reshapes, by result: ok, conflict (retried from fresh '
+     'data), failed.', ('result',), {}),
+    ('_last_sync', 'Gauge', 'last_sync_timestamp_seconds',
+     'Unix time of the last successful sync with Placement (startup or '
+     'audit).', (), {}),
+    ('_rpc_up', 'Gauge', 'rpc_server_up',
+     '1 while the claims RPC server is serving, else 0 (also when '
+     '[DEFAULT] transport_url is unset).', (), {}),
+    ('_restart', 'Gauge', 'restart_required',
+     '1 while a layout change waits for a restart to be reshaped.', (),
+     {}),
+    ('_shared', 'Gauge', 'root_shared',
+     '1 per kind of evidence while the agent, in a mode that owns the '
+     'root, refuses to write a root another service writes.',
+     ('service', 'evidence'), {}),
+    ('_unreadable', 'Gauge', 'evidence_unreadable',
+     '1 per file the agent reads to keep off the devices another service '
+     'reports (nova.conf) that it cannot read, with why.',
+     ('file', 'reason'), {}),
+    ('_guest_devices', 'Gauge', 'guest_devices',
+     'Units a running guest holds that Placement does not charge on its '
+     'provider: unallocated (reserved, never offered) or misplaced '
+     '(charged on another provider).', GUEST_LABELS, {}),
+    ('_source_restarts', 'Counter', 'health_source_restarts',
+     'Health sources started again after they stopped on an unexpected '
+     'error, by source.', ('source',), {}),
+)
+
+
 class NoMetrics:
     """Metrics off: every hook does nothing."""
 
@@ -178,85 +230,24 @@ class Metrics:
 
         self.registry = prom.CollectorRegistry(auto_describe=True)
         self.address = None         # (host, port) while served
-
-        def make(kind, name, doc, *args, **kwargs):
-            return kind(PREFIX + name, doc, *args, registry=self.registry,
-                        **kwargs)
-
-        self._requests = make(
-            prom.Counter, 'placement_requests',
-            'Requests sent to Placement, by HTTP method and status code '
-            '("error": no answer).', ['method', 'status'])
-        self._latency = make(
-            prom.Histogram, 'placement_request_duration_seconds',
-            'Time from sending a Placement request to its answer.',
-            ['method'])
-        self._conflicts = make(
-            prom.Counter, 'placement_conflicts',
-            'Generation conflicts: Placement answered 409 '
-            'placement.concurrent_update (another writer changed a '
-            'provider or consumer first).')
-        self._retries = make(
-            prom.Counter, 'placement_conflict_retries',
-            'Writes re-read and retried after a generation conflict, '
-            'startup reshapes included.')
-        self._audits = make(
-            prom.Counter, 'audits',
-            'Periodic audits, by result: ok, failed, '
-            'placement_unavailable.', ['result'])
-        self._audit_time = make(
-            prom.Histogram, 'audit_duration_seconds',
-            'Duration of one periodic audit (discover, read, sync, '
-            'claim checks).', buckets=AUDIT_BUCKETS)
-        self._reshapes = make(
-            prom.Counter, 'reshapes',
-            'Startup reshapes, by result: ok, conflict (retried from '
-            'fresh data), failed.', ['result'])
-        self._last_sync = make(
-            prom.Gauge, 'last_sync_timestamp_seconds',
-            'Unix time of the last successful sync with Placement '
-            '(startup or audit).')
-        self._rpc_up = make(
-            prom.Gauge, 'rpc_server_up',
-            '1 while the claims RPC server is serving, else 0 (also when '
-            '[DEFAULT] transport_url is unset).')
-        self._restart = make(
-            prom.Gauge, 'restart_required',
-            '1 while a layout change waits for a restart to be reshaped.')
-        self._shared = make(
-            prom.Gauge, 'root_shared',
-            '1 per kind of evidence while the agent, in a mode that owns '
-            'the root, refuses to write a root another service writes.',
-            ['service', 'evidence'])
-        self._unreadable = make(
-            prom.Gauge, 'evidence_unreadable',
-            '1 per file the agent reads to keep off the devices another '
-            'service reports (nova.conf) that it cannot read, with why.',
-            ['file', 'reason'])
+        for attr, kind, name, doc, labels, extra in _INSTRUMENTS:
+            setattr(self, attr, getattr(prom, kind)(
+                PREFIX + name, doc, list(labels), registry=self.registry,
+                **extra))
         for result in (AUDIT_OK, AUDIT_FAILED, AUDIT_UNAVAILABLE):
             self._audits.labels(result)
         for result in (RESHAPE_OK, RESHAPE_CONFLICT, RESHAPE_FAILED):
             self._reshapes.labels(result)
         self._tree = _TreeCollector(core.GaugeMetricFamily)
-        self.registry.register(self._tree)
         self._claims = _ClaimsCollector(core.GaugeMetricFamily)
-        self.registry.register(self._claims)
-        # -- device health (node_agent.hardware.health) --
+        # -- device health (node_agent.health.model) --
         self._health = _HealthCollector(core.GaugeMetricFamily)
-        self.registry.register(self._health)
         self._problems = _ProblemCollector(core.GaugeMetricFamily)
-        self.registry.register(self._problems)
+        for collector in (self._tree, self._claims, self._health,
+                          self._problems):
+            self.registry.register(collector)
         self._endpoint_problem = None
         self._on_problem = None
-        self._guest_devices = make(
-            prom.Gauge, 'guest_devices',
-            'Units a running guest holds that Placement does not '
-            'charge on its provider: unallocated (reserved, never offered) '
-            'or misplaced (charged on another provider).', list(GUEST_LABELS))
-        self._source_restarts = make(
-            prom.Counter, 'health_source_restarts',
-            'Health sources started again after they stopped on an '
-            'unexpected error, by source.', ['source'])
 
     def placement_request(self, method, status, seconds):
         self._requests.labels(method, str(status)).inc()

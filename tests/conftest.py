@@ -14,6 +14,7 @@ from oslo_config import cfg
 
 from node_agent import conf as na_conf
 from tests.fixtures import placement_server as ps
+from tests.fixtures import scheduling
 from tests.fixtures.hosts import make_hosts
 from tests.fixtures.postgres import postgres  # noqa: F401
 
@@ -23,6 +24,12 @@ FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
 def pytest_configure(config):
     # The synthetic recorded hosts are generated, not committed.
     make_hosts.ensure()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    # tools/run-tests.sh's --dist loadgroup: tests/fixtures/scheduling.py.
+    return scheduling.make_scheduler(config, log)
 
 
 @pytest.fixture

@@ -324,6 +324,11 @@ def main(argv=None):
     parser.add_argument('--url', required=True)
     parser.add_argument('--specs')
     args = parser.parse_args(argv)
+    if args.side == 'ours':
+        # As the agent's own commands run: eventlet blocked, oslo.service's
+        # threading backend (node_agent.cmd).  Without it the green
+        # threading layer loads and the process hangs at exit.
+        import node_agent.cmd  # noqa: F401
     specs = None
     if args.specs:
         with open(args.specs) as f:

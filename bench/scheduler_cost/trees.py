@@ -53,7 +53,7 @@ from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.drivers import layout
 from node_agent.hardware import discovery
-from node_agent.tracker import coexistence
+from node_agent.beside_nova import coexistence
 from tests.fixtures import hosts as recorded
 from tests.fixtures import recorded_nvml
 
@@ -88,7 +88,7 @@ def ours(conf, snap, name):
     """node-agent's tree for host ``name``, built by its drivers, as its
     tracker writes it at a fresh host's first start: beside nova-compute
     without what nova-compute's configuration (``[nova] config_file``)
-    gives nova (:func:`node_agent.tracker.coexistence.
+    gives nova (:func:`node_agent.beside_nova.coexistence.
     skip_reported_elsewhere`: nothing of the agent's in Placement yet, so
     no usage to read)."""
     tree = ptree.ProviderTree()
@@ -96,7 +96,7 @@ def ours(conf, snap, name):
     current = tree.copy()
     driver_set = drivers.DriverSet(conf, snap)
     driver_set.update_provider_tree(tree, name)
-    if not deployment.owns_root(conf):
+    if not deployment.layout(conf).owns_root:
         from node_agent.conf import nova as nova_conf
         coexistence.skip_reported_elsewhere(
             nova_conf.read_nova_reports(conf), None, driver_set, current,

@@ -34,6 +34,7 @@ from oslo_log import log as logging
 from node_agent import exception
 from node_agent import text
 from node_agent.claims import fit
+from node_agent.claims import follow
 from node_agent.claims import model
 from node_agent.claims import schema
 from node_agent.claims import store as store_mod
@@ -270,7 +271,7 @@ class ClaimManager:
                     continue
                 devices = ()
                 if consumer in by_uuid and snapshot is not None and tree:
-                    devices = _devices_of_domain(
+                    devices = follow.devices_of_domain(
                         by_uuid[consumer], resources, tree,
                         self._drivers(snapshot))
                 node = (self._node(tree, resources) if tree is not None
@@ -318,8 +319,9 @@ class ClaimManager:
         consumer with several claims (instance and resize target) has
         Placement's amounts shared out by resource class in claim order,
         each claim taking back at most what it held of that class.  A
-        claim's devices follow its amounts (:func:`_move_devices`); the
-        drivers of ``snapshot`` say which device's provider holds each
+        claim's devices follow its amounts
+        (:func:`~node_agent.claims.follow.move_devices`); the drivers of
+        ``snapshot`` say which device's provider holds each
         (:meth:`~node_agent.drivers.base.Driver.device_holder`).
         """
         providers = tree.uuids()
@@ -346,15 +348,15 @@ class ClaimManager:
                         released.append(claim)
                     continue
                 for claim, resources in zip(claims,
-                                            _share_out(claims, target)):
+                                            follow.share_out(claims, target)):
                     if resources == claim.resources:
                         continue
                     if not resources:
                         txn.delete(claim.id)
                         released.append(claim)
                         continue
-                    devices = _move_devices(claim.devices, resources, tree,
-                                            holder)
+                    devices = follow.move_devices(
+                        claim.devices, resources, tree, holder)
                     updated.append(txn.update(_replace(
                         claim, resources=resources, devices=devices,
                         updated_at=stamp)))
@@ -420,90 +422,3 @@ def _by_name(resources, tree):
 
 def _replace(claim, **changes):
     return dataclasses.replace(claim, **changes)
-
-
-def _share_out(claims, target):
-    """Split one consumer's Placement resources among its claims."""
-    if len(claims) == 1:
-        return [target]
-    left = {rp: dict(rcs) for rp, rcs in target.items()}
-    shares = []
-    for claim in claims:
-        wanted = {}
-        for rcs in claim.resources.values():
-            for rc, amount in rcs.items():
-                wanted[rc] = wanted.get(rc, 0) + amount
-        share = {}
-        for rp in sorted(left):
-            for rc in sorted(left[rp]):
-                take = min(left[rp][rc], wanted.get(rc, 0))
-                if take:
-                    share.setdefault(rp, {})[rc] = take
-                    left[rp][rc] -= take
-                    wanted[rc] -= take
-        shares.append(share)
-    # What no claim held before goes to the first claim.
-    for rp, rcs in left.items():
-        for rc, amount in rcs.items():
-            if amount:
-                first = shares[0].setdefault(rp, {})
-                first[rc] = first.get(rc, 0) + amount
-    return shares
-
-
-def _move_devices(devices, resources, tree, holder=None):
-    """Keep each device on the provider that now holds its class.
-
-    A device stays where it was if that provider still holds its class;
-    otherwise it follows to the provider named after its parent device,
-    its own address or the device ``holder(device)`` names (a VF pooled
-    into its GPU's provider), or to the only provider holding the class.
-    A device that cannot be placed, or is one too many for the amount, is
-    dropped.
-    """
-    kept = []
-    count = {}
-    for device in devices:
-        holders = [rp for rp, rcs in resources.items()
-                   if device.resource_class in rcs]
-        target = None
-        if device.provider in holders:
-            target = device.provider
-        else:
-            names = {device.parent, device.address,
-                     holder(device) if holder else None} - {None}
-            named = [rp for rp in holders
-                     if (fit.device_of_provider(tree, rp) or
-                         (None, None))[1] in names]
-            generic = [rp for rp in holders
-                       if fit.device_of_provider(tree, rp) is None]
-            if named:
-                target = named[0]
-            elif len(generic) == 1:
-                target = generic[0]
-        key = (target, device.resource_class)
-        if target is None or count.get(key, 0) >= resources[target][
-                device.resource_class]:
-            LOG.warning('Claim device %s (%s) no longer fits the claim\'s '
-                        'providers: dropped', device.key,
-                        device.resource_class)
-            continue
-        count[key] = count.get(key, 0) + 1
-        kept.append(_replace(device, provider=target))
-    return tuple(kept)
-
-
-def _devices_of_domain(domain, resources, tree, drivers):
-    """Devices a running guest uses, tied to its allocation's providers
-    by the drivers of their kinds."""
-    def holder(rc, parent):
-        holders = [rp for rp, rcs in resources.items() if rc in rcs]
-        named = [rp for rp in holders
-                 if (fit.device_of_provider(tree, rp)
-                     or (None, None))[1] == parent]
-        return (named or holders or [None])[0]
-
-    devices = []
-    for driver in drivers:
-        devices.extend(driver.domain_devices(domain, holder))
-    return tuple(devices)

@@ -55,10 +55,12 @@ def load_conf(argv, cli_opts=()):
     (:func:`node_agent.conf.loader.load`); ConfigError naming the first
     problem.  The provider override files the options name are read
     too, so that one broken file stops the command here."""
-    conf = loader.load(argv, cli_opts, version=version(),
-                       register=register_late_opts)
     # Imported late: the drivers pull in stevedore and every plugin.
     from node_agent.drivers import overrides
+    from node_agent.drivers import registry
+    conf = loader.load(argv, cli_opts, version=version(),
+                       register=register_late_opts,
+                       validate=registry.validate)
     overrides.load(conf)
     return conf
 

@@ -5,11 +5,11 @@ rarely read option (``[audit] interval = abc``) would otherwise pass a
 start and stop the daemon later, mid-run.  :func:`validate` reads every
 registered option of every group once, then runs the agent's own
 cross-checks, and raises :class:`~node_agent.exception.ConfigError` naming
-the first problem::
+the first problem (the drivers' own options are checked by the drivers:
+:func:`node_agent.drivers.registry.validate` runs this, then them)::
 
     [audit] interval = abc: not an integer
     [DEFAULT] state_path = /etc/passwd/x: /etc/passwd is not a directory
-    [DEFAULT] enabled_drivers names unknown drivers: gpus (installed: ...)
     [compute] cpu_dedicated_set: invalid CPU range in '0-3,x': ...
     [pci] device_allow_list: '{"vendor": "8086"}': entry: ...
     [placement] endpoint = htp:/127.0.0.1: not a URL: ...
@@ -27,13 +27,10 @@ from urllib import parse
 
 from oslo_config import cfg
 from oslo_config import types
-from stevedore import extension
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import devices
-
-# The driver plugins' entry point namespace (node_agent.drivers.NAMESPACE).
-DRIVER_NAMESPACE = 'node_agent.drivers'
 
 # What a value that does not convert at all is not, per option type.
 _KINDS = (
@@ -174,25 +171,6 @@ def validate(conf):
     check_state_path(conf.state_path)
     check_placement(conf)
     check_deployment(conf)
-    check_enabled_drivers(conf)
-    check_drivers(conf)
-
-
-def _load_failure(manager, entrypoint, error):
-    raise error
-
-
-def check_drivers(conf):
-    """Every installed driver's own option checks (``check_options`` of
-    the plugins in the ``node_agent.drivers`` entry point namespace), in
-    the drivers' order.  The configuration knows no driver by name: a
-    driver owns its options and their checks."""
-    manager = extension.ExtensionManager(
-        DRIVER_NAMESPACE, on_load_failure_callback=_load_failure)
-    plugins = sorted((ext.plugin for ext in manager),
-                     key=lambda plugin: (plugin.order, plugin.name))
-    for plugin in plugins:
-        plugin.check_options(conf)
 
 
 # The [placement] options that hold a URL (endpoint: the admin_token and
@@ -253,26 +231,12 @@ def check_deployment(conf):
     the cloud's Placement; nova-compute cannot reach an in-process one, so
     the wait would never end.
     """
-    if (conf.deployment in ('beside_nova_compute', 'whole_host')
-            and conf.placement.embedded):
+    rules = deployment.layout(conf)
+    if not rules.owns_root and conf.placement.embedded:
         raise exception.ConfigError(
-            f'[DEFAULT] deployment = {conf.deployment} with [placement] '
+            f'[DEFAULT] deployment = {rules.configured} with [placement] '
             'embedded = true: nova-compute cannot reach the agent\'s '
             'in-process Placement, so its compute node would never appear '
             'there; point [placement] at the Placement service nova-compute '
             'uses, or on a host without Nova choose deployment = '
             'standalone')
-
-
-def check_enabled_drivers(conf):
-    """Every name in ``[DEFAULT] enabled_drivers`` is an installed driver
-    (an entry point in ``node_agent.drivers``)."""
-    from importlib import metadata
-
-    known = {ep.name for ep in metadata.entry_points(
-        group=DRIVER_NAMESPACE)}
-    unknown = sorted(set(conf.enabled_drivers) - known)
-    if unknown:
-        raise exception.ConfigError(
-            f'[DEFAULT] enabled_drivers names unknown drivers: '
-            f'{", ".join(unknown)} (installed: {", ".join(sorted(known))})')

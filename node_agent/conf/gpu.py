@@ -6,6 +6,7 @@ vGPU types: ``[devices] enabled_mdev_types`` (:mod:`node_agent.conf.devices`).
 from oslo_config import cfg
 from oslo_config import types
 
+from node_agent import deployment
 from node_agent.conf import base
 
 GROUP = cfg.OptGroup('gpu')
@@ -56,12 +57,12 @@ opts = [
     cfg.StrOpt('vf_providers',
                default='auto',
                choices=[
-                   ('auto', 'per_vf beside nova-compute, pooled in '
-                            'standalone'),
-                   ('per_vf', 'one provider per vGPU VF, a child of its '
-                              'GPU\'s provider'),
-                   ('pooled', 'the identical vGPU VFs of a GPU counted '
-                              'on the GPU\'s provider'),
+                   ('auto', f'{deployment.PER_VF} beside nova-compute, '
+                            f'{deployment.POOLED} in standalone'),
+                   (deployment.PER_VF, 'one provider per vGPU VF, a child '
+                                       'of its GPU\'s provider'),
+                   (deployment.POOLED, 'the identical vGPU VFs of a GPU '
+                                       'counted on the GPU\'s provider'),
                ],
                help='How the vGPU VFs of an SR-IOV GPU (Ampere and later) '
                     'are reported. "per_vf": one provider per VF, named '

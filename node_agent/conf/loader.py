@@ -10,8 +10,8 @@
 :func:`load` parses the command line and the config files, registers every
 option a command of the agent reads (the agent's groups, oslo.log's,
 oslo.service's), resolves relative paths, checks every option
-(:func:`node_agent.conf.check.validate`, every driver's own checks
-included); :func:`node_agent.cmd.load_conf` then loads the provider
+(:func:`node_agent.drivers.registry.validate`: the agent's checks, then
+every driver's own); :func:`node_agent.cmd.load_conf` then loads the provider
 override files.  Whichever command reads a configuration judges it the
 same way; the first problem is one
 :class:`~node_agent.exception.ConfigError`, one line, before anything is
@@ -127,15 +127,18 @@ def parse(argv, cli_opts=(), version=None, project='node-agent'):
 
 
 def load(argv, cli_opts=(), version=None, project='node-agent',
-         register=None):
+         register=None, validate=check.validate):
     """The checked ConfigOpts of ``argv``; ConfigError naming the first
     problem (see the module docstring).  ``register(conf)``, after the
-    files are read, adds options whose set depends on them."""
+    files are read, adds options whose set depends on them;
+    ``validate(conf)`` checks them all (the commands pass
+    :func:`node_agent.drivers.registry.validate`, the drivers' own checks
+    included)."""
     conf = parse(argv, cli_opts, version=version, project=project)
     if register is not None:
         register(conf)
     resolve_paths(conf)
-    check.validate(conf)
+    validate(conf)
     if conf.placement.embedded:
         require_embedded('[placement] embedded = true')
     return conf
@@ -257,7 +260,7 @@ def _known(conf):
             known.setdefault(name, set()).update(value)
         else:
             known['DEFAULT'].add(name)
-    for group, opts in (na_conf.list_opts()
+    for group, opts in (na_conf.registered_opts()
                         + oslo_messaging.opts.list_opts()):
         name = getattr(group, 'name', group)
         known.setdefault(name or 'DEFAULT', set())

@@ -1,7 +1,7 @@
 """``[nova]`` options: how the agent finds nova-compute's compute node,
 and what nova-compute reports itself.
 
-Read beside nova-compute (:mod:`node_agent.tracker.root`), and with
+Read beside nova-compute (:mod:`node_agent.beside_nova.root`), and with
 ``deployment = standalone`` to see that nova-compute runs on the host.
 
 :func:`read_nova_reports` reads, from nova's own configuration file, the
@@ -19,7 +19,7 @@ options that make nova-compute report devices in Placement::
                                         their PF
 
 A missing file is no evidence: nova's providers are then still found in
-Placement once they exist (:mod:`node_agent.drivers.coexist`).  A file
+Placement once they exist (:mod:`node_agent.beside_nova.coexist`).  A file
 that exists and cannot be read is no evidence either, but it is said:
 :attr:`NovaReports.unreadable` names the file and the permission that
 lacks, which the tracker shows in the status line and a metric (the

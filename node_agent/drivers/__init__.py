@@ -6,8 +6,9 @@
     drivers.update_provider_tree(tree, nodename, allocations=None)
 
 Drivers are plugins in the ``node_agent.drivers`` entry point namespace
-(compute, numa, gpu, nic, accelerator), loaded with stevedore and run in
-one loop (:mod:`node_agent.drivers.compose`), in the order their ``order``
+(compute, numa, gpu, nic, accelerator), loaded and granted their PCI
+functions by :mod:`node_agent.drivers.registry` and run in one loop
+(:mod:`node_agent.drivers.compose`), in the order their ``order``
 attribute gives so that NUMA nodes exist before devices hang under them.
 They do no I/O; provider override files are read here, at construction.
 
@@ -21,26 +22,12 @@ not place.  What the agent does not own is never edited
 (:mod:`node_agent.drivers.layout`).
 """
 
-from stevedore import named
-
-from node_agent import exception
 from node_agent import provider_tree as ptree
 from node_agent.drivers import addresses
 from node_agent.drivers import compose
 from node_agent.drivers import limits
 from node_agent.drivers import overrides as overrides_mod
-
-NAMESPACE = 'node_agent.drivers'
-
-
-def _missing(names):
-    raise exception.ConfigError(
-        '[DEFAULT] enabled_drivers names unknown drivers: '
-        + ', '.join(sorted(names)))
-
-
-def _load_failure(manager, entrypoint, error):
-    raise error
+from node_agent.drivers import registry
 
 
 class DriverSet:
@@ -49,16 +36,7 @@ class DriverSet:
     def __init__(self, conf, snapshot, health=None):
         self.conf = conf
         self.snapshot = snapshot
-        names = list(dict.fromkeys(conf.enabled_drivers))
-        if names:
-            manager = named.NamedExtensionManager(
-                NAMESPACE, names, invoke_on_load=True,
-                invoke_args=(conf, snapshot), name_order=True,
-                on_load_failure_callback=_load_failure,
-                on_missing_entrypoints_callback=_missing)
-            self.drivers = [ext.obj for ext in manager]
-        else:
-            self.drivers = []
+        self.drivers = registry.create(conf, snapshot)
         self.health = dict(health or {})
         for driver in self.drivers:
             driver.health = self.health
@@ -91,7 +69,7 @@ class DriverSet:
     def reported(self, root):
         """What the drivers report under ``root`` alone: a new tree with a
         copy of the root and the providers they make, whatever else
-        Placement holds (:mod:`node_agent.drivers.coexist`)."""
+        Placement holds (:mod:`node_agent.beside_nova.coexist`)."""
         tree = ptree.ProviderTree()
         copy = tree.new_root(root.name, uuid=root.uuid)
         copy.inventory = {rc: dict(r) for rc, r in root.inventory.items()}

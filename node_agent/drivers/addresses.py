@@ -29,9 +29,8 @@ import re
 
 from node_agent import exception
 from node_agent.conf import devices as devices_conf
-from node_agent.drivers import accelerator
-from node_agent.drivers import coexist
-from node_agent.drivers import gpu_types
+from node_agent.drivers import device_spec
+from node_agent.drivers.gpu import types as gpu_types
 
 ANY = (None, None, None, None)
 PRODUCT = re.compile(r'[0-9a-f]{4}:[0-9a-f]{4}')
@@ -39,6 +38,21 @@ PRODUCT = re.compile(r'[0-9a-f]{4}:[0-9a-f]{4}')
 SUGGESTED = 3
 NEAR = 4
 CUTOFF = 0.6
+
+
+# A PCI function address at the end of a provider name, in the libvirt
+# node-device spelling (pci_0000_3b_00_0) or the sysfs one (0000:3b:00.0).
+_NAME_ADDRESS = re.compile(
+    r'([0-9a-f]{4})[_:]([0-9a-f]{2})[_:]([0-9a-f]{2})[_.]([0-7])$')
+
+
+def pci_address(name):
+    """``'0000:3b:00.0'`` when ``name`` ends in a PCI function, else None."""
+    match = _NAME_ADDRESS.search(name.lower())
+    if match is None:
+        return None
+    domain, bus, slot, function = match.groups()
+    return f'{domain}:{bus}:{slot}.{function}'
 
 
 def typed(conf, overrides=()):
@@ -51,7 +65,7 @@ def typed(conf, overrides=()):
     def exact(where, text):
         address = gpu_types.pci_address(text, where)
         found.append((where, address,
-                      accelerator.parse_address(address, text, where)))
+                      device_spec.parse_address(address, text, where)))
 
     for entry in conf.gpu.passthrough_devices:
         # "vendor:product" entries name no address.
@@ -67,17 +81,17 @@ def typed(conf, overrides=()):
     for option, values in (('[gpu] device_spec', conf.gpu.device_spec),
                            ('[pci] device_allow_list',
                             conf.pci.device_allow_list)):
-        for matcher in accelerator.parse_allow_list(values, option):
+        for matcher in device_spec.parse_allow_list(values, option):
             if matcher.address != ANY:
                 found.append((option, matcher.address_text,
                               matcher.address))
     for override in overrides:
-        address = coexist.pci_address(override.name or '')
+        address = pci_address(override.name or '')
         if address is not None:
             found.append((
                 f'provider override file {override.filename}: '
                 f'providers[{override.index}] {override.name}', address,
-                accelerator.parse_address(address, override.name)))
+                device_spec.parse_address(address, override.name)))
     return found
 
 
@@ -97,7 +111,7 @@ def check(conf, overrides, known):
     """Raise ConfigError for the first address that names none of
     ``known`` (the host's PCI function addresses)."""
     for where, text, pattern in typed(conf, overrides):
-        if any(accelerator.address_matches(pattern, a) for a in known):
+        if any(device_spec.address_matches(pattern, a) for a in known):
             continue
         near = closest(text.lower(), known)
         hint = (f'closest: {", ".join(near)}' if near

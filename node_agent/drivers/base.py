@@ -15,11 +15,18 @@ after every driver ran, which is the only place that sees inventory leave
 one driver's provider for another's.
 
 What the rest of the agent needs to know of a device kind, its driver
-says, so that a new kind touches its driver, its options and its tests:
+says, so that a new kind touches its driver, its options and its tests
+(and is found through the entry point: :mod:`node_agent.drivers.registry`):
 
+- :meth:`Driver.list_opts`: its option groups, which the registry
+  registers and the sample config generator writes;
 - :meth:`Driver.check_options`: its options checked up front, with every
-  other option (:func:`node_agent.conf.check.validate` finds it through
-  the entry point, the way os-vif plugins own their options);
+  other option (:func:`node_agent.drivers.registry.validate`, the way
+  os-vif plugins own their options);
+- :meth:`Driver.pci_functions` and :meth:`Driver.grant`: the PCI
+  functions it would report whole, and those the driver set grants it
+  (the drivers ask in the drivers' order, each function goes to the first
+  that asks: no driver asks which others are enabled);
 - :meth:`Driver.hardware_limits`: what the host has of the resource
   classes it reports, the ceiling every plan is checked against
   (:mod:`node_agent.drivers.limits` asks every installed driver);
@@ -32,6 +39,8 @@ says, so that a new kind touches its driver, its options and its tests:
   holds (claims rebuilt from libvirt).
 """
 
+from node_agent import deployment
+
 
 class Driver:
     #: Entry point name in the ``node_agent.drivers`` namespace.
@@ -41,6 +50,23 @@ class Driver:
     order = 50
     #: Kinds of child provider (``<host>_<kind>_<id>``) this driver makes.
     kinds = ()
+    #: ``((group, opts), ...)``: its options, as :meth:`list_opts` gives
+    #: them unless it says more.
+    options = ()
+
+    @classmethod
+    def list_opts(cls):
+        """``[(group, opts)]``: the options this driver reads, registered
+        by the registry and written in the sample config.  Default:
+        :attr:`options`."""
+        return list(cls.options)
+
+    @classmethod
+    def register_opts(cls, conf):
+        """Register :meth:`list_opts` on ``conf`` (a driver whose groups
+        are templates registers what the configuration names)."""
+        for group, opts in cls.list_opts():
+            conf.register_opts(opts, group=group)
 
     @classmethod
     def check_options(cls, conf):
@@ -61,14 +87,37 @@ class Driver:
         Default: none."""
         return {}
 
-    def __init__(self, conf, snapshot):
+    def __init__(self, conf, snapshot, layout=None):
         self.conf = conf
         self.snapshot = snapshot
+        #: The deployment's rules (:class:`node_agent.deployment.Layout`),
+        #: given by the registry (:func:`node_agent.drivers.registry.create`);
+        #: read from ``conf`` for a driver made alone.
+        self.layout = deployment.layout(conf) if layout is None else layout
         #: ``{PCI address: Health}`` of devices to reserve
-        #: (:mod:`node_agent.hardware.health`); the composition gives
+        #: (:mod:`node_agent.health.model`); the composition gives
         #: such a device's provider its health traits and reserves it
         #: (:func:`node_agent.drivers.layout.apply_health`).
         self.health = {}
+        #: The PCI functions granted (:meth:`grant`); None: not granted
+        #: yet, every function asked for (a driver run alone).
+        self.granted = None
+
+    def pci_functions(self):
+        """PCI addresses of the functions this driver would take, ``()``
+        when it takes none.  The driver set grants each to the first
+        driver, in the drivers' order, that asks for it."""
+        return ()
+
+    def grant(self, addresses):
+        """The functions of :meth:`pci_functions` this driver got (a
+        frozenset): it reports those and no other."""
+        self.granted = addresses
+
+    def takes(self, address):
+        """Whether the function at ``address`` is this driver's to
+        report."""
+        return self.granted is None or address in self.granted
 
     def applies(self, snapshot):
         """Whether this host has anything for the driver to report."""

@@ -34,6 +34,7 @@ import os_traits
 
 from node_agent import deployment
 from node_agent import exception
+from node_agent.conf import compute as compute_opts
 from node_agent.drivers import base
 from node_agent.drivers import layout
 from node_agent.hardware import cpulist
@@ -124,6 +125,10 @@ class ComputeDriver(base.Driver):
     order = 0
 
     @classmethod
+    def list_opts(cls):
+        return compute_opts.list_opts()
+
+    @classmethod
     def hardware_limits(cls, snapshot):
         """Present CPUs (online or not) and the host's memory; a figure
         the snapshot does not know (0) sets no limit."""
@@ -149,12 +154,13 @@ class ComputeDriver(base.Driver):
                 '[compute] cpu_shared_set and cpu_dedicated_set overlap on '
                 'CPUs ' + format_cpus(overlap))
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.shared, self.dedicated = cpu_sets(conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
-        if not deployment.owns_root(self.conf):
+        rules = self.layout
+        if not rules.owns_root:
             # nova-compute's root: what it carries is nova's to write.
             return {nodename}
         root = provider_tree.get(nodename)
@@ -166,14 +172,14 @@ class ComputeDriver(base.Driver):
             inventory['DISK_GB'] = layout.record(
                 disk_gb, math.ceil(c.reserved_host_disk_mb / 1024),
                 ratio['DISK_GB'])
-        traits = deployment.root_traits(self.conf)
+        traits = set(rules.root_traits)
         arch = self.snapshot.host.cpu_arch
         if arch:
             arch_trait = 'COMPUTE_ARCH_' + arch.upper()
             if arch_trait in os_traits.get_traits():
                 traits.add(arch_trait)
         numa = layout.numa_active(self.conf, self.snapshot)
-        if deployment.cpu_on_root(self.conf, numa):
+        if rules.cpu_on_root(numa):
             if self.shared:
                 inventory['VCPU'] = layout.record(
                     len(self.shared), c.reserved_host_cpus, ratio['VCPU'])

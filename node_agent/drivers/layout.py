@@ -10,7 +10,7 @@ Rules kept here so that no driver can break them on its own:
   service made) is never edited, moved or removed.
 - Children are named and uuid'ed by :mod:`node_agent.identity`
   (:func:`ensure_child`), and carry its owner trait in standalone
-  (:func:`owner_trait`).
+  (:attr:`node_agent.deployment.Layout.owner_trait`).
 - On an owned provider a driver sets only the resource classes and traits
   it *manages* (:func:`set_inventory`, :func:`set_traits`): whatever else an
   operator or another writer put there stays.
@@ -24,7 +24,6 @@ from oslo_log import log as logging
 from node_agent import deployment
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent.hardware import health as health_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -66,21 +65,9 @@ def numa_active(conf, snapshot):
     request Nova builds from a flavor can ask for them)."""
     enabled = conf.numa.enabled
     if enabled is None:
-        enabled = deployment.owns_root(conf)
+        enabled = deployment.layout(conf).numa_default
     return ('numa' in conf.enabled_drivers and enabled
             and bool(snapshot.numa_nodes))
-
-
-def card_providers(conf):
-    """Whether a card's functions hang under a provider of the card (a GPU
-    above its vGPU VFs, a NIC above its PFs), so that ``same_subtree`` can
-    keep two of them on one card: in standalone.  Beside nova-compute each
-    function is a child of its NUMA node's provider or of the root, as
-    nova's own are, and carries the card's traits itself: Nova 34 builds
-    ``same_subtree`` only from Neutron's port requests, and a flavor's
-    ``trait:...=required`` is matched on the providers that give the
-    resources."""
-    return deployment.owns_root(conf)
 
 
 def function_uuid(provider, tree, root_uuid, physfns):
@@ -117,21 +104,11 @@ def ensure_device(conf, snapshot, tree, nodename, device_id, numa_node):
                         nodename, conf)
 
 
-def owner_trait(conf):
-    """Whether the agent's children carry :data:`identity.OWNER_TRAIT`:
-    in standalone, where the whole tree is the agent's.  Beside
-    nova-compute they carry no owner trait: there nova marks its own
-    providers ``OWNER_NOVA`` (its scheduler tells them apart by it), the
-    agent's are known by their uuid (:func:`identity.is_ours`), and one
-    more trait on every vGPU VF's provider is one more row that every
-    scheduling request in the cloud reads (doc/scheduler-cost.md)."""
-    return deployment.owns_root(conf)
-
-
 def ensure_child(tree, device_id, parent, nodename, conf):
     """The owned child for ``device_id`` under ``parent``, made or moved
     there, named and uuid'ed by :mod:`node_agent.identity`, carrying its
-    owner trait where :func:`owner_trait` says so (and losing it where
+    owner trait where :attr:`node_agent.deployment.Layout.owner_trait`
+    says so (and losing it where
     not).
 
     Found by its uuid: one named otherwise (the root was renamed) takes
@@ -160,7 +137,7 @@ def ensure_child(tree, device_id, parent, nodename, conf):
         tree.rename(uuid, name)
     if provider.parent_uuid != parent.uuid:
         tree.move(provider.uuid, parent.uuid)
-    if owner_trait(conf):
+    if deployment.layout(conf).owner_trait:
         provider.traits.add(identity.OWNER_TRAIT)
     else:
         provider.traits.discard(identity.OWNER_TRAIT)
@@ -227,7 +204,7 @@ def allocation_ratio(explicit, initial, current, nodename, resource_class):
 #: Trait of a device provider whose device is reserved for its health
 #: (isolated by a health source, or drained by an operator), beside a
 #: reason trait per cause family: ``CUSTOM_NODE_AGENT_HEALTH_ECC``, ...
-#: (:mod:`node_agent.hardware.health`), so that operators can list them
+#: (:mod:`node_agent.health.model`), so that operators can list them
 #: with ``openstack resource provider list --required ...``.
 UNHEALTHY_TRAIT = 'CUSTOM_NODE_AGENT_UNHEALTHY'
 HEALTH_TRAIT_PREFIX = 'CUSTOM_NODE_AGENT_HEALTH_'
@@ -240,10 +217,10 @@ HEALTH_TRAITS = (UNHEALTHY_TRAIT, DEGRADED_TRAIT, HEALTH_TRAIT_PREFIX + '*')
 
 def health_traits(health):
     """The traits a device provider carries for ``health`` (a
-    :class:`~node_agent.hardware.health.Health` or None): the degraded
+    :class:`~node_agent.health.model.Health` or None): the degraded
     trait for a warning, the health traits when its device is reserved,
     none otherwise."""
-    if health is not None and health.state == health_mod.WARNING:
+    if health is not None and health.warns:
         return {DEGRADED_TRAIT}
     if health is None or not health.reserves:
         return set()
@@ -259,8 +236,9 @@ def apply_health(tree, nodename, health, ownership=None, physfns=None):
     on each inventory record.  A device's provider is found by its
     address, whatever driver made it (GPU, accelerator, NIC PF).  A VF
     whose physical function has no provider in the tree (no card level,
-    :func:`card_providers`) carries its function's health too
-    (``physfns``: ``{VF address: PF address}``), so a failing GPU still
+    :attr:`node_agent.deployment.Layout.card_level`) carries its
+    function's health too (``physfns``: ``{VF address: PF address}``),
+    so a failing GPU still
     takes its VFs out.  Allocations are left alone (Placement keeps
     allocations above capacity, it only refuses new ones).  Returns the
     names of the providers so reserved."""

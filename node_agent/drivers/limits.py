@@ -5,7 +5,7 @@ out, which :func:`node_agent.placement.plan.check` compares with the totals
 a plan would leave in the tree (summed over every provider, before
 allocation ratios: overcommit is a ratio, never a total).  The figures are
 the drivers' own (:meth:`node_agent.drivers.base.Driver.hardware_limits`):
-every installed driver in the ``node_agent.drivers`` entry point namespace
+every installed driver (:func:`node_agent.drivers.registry.installed`)
 is asked, enabled or not, so a class one driver stops reporting is still
 held to what the host has.  For the shipped drivers::
 
@@ -26,28 +26,18 @@ CPUs or memory the snapshot does not know (0: no data) set no limit; no
 devices of a kind is a limit of 0.
 """
 
-from stevedore import extension
+from node_agent.drivers import registry
 
-NAMESPACE = 'node_agent.drivers'
-
-
-def _load_failure(manager, entrypoint, error):
-    raise error
-
-
-def installed_drivers():
-    """The driver classes installed, in the drivers' order."""
-    manager = extension.ExtensionManager(
-        NAMESPACE, on_load_failure_callback=_load_failure)
-    return sorted((ext.plugin for ext in manager),
-                  key=lambda plugin: (plugin.order, plugin.name))
+# Classes of PCI functions reported whole, by the GPU driver or the
+# accelerator driver: one hardware limit over both.
+WHOLE_DEVICE_CLASSES = ('FPGA', 'PGPU')
 
 
 def hardware_limits(snapshot, drivers=None):
     """``{(rc, ...): (total, what)}`` for ``snapshot``, from ``drivers``
     (driver classes; default: every one installed)."""
     declared = {}
-    for driver in (installed_drivers() if drivers is None else drivers):
+    for driver in (registry.installed() if drivers is None else drivers):
         for classes, figure in driver.hardware_limits(snapshot).items():
             declared.setdefault(tuple(classes), []).append(
                 (driver.name, figure))

@@ -17,7 +17,7 @@ malformed entry is a ConfigError at construction.  ``SRIOV_NET_VF`` is the
 PF's ``sriov_numvfs``: only VFs that exist can be handed to a guest, and
 raising ``sriov_numvfs`` shows up at the next audit.  Beside nova-compute
 a PF whose VFs nova's ``[pci] device_spec`` matches offers none: nova's
-PCI tracker hands them out (:mod:`node_agent.tracker.coexistence`).
+PCI tracker hands them out (:mod:`node_agent.beside_nova.coexistence`).
 
 As Neutron's port requests expect (one group with
 ``required=CUSTOM_PHYSNET_<NET>,CUSTOM_VNIC_TYPE_DIRECT`` and
@@ -35,7 +35,7 @@ The card provider hangs under the NUMA node its PFs share (root when NUMA
 modelling is off, the node is unknown or the PFs disagree); the resourceless
 card provider with ``CUSTOM_NIC_ROOT`` lets a request keep two VFs on one
 card with ``same_subtree``.  Beside nova-compute there is no card level
-(:func:`node_agent.drivers.layout.card_providers`): the PFs hang where the
+(:attr:`node_agent.deployment.Layout.card_level`): the PFs hang where the
 card would, as Neutron's own port providers have no card either.
 
 Managed: on card providers ``CUSTOM_NIC_ROOT``; on PF providers the classes
@@ -53,6 +53,7 @@ from node_agent import identity
 from node_agent import text
 from node_agent.claims import fit
 from node_agent.claims import model
+from node_agent.conf import nic as nic_opts
 from node_agent.drivers import base
 from node_agent.drivers import layout
 
@@ -227,11 +228,15 @@ class NicDriver(base.Driver):
                                     'SR-IOV VFs enabled')}
 
     @classmethod
+    def list_opts(cls):
+        return nic_opts.list_opts()
+
+    @classmethod
     def check_options(cls, conf):
         check_options(conf)
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.mappings = parse_mappings(conf.nic.physical_device_mappings)
         self.vnic_traits = {vnic_type_trait(v) for v in
                             parse_vnic_types(conf.nic.vnic_types)}
@@ -242,6 +247,11 @@ class NicDriver(base.Driver):
     def applies(self, snapshot):
         return bool(self.mappings)
 
+    def pci_functions(self):
+        """The PFs ``[nic] physical_device_mappings`` names."""
+        pfs = (find_pf(self.snapshot, ifname) for _, ifname in self.mappings)
+        return [pf.address for pf in pfs if pf is not None]
+
     def _pfs(self):
         bandwidth = self.conf.nic.report_bandwidth
         result = []
@@ -250,6 +260,10 @@ class NicDriver(base.Driver):
             if pf is None:
                 LOG.warning('[nic] physical_device_mappings names %s, which '
                             'this host does not have', ifname)
+                continue
+            if not self.takes(pf.address):
+                LOG.debug('%s (%s) is another driver\'s', ifname,
+                          pf.address)
                 continue
             if not pf.numvfs and not (bandwidth and pf.speed_mbps):
                 LOG.warning('Interface %s (%s) has no SR-IOV VFs; not '
@@ -266,7 +280,7 @@ class NicDriver(base.Driver):
         for card, pfs in sorted(cards.items()):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
-            if layout.card_providers(self.conf):
+            if self.layout.card_level:
                 card_rp = layout.ensure_device(
                     self.conf, self.snapshot, provider_tree, nodename,
                     identity.nic_id(card), node)

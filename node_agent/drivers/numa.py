@@ -36,8 +36,8 @@ node that has VCPU or PCPU (resource traits follow their resources).
 
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent import identity
+from node_agent.conf import numa as numa_opts
 from node_agent.drivers import base
 from node_agent.drivers import compute
 from node_agent.drivers import layout
@@ -74,15 +74,19 @@ class NumaDriver(base.Driver):
     order = 10
     kinds = ('numa',)
 
-    def __init__(self, conf, snapshot):
-        super().__init__(conf, snapshot)
+    @classmethod
+    def list_opts(cls):
+        return numa_opts.list_opts()
+
+    def __init__(self, conf, snapshot, layout=None):
+        super().__init__(conf, snapshot, layout)
         self.shared, self.dedicated = compute.cpu_sets(conf, snapshot)
 
     def applies(self, snapshot):
         return layout.numa_active(self.conf, snapshot)
 
     def build(self, provider_tree, nodename, current):
-        resources = deployment.numa_has_resources(self.conf)
+        resources = self.layout.cpu_memory
         wanted = set()
         inventories = self._inventories(current, nodename) if resources \
             else {}

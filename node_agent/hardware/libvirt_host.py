@@ -13,9 +13,12 @@ The stuck call is abandoned (libvirt calls cannot be cancelled); while it
 is still stuck, later collections fail at once instead of piling up
 threads.
 
-The XML parsers below are pure functions.  An element that is missing or
-garbled skips the node device, mdev type or domain it belongs to, with a
-warning naming it; it never stops the collection.
+The XML is read by pure parsers: node devices' in
+:mod:`~node_agent.hardware.libvirt_devices`, domains' in
+:mod:`~node_agent.hardware.libvirt_domains`, the host CPU's here.  An
+element that is missing or garbled skips the node device, mdev type or
+domain it belongs to, with a warning naming it; it never stops the
+collection.
 
 CPU features: the host CPU in the capabilities lists only the features its
 model lacks, so (as nova does) the model is expanded with
@@ -35,7 +38,6 @@ parameter), and the log says so once, naming both sources.
 import dataclasses
 import functools
 import platform
-import re
 import threading
 from xml.etree import ElementTree
 
@@ -44,51 +46,24 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent.hardware import cpuinfo as cpuinfo_mod
-from node_agent.hardware import cpulist
+from node_agent.hardware import libvirt_devices
+from node_agent.hardware import libvirt_domains
 from node_agent.hardware import snapshot
 from node_agent.hardware import traits
 
 LOG = logging.getLogger(__name__)
-
-_UUID_RE = re.compile(r'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
-                      r'[0-9a-f]{12}$')
 
 DOMAIN_STATES = {
     0: 'nostate', 1: 'running', 2: 'blocked', 3: 'paused', 4: 'shutdown',
     5: 'shutoff', 6: 'crashed', 7: 'pmsuspended',
 }
 
-_MEMORY_UNITS = {
-    'b': 1, 'bytes': 1, 'k': 1024, 'kib': 1024, 'kb': 1000,
-    'm': 1024 ** 2, 'mib': 1024 ** 2, 'mb': 1000 ** 2,
-    'g': 1024 ** 3, 'gib': 1024 ** 3, 'gb': 1000 ** 3,
-    't': 1024 ** 4, 'tib': 1024 ** 4, 'tb': 1000 ** 4,
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeDevice:
-    """A PCI node device as libvirt describes it."""
-    address: str
-    name: str
-    numa_node: int | None = None
-    mdev_types: tuple = ()             # snapshot.MdevType, devices empty
-    virt_functions: tuple = ()         # VF addresses
-    phys_function: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Mdev:
-    uuid: str
-    parent: str                        # parent PCI address
-    type_id: str | None = None
-
 
 @dataclasses.dataclass(frozen=True)
 class LibvirtFacts:
     host: snapshot.HostInfo
-    node_devices: tuple = ()           # NodeDevice, by address
-    mdevs: tuple = ()                  # Mdev, by uuid
+    node_devices: tuple = ()           # libvirt_devices.NodeDevice, by address
+    mdevs: tuple = ()                  # libvirt_devices.Mdev, by uuid
     domains: tuple = ()                # snapshot.Domain, by uuid
     pool_capacity_gb: int | None = None
 
@@ -289,13 +264,13 @@ class LibvirtHost:
                 LOG.warning('node device %s vanished during the scan',
                             dev.name())
                 continue
-            parsed = parse_pci_node_device(xml)
+            parsed = libvirt_devices.parse_pci_node_device(xml)
             if parsed is not None:
                 pci.append(parsed)
             elif "type='mdev'" in xml or 'type="mdev"' in xml:
                 mdev_xml.append(xml)
         by_name = {d.name: d.address for d in pci}
-        mdevs = [m for m in (parse_mdev_node_device(x, by_name)
+        mdevs = [m for m in (libvirt_devices.parse_mdev_node_device(x, by_name)
                              for x in mdev_xml) if m is not None]
         return (tuple(sorted(pci, key=lambda d: d.address)),
                 tuple(sorted(mdevs, key=lambda m: m.uuid)))
@@ -312,7 +287,8 @@ class LibvirtHost:
                     raise
                 LOG.warning('domain %s vanished during the scan', dom.name())
                 continue
-            domain = parse_domain(xml, DOMAIN_STATES.get(state, 'nostate'))
+            domain = libvirt_domains.parse_domain(
+                xml, DOMAIN_STATES.get(state, 'nostate'))
             if domain is not None:
                 domains.append(domain)
         return tuple(sorted(domains, key=lambda d: d.uuid))
@@ -368,18 +344,10 @@ def _expand_features(conn, cpu):
             if f.get('name') and f.get('policy', 'require') == 'require'}
 
 
-def _parse(xml, what):
-    try:
-        return ElementTree.fromstring(xml)
-    except ElementTree.ParseError as exc:
-        LOG.warning('skipping %s: XML does not parse: %s', what, exc)
-        return None
-
-
 def parse_capabilities_cpu(xml):
     """arch, model, vendor and listed features of the host CPU."""
     cpu = {'arch': None, 'model': None, 'vendor': None, 'features': set()}
-    root = _parse(xml, 'libvirt host capabilities')
+    root = libvirt_devices.parse_xml(xml, 'libvirt host capabilities')
     node = root.find('host/cpu') if root is not None else None
     if node is None:
         LOG.warning('libvirt host capabilities have no <host><cpu>: CPU '
@@ -391,210 +359,3 @@ def parse_capabilities_cpu(xml):
     cpu['features'] = {f.get('name') for f in node.findall('feature')
                        if f.get('name')}
     return cpu
-
-
-def _hex_int(text):
-    return int(text, 16) if text.lower().startswith('0x') else int(text)
-
-
-def _address_of(elem):
-    """``<address domain= bus= slot= function=/>`` in the sysfs form."""
-    return '%04x:%02x:%02x.%x' % (
-        _hex_int(elem.get('domain')), _hex_int(elem.get('bus')),
-        _hex_int(elem.get('slot')), _hex_int(elem.get('function')))
-
-
-def parse_pci_node_device(xml):
-    """A PCI node device, or None if ``xml`` is not one or is unusable."""
-    root = _parse(xml, 'a libvirt node device')
-    if root is None:
-        return None
-    name = root.findtext('name') or '?'
-    cap = root.find("capability[@type='pci']")
-    if cap is None:
-        return None
-    try:
-        address = '%04x:%02x:%02x.%x' % tuple(
-            _hex_int(cap.findtext(tag).strip())
-            for tag in ('domain', 'bus', 'slot', 'function'))
-    except (AttributeError, ValueError):
-        LOG.warning('skipping libvirt node device %s: no usable '
-                    '<domain>/<bus>/<slot>/<function>', name)
-        return None
-    numa = None
-    numa_elem = cap.find('numa')
-    if numa_elem is not None:
-        try:
-            numa = int(numa_elem.get('node'))
-        except (TypeError, ValueError):
-            LOG.warning('ignoring <numa> of libvirt node device %s: %r',
-                        name, numa_elem.get('node'))
-        if numa is not None and numa < 0:
-            numa = None
-    return NodeDevice(
-        address=address, name=name, numa_node=numa,
-        mdev_types=_parse_mdev_types(cap, name),
-        virt_functions=_parse_addresses(
-            cap.find("capability[@type='virt_functions']"), name),
-        phys_function=next(iter(_parse_addresses(
-            cap.find("capability[@type='phys_function']"), name)), None))
-
-
-def _parse_addresses(cap, name):
-    if cap is None:
-        return ()
-    result = []
-    for elem in cap.findall('address'):
-        try:
-            result.append(_address_of(elem))
-        except (TypeError, ValueError):
-            LOG.warning('ignoring a bad <address> in node device %s', name)
-    return tuple(result)
-
-
-def _parse_mdev_types(cap, name):
-    types = []
-    mdev_cap = cap.find("capability[@type='mdev_types']")
-    if mdev_cap is None:
-        return ()
-    for elem in mdev_cap.findall('type'):
-        type_id = elem.get('id')
-        try:
-            available = int(elem.findtext('availableInstances'))
-            if not type_id or available < 0:
-                raise ValueError(type_id)
-        except (TypeError, ValueError):
-            LOG.warning('skipping mdev type %s of libvirt node device %s: '
-                        'no id or no usable <availableInstances>',
-                        type_id, name)
-            continue
-        types.append(snapshot.MdevType(
-            type_id=type_id,
-            name=(elem.findtext('name') or '').strip() or None,
-            available_instances=available,
-            device_api=elem.findtext('deviceAPI') or None))
-    return tuple(sorted(types, key=lambda t: t.type_id))
-
-
-def parse_mdev_node_device(xml, pci_names):
-    """A mediated device and its parent's PCI address, or None."""
-    root = _parse(xml, 'a libvirt mdev node device')
-    if root is None:
-        return None
-    name = root.findtext('name') or '?'
-    cap = root.find("capability[@type='mdev']")
-    if cap is None:
-        return None
-    uuid = (cap.findtext('uuid') or '').strip().lower()
-    if not uuid:
-        # Before libvirt 7.3 the uuid was only in the name: mdev_<uuid>.
-        m = re.match(r'^mdev_([0-9a-f_]{36})', name)
-        uuid = m.group(1).replace('_', '-') if m else ''
-    parent = pci_names.get(root.findtext('parent') or '')
-    if not _UUID_RE.match(uuid) or parent is None:
-        LOG.warning('skipping libvirt mdev node device %s: no uuid or no '
-                    'known PCI parent', name)
-        return None
-    type_elem = cap.find('type')
-    return Mdev(uuid=uuid, parent=parent,
-                type_id=type_elem.get('id') if type_elem is not None
-                else None)
-
-
-def parse_domain(xml, state):
-    """A domain's identity, devices and placement, or None if unusable."""
-    root = _parse(xml, 'a libvirt domain')
-    if root is None:
-        return None
-    name = (root.findtext('name') or '').strip()
-    uuid = (root.findtext('uuid') or '').strip().lower()
-    if not name or not _UUID_RE.match(uuid):
-        LOG.warning('skipping libvirt domain %s: no <name> or no valid '
-                    '<uuid>', name or uuid or '?')
-        return None
-    mdevs, hostdevs = [], []
-    for hostdev in root.findall('devices/hostdev'):
-        addr = hostdev.find('source/address')
-        if addr is None:
-            LOG.warning('ignoring a <hostdev> without <source><address> in '
-                        'domain %s', name)
-            continue
-        if hostdev.get('type') == 'mdev' and addr.get('uuid'):
-            mdevs.append(addr.get('uuid').lower())
-        elif hostdev.get('type') == 'pci':
-            try:
-                hostdevs.append(_address_of(addr))
-            except (TypeError, ValueError):
-                LOG.warning('ignoring a bad PCI <hostdev> address in domain '
-                            '%s', name)
-    # An SR-IOV port's VF: nova-compute writes <interface type='hostdev'>
-    # (a PCI passthrough with a MAC), not a <hostdev>.
-    for iface in root.findall("devices/interface[@type='hostdev']"):
-        addr = iface.find('source/address')
-        if addr is None or addr.get('type', 'pci') != 'pci':
-            LOG.warning('ignoring an <interface type="hostdev"> without a '
-                        'PCI <source><address> in domain %s', name)
-            continue
-        try:
-            hostdevs.append(_address_of(addr))
-        except (TypeError, ValueError):
-            LOG.warning('ignoring a bad hostdev <interface> address in '
-                        'domain %s', name)
-    return snapshot.Domain(
-        uuid=uuid, name=name, state=state,
-        mdevs=tuple(sorted(mdevs)), hostdevs=tuple(sorted(hostdevs)),
-        vcpus=_domain_int(root.findtext('vcpu'), 'vcpu', name),
-        memory_mb=_domain_memory_mb(root.find('memory'), name),
-        cpuset=_domain_cpuset(root, name),
-        numa_nodes=_domain_numa_nodes(root, name))
-
-
-def _domain_int(text, tag, name):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        LOG.warning('domain %s has no usable <%s>', name, tag)
-        return 0
-
-
-def _domain_memory_mb(elem, name):
-    if elem is None:
-        LOG.warning('domain %s has no <memory>', name)
-        return 0
-    factor = _MEMORY_UNITS.get((elem.get('unit') or 'KiB').lower())
-    try:
-        return int(elem.text) * factor // 1024 ** 2
-    except (TypeError, ValueError):
-        LOG.warning('domain %s has no usable <memory>', name)
-        return 0
-
-
-def _cpuset(text, name):
-    try:
-        return cpulist.parse(text, spec=True)
-    except ValueError as exc:
-        LOG.warning('ignoring cpuset %r of domain %s: %s', text, name, exc)
-        return frozenset()
-
-
-def _domain_cpuset(root, name):
-    """Host CPUs the guest's vCPUs may run on, when it is pinned."""
-    pins = root.findall('cputune/vcpupin')
-    if pins:
-        cpus = frozenset()
-        for pin in pins:
-            cpus |= _cpuset(pin.get('cpuset') or '', name)
-        return cpus
-    vcpu = root.find('vcpu')
-    if vcpu is not None and vcpu.get('cpuset'):
-        return _cpuset(vcpu.get('cpuset'), name)
-    return frozenset()
-
-
-def _domain_numa_nodes(root, name):
-    nodes = frozenset()
-    for elem in [root.find('numatune/memory')] + root.findall(
-            'numatune/memnode'):
-        if elem is not None and elem.get('nodeset'):
-            nodes |= _cpuset(elem.get('nodeset'), name)
-    return nodes

@@ -46,7 +46,7 @@ TITLE = 'One-time-use devices not ready'
 
 def audit(conf, found, make, last, unhealthy, nova_pci):
     """The tracker's hook, after round ``last`` synced its tree and before
-    its health hook (:mod:`node_agent.tracker.nova_pci`, handed in)
+    its health hook (:mod:`node_agent.beside_nova.nova_pci`, handed in)
     changes what the tree says of nova's PCI providers; the devices the
     agent reserved for their health are not one-time-use reservations,
     never cleaned.  Returns the tracker's manager (``found``, or

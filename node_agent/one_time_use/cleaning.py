@@ -31,7 +31,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent.hardware import libvirt_host
-from node_agent.hardware import pci_health
+from node_agent.health import pci as pci_health
 from node_agent.one_time_use import policy
 from node_agent.one_time_use import record
 

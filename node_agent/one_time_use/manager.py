@@ -34,7 +34,7 @@ class Manager:
     def __init__(self, conf, cleaner, records, metrics=None, notifier=None,
                  on_change=None, clock=time.time):
         """``notifier``: ``() -> HealthNotifier or None``
-        (:mod:`node_agent.health_notifier`'s transport), called at the
+        (:mod:`node_agent.health.notifier`'s transport), called at the
         first notification: no transport is opened before one is sent."""
         self.conf = conf
         self.cleaner = cleaner
@@ -280,7 +280,7 @@ def for_tracker(conf, discovery, report_client, metrics, on_change,
     reader and libvirt, its metrics, ``on_change()`` (the status line
     said again) and ``clock`` (seconds since the epoch, as the records
     keep them across restarts)."""
-    from node_agent import health_notifier
+    from node_agent.health import notifier as health_notifier
     records = record.Records.from_conf(conf)
     cleaner = cleaning.Cleaning(
         conf, discovery.reader,

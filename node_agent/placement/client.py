@@ -3,7 +3,7 @@
 It reads the tree in Placement into a ``ProviderTree`` and writes the plan
 the tracker built and checked (:mod:`node_agent.placement.plan`, pure).
 It makes no modelling decisions, and finds no root: which provider is
-this host's root is :mod:`node_agent.tracker.root`'s to say.  The client
+this host's root is :mod:`node_agent.beside_nova.root`'s to say.  The client
 is a thin face over one module per job::
 
     transport.py         requests, microversions, metrics, the retry policy
@@ -143,7 +143,7 @@ class ReportClient:
 
     def claim_root(self, root_uuid):
         """Record that the agent owns this root: it was told to manage it
-        (:mod:`node_agent.tracker.root` decides)."""
+        (:mod:`node_agent.beside_nova.root` decides)."""
         self._reader.claim_root(root_uuid)
 
     def ownership(self, tree):

@@ -4,7 +4,8 @@ Pure.  :func:`apply` gives the tree Placement holds once a plan
 (:class:`node_agent.placement.plan.Plan`: its ``rename``, ``create``,
 ``changes``, ``move`` and ``delete``) is written; the rest describes the
 difference between two trees, and the consumers' allocations before and
-after a reshape, in the words :meth:`Plan.render` prints.
+after a reshape, in the words :meth:`Plan.render` prints (:func:`lines`,
+:func:`as_dict`).
 """
 
 import collections
@@ -12,6 +13,7 @@ import copy
 import dataclasses
 
 from node_agent import provider_tree as ptree
+from node_agent import text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,3 +168,76 @@ def consumer_moves(before_all, after_all, name):
                     tuple(sorted((name(u), v) for u, v in b.items())),
                     tuple(sorted((name(u), v) for u, v in a.items()))))
     return tuple(moves)
+
+
+def lines(plan):
+    """The plan in words, one change a line (:meth:`Plan.render
+    <node_agent.placement.plan.Plan.render>`)."""
+    kept = [f'provider kept: {name}: {reason}'
+            for name, reason in plan.providers_kept]
+    if plan.empty:
+        return [f'{plan.nodename}: nothing to change'] + kept
+    out = [f'{plan.nodename}: '
+           + ('reshape' if plan.reshape else 'sync')
+           + f' ({text.plural(len(plan.consumers), "consumer")} '
+           + ('moves)' if len(plan.consumers) == 1 else 'move)')]
+    for old, new in plan.providers_renamed:
+        out.append(f'provider renamed: {old} -> {new}')
+    for name in plan.providers_created:
+        out.append(f'provider created: {name}')
+    for name, old_parent, new_parent in plan.providers_moved:
+        out.append(f'provider moved: {name} from {old_parent} to '
+                   f'{new_parent}')
+    for name in plan.providers_deleted:
+        out.append(f'provider deleted: {name}')
+    out.extend(kept)
+    for move in plan.inventory_moved:
+        out.append(f'inventory moved: {move.render()}')
+    for name, rc, change in plan.inventory_changed:
+        out.append(f'inventory changed: {name} {rc} {change}')
+    for kind, changed in (('traits', plan.traits_changed),
+                          ('aggregates', plan.aggregates_changed)):
+        for name, added, removed in changed:
+            change = ([f'+{t}' for t in added]
+                      + [f'-{t}' for t in removed])
+            out.append(f'{kind} changed: {name} {" ".join(change)}')
+    for move in plan.consumer_moves:
+        out.append(f'consumer {move.consumer}: {move.render()}')
+    return out
+
+
+def as_dict(plan):
+    """The plan in words, as JSON (``Plan.to_dict``)."""
+
+    def sets(changed):
+        return [{'provider': n, 'added': list(a), 'removed': list(r)}
+                for n, a, r in changed]
+    return {
+        'nodename': plan.nodename,
+        'reshape': plan.reshape,
+        'providers_renamed': [
+            {'from': old, 'to': new}
+            for old, new in plan.providers_renamed],
+        'providers_created': list(plan.providers_created),
+        'providers_deleted': list(plan.providers_deleted),
+        'providers_moved': [
+            {'provider': n, 'from': old, 'to': new}
+            for n, old, new in plan.providers_moved],
+        'providers_kept': [
+            {'provider': n, 'reason': r}
+            for n, r in plan.providers_kept],
+        'inventory_moved': [
+            {'resource_class': m.resource_class,
+             'before': dict(m.before), 'after': dict(m.after)}
+            for m in plan.inventory_moved],
+        'inventory_changed': [
+            {'provider': n, 'resource_class': rc, 'change': c}
+            for n, rc, c in plan.inventory_changed],
+        'traits_changed': sets(plan.traits_changed),
+        'aggregates_changed': sets(plan.aggregates_changed),
+        'consumers': {
+            c: [{'resource_class': m.resource_class,
+                 'before': dict(m.before), 'after': dict(m.after)}
+                for m in plan.consumer_moves if m.consumer == c]
+            for c in plan.consumers},
+    }

@@ -18,10 +18,11 @@ reachable from here under the names below (``plan.apply``,
 
 Ownership rules (the agent never touches what it does not own)::
 
-    provider   owned  = the root it was told to manage, one it created
-                        (recorded in SyncState) or one the identity rule
-                        gives it (node_agent.identity.owned_by_rule:
-                        derived uuids, the previous release's providers)
+    provider   owned  = as recorded (SyncState: the root it was told to
+                        manage, one it created), else as the identity
+                        rule gives it under its root (node_agent.identity.
+                        ownership_of: the root, derived uuids, the
+                        previous release's providers)
                not owned -> never edited, never deleted; left in Placement
                         even when absent from the desired tree
 
@@ -97,7 +98,6 @@ import dataclasses
 
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent import text
 from node_agent.placement import outcome
 from node_agent.placement import safety
 
@@ -111,22 +111,11 @@ usages_after = safety.usages_after
 check = safety.check
 replaced = safety.replaced
 boundaries = safety.boundaries
+# Ownership is identity's (one type, one rule); named here for the plan's
+# callers.
+Ownership = identity.Ownership
 
 CUSTOM_PREFIX = 'CUSTOM_'
-
-
-@dataclasses.dataclass(frozen=True)
-class Ownership:
-    """What the agent may touch on one provider."""
-    owned: bool = False
-    traits: frozenset = frozenset()
-    resource_classes: frozenset = frozenset()
-    aggregates: frozenset = frozenset()
-
-
-def default_ownership(provider):
-    """Ownership with no record: :func:`node_agent.identity.owned_by_rule`."""
-    return Ownership(owned=identity.owned_by_rule(provider))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,74 +205,15 @@ class Plan:
         return tuple(sorted({m.consumer for m in self.consumer_moves}))
 
     def lines(self):
-        kept = [f'provider kept: {name}: {reason}'
-                for name, reason in self.providers_kept]
-        if self.empty:
-            return [f'{self.nodename}: nothing to change'] + kept
-        out = [f'{self.nodename}: '
-               + ('reshape' if self.reshape else 'sync')
-               + f' ({text.plural(len(self.consumers), "consumer")} '
-               + ('moves)' if len(self.consumers) == 1 else 'move)')]
-        for old, new in self.providers_renamed:
-            out.append(f'provider renamed: {old} -> {new}')
-        for name in self.providers_created:
-            out.append(f'provider created: {name}')
-        for name, old_parent, new_parent in self.providers_moved:
-            out.append(f'provider moved: {name} from {old_parent} to '
-                       f'{new_parent}')
-        for name in self.providers_deleted:
-            out.append(f'provider deleted: {name}')
-        out.extend(kept)
-        for move in self.inventory_moved:
-            out.append(f'inventory moved: {move.render()}')
-        for name, rc, change in self.inventory_changed:
-            out.append(f'inventory changed: {name} {rc} {change}')
-        for kind, changed in (('traits', self.traits_changed),
-                              ('aggregates', self.aggregates_changed)):
-            for name, added, removed in changed:
-                change = ([f'+{t}' for t in added]
-                          + [f'-{t}' for t in removed])
-                out.append(f'{kind} changed: {name} {" ".join(change)}')
-        for move in self.consumer_moves:
-            out.append(f'consumer {move.consumer}: {move.render()}')
-        return out
+        """The plan in words, one change a line (:func:`outcome.lines`)."""
+        return outcome.lines(self)
 
     def render(self):
         return '\n'.join(self.lines())
 
     def to_dict(self):
-        def sets(changed):
-            return [{'provider': n, 'added': list(a), 'removed': list(r)}
-                    for n, a, r in changed]
-        return {
-            'nodename': self.nodename,
-            'reshape': self.reshape,
-            'providers_renamed': [
-                {'from': old, 'to': new}
-                for old, new in self.providers_renamed],
-            'providers_created': list(self.providers_created),
-            'providers_deleted': list(self.providers_deleted),
-            'providers_moved': [
-                {'provider': n, 'from': old, 'to': new}
-                for n, old, new in self.providers_moved],
-            'providers_kept': [
-                {'provider': n, 'reason': r}
-                for n, r in self.providers_kept],
-            'inventory_moved': [
-                {'resource_class': m.resource_class,
-                 'before': dict(m.before), 'after': dict(m.after)}
-                for m in self.inventory_moved],
-            'inventory_changed': [
-                {'provider': n, 'resource_class': rc, 'change': c}
-                for n, rc, c in self.inventory_changed],
-            'traits_changed': sets(self.traits_changed),
-            'aggregates_changed': sets(self.aggregates_changed),
-            'consumers': {
-                c: [{'resource_class': m.resource_class,
-                     'before': dict(m.before), 'after': dict(m.after)}
-                    for m in self.consumer_moves if m.consumer == c]
-                for c in self.consumers},
-        }
+        """The plan in words, as JSON (:func:`outcome.as_dict`)."""
+        return outcome.as_dict(self)
 
 
 def merge_owned(current, set_by_agent, desired):
@@ -361,11 +291,13 @@ def make_plan(current, desired, ownership=None, *, allocations_before=None,
               allocations_after=None, nodename=None):
     """Diff ``current`` (Placement, may be None or empty) with ``desired``.
 
-    ``ownership`` maps provider uuid to :class:`Ownership`; providers it
-    does not name get :func:`default_ownership`.  ``allocations_after``
-    (the shape of ``get_allocations_for_provider_tree``, after the drivers
-    moved them) makes the plan a reshape, and ``allocations_before`` says
-    where they were.  ``nodename`` heads the text (default: the root's
+    ``ownership`` maps provider uuid to
+    :class:`~node_agent.identity.Ownership`; providers it does not name go
+    by the rule (:func:`node_agent.identity.ownership_of`).
+    ``allocations_after`` (the shape of
+    ``get_allocations_for_provider_tree``, after the drivers moved them)
+    makes the plan a reshape, and ``allocations_before`` says where they
+    were.  ``nodename`` heads the text (default: the root's
     name).
     """
     ownership = ownership or {}
@@ -414,27 +346,33 @@ def _writes(current, desired, ownership):
     """The writes of :func:`make_plan`, as a :class:`Plan`."""
 
     def owner(provider):
-        return ownership.get(provider.uuid) or default_ownership(provider)
+        return identity.ownership_of(provider, current, ownership)
 
+    wanted = _wanted(current, desired, owner)
+    deletes, kept = _deletes(current, desired, owner, wanted.move)
+    renames = _asides(current, deletes, wanted.create,
+                      wanted.rename) + list(wanted.rename)
+    return dataclasses.replace(wanted, rename=tuple(renames),
+                               delete=tuple(deletes),
+                               skipped=wanted.skipped + tuple(kept))
+
+
+def _wanted(current, desired, owner):
+    """The creates, renames, changes and moves the desired tree asks, as
+    a :class:`Plan` (no deletes yet), with what ownership refused."""
     creates, changes, moves, skipped, renames = [], [], [], [], []
     traits_needed, classes_needed = set(), set()
     for want in desired.providers():
         have = current.find(want.uuid)
         if have is None:
             creates.append(Create(want.uuid, want.name, want.parent_uuid))
-            change = provider_change(None, want, Ownership(owned=True))
+            change = provider_change(None, want,
+                                     identity.Ownership(owned=True))
             old_traits, old_classes = set(), set()
+        elif not owner(have).owned:
+            skipped.extend(_refused(have, want))
+            continue
         else:
-            if not owner(have).owned:
-                if have.parent_uuid != want.parent_uuid:
-                    skipped.append((have.uuid, 'not owned by this agent: '
-                                    f'not moved, kept under '
-                                    f'{have.parent_uuid}'))
-                elif (want.inventory or want.traits or want.aggregates) and (
-                        _differs(have, want)):
-                    skipped.append((have.uuid, 'not owned by this agent: '
-                                    'left as it is'))
-                continue
             if have.name != want.name:
                 renames.append(Rename(have.uuid, have.name, want.name,
                                       have.parent_uuid))
@@ -450,9 +388,29 @@ def _writes(current, desired, ownership):
             changes.append(change)
         traits_needed |= _customs(set(change.traits or ()) - set(old_traits))
         classes_needed |= _customs(set(change.inventory or ()) - old_classes)
+    return Plan(rename=tuple(renames), create=tuple(creates),
+                changes=tuple(changes), move=tuple(moves),
+                skipped=tuple(skipped),
+                custom_traits=frozenset(traits_needed),
+                custom_resource_classes=frozenset(classes_needed))
 
-    # Who stays, judged on the tree as it is once the moves are done: a
-    # provider that moves away no longer holds its old parent in place.
+
+def _refused(have, want):
+    """``[(uuid, reason)]`` for a provider the agent does not own that the
+    desired tree would move or change."""
+    if have.parent_uuid != want.parent_uuid:
+        return [(have.uuid, 'not owned by this agent: not moved, kept '
+                 f'under {have.parent_uuid}')]
+    if (want.inventory or want.traits or want.aggregates) and (
+            _differs(have, want)):
+        return [(have.uuid, 'not owned by this agent: left as it is')]
+    return []
+
+
+def _deletes(current, desired, owner, moves):
+    """``(uuids to delete, children first; [(uuid, reason)] kept)``:
+    who stays is judged on the tree as it is once the ``moves`` are done
+    (a provider that moves away no longer holds its old parent)."""
     new_parent = {m.uuid: m.parent_uuid for m in moves}
 
     def ancestors_after(uuid):
@@ -475,21 +433,16 @@ def _writes(current, desired, ownership):
                 held_by_foreign.update(ancestors)
     deletes = [p.uuid for p in reversed(current.providers())
                if p.uuid not in keep]
+    kept = []
     for provider in current.providers():
         if (provider.uuid not in desired and owner(provider).owned
                 and provider.uuid in keep):
             why = ('a descendant this agent does not own'
                    if provider.uuid in held_by_foreign
                    else 'a descendant that cannot move away')
-            skipped.append((provider.uuid, f'not desired any more but has '
-                            f'{why}: kept'))
-    renames = _asides(current, deletes, creates, renames) + renames
-    return Plan(rename=tuple(renames), create=tuple(creates),
-                changes=tuple(changes),
-                move=tuple(moves), delete=tuple(deletes),
-                skipped=tuple(skipped),
-                custom_traits=frozenset(traits_needed),
-                custom_resource_classes=frozenset(classes_needed))
+            kept.append((provider.uuid, f'not desired any more but has '
+                         f'{why}: kept'))
+    return deletes, kept
 
 
 def _asides(current, deletes, creates, renames):

@@ -1,7 +1,7 @@
 """Reading trees from Placement, cached by generation, with ownership.
 
 The reader keeps, per root, the tree as last seen, and per provider what
-the agent recorded setting on it (:class:`~node_agent.placement.plan.
+the agent recorded setting on it (:class:`~node_agent.identity.
 Ownership`); both outlive a restart in SyncState.  One ``GET
 /resource_providers?in_tree=<root>`` says which providers moved:
 
@@ -29,7 +29,6 @@ from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
 from node_agent.placement import errors
-from node_agent.placement import plan as plan_mod
 from node_agent.placement import transport as tr
 
 
@@ -45,7 +44,7 @@ class TreeReader:
         self._state = state
         self._read_only = read_only
         self.trees = {}           # root uuid -> tree as last seen
-        self.records = {}         # provider uuid -> plan.Ownership
+        self.records = {}         # provider uuid -> identity.Ownership
 
     # -- Placement reads ----------------------------------------------------
 
@@ -251,8 +250,7 @@ class TreeReader:
     def owner(self, provider, tree):
         """What the agent may touch on ``provider`` of ``tree``: its
         record, else the ownership rule under its root."""
-        return self.records.get(provider.uuid) or plan_mod.Ownership(
-            owned=identity.is_ours(provider, tree.get(provider.root_uuid)))
+        return identity.ownership_of(provider, tree, self.records)
 
     def ownership(self, tree):
         """``{uuid: Ownership}`` for ``tree``'s providers, as recorded;
@@ -265,12 +263,12 @@ class TreeReader:
 
     def claim_root(self, root_uuid):
         """Record that the agent owns this root (it was told to)."""
-        own = self.records.get(root_uuid) or plan_mod.Ownership()
+        own = self.records.get(root_uuid) or identity.Ownership()
         self.records[root_uuid] = dataclasses.replace(own, owned=True)
 
     def created(self, uuid):
         """Record a provider the agent created: it owns it."""
-        self.records[uuid] = plan_mod.Ownership(owned=True)
+        self.records[uuid] = identity.Ownership(owned=True)
 
     def deleted(self, uuid):
         self.records.pop(uuid, None)

@@ -41,10 +41,10 @@ import sqlite3
 import threading
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import local_state
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
-from node_agent.placement import plan
 
 FILENAME = 'agent_state.sqlite'
 WHAT = 'sync state'
@@ -278,7 +278,7 @@ class SyncState:
             provider.inventory = json.loads(row[4])
             provider.traits = set(json.loads(row[5]))
             provider.aggregates = set(json.loads(row[6]))
-            ownership[row[0]] = plan.Ownership(
+            ownership[row[0]] = identity.Ownership(
                 owned=bool(row[7]),
                 traits=frozenset(json.loads(row[8])),
                 resource_classes=frozenset(json.loads(row[9])),
@@ -292,8 +292,7 @@ class SyncState:
         """Replace the record of every root in ``tree``, in one transaction."""
         records = []
         for provider in tree.providers():
-            own = (ownership.get(provider.uuid)
-                   or plan.default_ownership(provider))
+            own = identity.ownership_of(provider, tree, ownership)
             records.append((
                 provider.uuid, provider.root_uuid, provider.name,
                 provider.parent_uuid, provider.generation,

@@ -70,7 +70,7 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
     ``metrics``: a :class:`node_agent.metrics.Metrics` the report client
     and the tracker count into (None: nothing is counted).
     """
-    from node_agent import health_state
+    from node_agent.health import state as health_state
     from node_agent.hardware import discovery as discovery_mod
     from node_agent import local_state
     from node_agent.tracker import scan_state
@@ -126,7 +126,7 @@ def device_health(conf, rt, metrics=None, clock=None):
     """``make(callback) -> watcher`` of device health, or None when no
     health source applies.
 
-    The watcher is a :class:`~node_agent.hardware.health_monitor.Supervisor` of
+    The watcher is a :class:`~node_agent.health.monitor.Supervisor` of
     the sources that apply (NVML events and queries while the gpu driver
     is on and ``[hardware] nvml_enabled``; sysfs while ``[health]
     sysfs_enabled``; always the operator's drains) feeding one health
@@ -135,13 +135,13 @@ def device_health(conf, rt, metrics=None, clock=None):
     ``callback()`` runs at each change, in either direction, the metrics
     hear every device's state and, with a transport configured, a
     ``node_agent.device.health`` notification goes out
-    (:mod:`node_agent.health_notifier`).  ``clock``: the monitor's (default:
+    (:mod:`node_agent.health.notifier`).  ``clock``: the monitor's (default:
     monotonic time).
     """
-    from node_agent import health_notifier
-    from node_agent import health_state
     from node_agent import metrics as metrics_mod
-    from node_agent.hardware import health_monitor
+    from node_agent.health import monitor as health_monitor
+    from node_agent.health import notifier as health_notifier
+    from node_agent.health import state as health_state
     metrics = metrics or metrics_mod.NOOP
     nvml = 'gpu' in conf.enabled_drivers and conf.hardware.nvml_enabled
 
@@ -173,9 +173,9 @@ def _health_sources(conf, rt, monitor, nvml):
     """The operator's drains, NVML (``nvml``) and sysfs (``[health]
     sysfs_enabled``) feeding ``monitor``: what is stored and what rose
     while the agent was down, seen now, before the startup sync."""
-    from node_agent import drains
-    from node_agent.hardware import nvml_health
-    from node_agent.hardware import pci_health
+    from node_agent.health import drains
+    from node_agent.health import nvml as nvml_health
+    from node_agent.health import pci as pci_health
     drained = drains.DrainSource(drains.path_for(conf), monitor)
     drained.look()
     sources = [drained]
@@ -202,7 +202,7 @@ def watched_devices(rt, monitor=None):
     first sync: those whose sysfs counters ``monitor`` stored, or that
     it stored as isolated by sysfs."""
     from node_agent import identity
-    from node_agent.tracker import nova_pci
+    from node_agent.beside_nova import nova_pci
     last = rt.round
     tree = last.tree
     root = tree.find(last.nodename) if tree is not None else None

@@ -47,12 +47,14 @@ from node_agent import exception
 from node_agent import identity
 from node_agent import text
 from node_agent.drivers import layout
-from node_agent.placement import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
 
-#: libvirt domain states in which a guest no longer holds its devices.
-RELEASED = frozenset({'shutoff', 'crashed'})
+#: libvirt domain states in which a guest no longer holds its devices.  A
+#: crashed guest is not one: with ``on_crash`` preserve (or a coredump) its
+#: QEMU process, and the devices assigned to it, stay until it is
+#: destroyed; a state libvirt did not name counts as holding too.
+RELEASED = frozenset({'shutoff'})
 UNALLOCATED = 'unallocated'
 MISPLACED = 'misplaced'
 UNALLOCATED_TITLE = 'in use by a guest without an allocation'
@@ -291,12 +293,12 @@ class Guests:
         shape), compared instead of Placement's, or None.
         ``left_alone``: ``(ours, theirs, why)`` of the providers this sync
         leaves as Placement has them (a device another service reports,
-        :mod:`node_agent.tracker.coexistence`): not compared."""
+        :mod:`node_agent.beside_nova.coexistence`): not compared."""
         ownership = dict(ownership or {})
         for ours, _, _ in left_alone:
             provider = desired.find(ours)
             if provider is not None:
-                ownership[provider.uuid] = plan_mod.Ownership()
+                ownership[provider.uuid] = identity.Ownership()
         held = held_devices(drivers.drivers,
                             snapshot.domains if snapshot else ())
         view = {}
@@ -369,7 +371,7 @@ class Guests:
 
     def _notify(self, nodename, finding, priority):
         if self._notifier is None:
-            from node_agent import health_notifier
+            from node_agent.health import notifier as health_notifier
             self._notifier = health_notifier.HealthNotifier.from_conf(
                 self.conf) or False
         if self._notifier:

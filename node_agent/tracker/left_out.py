@@ -1,7 +1,7 @@
 """What a round leaves out of the tree beside nova-compute.
 
 No device is reported twice
-(:func:`node_agent.tracker.coexistence.skip_reported_elsewhere`): the
+(:func:`node_agent.beside_nova.coexistence.skip_reported_elsewhere`): the
 fields of the round's :class:`~node_agent.tracker.round.Round` that say
 what was skipped, kept while it holds allocations, withheld from
 nova-compute's PCI tracker or not attachable, and what evidence could not
@@ -17,7 +17,7 @@ tracker hands out (no ``SRIOV_NET_VF`` on their PF), and a root not
 created yet is ``ComputeNodeMissing``, which the daemon waits out.
 """
 
-from node_agent.tracker import coexistence
+from node_agent.beside_nova import coexistence
 
 
 def skip_reported_elsewhere(conf, report_client, metrics, last, drivers,

@@ -1,6 +1,6 @@
 """Another service writing the root the agent owns (``RootShared``).
 
-Two kinds of evidence (:meth:`node_agent.tracker.root.RootFinder.
+Two kinds of evidence (:meth:`node_agent.beside_nova.root.RootFinder.
 other_writer`, and :meth:`Watch.rewritten` here): another service says it
 writes the root, or the root's inventory or traits differ from what the
 agent last synced at two reads in a row (one operator edit is corrected
@@ -12,7 +12,7 @@ holds, the agent writes nothing: :meth:`Watch.refuse` raises
 from oslo_log import log as logging
 
 from node_agent import exception
-from node_agent.tracker import root as root_mod
+from node_agent.beside_nova import root as root_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ class Watch:
 
     def __init__(self, conf, root, metrics):
         """``root``: the tracker's
-        :class:`~node_agent.tracker.root.RootFinder`."""
+        :class:`~node_agent.beside_nova.root.RootFinder`."""
         self._conf = conf
         self._root = root
         self._metrics = metrics
@@ -73,7 +73,7 @@ class Watch:
                 self._metrics.root_shared(None)
             return
         service, evidence = found
-        error = exception.RootShared(self._conf.deployment, nodename,
+        error = exception.RootShared(self._root.layout.mode, nodename,
                                      service, [e for _, e in evidence])
         self.shared = error
         self._metrics.root_shared(service, [k for k, _ in evidence])

@@ -25,7 +25,7 @@ import json
 from oslo_log import log as logging
 
 from node_agent import text
-from node_agent.tracker import coexistence
+from node_agent.beside_nova import coexistence
 
 # The plan is logged as the tracker's (what operators filter on).
 LOG = logging.getLogger('node_agent.tracker.tracker')

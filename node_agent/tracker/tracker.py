@@ -5,7 +5,7 @@ The algorithm, step by step (``client``: the report client)::
     discover   snapshot = discovery.scan(), trusted and held (see below)
     read       current  = the tree under this host's root, found (or
                           created) as [DEFAULT] deployment says
-                          (:mod:`node_agent.tracker.root`); its name is
+                          (:mod:`node_agent.beside_nova.root`); its name is
                           the nodename the drivers build under
     build      desired  = drivers(snapshot, current)          (no allocations)
                  ReshapeNeeded, at startup only:
@@ -29,7 +29,7 @@ Rules:
   (:mod:`node_agent.tracker.left_out`).
 - A mode that owns the root (standalone) writes nothing while another
   service writes it (``RootShared``: fatal at startup, an audit skipped;
-  :meth:`node_agent.tracker.root.RootFinder.other_writer`).
+  :meth:`node_agent.beside_nova.root.RootFinder.other_writer`).
 - A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
   wrote in between), and Placement refusing the reshape (400/409), are
   retried from fresh data ``[audit] reshape_retries`` times; a conflict
@@ -87,9 +87,9 @@ from node_agent import metrics as metrics_mod
 from node_agent import text
 from node_agent.placement import plan as plan_mod
 from node_agent.tracker import claims_check
+from node_agent.beside_nova import root as root_mod
 from node_agent.tracker import guests as guests_mod
 from node_agent.tracker import left_out
-from node_agent.tracker import root as root_mod
 from node_agent.tracker import round as round_mod
 from node_agent.tracker import scan_state as scan_state_mod
 from node_agent.tracker import second_writer
@@ -107,7 +107,7 @@ def _drivers(conf, snapshot, health=None):
 
 
 def read_tree(conf, report_client, ensure=True):
-    """This host's tree in Placement (:mod:`node_agent.tracker.root`).
+    """This host's tree in Placement (:mod:`node_agent.beside_nova.root`).
 
     ``ensure=False`` writes nothing: a missing root gives the tree that
     ensuring it would create.

@@ -1,7 +1,7 @@
 """Withholding reaches Placement whatever else is going on.
 
 Two rules of device health the tracker's round applies here
-(:mod:`node_agent.hardware.health`, :mod:`node_agent.health_state`):
+(:mod:`node_agent.health.model`, :mod:`node_agent.health.state`):
 
 - **No scan needed** (:func:`reserve_first`).  A device newly isolated or
   drained is written before the round scans the host: the last good tree
@@ -12,7 +12,7 @@ Two rules of device health the tracker's round applies here
   added this way; a device given back waits for the round's scan.
 - **Nova's own providers too** (:func:`reserve_beside_nova`): beside
   nova-compute, nova's PCI providers of the devices withheld
-  (:mod:`node_agent.tracker.nova_pci`), whatever the name of the mode
+  (:mod:`node_agent.beside_nova.nova_pci`), whatever the name of the mode
   that runs beside it (the deprecated ``whole_host`` included).
 - **Nothing given back by an unreadable record** (:func:`keep_reserved`).
   When the stored decisions could not be read, what Placement shows
@@ -31,7 +31,7 @@ import time
 from oslo_log import log as logging
 
 from node_agent import deployment
-from node_agent import health_state
+from node_agent.health import state as health_state
 from node_agent.placement import plan as plan_mod
 
 LOG = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def with_reservations(last, monitor):
     withheld (whole) by ``monitor`` reserved too, or None when there are
     none (or nothing was synced, or no monitor)."""
     from node_agent.drivers import layout
-    from node_agent.hardware import health
+    from node_agent.health import model as health
     if last.tree is None or monitor is None:
         return None
     before = health_state.reserved_in(last.tree, last.nodename,
@@ -113,9 +113,9 @@ def clean_one_time_use(conf, manager, make, last, unhealthy):
     health hook, which must not take a one-time-use reservation for its
     own.  The manager (``make()`` makes it at the first clean), or
     ``manager`` as it was."""
-    if deployment.mode(conf) == deployment.BESIDE_NOVA:
+    if deployment.layout(conf).nova_devices:
         from node_agent import one_time_use
-        from node_agent.tracker import nova_pci
+        from node_agent.beside_nova import nova_pci
         return one_time_use.audit(conf, manager, make, last, unhealthy,
                                   nova_pci)
     return manager
@@ -123,11 +123,10 @@ def clean_one_time_use(conf, manager, make, last, unhealthy):
 
 def reserve_beside_nova(conf, report_client, monitor, nodename, tree):
     """Beside nova-compute, reserve nova's own PCI providers of the devices
-    ``monitor`` withholds (:mod:`node_agent.tracker.nova_pci`)."""
-    if monitor is None or \
-            deployment.mode(conf) != deployment.BESIDE_NOVA:
+    ``monitor`` withholds (:mod:`node_agent.beside_nova.nova_pci`)."""
+    if monitor is None or not deployment.layout(conf).nova_devices:
         return
-    from node_agent.tracker import nova_pci
+    from node_agent.beside_nova import nova_pci
     root = tree.find(nodename)
     if root is not None:
         nova_pci.apply(report_client, tree, root, monitor.unhealthy(),

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from node_agent import health_state
+from node_agent.health import state as health_state
 from node_agent.drivers import layout
-from node_agent.hardware import health
+from node_agent.health import model as health
 from tests.clients import harness
 from tests.clients.test_gpu_hosts import flavor
 from tests.clients.test_gpu_hosts import HOST

@@ -21,7 +21,7 @@ import threading
 
 import oslo_messaging
 
-from node_agent import drains
+from node_agent.health import drains
 from node_agent.claims import rpc
 from node_agent.tracker import service
 from tests.clients import harness

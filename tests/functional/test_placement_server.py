@@ -20,6 +20,7 @@ from tests.fixtures.placement_server import PlacementServerError
 from tests.fixtures.placement_server import admin_adapter
 from tests.fixtures.placement_server import placement_server  # noqa: F401
 from tests.fixtures.placement_server import read_request_log
+from tests.fixtures.prometheus import free_port
 
 OVER_EACH_DATABASE = pytest.mark.parametrize('database', DATABASES)
 
@@ -78,10 +79,7 @@ def test_restart_keeps_port_and_database(tmp_path, kill):
 
 
 def test_start_on_a_given_port(tmp_path):
-    first = PlacementServer(tmp_path / 'first')
-    port = int(first.start().rsplit(':', 1)[1])
-    first.stop()
-
+    port = free_port()
     with PlacementServer(tmp_path / 'second', port=port) as second:
         assert second.url == f'http://127.0.0.1:{port}'
         assert _provider_names(admin_adapter(second.url)) == set()

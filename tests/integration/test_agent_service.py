@@ -38,8 +38,15 @@ GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
 DOMAINS = ('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001',   # guest-numa0
            '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002')   # guest-numa1
 OTHER = '0d6b1f3e-2c4a-4e8f-9b7d-1a2b3c4d5e6f'
-# The issue's scenario: Placement comes up 20 seconds after the agent.
-PLACEMENT_DELAY = 20
+# The issue's scenario: Placement comes up long after the agent, which
+# goes on trying with capped backoff (startup_backoff_max = 2 below).
+# Placement starts once the agent's log shows this many attempts at the
+# cap: from the third on, every wait is the cap (0.5, 1, 2, 2, 2 s), and
+# an agent that gave up after some number of tries or seconds would have
+# done so at one of them.  Counted attempts, not a fixed sleep: on a
+# loaded machine the test waits for the attempts, however long they take.
+ATTEMPTS_AT_THE_CAP = 4
+AT_THE_CAP = 'next attempt in 2.0 s'
 WRITE_RE = re.compile(r'curl -g -i -X (POST|PUT|DELETE|PATCH) ')
 
 
@@ -276,7 +283,11 @@ def test_waits_for_placement_then_syncs(agent, tmp_path):
     agent.configure(f'http://127.0.0.1:{port}', nested=True)
     agent.start()
     agent.wait_for('STATUS=waiting for Placement')
-    time.sleep(PLACEMENT_DELAY)
+    deadline = time.monotonic() + 120
+    while agent.log_text().count(AT_THE_CAP) < ATTEMPTS_AT_THE_CAP:
+        assert agent.proc.poll() is None, 'the agent gave up waiting'
+        assert time.monotonic() < deadline, agent.log_text()[-3000:]
+        time.sleep(0.2)
     assert agent.proc.poll() is None, 'the agent gave up waiting'
     srv.start(port=port)
     try:

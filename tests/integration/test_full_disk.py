@@ -40,6 +40,10 @@ def state_files(agent):  # noqa: F811
 LOG_LINE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \d+ ')
 UNAVAILABLE = ('(a fault of the filesystem, not of the file: nothing was '
                'moved aside; retried)')
+# What every audit reads first.
+AUDIT_READ = f'GET /resource_providers?in_tree={ROOT}'
+# Audits the daemon rides out on the full filesystem before it is freed.
+FULL_AUDITS = 10
 
 
 def one_line_error(done):
@@ -120,7 +124,7 @@ def test_the_daemon_rides_out_a_full_state_filesystem(
         agent, server, full_state):  # noqa: F811
     before = state_files(agent)
     with open(agent.conf, 'a') as f:
-        f.write('[audit]\ninterval = 2\n')
+        f.write('[audit]\ninterval = 1\n')
     agent.start()
     try:
         agent.wait_for('READY=1')
@@ -130,12 +134,15 @@ def test_the_daemon_rides_out_a_full_state_filesystem(
         assert released.returncode == 1
         assert one_line_error(released).endswith(UNAVAILABLE)
         agent.wait_for('cannot be written', timeout=30)
-        # 30 s of audits every 2 s: up, nothing moved, the cause shown.
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        # FULL_AUDITS more audits (counted in Placement's request log,
+        # however long they take): up, nothing moved, the cause shown.
+        audits = server.requests().count(AUDIT_READ) + FULL_AUDITS
+        deadline = time.monotonic() + 120
+        while server.requests().count(AUDIT_READ) < audits:
             with contextlib.suppress(AssertionError):
-                agent.wait_for('never said', timeout=1)
+                agent.wait_for('never said', timeout=0.5)
             assert agent.proc.poll() is None, agent.log_text()[-3000:]
+            assert time.monotonic() < deadline, agent.log_text()[-3000:]
         assert state_files(agent) == before
         status = [m for m in agent.messages if 'STATUS=' in m][-1]
         assert re.search(rf'; state_path {re.escape(agent.state)} '

@@ -7,11 +7,11 @@ import queue
 import oslo_messaging
 import pytest
 
-from node_agent import drains
-from node_agent import health_notifier
+from node_agent.health import drains
+from node_agent.health import notifier as health_notifier
 from node_agent.claims import rpc
-from node_agent.hardware import health
-from node_agent.hardware import health_monitor
+from node_agent.health import model as health
+from node_agent.health import monitor as health_monitor
 from node_agent.tracker import factory
 from node_agent.tracker import tracker
 from tests.fixtures import hosts

@@ -62,8 +62,25 @@ def placement(keystone, tmp_path):
 
 @pytest.fixture
 def short_tokens(keystone):
-    with keystone.short_tokens():
-        yield keystone
+    """Tokens of SHORT_EXPIRATION seconds.  They stay for the next test if
+    it wants them too (the tests that do are the last of this module):
+    each change of the expiration restarts Keystone."""
+    keystone.use_expiration(ks.SHORT_EXPIRATION)
+    yield keystone
+
+
+@pytest.fixture(autouse=True)
+def hour_tokens(request, keystone):
+    """Every test not asking for short tokens has tokens of an hour."""
+    if 'short_tokens' not in request.fixturenames:
+        keystone.use_expiration(ks.TOKEN_EXPIRATION)
+
+
+@pytest.fixture(autouse=True, scope='module')
+def hour_tokens_after(keystone):
+    """And so has whatever runs after this module."""
+    yield
+    keystone.use_expiration(ks.TOKEN_EXPIRATION)
 
 
 def configure(agent, keystone, nested=True, extra=(), **user):
@@ -134,70 +151,6 @@ def test_finds_placement_in_the_catalog_and_syncs(agent, keystone,
     assert placement.requests()[0] == server.requests()[0] == 'GET /'
 
 
-def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
-                                                 placement, short_tokens):
-    configure(agent, keystone, extra=FAST_AUDITS)
-    agent.start()
-    agent.wait_for('READY=1', timeout=BOUND)
-    # One sign-in, and renewals when the startup took longer than
-    # TOKEN_FRESH seconds.
-    first = len(agent_token_requests(keystone))
-    assert first >= 1
-    # Audits every second; the token is stale TOKEN_FRESH s after issue.
-    deadline = time.monotonic() + ks.TOKEN_FRESH + 30
-    while len(agent_token_requests(keystone)) < first + 2:
-        assert time.monotonic() < deadline, agent.log_text()[-3000:]
-        assert agent.proc.poll() is None
-        time.sleep(0.5)
-    renewed = agent_token_requests(keystone)
-    assert all(r.status == 201 for r in renewed)
-    audits = placement.requests().count(AUDIT_READ)
-    assert audits >= 3
-    seen = statuses(agent)
-    assert agent.stop() == 0
-    assert refused(placement) == []
-    assert error_lines(agent) == []
-    assert 'audit failed' not in agent.log_text()
-    assert 'not reachable' not in agent.log_text()
-    # Once in sync, never anything else (the start says what it awaits).
-    synced = [i for i, s in enumerate(seen) if s.startswith('in sync: ')]
-    assert synced and all(s.startswith('in sync: ')
-                          for s in seen[synced[0]:]), seen
-    assert all(s.startswith('starting: ') for s in seen[:synced[0]]), seen
-
-
-def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
-                                                short_tokens):
-    configure(agent, keystone, extra=FAST_AUDITS)
-    agent.start()
-    agent.wait_for('READY=1', timeout=BOUND)
-    time.sleep(ks.TOKEN_FRESH + 1)          # the next audit must renew
-    keystone.stop()
-    try:
-        # Keystone is named, at its URL, not Placement.
-        waiting = (f'waiting for Keystone at {keystone.auth_url}: '
-                   'ConnectFailure ([placement] auth_url)')
-        agent.wait_for('STATUS=' + waiting, timeout=BOUND)
-        wait_for_log(agent, f'audit: Keystone at {keystone.auth_url} is '
-                     'not reachable (', timeout=BOUND)
-        time.sleep(3)
-        assert agent.proc.poll() is None
-        assert not any(s.startswith('waiting for Placement')
-                       for s in statuses(agent)), statuses(agent)
-        assert statuses(agent)[-1] == waiting
-    finally:
-        keystone.start()
-    since = len(agent.messages)
-    deadline = time.monotonic() + 60
-    while not any('STATUS=in sync: ' in m for m in agent.messages[since:]):
-        assert time.monotonic() < deadline, agent.messages
-        agent.wait_for('STATUS=', timeout=BOUND)
-        statuses(agent)
-    assert agent.stop() == 0
-    assert 'ConnectFailure' in agent.log_text()
-    assert refused(placement) == []
-
-
 def test_placement_down_behind_a_live_keystone_is_placements(
         keystone, tmp_path):
     """Signed in, Placement unreachable: the wait names Placement."""
@@ -235,34 +188,6 @@ def test_keystone_down_at_the_first_sign_in_is_waited_out(agent, keystone,
                    for s in statuses(agent)), statuses(agent)
     assert agent.stop() == 0
     assert refused(placement) == []
-
-
-def test_a_rotated_password_applies_at_sighup(agent, keystone, placement,
-                                              short_tokens):
-    """The password rotated in Keystone (its tokens revoked) and in the
-    file: SIGHUP signs in anew, and the next audit goes through with the
-    new password, without a restart."""
-    configure(agent, keystone, extra=FAST_AUDITS)
-    agent.start()
-    agent.wait_for('READY=1', timeout=BOUND)
-    keystone.set_password(ks.AGENT_USER, 'rotated-' + os.urandom(6).hex())
-    # The old password signs in no more: audits fail, and say so.
-    agent.wait_for('Placement refused the credentials', timeout=BOUND)
-    configure(agent, keystone, extra=FAST_AUDITS)
-    agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')
-    since = len(keystone.requests())
-    seen = len(agent.messages)
-    agent.proc.send_signal(signal.SIGHUP)
-    deadline = time.monotonic() + BOUND
-    while not any('STATUS=in sync: ' in m for m in agent.messages[seen:]):
-        assert time.monotonic() < deadline, agent.messages[seen:]
-        agent.wait_for('STATUS=', timeout=BOUND)
-        statuses(agent)
-    # Signed in with the new password: a token Keystone granted.
-    signed_in = agent_token_requests(keystone, since)
-    assert signed_in and signed_in[-1].status == 201, signed_in
-    assert agent.proc.poll() is None
-    assert agent.stop() == 0
 
 
 @pytest.mark.parametrize('who', ['wrong password', 'unknown user'])
@@ -311,6 +236,101 @@ def test_reshape_refused_without_the_service_role(agent, keystone,
     assert_not_reshaped(before, placement_state.read(api))
 
 
+def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
+                                                 placement, short_tokens):
+    configure(agent, keystone, extra=FAST_AUDITS)
+    # This run's token requests only (the session's Keystone has seen the
+    # refused sign-ins of the tests before).
+    since = len(keystone.requests())
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    # One sign-in, and renewals when the startup took longer than
+    # TOKEN_FRESH seconds.
+    first = len(agent_token_requests(keystone, since))
+    assert first >= 1
+    # Audits every second; the token is stale TOKEN_FRESH s after issue.
+    deadline = time.monotonic() + ks.TOKEN_FRESH + 30
+    while len(agent_token_requests(keystone, since)) < first + 2:
+        assert time.monotonic() < deadline, agent.log_text()[-3000:]
+        assert agent.proc.poll() is None
+        time.sleep(0.5)
+    renewed = agent_token_requests(keystone, since)
+    assert all(r.status == 201 for r in renewed)
+    audits = placement.requests().count(AUDIT_READ)
+    assert audits >= 3
+    seen = statuses(agent)
+    assert agent.stop() == 0
+    assert refused(placement) == []
+    assert error_lines(agent) == []
+    assert 'audit failed' not in agent.log_text()
+    assert 'not reachable' not in agent.log_text()
+    # Once in sync, never anything else (the start says what it awaits).
+    synced = [i for i, s in enumerate(seen) if s.startswith('in sync: ')]
+    assert synced and all(s.startswith('in sync: ')
+                          for s in seen[synced[0]:]), seen
+    assert all(s.startswith('starting: ') for s in seen[:synced[0]]), seen
+
+
+def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
+                                                short_tokens):
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    time.sleep(ks.TOKEN_FRESH + 1)          # the next audit must renew
+    keystone.stop()
+    try:
+        # Keystone is named, at its URL, not Placement.
+        waiting = (f'waiting for Keystone at {keystone.auth_url}: '
+                   'ConnectFailure ([placement] auth_url)')
+        agent.wait_for('STATUS=' + waiting, timeout=BOUND)
+        wait_for_log(agent, f'audit: Keystone at {keystone.auth_url} is '
+                     'not reachable (', timeout=BOUND)
+        time.sleep(3)
+        assert agent.proc.poll() is None
+        assert not any(s.startswith('waiting for Placement')
+                       for s in statuses(agent)), statuses(agent)
+        assert statuses(agent)[-1] == waiting
+    finally:
+        keystone.start()
+    since = len(agent.messages)
+    deadline = time.monotonic() + 60
+    while not any('STATUS=in sync: ' in m for m in agent.messages[since:]):
+        assert time.monotonic() < deadline, agent.messages
+        agent.wait_for('STATUS=', timeout=BOUND)
+        statuses(agent)
+    assert agent.stop() == 0
+    assert 'ConnectFailure' in agent.log_text()
+    assert refused(placement) == []
+
+
+def test_a_rotated_password_applies_at_sighup(agent, keystone, placement,
+                                              short_tokens):
+    """The password rotated in Keystone (its tokens revoked) and in the
+    file: SIGHUP signs in anew, and the next audit goes through with the
+    new password, without a restart."""
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    keystone.set_password(ks.AGENT_USER, 'rotated-' + os.urandom(6).hex())
+    # The old password signs in no more: audits fail, and say so.
+    agent.wait_for('Placement refused the credentials', timeout=BOUND)
+    configure(agent, keystone, extra=FAST_AUDITS)
+    agent.log = os.path.join(agent.workdir, f'agent-{agent.runs - 1}.log')
+    since = len(keystone.requests())
+    seen = len(agent.messages)
+    agent.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + BOUND
+    while not any('STATUS=in sync: ' in m for m in agent.messages[seen:]):
+        assert time.monotonic() < deadline, agent.messages[seen:]
+        agent.wait_for('STATUS=', timeout=BOUND)
+        statuses(agent)
+    # Signed in with the new password: a token Keystone granted.
+    signed_in = agent_token_requests(keystone, since)
+    assert signed_in and signed_in[-1].status == 201, signed_in
+    assert agent.proc.poll() is None
+    assert agent.stop() == 0
+
+
 def test_no_password_in_any_log(agent, keystone, broker, tmp_path,
                                 short_tokens):
     """Every log of a run with every secret in play, each service at
@@ -326,11 +346,16 @@ def test_no_password_in_any_log(agent, keystone, broker, tmp_path,
         keystone.point_placement_at(placement.url)
         configure(agent, keystone, extra=[
             '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
+        since = len(keystone.requests())
         agent.start()
         agent.wait_for('READY=1', timeout=BOUND)
         wait_for_log(agent, LISTENING, timeout=BOUND)
-        time.sleep(ks.TOKEN_FRESH + 2)            # a renewal, at debug
-        assert len(agent_token_requests(keystone)) >= 2
+        # A sign-in and a renewal (TOKEN_FRESH s later), at debug.
+        deadline = time.monotonic() + BOUND
+        while len(agent_token_requests(keystone, since)) < 2:
+            assert time.monotonic() < deadline, agent.log_text()[-3000:]
+            assert agent.proc.poll() is None
+            time.sleep(0.5)
         assert agent.stop() == 0
         configure(agent, keystone, password='wrong-' + keystone.passwords[
             ks.AGENT_USER])

@@ -26,7 +26,7 @@ import pytest
 
 from node_agent import cmd
 from node_agent import identity
-from node_agent.drivers import gpu_claims
+from node_agent.drivers.gpu import claims as gpu_claims
 from node_agent.placement import adapter as adapter_mod
 from node_agent.placement import state
 from node_agent.tracker import factory

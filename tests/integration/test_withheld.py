@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from node_agent import drains
-from node_agent import health_state
+from node_agent.health import drains
+from node_agent.health import state as health_state
 from tests.fixtures import placement_server as ps
 from tests.integration import test_agent_service as svc
 from tests.integration.test_agent_service import agent  # noqa: F401

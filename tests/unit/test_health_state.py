@@ -5,10 +5,10 @@ import json
 import os
 import time
 
-from node_agent import drains
-from node_agent import health_state
-from node_agent.hardware import health
-from node_agent.hardware import health_monitor
+from node_agent.health import drains
+from node_agent.health import state as health_state
+from node_agent.health import model as health
+from node_agent.health import monitor as health_monitor
 
 XID = health.Observation(health.ISOLATE, 'XID 79 (GPU has fallen off the '
                          'bus)', health.GPU_LOST_FAMILY, 'reset the GPU')
@@ -125,7 +125,7 @@ def test_device_list_says_cause_since_and_until():
 
 
 def test_nvml_counters_are_baselines_after_a_restart(tmp_path):
-    from node_agent.hardware import nvml_health
+    from node_agent.health import nvml as nvml_health
     store = health_state.HealthStore(str(tmp_path / 'health.json'))
     counters = {('0000:3b:00.0', nvml_health.PCIE_REPLAY): 5,
                 ('0000:3b:00.0', (nvml_health.NVLINK_CRC_FLIT, 3)): 2}

@@ -79,8 +79,9 @@ def test_derived_children_are_ours_and_lookalikes_are_not():
     assert identity.is_ours(root, root)
     assert identity.is_ours(tree.get('compute1_numa_0'), root)
     assert not identity.is_ours(tree.get('compute1_numa_1'), root)
-    assert identity.owned_by_rule(tree.get('compute1_numa_0'))
-    assert not identity.owned_by_rule(tree.get('compute1_numa_1'))
+    assert identity.ownership_of(tree.get('compute1_numa_0'), tree).owned
+    assert not identity.ownership_of(tree.get('compute1_numa_1'),
+                                     tree).owned
 
 
 def test_owned_answers_from_the_rounds_ownership_else_the_rule():
@@ -90,14 +91,14 @@ def test_owned_answers_from_the_rounds_ownership_else_the_rule():
     root = tree.get(ROOT)
     numa, lookalike = tree.get('compute1_numa_0'), tree.get('compute1_numa_1')
     # Beside nova-compute the round records the root as nova's.
-    beside_nova = {ROOT_UUID: plan.Ownership(owned=False)}
+    beside_nova = {ROOT_UUID: identity.Ownership(owned=False)}
     assert identity.owned(root, root)
     assert not identity.owned(root, root, beside_nova)
     # Children the round does not name (made in this pass) go by the rule.
     assert identity.owned(numa, root, beside_nova)
     assert not identity.owned(lookalike, root, beside_nova)
     # A record is the answer, whatever the rule says.
-    assert not identity.owned(numa, root, {numa.uuid: plan.Ownership()})
+    assert not identity.owned(numa, root, {numa.uuid: identity.Ownership()})
 
 
 def test_a_derived_child_of_another_root_is_not_ours():
@@ -153,7 +154,7 @@ def test_a_legacy_provider_renamed_aside_is_still_recognised():
     provider = tree.get('compute1_numa_0 (migrating)')
     assert identity.is_legacy(provider, ROOT)
     assert identity.successor_id(provider, ROOT) == 'numa_0'
-    assert identity.owned_by_rule(provider)
+    assert identity.ownership_of(provider, tree).owned
 
 
 def test_legacy_recognition_needs_the_legacy_uuid_and_our_prefix():
@@ -203,3 +204,50 @@ def test_new_child_derives_the_uuid_of_a_device_name():
     other = pn.child(tree, 'operator pool', ROOT)
     assert other.uuid == identity.legacy_uuid('operator pool')
     assert not identity.is_ours(other, tree.get(ROOT))
+
+
+def test_the_plan_and_the_drivers_ask_one_rule_at_its_edges():
+    """Unrecorded, a provider is ours as :func:`identity.is_ours` says
+    under its own root, whoever asks: the root (whatever its uuid), not a
+    provider whose uuid is the legacy one of a name the previous release
+    never gave (another root's prefix, another kind), and a derived child
+    only under the root it was derived from."""
+    tree = tree_with(('compute1_numa_0', ROOT, derived('numa_0')),
+                     legacy('compute1_gpu_0000:3b:00.0', ROOT),
+                     legacy('compute9_gpu_0000:af:00.0', ROOT),
+                     legacy('compute1_something_else', ROOT),
+                     ('compute1_numa_1', ROOT,
+                      '0b7e2f3a-5c4d-4e6f-8a9b-1c2d3e4f5a6b'))
+    other = tree.new_root('compute2', uuid=identity.legacy_root_uuid(
+        'compute2'))
+    pn.child(tree, 'compute2_numa_0', other.uuid)
+    owned = {p.name: identity.ownership_of(p, tree).owned
+             for p in tree.providers()}
+    assert owned == {
+        ROOT: True, 'compute1_numa_0': True,
+        'compute1_gpu_0000:3b:00.0': True,
+        'compute9_gpu_0000:af:00.0': False,
+        'compute1_something_else': False, 'compute1_numa_1': False,
+        'compute2': True, 'compute2_numa_0': True}
+    for provider in tree.providers():
+        root = tree.get(provider.root_uuid)
+        assert identity.owned(provider, root) == owned[provider.name]
+    # The plan, given no records, asks the same: it deletes only what is
+    # ours, and keeps what is not.
+    desired = pt.ProviderTree()
+    desired.new_root(ROOT, uuid=ROOT_UUID)
+    desired.new_root('compute2', uuid=other.uuid)
+    made = plan.make_plan(tree, desired)
+    assert sorted(tree.get(u).name for u in made.delete) == [
+        'compute1_gpu_0000:3b:00.0', 'compute1_numa_0', 'compute2_numa_0']
+
+
+def test_a_record_is_the_answer_and_keeps_what_the_agent_set():
+    tree = tree_with(('compute1_numa_0', ROOT, derived('numa_0')))
+    numa = tree.get('compute1_numa_0')
+    record = identity.Ownership(owned=True, traits=frozenset({'HW_X'}))
+    assert identity.ownership_of(numa, tree, {numa.uuid: record}) is record
+    assert identity.ownership_of(numa, tree, {}) == identity.Ownership(
+        owned=True)
+    assert identity.ownership_of(numa, tree, {
+        numa.uuid: identity.Ownership()}) == identity.Ownership()

@@ -9,7 +9,9 @@ cycle is still a dependency. Two facts are asserted:
   here is a direct sub-package of ``node_agent`` or a top-level module
   such as ``node_agent.identity``);
 
-and no module is longer than ``MAX_LINES``.
+and no module is longer than ``MAX_LINES``, no function (or method)
+longer than ``MAX_FUNCTION_LINES`` from its ``def`` to its last line,
+docstring included.
 """
 
 import ast
@@ -18,7 +20,8 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 PACKAGE = 'node_agent'
-MAX_LINES = 600
+MAX_LINES = 500
+MAX_FUNCTION_LINES = 60
 
 
 def module_files():
@@ -194,3 +197,30 @@ def test_no_module_is_too_long():
         if count > MAX_LINES:
             long[module] = count
     assert long == {}, f'modules over {MAX_LINES} lines: {long}'
+
+
+def long_functions(path):
+    """``{name: lines}`` of the functions in ``path`` over the limit."""
+    with open(path, encoding='utf-8') as f:
+        tree = ast.parse(f.read(), path)
+    return {f'{node.name}:{node.lineno}': node.end_lineno - node.lineno + 1
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES}
+
+
+def test_the_function_check_sees_a_long_one(tmp_path):
+    path = tmp_path / 'probe.py'
+    body = ''.join(f'    x{i} = {i}\n' for i in range(MAX_FUNCTION_LINES))
+    path.write_text('def short():\n    pass\n\n\ndef long():\n' + body)
+    assert long_functions(str(path)) == {
+        'long:5': MAX_FUNCTION_LINES + 1}
+
+
+def test_no_function_is_too_long():
+    long = {}
+    for module, path in module_files().items():
+        long.update({f'{module}.{name}': n
+                     for name, n in long_functions(path).items()})
+    assert long == {}, (f'functions over {MAX_FUNCTION_LINES} lines: '
+                        f'{long}')

@@ -25,7 +25,7 @@ from node_agent import provider_tree
 from node_agent.cmd.manage import hardware as hardware_cmd
 from node_agent.cmd.manage import tree as tree_cmd
 from node_agent.conf import nova as nova_conf
-from node_agent.drivers import coexist
+from node_agent.beside_nova import coexist
 from node_agent.tracker import factory
 from node_agent.tracker import status
 

@@ -1,7 +1,7 @@
 """Step 2: every NVML query the health source makes, once, and the probe.
 
 :func:`health_round` runs the agent's own
-:class:`node_agent.hardware.nvml_health.NvmlHealthSource` for one round
+:class:`node_agent.health.nvml.NvmlHealthSource` for one round
 (open NVML, register for events, one event wait, the standing queries,
 close) through a :class:`~tools.gpu_check.calls.CallLog`: what it asks
 is what the agent asks, nothing re-typed here.  :func:`probe` asks each
@@ -14,10 +14,10 @@ import threading
 import time
 
 from node_agent import exception
-from node_agent.hardware import health_monitor
+from node_agent.health import monitor as health_monitor
 from node_agent.hardware import nvml as nvml_source
-from node_agent.hardware import nvml_health
-from node_agent.hardware import pci_health
+from node_agent.health import nvml as nvml_health
+from node_agent.health import pci as pci_health
 from tools.gpu_check import calls
 
 FIELD_NAMES = {

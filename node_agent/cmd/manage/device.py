@@ -14,10 +14,10 @@ by the running daemon within a second or two, as an unhealthy device's
 is, and by every other process that writes the tree (``node-agent
 --once`` included); allocations stay.  Drains are kept in
 ``device_drains.json`` under ``[DEFAULT] state_path``
-(:mod:`node_agent.drains`), across restarts, and only ``undrain`` ends
+(:mod:`node_agent.health.drains`), across restarts, and only ``undrain`` ends
 one: health recovery never does.  ``clear`` ends an isolation the health
 monitor decided (kept in ``device_health.json``,
-:mod:`node_agent.health_state`) before its quiet period does, logged with
+:mod:`node_agent.health.state`) before its quiet period does, logged with
 who and why; a fault seen after it isolates again.
 
 Every address is checked against the host (``bus/pci/devices`` under
@@ -30,11 +30,11 @@ and says so.
 import argparse
 import sys
 
-from node_agent import drains
+from node_agent.health import drains
 from node_agent import exception
-from node_agent import health_state
+from node_agent.health import state as health_state
 from node_agent.cmd.manage import clean
-from node_agent.hardware import health
+from node_agent.health import model as health
 from node_agent.hardware import sysfs as sysfs_mod
 
 EXIT_REFUSED = 2

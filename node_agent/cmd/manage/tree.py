@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-from node_agent import drains
+from node_agent.health import drains
 from node_agent import exception
 from node_agent.tracker import factory
 from node_agent.tracker import guests
@@ -131,12 +131,12 @@ NOT_OFFERED_TITLE = ('Not offered beside nova-compute (nova-compute '
 
 
 def _not_offered(conf, tree, snapshot):
-    """``[(provider, why)]`` of :func:`node_agent.tracker.coexistence.
+    """``[(provider, why)]`` of :func:`node_agent.beside_nova.coexistence.
     not_attachable_in`; [] when the host could not be scanned (the reason
     is already on stderr)."""
     from node_agent import deployment
-    from node_agent.tracker import coexistence
-    if (snapshot is None or deployment.owns_root(conf)
+    from node_agent.beside_nova import coexistence
+    if (snapshot is None or deployment.layout(conf).owns_root
             or tree.roots[0].generation is None):
         return []
     return coexistence.not_attachable_in(conf, snapshot, tree)

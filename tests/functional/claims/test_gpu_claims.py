@@ -10,7 +10,7 @@ import dataclasses
 import inspect
 
 import pytest
-from stevedore import named
+from stevedore import extension
 
 from node_agent import drivers
 from node_agent import exception
@@ -89,13 +89,13 @@ def test_vf_claims_get_that_vfs_vgpu(host4, snapshot):
 def test_the_plugins_load_once_per_snapshot(host4, snapshot, monkeypatch):
     conf, tree = host4
     loads = []
-    real = named.NamedExtensionManager.__init__
+    real = extension.ExtensionManager.__init__
 
     def counted(self, *args, **kwargs):
         loads.append(args[0])
         real(self, *args, **kwargs)
 
-    monkeypatch.setattr(named.NamedExtensionManager, '__init__', counted)
+    monkeypatch.setattr(extension.ExtensionManager, '__init__', counted)
     mgr = factory.claim_manager(conf)
     for consumer, vf in ((C1, '0000:3b:00.5'), (C2, '0000:3b:00.6')):
         mgr.claim(consumer, one(tree, vf, 'VGPU'), tree=tree,

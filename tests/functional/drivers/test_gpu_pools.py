@@ -21,9 +21,10 @@ import logging
 
 import pytest
 
+from node_agent import deployment
 from node_agent import exception
 from node_agent import identity
-from node_agent.drivers import gpu as gpu_mod
+from node_agent.drivers.gpu import offers as gpu_offers
 from node_agent.hardware import snapshot as snap
 from node_agent.tracker import factory
 from tests.fixtures import hosts
@@ -45,13 +46,18 @@ def pooled_agent(conf, adapter, shape='auto'):
     return g.host4_agent(conf, adapter, {('gpu', 'vf_providers'): shape})
 
 
+def shape(conf):
+    return gpu_offers.vf_shape(conf.gpu.vf_providers,
+                               deployment.layout(conf))
+
+
 def test_auto_pools_in_standalone_and_keeps_vfs_beside_nova(conf):
     assert conf.deployment == 'standalone'
-    assert gpu_mod.vf_shape(conf) == gpu_mod.POOLED
+    assert shape(conf) == gpu_offers.POOLED
     conf.set_override('deployment', 'beside_nova_compute')
-    assert gpu_mod.vf_shape(conf) == gpu_mod.PER_VF
+    assert shape(conf) == gpu_offers.PER_VF
     conf.set_override('vf_providers', 'pooled', 'gpu')
-    assert gpu_mod.vf_shape(conf) == gpu_mod.POOLED
+    assert shape(conf) == gpu_offers.POOLED
 
 
 def test_each_card_offers_its_vfs_once(conf, placement_adapter):

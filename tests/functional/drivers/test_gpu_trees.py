@@ -13,14 +13,16 @@ import os
 import pynvml
 import pytest
 
+from node_agent import deployment
 from node_agent import drivers
 from node_agent import identity
 from node_agent.conf import devices as devices_conf
-from node_agent.drivers import gpu as gpu_mod
+from node_agent.drivers.gpu import driver as gpu_driver
+from node_agent.drivers.gpu import offers as gpu_offers
 from node_agent.drivers import layout
-from node_agent.hardware import health as health_mod
-from node_agent.hardware import health_monitor
-from node_agent.hardware import nvml_health
+from node_agent.health import model as health_mod
+from node_agent.health import monitor as health_monitor
+from node_agent.health import nvml as nvml_health
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
@@ -60,7 +62,7 @@ class Agent(c.Agent):
 
 @pytest.fixture(autouse=True)
 def fresh_log_memory():
-    gpu_mod._said.clear()
+    gpu_offers._said.clear()
 
 
 def agent_for(host, conf, adapter, options=None):
@@ -145,7 +147,7 @@ def test_h100_not_configured_is_said_once_with_the_option(
     agent.sync()
     assert not exists(placement_adapter, H100)
     said = [r.getMessage() for r in caplog.records
-            if r.name == gpu_mod.LOG.name]
+            if r.name == gpu_offers.LOG.name]
     assert said == ['GPU 0000:00:06.0 (NVIDIA H100 80GB HBM3, 10de:2330) is '
                     'not reported: list it in [gpu] passthrough_devices or '
                     '[gpu] device_spec to give it whole']
@@ -308,8 +310,9 @@ def test_beside_nova_the_earlier_nested_tree_flattens_in_place(
     agent = host4_agent(conf, adapter)
     conf.set_override('deployment', 'beside_nova_compute')
     with monkeypatch.context() as m:
-        m.setattr(layout, 'card_providers', lambda conf: True)
-        m.setattr(layout, 'owner_trait', lambda conf: True)
+        m.setattr(deployment, 'layout', lambda conf: dataclasses.replace(
+            deployment.Layout.from_conf(conf), card_level=True,
+            owner_trait=True))
         agent.sync()
     assert parent(adapter, A10_VFS[1]) == uuid(A10)
     assert parent(adapter, A10) == numa(0)
@@ -400,12 +403,12 @@ def test_mig_gpus_are_never_offered_whole(conf, placement_adapter, caplog):
         'CUSTOM_MIG_3G_40GB': (2, 0)}
     # MIG off now, on after the next reset: whole until then, and said.
     assert inventory(adapter, '0000:3a:00.0') == {'PGPU': (1, 0)}
-    assert gpu_mod.MIG_PENDING_TRAIT in traits(adapter, '0000:3a:00.0')
-    assert gpu_mod.MIG_PENDING_TRAIT not in traits(adapter, '0000:18:00.0')
+    assert gpu_driver.MIG_PENDING_TRAIT in traits(adapter, '0000:3a:00.0')
+    assert gpu_driver.MIG_PENDING_TRAIT not in traits(adapter, '0000:18:00.0')
     whole = candidates(adapter, '1.36', resources='PGPU:1')
     assert len(whole) == 6
     warned = sorted(r.getMessage() for r in caplog.records
-                    if r.name == gpu_mod.LOG.name)
+                    if r.name == gpu_offers.LOG.name)
     assert warned == [
         'GPU 0000:18:00.0 has MIG mode on: not given whole as PGPU; its MIG '
         'devices are reported per profile (7 x 1g.10gb)',

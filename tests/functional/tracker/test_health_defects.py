@@ -11,10 +11,10 @@
 import uuid
 
 from node_agent import deployment
-from node_agent.hardware import health_monitor
+from node_agent.health import monitor as health_monitor
 from node_agent.placement import client
 from node_agent.tracker import factory
-from node_agent.tracker import nova_pci
+from node_agent.beside_nova import nova_pci
 from node_agent.tracker import round as round_mod
 from node_agent.tracker import withhold
 

@@ -17,7 +17,7 @@ from node_agent import drivers
 from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent import provider_tree as ptree
-from node_agent.tracker import root as root_mod
+from node_agent.beside_nova import root as root_mod
 from node_agent import identity
 from tests.fixtures import legacy_tree
 from tests.fixtures import placement_state

@@ -3,23 +3,37 @@
 The ``widget`` kind (``tests/fixtures/widget_kind.py``) is installed the
 way an out-of-tree plugin is: a dist-info on ``sys.path`` whose entry
 point names it in the ``node_agent.drivers`` namespace.  Nothing in
-``node_agent`` names it; the configuration check and the tracker the
-factory builds find it there.
+``node_agent`` names it; the configuration check, the sample config
+generator and the tracker the factory builds find it there, and the
+driver set grants it the PCI functions it asks for before the
+accelerator driver.
 """
+
+import json
+import os
+import subprocess
 
 import pytest
 from stevedore import extension
 
+from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
-from node_agent.conf import check
+from node_agent import provider_tree
+from node_agent.drivers import compose
 from node_agent.drivers import limits
+from node_agent.drivers import registry
 from node_agent.hardware import snapshot as snapshot_mod
 from node_agent.placement import client
 from node_agent.tracker import factory
+from tests.fixtures import hosts
 from tests.fixtures import widget_kind
 
 BRIDGE = '0000:00:00.0'           # host 1's host bridge: no driver's own
+FPGA = '0000:86:00.0'             # host 1's FPGA: the accelerator driver's
+ALLOW_FPGA = json.dumps({'vendor_id': '8086', 'product_id': '09c4'})
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 
 @pytest.fixture
@@ -35,10 +49,11 @@ def widget_installed(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     # stevedore keeps what it read of a namespace for the process.
     monkeypatch.setattr(extension.ExtensionManager, 'ENTRY_POINT_CACHE', {})
+    return site
 
 
 def enable_widgets(conf, addresses):
-    widget_kind.register_opts(conf)
+    widget_kind.WidgetDriver.register_opts(conf)
     conf.set_override('addresses', addresses, widget_kind.GROUP)
     conf.set_override('enabled_drivers',
                       list(conf.enabled_drivers) + ['widget'])
@@ -47,7 +62,7 @@ def enable_widgets(conf, addresses):
 def test_the_new_kind_is_reported_by_the_factory_s_tracker(
         host1, placement_adapter, widget_installed):
     enable_widgets(host1, [BRIDGE])
-    check.validate(host1)
+    registry.validate(host1)
     with factory.tracker(host1, placement_adapter) as rt:
         plan = rt.startup().plan
     name = identity.child_name('compute1', identity.pci_id(BRIDGE))
@@ -66,7 +81,7 @@ def test_the_new_kind_is_reported_by_the_factory_s_tracker(
 def test_the_new_kind_checks_its_own_options(host1, widget_installed):
     enable_widgets(host1, ['not-an-address'])
     with pytest.raises(exception.ConfigError) as raised:
-        check.validate(host1)
+        registry.validate(host1)
     assert str(raised.value) == (
         '[widget] addresses = not-an-address: not a PCI address')
 
@@ -88,7 +103,7 @@ def test_the_new_kind_declares_its_hardware_limit(
             | {g.address for g in snapshot.gpus}),
         'GPU PCI functions and accelerator PCI functions')
     assert (widget_kind.RESOURCE_CLASS,) not in limits.hardware_limits(
-        snapshot, [d for d in limits.installed_drivers()
+        snapshot, [d for d in registry.installed()
                    if d.name != 'widget'])
 
 
@@ -99,3 +114,62 @@ def test_without_its_entry_point_the_kind_is_unknown(host1,
         with factory.tracker(host1, placement_adapter) as rt:
             rt.startup()
     assert 'widget' in str(raised.value)
+
+
+def sample_config(tmp_path, pythonpath):
+    """The sample config ``tools/genconfig.sh`` writes, with ``pythonpath``
+    first on the generator's path."""
+    out = tmp_path / 'node-agent.conf.sample'
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pythonpath, REPO]))
+    subprocess.run(['bash', os.path.join(REPO, 'tools', 'genconfig.sh'),
+                    '--output-file', str(out)],
+                   env=env, check=True, capture_output=True)
+    return out.read_text()
+
+
+def test_the_new_kind_s_options_reach_the_sample_config(tmp_path,
+                                                        widget_installed):
+    sample = sample_config(tmp_path, str(widget_installed))
+    assert ('\n[widget]\n\n#\n# From node_agent.drivers\n#\n\n'
+            '# PCI addresses of the widgets to report. (list value)\n'
+            '#addresses =\n') in sample
+    # The shipped drivers' groups come the same way, beside it.
+    assert '\n[pci]\n\n#\n# From node_agent.drivers\n#\n' in sample
+    without = sample_config(tmp_path, str(tmp_path / 'nothing'))
+    assert '[widget]' not in without
+    assert without.replace('\n[widget]\n', '') != sample
+
+
+def built(driver_list, snapshot):
+    """The tree ``driver_list`` build for ``snapshot`` from nothing."""
+    tree = provider_tree.ProviderTree()
+    compose.compose(driver_list, snapshot, tree, 'compute1')
+    return tree
+
+
+def test_the_new_kind_takes_a_function_no_built_in_driver_then_reports(
+        host1, placement_adapter, widget_installed):
+    host1.set_override('device_allow_list', [ALLOW_FPGA], 'pci')
+    snapshot = hosts.discover('host1')
+    name = identity.child_name('compute1', identity.pci_id(FPGA))
+    # Without the widget the FPGA is the accelerator driver's.
+    alone = built(drivers.DriverSet(host1, snapshot).drivers, snapshot)
+    assert alone.get(name).inventory['FPGA']['total'] == 1
+
+    enable_widgets(host1, [FPGA])
+    registry.validate(host1)
+    with factory.tracker(host1, placement_adapter) as rt:
+        rt.startup()
+    root_uuid = identity.legacy_root_uuid('compute1')
+    tree = client.ReportClient(placement_adapter).get_provider_tree(
+        root_uuid)
+    assert set(tree.get(name).inventory) == {widget_kind.RESOURCE_CLASS}
+    # The set granted it to the widget: no shipped driver reports it.
+    built_in = [d for d in drivers.DriverSet(host1, snapshot).drivers
+                if d.name != 'widget']
+    assert [d.name for d in built_in] == [
+        'compute', 'numa', 'gpu', 'nic', 'accelerator']
+    others = built(built_in, snapshot)
+    assert others.find(name) is None
+    assert {p.name for p in others.providers()} == (
+        {p.name for p in alone.providers()} - {name})

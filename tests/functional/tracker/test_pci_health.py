@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from node_agent import drains
+from node_agent.health import drains
 from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent.cmd import manage

@@ -1,6 +1,6 @@
-"""The standalone root, found or made only by tracker/root.py.
+"""The standalone root, found or made only by beside_nova/root.py.
 
-:func:`node_agent.tracker.root.ensure_root` against the real Placement:
+:func:`node_agent.beside_nova.root.ensure_root` against the real Placement:
 a root that vanished is created again under the same uuid, and a root
 another service created under the host's name with another uuid is
 adopted, each at an exact cost in requests.
@@ -12,7 +12,7 @@ import uuid as uuidlib
 from node_agent import identity
 from node_agent.placement import client
 from node_agent.placement import transport
-from node_agent.tracker import root
+from node_agent.beside_nova import root
 from tests.fixtures import counting
 
 HOST = 'compute1'

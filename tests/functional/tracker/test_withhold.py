@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from node_agent import drains
-from node_agent import health_state
+from node_agent.health import drains
+from node_agent.health import state as health_state
 from node_agent import metrics as metrics_mod
 from node_agent.placement import client
 from node_agent.placement import state

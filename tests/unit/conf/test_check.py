@@ -9,6 +9,7 @@ import pytest
 from node_agent import cmd
 from node_agent import exception
 from node_agent.conf import check
+from node_agent.drivers import registry
 from tests.fixtures import unprivileged
 
 
@@ -125,7 +126,7 @@ def test_gpu_options_are_checked_before_any_scan(tmp_path, text, message):
     conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {tmp_path}\n'
                                + text)
     with pytest.raises(exception.ConfigError) as err:
-        check.validate(conf)
+        registry.validate(conf)
     assert str(err.value) == message
 
 
@@ -150,5 +151,5 @@ def test_drivers_cpu_sets_and_allow_lists_are_checked_up_front(
     conf = conf_from(tmp_path, f'[DEFAULT]\nstate_path = {tmp_path}\n'
                                + text)
     with pytest.raises(exception.ConfigError) as err:
-        check.validate(conf)
+        registry.validate(conf)
     assert str(err.value) == message

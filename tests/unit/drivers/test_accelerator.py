@@ -7,7 +7,7 @@ import pytest
 from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
-from node_agent.drivers import accelerator as accel
+from node_agent.drivers import device_spec
 from node_agent.hardware import snapshot as s
 
 H = 'compute1'
@@ -34,8 +34,8 @@ def allow(conf, *entries):
     ('', '0000:86:00.0', True),
 ])
 def test_address_glob(spec, address, hit):
-    pattern = accel.parse_address(spec, spec)
-    assert accel.address_matches(pattern, address) is hit
+    pattern = device_spec.parse_address(spec, spec)
+    assert device_spec.address_matches(pattern, address) is hit
 
 
 @pytest.mark.parametrize('entry,needle', [

@@ -6,8 +6,9 @@ import pytest
 
 from node_agent import provider_tree as pt
 from node_agent.conf import nova as nova_conf
-from node_agent.drivers import coexist
-from node_agent.drivers import gpu
+from node_agent.drivers import addresses
+from node_agent.beside_nova import coexist
+from node_agent.drivers.gpu import offers as gpu_offers
 from tests.unit.drivers import hostdata
 from tests.fixtures import provider_names as pn
 
@@ -22,7 +23,7 @@ ROOT = 'cn1'
     ('cn1_numa_0', None),
 ])
 def test_pci_address_in_either_spelling(name, address):
-    assert coexist.pci_address(name) == address
+    assert addresses.pci_address(name) == address
 
 
 def trees():
@@ -284,13 +285,13 @@ def vgpu_tree():
             ('cn1_pci_0000_86_00_0', {'FPGA': {'total': 1}})):
         pn.child(reported, name, root.uuid).inventory = inventory
     offers = {
-        '0000:3b:00.4': gpu.Offer('0000:3b:00.4', '0000:3b:00.0',
-                                  'nvidia-588', 'VGPU', 1),
-        '0000:af:00.5': gpu.Offer('0000:af:00.5', '0000:af:00.0',
-                                  'nvidia-1155', 'CUSTOM_L40S_4Q', 1,
-                                  vendor_vfio=True),
-        '0000:5a:00.4': gpu.Offer('0000:5a:00.4', '0000:5a:00.0',
-                                  'nvidia-588', 'VGPU', 1)}
+        '0000:3b:00.4': gpu_offers.Offer(
+            '0000:3b:00.4', '0000:3b:00.0', 'nvidia-588', 'VGPU', 1),
+        '0000:af:00.5': gpu_offers.Offer(
+            '0000:af:00.5', '0000:af:00.0', 'nvidia-1155', 'CUSTOM_L40S_4Q',
+            1, vendor_vfio=True),
+        '0000:5a:00.4': gpu_offers.Offer(
+            '0000:5a:00.4', '0000:5a:00.0', 'nvidia-588', 'VGPU', 1)}
     pools = {'0000:5a:00.0': ('VGPU', 'nvidia-588')}
     return reported, offers, pools
 

@@ -5,8 +5,9 @@ import pytest
 from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
-from node_agent.drivers import gpu as gpu_mod
-from node_agent.drivers import gpu_types
+from node_agent.drivers.gpu import driver as gpu_driver
+from node_agent.drivers.gpu import offers as gpu_offers
+from node_agent.drivers.gpu import types as gpu_types
 from node_agent.hardware import snapshot as s
 from tests.unit.drivers import hostdata
 
@@ -81,7 +82,7 @@ def test_bad_resource_class_names_the_option(dconf, snapshot):
 def test_model_trait(vendor, name, product, trait):
     gpu = s.Gpu('0000:01:00.0', vendor, name=name)
     pci = s.PciDevice('0000:01:00.0', '10de', product, '030200')
-    assert gpu_mod.model_trait(gpu, pci) == trait
+    assert gpu_offers.model_trait(gpu, pci) == trait
 
 
 def test_gpu_without_nvml_comes_from_pci(dconf, tree):
@@ -99,7 +100,7 @@ def test_unknown_numa_node_hangs_under_root(dconf, tree, caplog):
         cpus=(s.Cpu(0, numa_node=0), s.Cpu(1, numa_node=1)),
         pci_devices=(s.PciDevice('0000:01:00.0', '10de', '1eb8', '030200',
                                  mdev_types=hostdata.mdev_types()),))
-    gpu_mod._said.clear()
+    gpu_offers._said.clear()
     run(dconf, snap, tree)
     run(dconf, snap, tree)
     assert tree.get(f'{H}_pci_0000_01_00_0').parent_uuid == tree.get(H).uuid
@@ -163,7 +164,7 @@ def test_what_claims_and_reshape_see_of_an_sriov_host(conf):
     conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
                       'devices')
     conf.set_override('passthrough_devices', ['0000:af:00.0'], 'gpu')
-    devices = gpu_mod.GpuDriver(conf, snapshot).devices
+    devices = gpu_driver.GpuDriver(conf, snapshot).devices
     assert [(o.address, o.gpu_address, o.type_id, o.resource_class,
              o.total, o.vendor_vfio, o.existing)
             for o in devices.offers.values()] == [

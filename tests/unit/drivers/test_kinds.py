@@ -8,6 +8,7 @@ from node_agent import drivers
 from node_agent import identity
 from node_agent.conf import devices as devices_conf
 from node_agent.hardware import snapshot as s
+from node_agent.tracker import guests
 from tests.fixtures import hosts
 from tests.unit.drivers import hostdata
 
@@ -51,8 +52,37 @@ def test_nic_vf_is_on_its_pf(dconf, snapshot):
 
 def test_accelerator_device_is_its_own_provider(dconf, snapshot):
     accel = by_name(dconf, snapshot)['accelerator']
-    assert accel.affinity(guest(hostdevs=(VF0, hostdata.FPGA))) == (
-        [identity.pci_id(hostdata.FPGA)], {})
+    domain = guest(hostdevs=(VF0, hostdata.FPGA))
+    assert accel.affinity(domain) == ([identity.pci_id(hostdata.FPGA)], {})
+    (device,) = accel.domain_devices(domain, holder_of({'FPGA': 'rp-fpga'}))
+    assert (device.resource_class, device.provider, device.parent,
+            device.address) == ('FPGA', 'rp-fpga', hostdata.FPGA,
+                                hostdata.FPGA)
+    assert accel.domain_devices(domain, holder_of({})) == ()
+    assert accel.domain_devices(guest(hostdevs=(VF0,)), holder_of(
+        {'FPGA': 'rp-fpga'})) == ()
+    # What a guest holds is compared with its allocations (the guests'
+    # reading, the device its own holder): the FPGA is one of them.
+    assert [(h.resource_class, h.parent) for h in guests.held_devices(
+        by_name(dconf, snapshot).values(), [domain])] == [
+        ('SRIOV_NET_VF', PF0), ('FPGA', hostdata.FPGA)]
+
+
+def test_a_crashed_guest_still_holds_its_devices(dconf, snapshot):
+    """libvirt keeps a crashed guest's QEMU process (``on_crash``
+    preserve, coredump) with its devices until it is destroyed: only a
+    shut-off guest has let them go."""
+    domain = next(d for d in snapshot.domains if d.uuid == hostdata.DOM0)
+    drivers_ = drivers.DriverSet(dconf, snapshot).drivers
+
+    def held(state):
+        return [(h.resource_class, h.parent) for h in guests.held_devices(
+            drivers_, [dataclasses.replace(domain, state=state)])]
+
+    assert held('running') == [('VGPU', hostdata.GPU0)]
+    assert held('crashed') == held('paused') == held('nostate') == \
+        held('running')
+    assert held('shutoff') == []
 
 
 def test_gpu_mdevs_are_exact_on_their_gpu(dconf, snapshot):

@@ -14,9 +14,9 @@ from oslo_config import cfg
 from node_agent import conf as na_conf
 from node_agent import metrics
 
-from node_agent.hardware import health
-from node_agent.hardware import health_monitor
-from node_agent.hardware import nvml_health
+from node_agent.health import model as health
+from node_agent.health import monitor as health_monitor
+from node_agent.health import nvml as nvml_health
 from tests.fixtures import hosts
 from tests.fixtures import recorded_nvml
 

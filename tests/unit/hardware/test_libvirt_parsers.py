@@ -2,6 +2,8 @@
 
 import logging
 
+from node_agent.hardware import libvirt_devices
+from node_agent.hardware import libvirt_domains
 from node_agent.hardware import libvirt_host
 
 NODEDEV = """<device>
@@ -45,7 +47,7 @@ DOMAIN = """<domain type='kvm'>
 
 
 def test_pci_node_device():
-    dev = libvirt_host.parse_pci_node_device(NODEDEV)
+    dev = libvirt_devices.parse_pci_node_device(NODEDEV)
     assert dev.address == '0000:3b:00.0'
     assert dev.numa_node == 1
     assert dev.virt_functions == ('0000:3b:00.2',)
@@ -55,7 +57,7 @@ def test_pci_node_device():
 
 def test_mdev_type_without_available_instances_is_skipped(caplog):
     with caplog.at_level(logging.WARNING):
-        libvirt_host.parse_pci_node_device(NODEDEV)
+        libvirt_devices.parse_pci_node_device(NODEDEV)
     assert 'nvidia-223' in caplog.text
     assert 'pci_0000_3b_00_0' in caplog.text
 
@@ -63,20 +65,20 @@ def test_mdev_type_without_available_instances_is_skipped(caplog):
 def test_pci_node_device_without_address_is_skipped(caplog):
     xml = NODEDEV.replace('<bus>59</bus>', '')
     with caplog.at_level(logging.WARNING):
-        assert libvirt_host.parse_pci_node_device(xml) is None
+        assert libvirt_devices.parse_pci_node_device(xml) is None
     assert 'pci_0000_3b_00_0' in caplog.text
 
 
 def test_garbled_xml_is_skipped(caplog):
     with caplog.at_level(logging.WARNING):
-        assert libvirt_host.parse_pci_node_device(NODEDEV[:200]) is None
-        assert libvirt_host.parse_domain('<domain><name>x', 'running') \
+        assert libvirt_devices.parse_pci_node_device(NODEDEV[:200]) is None
+        assert libvirt_domains.parse_domain('<domain><name>x', 'running') \
             is None
     assert 'does not parse' in caplog.text
 
 
 def test_domain():
-    dom = libvirt_host.parse_domain(DOMAIN, 'running')
+    dom = libvirt_domains.parse_domain(DOMAIN, 'running')
     assert dom.uuid == '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001'
     assert dom.mdevs == ('b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b01',)
     assert dom.hostdevs == ('0000:5e:01.1',)
@@ -90,7 +92,7 @@ def test_domain_without_uuid_is_skipped(caplog):
     xml = DOMAIN.replace('<uuid>5C3F0F4E-8F0A-4A8E-9D2B-7C1A0E6D0001</uuid>',
                          '')
     with caplog.at_level(logging.WARNING):
-        assert libvirt_host.parse_domain(xml, 'running') is None
+        assert libvirt_domains.parse_domain(xml, 'running') is None
     assert 'vm1' in caplog.text
 
 
@@ -98,7 +100,7 @@ def test_domain_without_memory_and_vcpu_is_kept_with_unknowns(caplog):
     xml = (DOMAIN.replace("<memory unit='KiB'>4194304</memory>", '')
            .replace("<vcpu cpuset='0-7,^3'>2</vcpu>", ''))
     with caplog.at_level(logging.WARNING):
-        dom = libvirt_host.parse_domain(xml, 'shutoff')
+        dom = libvirt_domains.parse_domain(xml, 'shutoff')
     assert (dom.memory_mb, dom.vcpus, dom.cpuset) == (0, 0, frozenset())
     assert 'vm1 has no <memory>' in caplog.text
 
@@ -108,11 +110,11 @@ def test_mdev_node_device_needs_a_known_parent(caplog):
       <capability type='mdev'><type id='nvidia-222'/>
       <uuid>b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b01</uuid></capability>
       </device>"""
-    mdev = libvirt_host.parse_mdev_node_device(
+    mdev = libvirt_devices.parse_mdev_node_device(
         xml, {'pci_0000_3b_00_0': '0000:3b:00.0'})
     assert (mdev.parent, mdev.type_id) == ('0000:3b:00.0', 'nvidia-222')
     with caplog.at_level(logging.WARNING):
-        assert libvirt_host.parse_mdev_node_device(xml, {}) is None
+        assert libvirt_devices.parse_mdev_node_device(xml, {}) is None
     assert 'mdev_x' in caplog.text
 
 
@@ -145,7 +147,7 @@ def test_sriov_port_interface_is_a_pci_hostdev(caplog):
     <interface type='hostdev'><source/></interface>
     <interface type='bridge'><source bridge='br0'/></interface>""")
     with caplog.at_level(logging.WARNING):
-        dom = libvirt_host.parse_domain(xml, 'running')
+        dom = libvirt_domains.parse_domain(xml, 'running')
     assert dom.hostdevs == ('0000:5e:01.1', '0000:d8:02.3')
     assert 'interface type="hostdev"' in caplog.text
     assert 'vm1' in caplog.text

@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from node_agent import health_state
-from node_agent.hardware import health
-from node_agent.hardware import health_monitor
-from node_agent.hardware import pci_health
+from node_agent.health import state as health_state
+from node_agent.health import model as health
+from node_agent.health import monitor as health_monitor
+from node_agent.health import pci as pci_health
 from node_agent.hardware import sysfs
 from tests.fixtures import hosts
 

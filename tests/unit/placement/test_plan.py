@@ -77,7 +77,7 @@ def test_removed_classes_are_reported():
                                     'VCPU': {'total': 8}})
     desired = current.copy()
     desired.remove_inventory(HOST, 'VGPU')
-    own = {current.get(HOST).uuid: plan.Ownership(
+    own = {current.get(HOST).uuid: identity.Ownership(
         owned=True, resource_classes=frozenset({'VGPU', 'VCPU'}))}
     (change,) = plan.make_plan(current, desired, own).changes
     assert change.removed_classes == {'VGPU'}
@@ -133,9 +133,9 @@ def test_recorded_ownership_overrides_naming():
                                 uuid='11111111-2222-3333-4444-555555555555')
     desired = current.copy()
     desired.remove('odd_name')
-    own = {adopted.uuid: plan.Ownership(owned=True)}
+    own = {adopted.uuid: identity.Ownership(owned=True)}
     assert plan.make_plan(current, desired, own).delete == (adopted.uuid,)
-    own = {current.get(f'{HOST}_numa_0').uuid: plan.Ownership(owned=False)}
+    own = {current.get(f'{HOST}_numa_0').uuid: identity.Ownership(owned=False)}
     desired = current.copy()
     desired.remove(f'{HOST}_numa_0')
     assert plan.make_plan(current, desired, own).delete == ()
@@ -145,7 +145,7 @@ def test_provider_change_for_new_provider_writes_everything():
     desired = tree_with(f'{HOST}_gpu_1')
     desired.update_inventory(f'{HOST}_gpu_1', {'VGPU': {'total': 2}})
     change = plan.provider_change(None, desired.get(f'{HOST}_gpu_1'),
-                                  plan.Ownership(owned=True))
+                                  identity.Ownership(owned=True))
     assert change.inventory['VGPU']['max_unit'] == 2
     assert change.traits is None and change.aggregates is None
 
@@ -153,20 +153,20 @@ def test_provider_change_for_new_provider_writes_everything():
 # -- moves -------------------------------------------------------------------
 
 def nested():
-    """cn1 -> numa_0 -> (gpu_1, nic_a -> pf_a0); cn1 -> numa_1 -> fpga_b."""
+    """cn1 -> numa_0 -> (gpu_1, nic_a -> pf_a0); cn1 -> numa_1 -> accel_b."""
     tree = tree_with(f'{HOST}_gpu_1', f'{HOST}_nic_a')
     pn.child(tree, f'{HOST}_pf_a0', f'{HOST}_nic_a', generation=1)
     tree.update_inventory(f'{HOST}_pf_a0', {'SRIOV_NET_VF': {'total': 8}})
     tree.update_traits(f'{HOST}_pf_a0', {'CUSTOM_PHYSNET_A'})
     pn.child(tree, f'{HOST}_numa_1', HOST, generation=1)
-    pn.child(tree, f'{HOST}_fpga_b', f'{HOST}_numa_1', generation=1)
+    pn.child(tree, f'{HOST}_accel_b', f'{HOST}_numa_1', generation=1)
     return tree
 
 
 def flat():
     """The same devices straight under the root, no NUMA nodes."""
     tree = nested()
-    for name in (f'{HOST}_gpu_1', f'{HOST}_nic_a', f'{HOST}_fpga_b'):
+    for name in (f'{HOST}_gpu_1', f'{HOST}_nic_a', f'{HOST}_accel_b'):
         tree.move(name, HOST)
     tree.remove(f'{HOST}_numa_0')
     tree.remove(f'{HOST}_numa_1')
@@ -183,7 +183,7 @@ def test_nested_to_flat_moves_devices_then_deletes_numa():
     root = current.get(HOST).uuid
     assert [(m.name, m.parent_uuid) for m in p.move] == [
         (f'{HOST}_gpu_1', root), (f'{HOST}_nic_a', root),
-        (f'{HOST}_fpga_b', root)]
+        (f'{HOST}_accel_b', root)]
     assert p.move[0].old_parent_uuid == current.get(f'{HOST}_numa_0').uuid
     assert p.move[0].uuid == identity.legacy_uuid(f'{HOST}_gpu_1')
     # The PF travels with its card: no move, no delete, no change.
@@ -202,7 +202,7 @@ def test_flat_to_nested_creates_numa_before_moving_under_it():
     assert {m.name: m.parent_uuid for m in p.move} == {
         f'{HOST}_gpu_1': numa[f'{HOST}_numa_0'],
         f'{HOST}_nic_a': numa[f'{HOST}_numa_0'],
-        f'{HOST}_fpga_b': numa[f'{HOST}_numa_1']}
+        f'{HOST}_accel_b': numa[f'{HOST}_numa_1']}
     assert p.delete == () and p.skipped == ()
 
 
@@ -251,7 +251,7 @@ def test_foreign_child_travels_with_its_owned_parent():
 def test_unowned_by_record_is_not_moved():
     current = nested()
     nic = current.get(f'{HOST}_nic_a').uuid
-    own = {nic: plan.Ownership(owned=False)}
+    own = {nic: identity.Ownership(owned=False)}
     p = plan.make_plan(current, flat(), own)
     assert nic not in {m.uuid for m in p.move}
     numa0 = current.get(f'{HOST}_numa_0').uuid
@@ -320,8 +320,8 @@ def _child_uuid(name):
 def _set_by_agent(tree):
     """Ownership as the agent records it after writing all it owns of
     ``tree`` (the providers named its way)."""
-    return {p.uuid: plan.Ownership(
-        owned=identity.owned_by_rule(p),
+    return {p.uuid: identity.Ownership(
+        owned=identity.ownership_of(p, tree).owned,
         traits=frozenset(p.traits),
         resource_classes=frozenset(p.inventory),
         aggregates=frozenset(p.aggregates)) for p in tree.providers()}
@@ -378,10 +378,10 @@ def test_flat_to_nested_reshape():
 
 def test_nested_to_flat_deletes_children_first():
     current = _nested()
-    pn.child(current, 'compute1_gpu_child', 'compute1_pci_0000_3b_00_0')
+    pn.child(current, 'compute1_pci_0000_3b_00_4', 'compute1_pci_0000_3b_00_0')
     p = _make(current, _flat())
     assert p.providers_deleted == (
-        'compute1_pci_0000_af_00_0', 'compute1_gpu_child',
+        'compute1_pci_0000_af_00_0', 'compute1_pci_0000_3b_00_4',
         'compute1_pci_0000_3b_00_0')
     assert not p.reshape
 

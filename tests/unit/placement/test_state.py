@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.placement import allocations as allocs_mod
-from node_agent.placement import plan
 from node_agent.placement import state as state_mod
 from tests.fixtures import provider_names as pn
 
@@ -23,8 +23,8 @@ def test_round_trip(tmp_path):
     tree.update_inventory(child, {'VCPU': {'total': 8}})
     tree.update_traits(child, {'HW_NUMA_ROOT', 'OP_TRAIT'})
     tree.update_aggregates(root, {'agg'})
-    own = {child.uuid: plan.Ownership(True, frozenset({'HW_NUMA_ROOT'}),
-                                      frozenset({'VCPU'}), frozenset())}
+    own = {child.uuid: identity.Ownership(
+        True, frozenset({'HW_NUMA_ROOT'}), frozenset({'VCPU'}), frozenset())}
     state = state_mod.SyncState(path)
     state.save(tree, own)
     state.add_resource_classes(['CUSTOM_A'])

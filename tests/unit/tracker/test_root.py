@@ -3,7 +3,7 @@
 import pytest
 
 from node_agent import exception
-from node_agent.tracker import root
+from node_agent.beside_nova import root
 from tests.fixtures import unprivileged
 
 UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'

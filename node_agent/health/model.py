@@ -1,7 +1,7 @@
 """Device health: sources that watch the hardware, one rule that grades.
 
-The sources are :class:`node_agent.hardware.nvml_health.NvmlHealthSource`
-and :class:`node_agent.hardware.pci_health.SysfsHealthSource`.
+The sources are :class:`node_agent.health.nvml.NvmlHealthSource`
+and :class:`node_agent.health.pci.SysfsHealthSource`.
 
 ::
 
@@ -11,7 +11,7 @@ and :class:`node_agent.hardware.pci_health.SysfsHealthSource`.
                                                             |  observe(),
        Supervisor: one thread per source, restarted         |  settle(),
        after an unexpected error (status line, metric)      |  health_of()
-       (:mod:`node_agent.hardware.health_monitor`)          |
+       (:mod:`node_agent.health.monitor`)          |
                                                             v
                                   on_change(address, Health) -> the caller
 
@@ -168,6 +168,11 @@ class Health:
     @property
     def healthy(self):
         return self.state == HEALTHY
+
+    @property
+    def warns(self):
+        """Offered still, marked degraded (a warning)."""
+        return self.state == WARNING
 
 
 HEALTHY_HEALTH = Health()

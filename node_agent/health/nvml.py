@@ -1,7 +1,7 @@
 """NVIDIA GPU health from NVML: its events and its standing conditions.
 
 :class:`NvmlHealthSource` waits on NVML's events (XIDs, ECC, a GPU lost:
-:func:`node_agent.hardware.health.event_observation`) and after every
+:func:`node_agent.health.model.event_observation`) and after every
 wait asks NVML the standing conditions, graded by :func:`standing`, in
 three calls per GPU: ``nvmlDeviceGetRemappedRows``,
 ``nvmlDeviceValidateInforom`` and one ``nvmlDeviceGetFieldValues`` for
@@ -41,7 +41,7 @@ import time
 
 from oslo_log import log as logging
 
-from node_agent.hardware import health
+from node_agent.health import model as health
 from node_agent.hardware import nvml as nvml_source
 
 LOG = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ def standing(nvml, handle, address, rate, counters, now):
     """``([Observation], problem)`` of one GPU at ``now``.
 
     ``counters``: ``{(address, key): last value}``, kept by the caller
-    between calls; ``rate``: its :class:`~node_agent.hardware.health.Rate`.
+    between calls; ``rate``: its :class:`~node_agent.health.model.Rate`.
     """
     observations = []
     problems = []
@@ -213,7 +213,7 @@ class NvmlHealthSource:
     health_ignored_xids``).  ``addresses``: the PCI addresses to watch
     (sysfs form); None: every GPU NVML sees.  ``nvml`` is the pynvml
     module, or a recording in tests.  ``rate``: the
-    :class:`~node_agent.hardware.health.Rate` of its counters (default: a
+    :class:`~node_agent.health.model.Rate` of its counters (default: a
     window of ``[health] rate_window``).
 
     After every wait, event or not, the standing conditions are queried
@@ -260,7 +260,7 @@ class NvmlHealthSource:
 
     def start(self):
         """Run in a thread of its own (without a
-        :class:`~node_agent.hardware.health_monitor.Supervisor`)."""
+        :class:`~node_agent.health.monitor.Supervisor`)."""
         self._thread = threading.Thread(target=self.run, daemon=True,
                                         name='health-nvml')
         self._thread.start()

@@ -33,7 +33,7 @@ import threading
 
 from oslo_log import log as logging
 
-from node_agent.hardware import health as health_mod
+from node_agent.health import model as health_mod
 
 LOG = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@
 that an isolation the health monitor decided ends now; the daemon's
 :class:`DrainSource` reads it when it changes and tells the health monitor,
 which reserves a drained device the way it reserves an isolated one
-(:mod:`node_agent.hardware.health`) and forgets an isolation observed
+(:mod:`node_agent.health.model`) and forgets an isolation observed
 before its clear.  Every process that builds a tree reads the same file
-(:mod:`node_agent.health_state`).  Health recovery never undrains: only
+(:mod:`node_agent.health.state`).  Health recovery never undrains: only
 ``undrain`` does.
 
 ::

@@ -9,7 +9,7 @@ the health sources (AER totals, NVML counters), so that:
   ``node-agent --once``, the ``node-agent-manage`` commands that sync or
   reshape, the startup reshape) reserves the same devices
   (:func:`monitor_for`), the operator's drains and clears included
-  (:mod:`node_agent.drains`);
+  (:mod:`node_agent.health.drains`);
 - a restart neither extends nor shortens an isolation: times are stored
   as wall time and turned back into the monitor's clock at load, so a
   quiet period that ended while the agent was down is over at the start;
@@ -32,7 +32,7 @@ fsync'd and renamed: :func:`node_agent.local_state.replace_file`);
 other processes read it.  A file that cannot be read is never "all
 healthy": it is moved aside (by the daemon) with a critical log, the
 status line says so, and the devices Placement shows reserved by the
-agent stay reserved (:meth:`~node_agent.hardware.health_monitor.
+agent stay reserved (:meth:`~node_agent.health.monitor.
 HealthMonitor.keep_reserved`) until their quiet period ends or an
 operator clears them; the file is rebuilt at the next save.
 """
@@ -44,10 +44,10 @@ import time
 
 from oslo_log import log as logging
 
-from node_agent import drains
+from node_agent.health import drains
 from node_agent import exception
 from node_agent import local_state
-from node_agent.hardware import health
+from node_agent.health import model as health
 
 LOG = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def monitor_for(conf):
     the quiet periods that ended since settled, the drains and the
     clears.  A drain file that cannot be read is a ``state_problem`` too:
     what Placement shows reserved stays reserved."""
-    from node_agent.hardware import health_monitor
+    from node_agent.health import monitor as health_monitor
     monitor = health_monitor.HealthMonitor.from_conf(
         conf, lambda address, said: None,
         store=HealthStore.from_conf(conf, read_only=True))

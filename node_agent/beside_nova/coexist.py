@@ -37,6 +37,7 @@ import json
 import re
 
 from node_agent import deployment
+from node_agent.drivers import addresses
 
 OTHER_OWNERS = (deployment.OWNER_NOVA, deployment.OWNER_CYBORG)
 #: Classes every network port offers on its own provider: Neutron's agents
@@ -44,20 +45,6 @@ OTHER_OWNERS = (deployment.OWNER_NOVA, deployment.OWNER_CYBORG)
 #: providers with them are two ports, not one device reported twice.  The
 #: NIC driver itself leaves the bandwidth of an interface Neutron reports.
 PER_PORT_CLASSES = ('NET_BW_', 'NET_PACKET_RATE_')
-
-# A PCI function address at the end of a provider name, in the libvirt
-# node-device spelling (pci_0000_3b_00_0) or the sysfs one (0000:3b:00.0).
-_PCI_ADDRESS = re.compile(
-    r'([0-9a-f]{4})[_:]([0-9a-f]{2})[_:]([0-9a-f]{2})[_.]([0-7])$')
-
-
-def pci_address(name):
-    """``'0000:3b:00.0'`` when ``name`` ends in a PCI function, else None."""
-    match = _PCI_ADDRESS.search(name.lower())
-    if match is None:
-        return None
-    domain, bus, slot, function = match.groups()
-    return f'{domain}:{bus}:{slot}.{function}'
 
 
 def others(current, owned):
@@ -72,8 +59,8 @@ def why_same(ours, theirs):
     """Why ``theirs`` reports what ``ours`` would, or None."""
     if ours.name == theirs.name:
         return 'same name'
-    address = pci_address(ours.name)
-    if address is not None and address == pci_address(theirs.name):
+    address = addresses.pci_address(ours.name)
+    if address is not None and address == addresses.pci_address(theirs.name):
         return f'PCI device {address}'
     classes = sorted(rc for rc in set(ours.inventory) & set(theirs.inventory)
                      if not rc.startswith(PER_PORT_CLASSES))
@@ -294,7 +281,7 @@ def reported_by_nova(reported, nova_devices):
     report (:func:`nova_reported`)."""
     result = []
     for ours in reported.providers():
-        address = None if ours.is_root else pci_address(ours.name)
+        address = None if ours.is_root else addresses.pci_address(ours.name)
         if address in nova_devices:
             result.append((ours.name, 'nova-compute', nova_devices[address]))
     return sorted(result)
@@ -322,7 +309,7 @@ def not_attachable(reported, offers, pools, nova=None):
 
     ``offers``: ``{device address: gpu.Offer}`` and ``pools``: ``{GPU
     address: (class, type)}``, the GPU driver's
-    (:class:`node_agent.drivers.gpu_claims.Devices`).  nova-compute's
+    (:class:`node_agent.drivers.gpu.claims.Devices`).  nova-compute's
     ``_allocate_mdevs`` takes the parent device from the allocated
     provider's name (``<root>_pci_0000_3b_00_4``), then uses only mdevs
     and types its own ``[devices] enabled_mdev_types`` names for that
@@ -339,7 +326,7 @@ def not_attachable(reported, offers, pools, nova=None):
         by_gpu.setdefault(offer.gpu_address, offer)
     result = []
     for ours in reported.providers():
-        address = None if ours.is_root else pci_address(ours.name)
+        address = None if ours.is_root else addresses.pci_address(ours.name)
         offer = offers.get(address)
         if address in pools:
             offer = by_gpu.get(address)
@@ -350,8 +337,8 @@ def not_attachable(reported, offers, pools, nova=None):
     return sorted(result)
 
 
-#: The GPU driver's MIG classes (node_agent.drivers.gpu, which imports
-#: more than this pure module needs).
+#: The GPU driver's MIG classes (node_agent.drivers.gpu.offers.mig_class;
+#: the GPU driver imports more than this pure module needs).
 MIG_CLASS_PREFIX = 'CUSTOM_MIG_'
 #: What a why says when nova's configuration is not known.
 UNKNOWN = 'no [pci] device_spec of its is known'
@@ -422,7 +409,7 @@ def not_attachable_pci(reported, snapshot, nova, skip=()):
         if s.get('physical_network') is None)
     result = []
     for ours in reported.providers():
-        address = None if ours.is_root else pci_address(ours.name)
+        address = None if ours.is_root else addresses.pci_address(ours.name)
         if address is None or ours.name in skip or not ours.inventory:
             continue
         pf = snapshot.pf(address)

@@ -24,7 +24,7 @@ rising                         rate_window`` (:class:`~node_agent.
 The AER files hold one ``NAME count`` line per error kind and a
 ``TOTAL_ERR_*`` line; the total is compared with the previous look, or
 at the first look after a start with the total the monitor stored
-(:meth:`~node_agent.hardware.health_monitor.HealthMonitor.counters`), so
+(:meth:`~node_agent.health.monitor.HealthMonitor.counters`), so
 errors that came while the agent was down are seen before it is READY;
 with nothing stored the first look only learns where the counter stands.
 A counter that went down (a reset, a driver reload) is a new baseline,
@@ -43,7 +43,7 @@ import time
 from oslo_log import log as logging
 
 from node_agent import exception
-from node_agent.hardware import health
+from node_agent.health import model as health
 
 LOG = logging.getLogger(__name__)
 

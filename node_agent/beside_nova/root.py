@@ -101,9 +101,9 @@ def own_compute_id_path(conf):
 
 def root_name(conf):
     """The name the root is looked up or created by."""
-    if deployment.mode(conf) == deployment.BESIDE_NOVA:
-        return conf.nova.hypervisor_hostname or conf.host
-    return conf.host
+    if deployment.layout(conf).owns_root:
+        return conf.host
+    return conf.nova.hypervisor_hostname or conf.host
 
 
 class RootFinder:
@@ -112,8 +112,8 @@ class RootFinder:
     def __init__(self, conf, client):
         self.conf = conf
         self.client = client
-        self.mode = deployment.mode(conf)
-        self.owns_root = deployment.owns_root(conf)
+        self.layout = deployment.layout(conf)
+        self.owns_root = self.layout.owns_root
         self.uuid = None        # the root's uuid, once found
         # The root's name when the last read created it (or, writing
         # nothing, would have): the plan's log counts it.
@@ -121,9 +121,8 @@ class RootFinder:
         self.source = None      # the compute_id file it came from
         # What the operator must know about the root, for the status line.
         self.note = None
-        deprecated = deployment.deprecation(conf)
-        if deprecated:
-            LOG.warning('%s', deprecated)
+        if self.layout.deprecation:
+            LOG.warning('%s', self.layout.deprecation)
 
     def counted(self, plan):
         """``plan`` with the root the last read created (POSTed before
@@ -140,11 +139,11 @@ class RootFinder:
         ``ensure=False`` writes nothing, to Placement or to state_path: a
         missing root gives the tree that creating it would make.
         """
-        if self.mode == deployment.BESIDE_NOVA:
-            tree = self._beside_nova()
-        else:
+        if self.owns_root:
             tree = self._standalone(ensure)
-        if ensure or self.mode == deployment.BESIDE_NOVA:
+        else:
+            tree = self._beside_nova()
+        if ensure or not self.owns_root:
             self.uuid = tree.roots[0].uuid
         return tree
 

@@ -1,6 +1,6 @@
 """What a GPU is to the reshape and to the claims: the GPU driver's devices.
 
-Called by :class:`node_agent.drivers.gpu.GpuDriver`'s
+Called by :class:`node_agent.drivers.gpu.driver.GpuDriver`'s
 :meth:`~node_agent.drivers.base.Driver.claim_devices`,
 :meth:`~node_agent.drivers.base.Driver.domain_devices` and
 :meth:`~node_agent.drivers.base.Driver.affinity`, with the driver's view of
@@ -46,7 +46,7 @@ MDEV_NAMESPACE = uuidlib.UUID('3d0b3f0e-8f57-4b7f-a1d8-3c1f0e6c2a55')
 class Devices:
     """The GPU driver's view: its GPUs, offers and passthrough classes."""
     gpus: dict                  # {address: Gpu}
-    offers: dict                # {device address: gpu.Offer}
+    offers: dict                # {device address: offers.Offer}
     passthrough: dict           # {GPU address: resource class}
     vgpu_classes: frozenset     # classes a vGPU is reported as
     # {GPU address: (resource class, type id)}: GPUs whose VFs are pooled

@@ -2,10 +2,10 @@
 
 :class:`HealthMonitor` keeps, under one lock, what the sources observed
 of each device and grades it by the pure rule of
-:mod:`node_agent.hardware.health`; :class:`Supervisor` runs the sources,
+:mod:`node_agent.health.model`; :class:`Supervisor` runs the sources,
 one thread each.  The monitor's decisions and the sources' counter
 baselines outlive the process through a store
-(:mod:`node_agent.health_state`): loaded before the first tree is built,
+(:mod:`node_agent.health.state`): loaded before the first tree is built,
 saved at every change before the caller tells Placement.
 """
 
@@ -16,7 +16,7 @@ import time
 from oslo_log import log as logging
 
 from node_agent import text
-from node_agent.hardware import health
+from node_agent.health import model as health
 
 LOG = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class HealthMonitor:
     ``on_change(address, health)`` is called, outside the lock, when what
     is said of a device (:func:`health_of`) changes.  ``store``: where the
     decisions and the sources' counters outlive the process
-    (:class:`node_agent.health_state.HealthStore`), or None.  What it held
+    (:class:`node_agent.health.state.HealthStore`), or None.  What it held
     is loaded here, before any tree is built; every change is saved
     before ``on_change`` is called (the caller tells Placement).
     ``wall``: seconds since the epoch, what the store's times are in.

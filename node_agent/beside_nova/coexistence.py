@@ -8,7 +8,7 @@ provider for such a device is withdrawn when it holds no allocations,
 else left as it is and counted (the status line and the audit say so)
 until its guests are gone.  A peer's provider may come and go, so none
 of this is fatal: a refusal would loop.  The rules of what counts as the
-same device are :mod:`node_agent.drivers.coexist`'s.
+same device are :mod:`node_agent.beside_nova.coexist`'s.
 
 The VFs of an SR-IOV PF that nova-compute's PCI tracker hands out (its
 ``[pci] device_spec`` matches them: Neutron's SR-IOV ports, a PCI alias)
@@ -19,7 +19,7 @@ Offered means attachable: a vGPU (a VF with mdev types or NVIDIA's vendor
 VFIO files, a pooled card, a time-sliced GPU) is attachable by
 nova-compute only when its own ``[devices] enabled_mdev_types`` names the
 type for that parent, and then nova-compute reports it itself
-(:func:`node_agent.drivers.coexist.not_attachable`).  So the agent offers
+(:func:`node_agent.beside_nova.coexist.not_attachable`).  So the agent offers
 no vGPU beside nova-compute: a provider of its own for one is withdrawn
 when it holds no allocations, else kept with ``reserved = total - used``
 (no new unit offered, nothing deleted from under a guest) until its guests
@@ -61,7 +61,7 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     """
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
-    from node_agent.drivers import coexist
+    from node_agent.beside_nova import coexist
     owned = {u for u, own in ownership.items() if own.owned}
     reported = drivers.reported(current.roots[0])
     conflicts = coexist.reported_elsewhere(reported, current, owned)
@@ -69,40 +69,13 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     conflicts += [c for c in coexist.reported_by_nova(
         reported, coexist.nova_reported(nova, snapshot))
         if c[0] not in named]
-    withdrawn, kept = [], []
     have = [current.find(ours) for ours, _, _ in conflicts]
-    read = {p.uuid for p in have if p is not None and p.uuid in owned}
-    in_use = report_client.get_usages(read) if read else {}
-    for (ours, theirs, why), provider in zip(conflicts, have):
-        # Withdrawn only when the other service reports that very
-        # device; a class both report may be another device of theirs.
-        same = theirs == 'nova-compute' or why == 'same name' or \
-            why.startswith('PCI device')
-        # nova-compute adopts a provider of the name it needs (its vGPU
-        # one): deleting it then would pull it from under nova.
-        adopted = provider is not None and \
-            deployment.OWNER_NOVA in provider.traits
-        if same and provider is not None and provider.uuid in owned \
-                and not adopted:
-            if any(in_use.get(provider.uuid, {}).values()):
-                kept.append(ours)
-                coexist.leave_as_is(desired, current, ours)
-            else:
-                withdrawn.append(ours)
-                if desired.find(provider.uuid) is not None:
-                    desired.remove(provider.uuid)
-        else:
-            coexist.leave_as_is(desired, current, ours)
+    withdrawn, kept = _settle(report_client, conflicts, have, owned,
+                              current, desired)
     skipped = tuple(sorted(conflicts))
     if skipped != before:
         mine = {p.name for p in have if p is not None and p.uuid in owned}
-        for ours, theirs, why in skipped:
-            what = ('withdrawn' if ours in withdrawn else
-                    'kept: it holds allocations' if ours in kept else
-                    'left as it is' if ours in mine else
-                    'not reported')
-            LOG.warning('%s: %s is reported by %s (%s): %s',
-                        nodename, ours, theirs, why, what)
+        _say_skipped(nodename, skipped, withdrawn, kept, mine)
     withheld = withhold_vfs(
         report_client, reported, current, desired,
         coexist.nova_hands_out_vfs(nova, snapshot), owned,
@@ -125,18 +98,59 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     return skipped, tuple(sorted(kept)), withheld, not_offered
 
 
+def _settle(report_client, conflicts, have, owned, current, desired):
+    """``(withdrawn, kept)``: the agent's providers of the devices
+    another service reports, withdrawn from ``desired``, or left as they
+    are there while they hold allocations."""
+    from node_agent.beside_nova import coexist
+    read = {p.uuid for p in have if p is not None and p.uuid in owned}
+    in_use = report_client.get_usages(read) if read else {}
+    withdrawn, kept = [], []
+    for (ours, theirs, why), provider in zip(conflicts, have):
+        # Withdrawn only when the other service reports that very
+        # device; a class both report may be another device of theirs.
+        same = theirs == 'nova-compute' or why == 'same name' or \
+            why.startswith('PCI device')
+        # nova-compute adopts a provider of the name it needs (its vGPU
+        # one): deleting it then would pull it from under nova.
+        adopted = provider is not None and \
+            deployment.OWNER_NOVA in provider.traits
+        if same and provider is not None and provider.uuid in owned \
+                and not adopted:
+            if any(in_use.get(provider.uuid, {}).values()):
+                kept.append(ours)
+                coexist.leave_as_is(desired, current, ours)
+            else:
+                withdrawn.append(ours)
+                if desired.find(provider.uuid) is not None:
+                    desired.remove(provider.uuid)
+        else:
+            coexist.leave_as_is(desired, current, ours)
+    return withdrawn, kept
+
+
+def _say_skipped(nodename, skipped, withdrawn, kept, mine):
+    for ours, theirs, why in skipped:
+        what = ('withdrawn' if ours in withdrawn else
+                'kept: it holds allocations' if ours in kept else
+                'left as it is' if ours in mine else
+                'not reported')
+        LOG.warning('%s: %s is reported by %s (%s): %s',
+                    nodename, ours, theirs, why, what)
+
+
 def hold_back_unattachable(nova, report_client, drivers, reported, current,
                            desired, owned, skip=()):
     """Offer nothing of the agent's providers (of ``reported``, the
     drivers' tree, names in ``skip`` aside) nova-compute cannot attach:
-    vGPUs (:func:`node_agent.drivers.coexist.not_attachable`), whole PCI
-    devices and NIC PF classes (:func:`~node_agent.drivers.coexist.
+    vGPUs (:func:`node_agent.beside_nova.coexist.not_attachable`), whole PCI
+    devices and NIC PF classes (:func:`~node_agent.beside_nova.coexist.
     not_attachable_pci`); edits ``desired`` (:func:`_hold_back`).
     ``((ours, why, kept), ...)``, ``ours`` naming the classes not
     offered after the provider for a PCI device (so a vGPU's is the
     one without a space).  One usage read, of the owned providers
     concerned still in Placement with a class concerned."""
-    from node_agent.drivers import coexist
+    from node_agent.beside_nova import coexist
     vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
                                    nova=nova)
     unattachable = [(ours, None, True, why) for ours, why in vgpus
@@ -160,7 +174,7 @@ def hold_back_unattachable(nova, report_client, drivers, reported, current,
 
 def _vgpu_offers(drivers):
     """``(offers, pools)`` of the GPU driver's vGPUs, ``({}, {})`` when it
-    is not enabled (:class:`node_agent.drivers.gpu_claims.Devices`)."""
+    is not enabled (:class:`node_agent.drivers.gpu.claims.Devices`)."""
     for driver in drivers.drivers:
         if driver.name == 'gpu':
             return driver.devices.offers, driver.devices.pools
@@ -174,7 +188,7 @@ def _hold_back(desired, current, name, provider, owned, in_use,
     no allocations, else kept as Placement has it with ``reserved =
     total - used`` per class (never below what is reserved already).
     True when kept."""
-    from node_agent.drivers import coexist
+    from node_agent.beside_nova import coexist
     if provider is None or provider.uuid not in owned:
         if classes is None:
             coexist.leave_as_is(desired, current, name)
@@ -243,7 +257,7 @@ def withhold_vfs(report_client, reported, current, desired, handed_out,
     """No ``SRIOV_NET_VF`` on the agent's PF providers (of ``reported``,
     the drivers' tree, names in ``skip`` aside) whose VFs nova-compute's
     PCI tracker hands out (``handed_out``: ``{PF address: why}``,
-    :func:`node_agent.drivers.coexist.nova_hands_out_vfs`); the PF keeps
+    :func:`node_agent.beside_nova.coexist.nova_hands_out_vfs`); the PF keeps
     its bandwidth and traits.  Edits ``desired``; ``((name, why, kept),
     ...)``, sorted.
 
@@ -254,10 +268,10 @@ def withhold_vfs(report_client, reported, current, desired, handed_out,
     usage read per owned PF that still has the class in Placement, so a
     steady state reads nothing.
     """
-    from node_agent.drivers import coexist
+    from node_agent.drivers import addresses
     concerned = []
     for ours in reported.providers():
-        address = None if ours.is_root else coexist.pci_address(ours.name)
+        address = None if ours.is_root else addresses.pci_address(ours.name)
         provider = desired.find(ours.name)
         if address in handed_out and ours.name not in skip and \
                 provider is not None and VF_CLASS in provider.inventory:
@@ -317,7 +331,7 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
 def _pci_note(pci):
     """The status line's note on the PCI devices not offered."""
     held = [ours for ours, _, kept in pci if kept]
-    from node_agent.drivers import coexist
+    from node_agent.beside_nova import coexist
     unknown = any(coexist.UNKNOWN in why for _, why, _ in pci)
     return (text.plural(len(pci), 'PCI device offer')
             + ' nova-compute cannot attach, not offered: '
@@ -339,8 +353,8 @@ def not_attachable_in(conf, snapshot, tree):
     configuration, writes nothing; nova's own providers aside."""
     from node_agent import drivers as drivers_mod
     from node_agent.conf import nova as nova_conf
-    from node_agent.drivers import coexist
-    if deployment.owns_root(conf):
+    from node_agent.beside_nova import coexist
+    if deployment.layout(conf).owns_root:
         return []
     nova = nova_conf.read_nova_reports(conf)
     drivers = drivers_mod.DriverSet(conf, snapshot)

@@ -1,0 +1,68 @@
+"""Which GPUs the GPU driver gives whole: ``[gpu] device_spec`` (class and
+traits of the entry), then ``[gpu] passthrough_devices`` (``[gpu]
+resource_class``).  A ``vendor:product`` entry never takes a GPU whose VFs
+offer or hold vGPUs; only an exact address does.
+"""
+
+import re
+
+import os_resource_classes as orc
+
+from node_agent import exception
+from node_agent.drivers import device_spec
+from node_agent.drivers.gpu import types as gpu_types
+
+PASSTHROUGH_CLASSES = ('PGPU', 'CUSTOM_PGPU')
+DEVICE_SPEC = '[gpu] device_spec'
+
+
+class Passthrough:
+    """``[gpu] device_spec`` then ``[gpu] passthrough_devices``."""
+
+    def __init__(self, conf):
+        rc = conf.gpu.resource_class
+        if not (rc in orc.STANDARDS or orc.is_custom(rc)) or \
+                not re.fullmatch(r'[A-Z0-9_]+', rc):
+            raise exception.ConfigError(
+                f'[gpu] resource_class: {rc!r} is neither a standard '
+                'resource class nor CUSTOM_[A-Z0-9_]+')
+        self.resource_class = rc
+        self.specs = device_spec.parse_allow_list(conf.gpu.device_spec,
+                                                  DEVICE_SPEC)
+        self.addresses = set()
+        self.products = set()
+        for entry in conf.gpu.passthrough_devices:
+            entry = entry.strip().lower()
+            if re.fullmatch(r'[0-9a-f]{4}:[0-9a-f]{4}', entry):
+                self.products.add(entry)
+            elif entry:
+                self.addresses.add(gpu_types.pci_address(
+                    entry, '[gpu] passthrough_devices'))
+
+    def classes(self):
+        return {self.resource_class} | {
+            m.resource_class for m in self.specs if m.resource_class}
+
+    def traits(self):
+        return set().union(*(m.traits for m in self.specs))
+
+    def match(self, gpu, snapshot, in_vgpu_use):
+        """``(class, traits)`` for a GPU given whole, or None.
+
+        Only an exact address takes a GPU whose VFs offer or hold vGPUs.
+        """
+        pci = snapshot.pci_device(gpu.address)
+        for spec in self.specs:
+            if pci is not None and spec.matches(pci):
+                exact = all(part is not None for part in spec.address)
+                if in_vgpu_use and not exact:
+                    return None
+                return (spec.resource_class or self.resource_class,
+                        spec.traits)
+        if gpu.address in self.addresses:
+            return self.resource_class, frozenset()
+        if pci is not None and \
+                f'{pci.vendor_id}:{pci.product_id}' in self.products \
+                and not in_vgpu_use:
+            return self.resource_class, frozenset()
+        return None
