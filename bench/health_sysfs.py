@@ -24,8 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from node_agent.hardware import health_monitor  # noqa: E402
-from node_agent.hardware import pci_health  # noqa: E402
+from node_agent.health import monitor as health_monitor  # noqa: E402
+from node_agent.health import pci as pci_health  # noqa: E402
 from node_agent.hardware import sysfs  # noqa: E402
 from bench import _results  # noqa: E402
 from tests.fixtures import hosts  # noqa: E402
