@@ -12,7 +12,10 @@ they were last read (the report client keeps them, across restarts too).
 Removals move no generation: every ``[claims] full_reconcile_interval``
 (+-10%), and at the audit after a libvirt domain stopped or went
 (:meth:`ClaimsCheck.request_full_read`), every provider's allocations are
-read.
+read.  Nova deletes a guest's allocations after it destroyed the guest,
+so the read that follows the event may come first: while a gone guest's
+allocations are still read, for up to ``GONE_WATCH`` seconds after its
+event, every check reads them all again.
 
 A claim database the filesystem will not let us write (full, read-only)
 does not stop the sync: the check is put off, recorded
@@ -21,6 +24,7 @@ run again, the startup's included, at the next audit.
 """
 
 import random
+import threading
 import time
 
 from oslo_log import log as logging
@@ -30,6 +34,10 @@ from node_agent import identity
 from node_agent import local_state
 
 LOG = logging.getLogger(__name__)
+
+#: Seconds a gone guest's allocations are looked for in full reads after
+#: its libvirt event (nova deletes them after destroying the guest).
+GONE_WATCH = 60
 
 
 class ClaimsCheck:
@@ -44,6 +52,8 @@ class ClaimsCheck:
         self.clock = clock
         self.nodename = None
         self._full_read_requested = False
+        self._gone = {}                 # consumer -> clock() of its event
+        self._gone_lock = threading.Lock()
         self._full_period = self._draw_full_period()
         self.unclaimed = {}             # allocations with no claim nor guest
         self._unclaimed_since = {}      # consumer -> monotonic first sight
@@ -64,15 +74,29 @@ class ClaimsCheck:
                         'allocations are placed by guests and names', exc)
             return {}
 
-    def request_full_read(self):
+    def request_full_read(self, consumer=None):
         """Read every provider's allocations at the next check (a guest
         stopped or went: its allocations may be deleted, which moves no
-        generation).  Safe from any thread."""
+        generation), and, for ``consumer`` (the guest), at every check
+        after it while they are still read, ``GONE_WATCH`` seconds at
+        most.  Safe from any thread."""
+        if consumer:
+            with self._gone_lock:
+                self._gone[consumer.lower()] = self.clock()
         self._full_read_requested = True
 
     @property
     def full_read_requested(self):
-        return self._full_read_requested
+        return self._full_read_requested or bool(self._gone)
+
+    def _watch_gone(self, consumers):
+        """After a full read: keep watching the gone guests whose
+        allocations ``consumers`` still has, within ``GONE_WATCH``."""
+        now = self.clock()
+        held = {c.lower() for c in consumers}
+        with self._gone_lock:
+            self._gone = {c: since for c, since in self._gone.items()
+                          if c in held and now - since < GONE_WATCH}
 
     def _draw_full_period(self):
         return self.conf.claims.full_reconcile_interval * random.uniform(
@@ -126,9 +150,12 @@ class ClaimsCheck:
         heal = self.conf.claims.heal_allocations
         root_uuid = tree.roots[0].uuid
         rebuild = getattr(self.claims, 'needs_rebuild', False)
-        requested, self._full_read_requested = self._full_read_requested, False
+        requested = self.full_read_requested
+        self._full_read_requested = False
         full = rebuild or requested or self._full_read_due(root_uuid)
         read = self.report_client.tree_allocations(root_uuid, full=full)
+        if full:
+            self._watch_gone(read.consumers)
         if not (startup or full or read.changed
                 or (heal and self._unclaimed_since)):
             return

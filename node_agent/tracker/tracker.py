@@ -456,7 +456,7 @@ class ResourceTracker:
         """Read every provider's allocations at the next claims check
         (a guest stopped or went: its allocations may be deleted, which
         moves no generation); whether ``guest`` held units withheld."""
-        self._claims_check.request_full_read()
+        self._claims_check.request_full_read(guest)
         return guest in self._guests.report.guests()
 
     def use_health(self, monitor):

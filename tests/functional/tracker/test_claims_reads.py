@@ -12,6 +12,7 @@ import os
 import pytest
 
 from node_agent.claims import manager as manager_mod
+from node_agent.tracker import claims_check
 from node_agent.tracker import factory
 from node_agent import identity
 from tests.functional.tracker import conftest as h
@@ -165,6 +166,64 @@ def test_requested_full_read_releases_at_the_next_audit(start,
     agent.tracker.audit()
     assert len(allocation_reads(agent)) == len(agent.tracker.round.tree)
     assert agent.tracker.claim_manager().list() == []
+
+
+def test_a_gone_guests_allocations_deleted_after_its_event_are_read_again(
+        start, placement_adapter, clock):
+    """nova destroys the guest (the event), then deletes its allocations:
+    the read after the event can come first.  Every check reads all the
+    allocations again while the guest's are still there, GONE_WATCH
+    seconds at most; the first that finds them gone releases the claim,
+    and the reads stop."""
+    agent = start()
+    consumer = h.new_consumer()
+    h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
+    claim(agent, consumer, {'VCPU': 1})
+    agent.tracker.audit()
+    providers = len(agent.tracker.round.tree)
+
+    agent.tracker.request_full_read(consumer)
+    for _ in range(2):              # nova has not deleted them yet
+        agent.adapter.reset()
+        agent.tracker.audit()
+        assert len(allocation_reads(agent)) == providers
+        assert len(agent.tracker.claim_manager().list()) == 1
+        assert agent.tracker.full_read_requested()
+    resp = placement_adapter.delete(f'/allocations/{consumer}',
+                                    microversion='1.28')
+    assert resp.status_code == 204, resp.text
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(allocation_reads(agent)) == providers
+    assert agent.tracker.claim_manager().list() == []
+    assert not agent.tracker.full_read_requested()
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+
+
+def test_a_stopped_guest_keeping_its_allocations_is_watched_a_while(
+        start, placement_adapter, clock):
+    """A guest shut off keeps its allocations (and its claim): the full
+    reads its event asks for end GONE_WATCH seconds after it."""
+    agent = start()
+    consumer = h.new_consumer()
+    h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
+    claim(agent, consumer, {'VCPU': 1})
+    agent.tracker.audit()
+    agent.tracker.request_full_read(consumer)
+    agent.tracker.audit()
+    clock.now += claims_check.GONE_WATCH - 1
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(allocation_reads(agent)) == len(agent.tracker.round.tree)
+    clock.now += 1
+    agent.tracker.audit()
+    assert not agent.tracker.full_read_requested()
+    agent.adapter.reset()
+    agent.tracker.audit()
+    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert len(agent.tracker.claim_manager().list()) == 1
 
 
 def test_new_claim_database_is_rebuilt_from_a_full_read(
