@@ -25,8 +25,10 @@ CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims',
 def _add_command_parsers(subparsers):
     for name in CATEGORIES:
         module = importlib.import_module('node_agent.cmd.manage.' + name)
-        parser = subparsers.add_parser(
-            name, help=module.__doc__.splitlines()[0])
+        # The docstring's first paragraph, whole: a summary that runs
+        # onto a second line is not cut.
+        summary = ' '.join(module.__doc__.split('\n\n')[0].split())
+        parser = subparsers.add_parser(name, help=summary)
         module.add_parsers(parser.add_subparsers(dest='action'))
 
 

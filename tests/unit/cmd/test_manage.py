@@ -32,3 +32,18 @@ def test_every_command_and_argument_has_help():
                      ('claims create', 'consumer'),
                      ('claims create', 'resources')]:
         assert expected in dests
+
+
+def test_a_category_help_is_a_whole_sentence():
+    """The summary of a category is its docstring's first paragraph,
+    whole: ``placement``'s runs onto a second line and was cut at
+    "and a look at"."""
+    parser = argparse.ArgumentParser()
+    manage._add_command_parsers(parser.add_subparsers(dest='category'))
+    helps = {path[0]: help_ for path, dest, help_ in _actions(parser)
+             if dest == 'command' and len(path) == 1}
+    assert set(helps) == set(manage.CATEGORIES)
+    assert helps['placement'] == (
+        "placement commands: offline upgrade of this host's tree, and a "
+        "look at the embedded Placement.")
+    assert all(h.endswith('.') for h in helps.values()), helps
