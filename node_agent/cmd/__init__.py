@@ -165,9 +165,16 @@ def setup_logging(conf, program):
 
 
 def log_start(conf, log, program):
-    """The first lines of a run: the version, what the config files set
-    that nothing reads (a WARNING each), and every option at DEBUG."""
+    """The first lines of a run: the version, that no config file was
+    read (a WARNING), what the config files set that nothing reads (a
+    WARNING each), and every option at DEBUG."""
     log.info('%s %s starting', program, version())
+    if not loader.config_files(conf):
+        # Said first: every error that follows comes from the defaults.
+        log.warning('no configuration file was read (none given with '
+                    '--config-file or --config-dir, none found at '
+                    '/etc/node-agent/node-agent.conf): every option has '
+                    'its default')
     loader.warn_unknown(conf, log)
     conf.log_opt_values(log, logging.DEBUG)
 

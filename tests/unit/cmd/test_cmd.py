@@ -53,8 +53,11 @@ def test_threading_backend_never_loads_eventlet():
     assert result.stderr == ''
 
 
-def test_log_start_names_the_version_and_dumps_options_at_debug(caplog):
-    conf = cmd.make_conf([])
+def test_log_start_names_the_version_and_dumps_options_at_debug(
+        tmp_path, caplog):
+    path = tmp_path / 'agent.conf'
+    path.write_text('[DEFAULT]\n')
+    conf = cmd.make_conf(['--config-file', str(path)])
     log = logging.getLogger('test_log_start')
     with caplog.at_level(logging.DEBUG, logger='test_log_start'):
         cmd.log_start(conf, log, 'node-agent')
@@ -64,6 +67,24 @@ def test_log_start_names_the_version_and_dumps_options_at_debug(caplog):
     assert any(m.startswith('state_path') for m in debug), debug
     assert any(m.startswith('audit.interval') for m in debug), debug
     assert all(level == logging.DEBUG for level, _ in records[1:])
+
+
+def test_a_run_without_a_config_file_says_so_first(tmp_path, caplog,
+                                                   monkeypatch):
+    # Before, a run with no file at all said only "[placement] auth_type
+    # is not set".  (oslo.config also looks in ~ and the working
+    # directory: both point at an empty place here.)
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    conf = cmd.make_conf([])
+    log = logging.getLogger('test_no_file')
+    with caplog.at_level(logging.INFO, logger='test_no_file'):
+        cmd.log_start(conf, log, 'node-agent')
+    assert [(r.levelno, r.getMessage()) for r in caplog.records][1] == (
+        logging.WARNING,
+        'no configuration file was read (none given with --config-file or '
+        '--config-dir, none found at /etc/node-agent/node-agent.conf): '
+        'every option has its default')
 
 
 def test_every_option_is_checked_and_dumped_late_ones_included(
