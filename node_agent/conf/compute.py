@@ -28,6 +28,16 @@ opts = [
                help='Memory in MiB kept for the host, reported as reserved '
                     'MEMORY_MB. With NUMA modelling it is split evenly '
                     'across NUMA nodes, the remainder on the lowest node.'),
+    cfg.IntOpt('memory_band_mb',
+               default=1024, min=0,
+               help='MiB by which the host\'s memory total (a NUMA '
+                    'node\'s, with NUMA modelling) may grow over the '
+                    'MEMORY_MB total already in Placement without being '
+                    'rewritten. A VM\'s total moves by itself (ballooning, '
+                    'hot-plug); the lower total is kept, so Placement never '
+                    'offers more than the host has. A total that shrinks, '
+                    'or grows by more than this, is written at the next '
+                    'audit. 0: follow every move.'),
     cfg.IntOpt('reserved_host_cpus',
                default=0, min=0,
                help='Number of shared host CPUs kept for the host, reported '

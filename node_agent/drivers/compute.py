@@ -187,8 +187,10 @@ class ComputeDriver(base.Driver):
                 inventory['PCPU'] = layout.record(len(self.dedicated))
             memory = host_memory_mb(self.snapshot)
             if memory:
-                inventory['MEMORY_MB'] = layout.record(
-                    memory, c.reserved_host_memory_mb, ratio['MEMORY_MB'])
+                inventory['MEMORY_MB'] = layout.steady_memory(
+                    layout.record(memory, c.reserved_host_memory_mb,
+                                  ratio['MEMORY_MB']),
+                    current, nodename, c.memory_band_mb)
             if self.shared or self.dedicated:
                 traits |= self.snapshot.host.cpu_traits
         layout.set_inventory(root, inventory, ROOT_CLASSES)

@@ -201,6 +201,27 @@ def allocation_ratio(explicit, initial, current, nodename, resource_class):
     return initial if ratio is None else ratio
 
 
+def steady_memory(record, current, name, band_mb):
+    """The MEMORY_MB ``record`` to write on provider ``name``: what the
+    host has now, except that a total that grew by at most ``band_mb``
+    MiB over the one Placement has (``current``) keeps that one.
+
+    A VM's memory total moves by itself (ballooning, hot-plug: 8,026 ->
+    8,154 -> 8,922 MiB within minutes, measured): following every move
+    upwards rewrote the inventory at every audit.  Keeping the lower total
+    never offers more than the host has; a total that shrinks is written
+    at once, and one that grew past the band too.
+    """
+    provider = current.find(name) if current is not None else None
+    existing = provider.inventory.get('MEMORY_MB') if provider else None
+    if existing is None or not (
+            existing['total'] <= record['total'] <= existing['total']
+            + band_mb):
+        return record
+    return dict(record, total=existing['total'],
+                reserved=min(record['reserved'], existing['total']))
+
+
 #: Trait of a device provider whose device is reserved for its health
 #: (isolated by a health source, or drained by an operator), beside a
 #: reason trait per cause family: ``CUSTOM_NODE_AGENT_HEALTH_ECC``, ...

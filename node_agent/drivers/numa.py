@@ -98,6 +98,10 @@ class NumaDriver(base.Driver):
                 continue
             wanted.add(provider.name)
             inventory = inventories.get(node.id, {})
+            if 'MEMORY_MB' in inventory:
+                inventory['MEMORY_MB'] = layout.steady_memory(
+                    inventory['MEMORY_MB'], current, provider.name,
+                    self.conf.compute.memory_band_mb)
             traits = {layout.NUMA_ROOT_TRAIT}
             if 'VCPU' in inventory or 'PCPU' in inventory:
                 traits |= self.snapshot.host.cpu_traits
