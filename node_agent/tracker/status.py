@@ -130,11 +130,15 @@ def render_unclaimed(tree, unclaimed):
     return '\n'.join(lines)
 
 
-def render_table(tree, usages=None, unclaimed=None, long=False):
+def render_table(tree, usages=None, unclaimed=None, long=False,
+                 folded=frozenset()):
     """A fixed-width table: provider (indented by depth), with ``long``
     its uuid and generation, parent, inventory as ``RC used/total
     (reserved N)``, traits; then, with ``unclaimed``, the allocations
-    nobody holds."""
+    nobody holds.  The traits of the providers in ``folded`` (uuids:
+    nova-compute's root, whose ~80 capability traits came before the
+    devices) are one line, ``N traits (--long lists them)``, unless
+    ``long``."""
     ids = ('UUID', 'GEN') if long else ()
     header = ('PROVIDER',) + ids + (
         'PARENT', 'INVENTORY (used/total, reserved)', 'TRAITS')
@@ -143,6 +147,8 @@ def render_table(tree, usages=None, unclaimed=None, long=False):
         inventory = [f'{rc} {i["used"]}/{i["total"]} r{i["reserved"]}'
                      for rc, i in row['inventory'].items()] or ['-']
         traits = row['traits'] or ['-']
+        if row['uuid'] in folded and not long and len(traits) > 1:
+            traits = [f'{len(traits)} traits (--long lists them)']
         generation = '-' if row['generation'] is None else row['generation']
         # One line per inventory record or trait, whichever is longer, so
         # wide trees stay readable in a terminal.

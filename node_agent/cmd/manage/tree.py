@@ -15,7 +15,9 @@ running guests hold that Placement does not charge where they are
 nova-compute, the vGPUs, whole PCI devices and NIC PF classes the agent
 does not offer since nova-compute cannot attach them follow, each with
 the nova or Neutron option that would make it attachable (JSON:
-``not_offered_beside_nova_compute``).
+``not_offered_beside_nova_compute``).  Beside nova-compute the table
+folds the root's traits (nova-compute's capability traits, ~80) into one
+line; ``--long`` and the JSON list them.
 """
 
 import json
@@ -104,7 +106,8 @@ def show(conf):
         print(json.dumps(body, indent=2, sort_keys=True))
     else:
         print(status.render_table(tree, usages, unclaimed,
-                                  long=conf.category.long))
+                                  long=conf.category.long,
+                                  folded=_foreign_root(conf, tree)))
         if drained:
             print('\n'.join(['', f'{drains.TITLE}:']
                             + drains.render(drained)))
@@ -140,6 +143,15 @@ def _not_offered(conf, tree, snapshot):
             or tree.roots[0].generation is None):
         return []
     return coexistence.not_attachable_in(conf, snapshot, tree)
+
+
+def _foreign_root(conf, tree):
+    """The root's uuid when another service owns it (nova-compute's,
+    beside it), whose traits the table folds; else nothing."""
+    from node_agent import deployment
+    if deployment.layout(conf).owns_root:
+        return frozenset()
+    return frozenset({tree.roots[0].uuid})
 
 
 def _drained(conf):

@@ -72,3 +72,20 @@ def test_long_table_shows_uuids_and_generations():
         'compute1']
     # A provider Placement has not numbered yet.
     assert lines[4].split()[2] == '-'
+
+
+def test_table_folds_the_traits_of_a_foreign_root_unless_long():
+    """Beside nova-compute, ``tree show`` printed nova's ~80 root traits
+    one per line before the devices."""
+    tree = _tree()
+    root = tree.get('compute1')
+    tree.update_traits('compute1', {f'COMPUTE_T{n}' for n in range(80)})
+    lines = status.render_table(tree, folded={root.uuid}).splitlines()
+    assert lines[1].split() == ['compute1', '-', 'VCPU', '0/32', 'r2',
+                                '80', 'traits', '(--long', 'lists',
+                                'them)']
+    assert lines[2].startswith('  compute1_numa_0')
+    assert 'HW_NUMA_ROOT' in lines[2]     # a child's traits are not folded
+    long = status.render_table(tree, folded={root.uuid},
+                               long=True).splitlines()
+    assert len(long) == 80 + 3
