@@ -232,8 +232,10 @@ class Holder:
         self._loaded = True
         self._stored, self._absent = self._state.load()
         if self._stored is not None:
-            LOG.info('%s: holding devices from the scan stored in %s',
-                     nodename, self._state.path)
+            # DEBUG: every start loads it; what it then keeps is a
+            # WARNING of its own (Holder.scan).
+            LOG.debug('%s: holding devices from the scan stored in %s',
+                      nodename, self._state.path)
         return self._stored
 
     def save(self, snapshot):
