@@ -294,6 +294,20 @@ def test_what_an_operator_types_is_checked(agent, server):  # noqa: F811
     assert (listed.returncode, listed.stdout, listed.stderr) == (
         0, 'withheld devices:\n  none\n', '')
 
+    # A device nothing offers (the host bridge) is drained, and the
+    # operator is told that nothing is withheld in Placement for it now;
+    # a GPU the tree offers is drained without that line.
+    once_ok(agent)
+    bridge = device('drain', '0000:00:00.0', '--reason', 'bios update')
+    assert (bridge.returncode, bridge.stdout, bridge.stderr) == (0, (
+        'drained 0000:00:00.0: bios update\n'
+        '0000:00:00.0 has no provider in Placement now: nothing is offered '
+        'for it to withhold; the drain holds once it is offered\n'), '')
+    gpu = device('drain', GPU0_ADDRESS, '--reason', 'fan swap')
+    assert (gpu.returncode, gpu.stdout, gpu.stderr) == (
+        0, f'drained {GPU0_ADDRESS}: fan swap\n', '')
+    assert sorted(drains.load(path)) == ['0000:00:00.0', GPU0_ADDRESS]
+
 
 def test_a_standing_fault_with_quiet_period_0(agent, server, tmp_path):  # noqa
     """``[health] quiet_period = 0``: a PF whose carrier is down is

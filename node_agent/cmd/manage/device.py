@@ -24,7 +24,9 @@ Every address is checked against the host (``bus/pci/devices`` under
 ``[hardware] sysfs_root``): an unknown one is refused in one line naming
 the closest known addresses, and nothing is written; ``drain --force``
 drains an address that is not present (a device about to be inserted)
-and says so.
+and says so.  A drain of a device that has no provider in Placement now
+(nothing selected for reporting, or another service's) says that nothing
+is offered for it and that the drain holds once it is.
 """
 
 import argparse
@@ -150,7 +152,44 @@ def drain(conf):
     print(f'drained {args.address}: {entry["reason"]}' +
           (' (not present on this host now: drained anyway, --force)'
            if absent else ''))
+    if not absent:
+        offered = _offered_by(conf, args.address)
+        if offered == ():
+            print(f'{args.address} has no provider in Placement now: '
+                  'nothing is offered for it to withhold; the drain holds '
+                  'once it is offered')
     return 0
+
+
+def _offered_by(conf, address):
+    """The names of this host's providers a drain of ``address``
+    reserves: the device's own, its physical function's (a VF of a
+    pooled card), nova's PCI provider of it; None when Placement cannot
+    be read (the drain is written all the same)."""
+    from node_agent.cmd import manage
+    from node_agent import identity
+    from node_agent.beside_nova import nova_pci
+    from node_agent.placement import client
+    from node_agent.tracker import tracker
+    reader = sysfs_mod.SysfsReader(conf.hardware.sysfs_root)
+    devices = {address}
+    try:
+        devices.add(reader.readlink(f'bus/pci/devices/{address}/physfn'))
+    except exception.SysfsReadError:
+        pass                            # not a VF
+    try:
+        with manage.placement_adapter(conf) as adapter:
+            tree = tracker.read_tree(
+                conf, client.ReportClient.from_conf(conf, adapter),
+                ensure=False)
+    except exception.NodeAgentError:
+        return None
+    root = tree.roots[0]
+    found = {p.name for p in tree.subtree(root.uuid)
+             if (identity.device_of(p, tree) or (None, None))[1] in devices}
+    found |= {p.name for a, p in nova_pci.nova_devices(tree, root).items()
+              if a in devices}
+    return tuple(sorted(found))
 
 
 def undrain(conf):
