@@ -59,7 +59,8 @@ class Watch:
         self._rewrites = 0              # reads in a row the root moved
         self._added_root_traits = frozenset()
         self._others = 0                # reads in a row providers moved
-        self.other = None               # (action, evidence) said last
+        # (action, evidence, more, provider uuids) said last, or None
+        self.other = None
 
     def rewritten(self, tree, last_good, nodename):
         """Evidence that another service rewrites the root the agent
@@ -123,8 +124,8 @@ class Watch:
         said = None
         # Once stopped, stopped while Placement holds other values: a
         # third writer's edit does not restart the war.
-        stopped = bool(found) and _key(self.other) is not None and \
-            self.other[0] == STOPPED
+        stopped = bool(found) and _key(self.other) is not None \
+            and self.other[0] == STOPPED
         if self._others >= 2 or stopped:
             more = [f'{p.name}: {", ".join(rcs)}' for p, rcs in
                     ((p, offers_more(p, mine)) for p, mine, _ in found)
