@@ -9,6 +9,10 @@
      |    |                               another writer of it (names the
      |    |                               service, the evidence, the mode
      |    |                               to use): nothing written
+     |    |    +-- ProvidersShared       another writer (another agent for
+     |    |                               this host) rewrites the agent's
+     |    |                               providers with values that offer
+     |    |                               no more: nothing written
      |    +-- NotPlacement                the endpoint's root document is
      |                                    not Placement's, or serves too
      |                                    few microversions (names the
@@ -122,6 +126,28 @@ class RootShared(ConfigError):
             + f'; deployment = {mode} owns the root and shares it with no '
             'one, so nothing is written to it; where nova-compute runs '
             'set [DEFAULT] deployment = beside_nova_compute')
+
+
+class ProvidersShared(RootShared):
+    """Another writer rewrites providers this agent owns, over and over
+    (:mod:`node_agent.tracker.second_writer`): most likely another agent
+    with the same ``[DEFAULT] host``.  Its values offer no more than this
+    agent's, so this agent writes nothing while it goes on; ``evidence``
+    names the providers and what was rewritten.
+    """
+
+    def __init__(self, name, evidence):
+        self.service = 'another writer'
+        self.evidence = list(evidence)
+        self.status = (f'not writing: another writer (another agent with '
+                       f'host {name}?) rewrites {len(self.evidence)} of its '
+                       'providers')
+        ConfigError.__init__(
+            self, f'another writer rewrites the providers of {name} after '
+            'each correction (another node-agent with the same [DEFAULT] '
+            'host, or a copied config?): ' + '; '.join(self.evidence)
+            + '; its values offer no more than this agent\'s, so this '
+            'agent writes nothing while it goes on: stop one of the two')
 
 
 class NotPlacement(ConfigError):

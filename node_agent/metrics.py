@@ -42,6 +42,13 @@ What is exported, all prefixed ``node_agent_``::
                                                 another writer (compute_id,
                                                 owner_nova, foreign_root,
                                                 rewritten)
+    second_writer{action,evidence}              gauge: 1 while another
+                                                writer (another agent for
+                                                this host) rewrites the
+                                                agent's providers: action
+                                                stopped (this agent writes
+                                                nothing) or kept (it goes
+                                                on: it offers less)
     evidence_unreadable{file,reason}            gauge: 1 per file the
                                                 agent reads to stay off
                                                 nova-compute's devices
@@ -154,6 +161,12 @@ _INSTRUMENTS = (
      '1 per kind of evidence while the agent, in a mode that owns the '
      'root, refuses to write a root another service writes.',
      ('service', 'evidence'), {}),
+    ('_second_writer', 'Gauge', 'second_writer',
+     '1 while another writer (another agent with the same host) rewrites '
+     'providers this agent owns after each correction: action "stopped" '
+     '(this agent writes nothing: the other offers no more) or "kept" (it '
+     'goes on writing: the other would offer more).',
+     ('action', 'evidence'), {}),
     ('_unreadable', 'Gauge', 'evidence_unreadable',
      '1 per file the agent reads to keep off the devices another service '
      'reports (nova.conf) that it cannot read, with why.',
@@ -202,6 +215,9 @@ class NoMetrics:
         pass
 
     def root_shared(self, service, kinds=()):
+        pass
+
+    def second_writer(self, action, kinds=()):
         pass
 
     def evidence_unreadable(self, unreadable):
@@ -295,6 +311,14 @@ class Metrics:
         self._shared.clear()
         for kind in kinds if service is not None else ():
             self._shared.labels(service, kind).set(1)
+
+    def second_writer(self, action, kinds=()):
+        """Another writer rewrites the agent's providers, seen by
+        ``kinds`` of evidence; ``action``: what this agent does about it
+        (None: nobody else writes them)."""
+        self._second_writer.clear()
+        for kind in kinds if action is not None else ():
+            self._second_writer.labels(action, kind).set(1)
 
     def evidence_unreadable(self, unreadable):
         """``{file: reason}`` of the evidence files that cannot be read

@@ -30,6 +30,7 @@ import os_resource_classes as orc
 from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
+from node_agent.hardware import holders
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,14 +156,17 @@ def rejected(message, provider, resource_class):
 
 
 def _held(claims, snapshot, consumer_uuid):
-    """Device keys held by other claims and by other consumers' domains."""
+    """Device keys held by other claims and by other consumers' domains:
+    their mdevs, and every PCI device they hold by the one rule
+    (:mod:`node_agent.hardware.holders`: a GPU whose mdev, a PF whose VF a
+    guest has is never given whole to another)."""
     held = set()
     for claim in claims:
         held.update(d.key for d in claim.devices if d.key)
-    for domain in snapshot.domains:
-        if domain.uuid != consumer_uuid:
-            held.update(domain.hostdevs)
-            held.update(domain.mdevs)
+    others = [d for d in snapshot.domains if d.uuid != consumer_uuid]
+    held.update(holders.in_snapshot(snapshot, others))
+    for domain in others:
+        held.update(domain.mdevs)
     return held
 
 

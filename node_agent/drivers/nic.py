@@ -56,6 +56,7 @@ from node_agent.claims import model
 from node_agent.conf import nic as nic_opts
 from node_agent.drivers import base
 from node_agent.drivers import layout
+from node_agent.hardware import holders
 
 LOG = logging.getLogger(__name__)
 
@@ -309,23 +310,14 @@ class NicDriver(base.Driver):
 
     # -- the reshape's and the claims' view ------------------------------
 
-    def _vf_parents(self):
-        """``{VF address: PF address}`` of every PF of the host."""
-        parents = {vf: pf.address for pf in self.snapshot.pfs
-                   for vf in pf.vfs}
-        for pci in self.snapshot.pci_devices:
-            for vf in pci.virtfns:
-                parents.setdefault(vf, pci.address)
-        return parents
-
     def affinity(self, domain):
         """A guest's VFs are on their PFs' providers."""
-        parents = self._vf_parents()
+        parents = holders.physfns(self.snapshot)
         pfs = sorted({parents[a] for a in domain.hostdevs if a in parents})
         return [identity.pci_id(pf) for pf in pfs], {}
 
     def domain_devices(self, domain, holder):
-        parents = self._vf_parents()
+        parents = holders.physfns(self.snapshot)
         devices = []
         for address in domain.hostdevs:
             if address not in parents:

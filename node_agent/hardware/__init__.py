@@ -10,7 +10,9 @@ Read-only collectors, each with an injectable source, merged by
   model where libvirt's test driver invents one;
 * :mod:`nvml` - NVIDIA GPUs through an injected ``pynvml`` module;
 * :mod:`udev` - events that should trigger an early re-scan;
-* :mod:`domain_events` - libvirt guests that came, stopped or went.
+* :mod:`domain_events` - libvirt guests that came, stopped or went;
+* :mod:`holders` - which guests hold a PCI device: the one rule every
+  caller (one-time-use cleans, claims, drivers) asks.
 
 Nothing here knows about Placement.
 """

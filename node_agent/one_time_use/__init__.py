@@ -16,7 +16,9 @@ it::
     audit (tracker, after its sync)
       nova's PCI providers under the root      (tracker.nova_pci)
         one-time-use, reserved = total         policy.candidates
-        no libvirt domain holds the device     the scan's domains
+        no guest holds the device              hardware.holders: its PCI
+                                               hostdev, an mdev on it or
+                                               on its VF, its VF
         used = 0                               GET .../usages, those only
         not reserved for its health, an action configured for its kind,
         its back-off over                      manager.Manager._decide
@@ -61,7 +63,7 @@ def audit(conf, found, make, last, unhealthy, nova_pci):
     found = found or make()
     found.audit({a: p for a, p in nova_pci.nova_devices(tree, root).items()
                  if p.uuid not in health},
-                last.snapshot.domains if last.snapshot else (), unhealthy)
+                last.snapshot, unhealthy)
     return found
 
 

@@ -3,7 +3,9 @@
 ::
 
     lock       one_time_use.d/<address>.lock, or Busy
-    guests     no libvirt domain holds the device, Placement says used 0
+    guests     no guest holds the device (libvirt asked now, the rule of
+               node_agent.hardware.holders: its PCI hostdev, an mdev on
+               it or on its VF, its VF), Placement says used 0
     before     identity (vendor, device, subsystem, class) and a health
                look (AER counters learnt, link) through the sysfs reader
     started    the record says "cleaning" (a restart does it again)
@@ -30,6 +32,7 @@ import subprocess
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.hardware import holders
 from node_agent.hardware import libvirt_host
 from node_agent.health import pci as pci_health
 from node_agent.one_time_use import policy
@@ -181,7 +184,8 @@ def run(argv, address, timeout, lock_fd):
 
 class Cleaning:
     """What one clean needs: the configuration, the sysfs reader,
-    ``guests() -> {address: domain uuid}``, the records and the report
+    ``guests() -> {address: (domain uuid, ...)}``
+    (:func:`node_agent.hardware.holders.holders`), the records and the report
     client that gives the device back."""
 
     def __init__(self, conf, reader, guests, records, report_client):
@@ -213,7 +217,7 @@ class Cleaning:
                 f'cannot tell which guests hold it: {exc}') from None
         if holder is not None:
             raise exception.NotCleaned(address, policy.GUEST_HOLDS,
-                                       f'held by guest {holder}{when}')
+                                       policy.held_by(holder) + when)
 
     def clean(self, address, provider, started=None):
         """Clean, check and give back one device; NotCleaned or
@@ -265,7 +269,7 @@ def libvirt_guests(uri, timeout):
     def guests():
         host = libvirt_host.LibvirtHost(uri, timeout=timeout)
         try:
-            return policy.guests_of(host.collect().domains)
+            return holders.in_facts(host.collect())
         finally:
             host.close()
     return guests

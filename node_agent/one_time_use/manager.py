@@ -16,6 +16,7 @@ import time
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.hardware import holders
 from node_agent.one_time_use import cleaning
 from node_agent.one_time_use import policy
 from node_agent.one_time_use import record
@@ -51,14 +52,14 @@ class Manager:
         if registry is not None:
             registry.register(self._collector)
 
-    def audit(self, devices, domains, unhealthy):
+    def audit(self, devices, snapshot, unhealthy):
         """``devices``: nova's PCI providers (``{address: provider}``);
-        ``domains``: the guests (:class:`~node_agent.hardware.snapshot.
-        Domain`); ``unhealthy``: ``{address: Health}`` reserved for their
-        health."""
+        ``snapshot``: the scan's host, its guests and the devices they hold
+        (:mod:`node_agent.hardware.holders`); ``unhealthy``: ``{address:
+        Health}`` reserved for their health."""
         found = policy.candidates(devices)
         records = self.records.keep_only(set(found))
-        held = policy.guests_of(domains)
+        held = holders.in_snapshot(snapshot)
         free = sorted(a for a in found if a not in held
                       and a not in self._threads)
         used = self.cleaner.report_client.get_usages(
@@ -83,7 +84,7 @@ class Manager:
         if holder is not None or any(used.values()):
             if rec is None:             # its guest's, as nova reserved it
                 return {'state': policy.IN_USE, 'reason': 'in use'}
-            why = (f'held by guest {holder}' if holder else
+            why = (policy.held_by(holder) if holder else
                    'allocated: ' + ', '.join(
                        f'{rc} {n}' for rc, n in sorted(used.items()) if n))
             return self._note(address, provider, rec, exception.NotCleaned(

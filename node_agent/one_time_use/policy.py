@@ -69,11 +69,11 @@ def candidates(devices):
             and reserved_whole(provider)}
 
 
-def guests_of(domains):
-    """``{PCI address: domain uuid}`` of the devices libvirt domains
-    hold (running or not: a defined guest starts with its devices)."""
-    return {address.lower(): domain.uuid
-            for domain in domains for address in domain.hostdevs}
+def held_by(guests):
+    """What the status line says of a device ``guests`` (domain uuids,
+    :func:`node_agent.hardware.holders.holders`) hold."""
+    noun = 'guest' if len(guests) == 1 else 'guests'
+    return f'held by {noun} ' + ', '.join(guests)
 
 
 def backoff(failures, initial, maximum):

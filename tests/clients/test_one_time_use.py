@@ -15,6 +15,7 @@ makes the device ready.
 
 import json
 import os
+import shutil
 import signal
 import stat
 import threading
@@ -44,6 +45,8 @@ OPTIONS = [('pci', 'report_in_placement', 'True'),
                'vendor_id': '10de', 'product_id': '2330',
                'one_time_use': 'true'}))]
 GUEST = '3b0c4f7e-1a2d-4c5e-8f9a-0b1c2d3e4f50'
+# A guest nova does not know of, holding something of the device.
+OTHER_GUEST = '9d8c7b6a-5f4e-4d3c-8b2a-190807060504'
 RETRY = 60
 # The test's cleaner: logs its argument, then does what ``mode`` says.
 CLEANER = """#!/bin/sh
@@ -82,17 +85,29 @@ def cleaned(tmp_path):
         return []
 
 
-def libvirt_with(tmp_path, hostdevs=()):
-    """h100-vm's libvirt test XML, with a guest holding ``hostdevs``."""
+def libvirt_with(tmp_path, hostdevs=(), mdevs=(), devices=()):
+    """h100-vm's libvirt test XML, with a guest holding ``hostdevs`` and
+    ``mdevs``, and node devices ``devices`` (XML)."""
     with open(os.path.join(hosts.host_dir('h100-vm'), 'libvirt.xml')) as f:
         xml = f.read()
-    if hostdevs:
-        xml = xml.replace('</node>', make_hosts.domain_xml(
-            'guest-again', '9d8c7b6a-5f4e-4d3c-8b2a-190807060504', 2, 1,
-            hostdevs=hostdevs) + '\n</node>')
+    parts = list(devices)
+    if hostdevs or mdevs:
+        parts.append(make_hosts.domain_xml(
+            'guest-again', OTHER_GUEST, 2, 1, hostdevs=hostdevs,
+            mdevs=mdevs))
+    if parts:
+        xml = xml.replace('</node>', '\n'.join(parts) + '\n</node>')
     path = tmp_path / 'libvirt.xml'
     path.write_text(xml)
     return 'test://' + str(path)
+
+
+def h100_nodedev(**kwargs):
+    """libvirt's node device of the GPU (mdev types, VFs: ``kwargs``)."""
+    return make_hosts.nodedev_xml(dict(
+        address=H100, path=f'devices/pci0000:00/{H100}', vendor='10de',
+        device='2330', **{'class': '030200'}, numa=-1, iommu=6),
+        'GH100 [H100 SXM5 80GB]', 'NVIDIA Corporation', **kwargs)
 
 
 def guest_used_then_deleted(cloud, host):
@@ -267,7 +282,7 @@ def test_failing_hanging_and_held_devices_stay_reserved(
         audit_until(agent, lambda: state(agent)[H100][0] == 'guest_holds',
                     'the guest seen')
         assert agent.rt.status_line().endswith(
-            f'{H100}: held by guest 9d8c7b6a-5f4e-4d3c-8b2a-190807060504')
+            f'{H100}: held by guest {OTHER_GUEST}')
         assert metric(agent, 'guest_holds')
         assert cleaned(tmp_path) == [H100, H100]
         assert inventory(api, uuid)['reserved'] == 1
@@ -281,6 +296,98 @@ def test_failing_hanging_and_held_devices_stay_reserved(
         assert cleaned(tmp_path) == [H100, H100, H100]
         assert 'one-time-use' not in agent.rt.status_line()
         assert not metric(agent, 'guest_holds')
+    finally:
+        agent.stop()
+
+
+MDEV = '4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a01'
+MDEV_TYPE = ('nvidia-1050', 'GRID H100-1-10C', 6)
+VF = '0000:00:07.0'
+
+
+def test_a_guests_mdev_on_the_device_keeps_it_uncleaned(
+        server, cloud, conf, tmp_path):
+    """Nova reserved the one-time-use GPU for its guest, which is gone;
+    another running guest has an mdev on that GPU (libvirt lists the
+    mdev under it): the device is in use, never cleaned nor given back,
+    audit after audit."""
+    host = 'otu-compute9'
+    api = cloud.api
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    uri = libvirt_with(tmp_path, mdevs=[MDEV], devices=[
+        h100_nodedev(mdev_types=[MDEV_TYPE]),
+        make_hosts.mdev_nodedev_xml(MDEV, H100, MDEV_TYPE[0])])
+    agent, clock = start_agent(
+        conf, server, cloud, host, pci.vfio_copy(tmp_path),
+        libvirt_uri=uri, actions=['10de:2330=command'],
+        command=cleaner(tmp_path), retry_initial=RETRY)
+    try:
+        wait_for(lambda: state(agent), 'the first one-time-use audit')
+        assert agent.rt.one_time_use().wait(30)
+        assert state(agent) == {H100: ('in_use', 'in use')}
+        clock.now += RETRY
+        audit_until(agent, lambda: True, 'an audit')
+        assert state(agent) == {H100: ('in_use', 'in use')}
+        assert cleaned(tmp_path) == []
+        assert inventory(api, uuid)['reserved'] == 1
+        assert 'one-time-use' not in agent.rt.status_line()
+    finally:
+        agent.stop()
+
+
+def with_a_vf(tmp_path):
+    """:func:`pci.vfio_copy`, the GPU an SR-IOV PF with one VF
+    (``VF``, bound to vfio-pci)."""
+    root = pci.vfio_copy(tmp_path)
+    devices = os.path.join(root, 'devices/pci0000:00')
+    shutil.copytree(os.path.join(devices, H100),
+                    os.path.join(devices, VF), symlinks=True)
+    os.symlink(f'../../../devices/pci0000:00/{VF}',
+               os.path.join(root, 'bus/pci/devices', VF))
+    for name, value in (('sriov_totalvfs', '1'), ('sriov_numvfs', '1')):
+        with open(os.path.join(devices, H100, name), 'w') as f:
+            f.write(value + '\n')
+    os.symlink(f'../{VF}', os.path.join(devices, H100, 'virtfn0'))
+    os.symlink(f'../{H100}', os.path.join(devices, VF, 'physfn'))
+    return root
+
+
+def test_a_pf_whose_vf_a_guest_holds_is_not_cleaned(
+        server, cloud, conf, tmp_path):
+    """The one-time-use GPU is an SR-IOV PF; a guest nova does not know
+    is given its VF after a failed clean: the clean's own look at libvirt
+    (a new connection, libvirt's node devices naming the VF's PF) finds
+    it before the action, says so, and leaves the PF reserved."""
+    host = 'otu-compute10'
+    api = cloud.api
+    uuid = guest_used_then_deleted(cloud, host)['uuid']
+    devices = [h100_nodedev(vfs=[VF], total_vfs=1),
+               make_hosts.nodedev_xml(dict(
+                   address=VF, path=f'devices/pci0000:00/{VF}',
+                   vendor='10de', device='2330', numa=-1, iommu=7,
+                   **{'class': '030200'}), 'GH100 [H100 SXM5 80GB]',
+                   'NVIDIA Corporation', physfn=H100)]
+    agent, clock = start_agent(
+        conf, server, cloud, host, with_a_vf(tmp_path),
+        libvirt_uri=libvirt_with(tmp_path, devices=devices),
+        actions=['10de:2330=command'], command=cleaner(tmp_path, 'fail'),
+        retry_initial=RETRY)
+    try:
+        wait_for(lambda: state(agent).get(H100, ('',))[0] ==
+                 'cleaner_failed', 'the failed clean recorded')
+        assert agent.rt.one_time_use().wait(30)
+        assert cleaned(tmp_path) == [H100]
+
+        (tmp_path / 'mode').write_text('ok')
+        libvirt_with(tmp_path, hostdevs=[VF], devices=devices)
+        clock.now += RETRY
+        audit_until(agent, lambda: state(agent)[H100][0] == 'guest_holds',
+                    'the guest seen')
+        assert agent.rt.status_line().endswith(
+            f'{H100}: held by guest {OTHER_GUEST}')
+        assert metric(agent, 'guest_holds')
+        assert cleaned(tmp_path) == [H100]
+        assert inventory(api, uuid)['reserved'] == 1
     finally:
         agent.stop()
 

@@ -71,7 +71,7 @@ def test_every_metric_is_prefixed_and_documented():
         'node_agent_device_unhealthy', 'node_agent_problem_since_seconds',
         'node_agent_device_health', 'node_agent_health_source_restarts',
         'node_agent_root_shared', 'node_agent_evidence_unreadable',
-        'node_agent_guest_devices'}
+        'node_agent_guest_devices', 'node_agent_second_writer'}
     for name, (kind, doc) in families.items():
         assert doc, name
 
@@ -400,6 +400,15 @@ def test_a_port_never_freed_is_said_at_the_end(caplog):
                        f'listening, after {endpoint.failures} refused '
                        f'binds: cannot listen on 127.0.0.1 port {port}: '
                        'Address already in use')
+
+
+def test_a_second_writer_is_one_series_per_kind_of_evidence():
+    m = metrics.Metrics()
+    m.second_writer('stopped', ['rewritten'])
+    assert scrape(m).labels('node_agent_second_writer') == [
+        {'action': 'stopped', 'evidence': 'rewritten'}]
+    m.second_writer(None)
+    assert scrape(m).labels('node_agent_second_writer') == []
 
 
 def test_evidence_that_cannot_be_read_is_one_series_per_file():

@@ -36,6 +36,7 @@ from node_agent import identity
 from node_agent import text
 from node_agent.claims import fit
 from node_agent.claims import model
+from node_agent.hardware import holders
 
 # Namespace for the uuids of mdevs a claim asks to be created: derived from
 # consumer and parent, so deciding twice gives the same answer.
@@ -250,16 +251,6 @@ def device_holder(devices, device):
 
 # -- running guests ----------------------------------------------------------
 
-def mdev_owners(snapshot):
-    """``{mdev uuid: (device address, mdev type)}`` of the host."""
-    owners = {}
-    for device in list(snapshot.pci_devices) + list(snapshot.gpus):
-        for mtype in device.mdev_types:
-            for mdev in mtype.devices:
-                owners[mdev] = (device.address, mtype.type_id)
-    return owners
-
-
 def domain_devices(devices, snapshot, domain, holder):
     """See :meth:`node_agent.drivers.base.Driver.domain_devices`."""
     result = []
@@ -278,7 +269,7 @@ def domain_devices(devices, snapshot, domain, holder):
             if rp:
                 result.append(model.Device(rc, rp, parent=address,
                                            address=address))
-    owners = mdev_owners(snapshot)
+    owners = holders.mdevs(snapshot)
     for mdev in domain.mdevs:
         parent, mtype = owners.get(mdev, (None, None))
         offer = devices.offers.get(parent)
@@ -304,7 +295,7 @@ def affinity(devices, snapshot, domain):
             device_ids.append(device_id)
         if offer is not None and offer.vendor_vfio:
             exact[offer.resource_class][device_id] += 1
-    owners = mdev_owners(snapshot)
+    owners = holders.mdevs(snapshot)
     for mdev in domain.mdevs:
         if mdev not in owners:
             continue

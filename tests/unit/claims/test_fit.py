@@ -1,5 +1,7 @@
 """The pure claim decision: amounts, units, devices, NUMA scope."""
 
+import dataclasses
+
 import pytest
 
 from node_agent import exception
@@ -146,6 +148,20 @@ def test_pgpu_is_the_provider_gpu_and_is_handed_out_once():
     with pytest.raises(exception.ClaimRejected, match='PGPU'):
         host.decide(request({host.PGPU1_RP: {'PGPU': 1}}), host.tree(),
                     claims, host.snapshot())
+
+
+def test_a_gpu_whose_mdev_another_guest_has_is_not_handed_out_whole():
+    """The one rule (node_agent.hardware.holders): an mdev on the GPU in
+    another guest's hands holds the GPU."""
+    mdev = 'eeeeeeee-0000-4000-8000-000000000005'
+    base = host.snapshot([snap.Domain(OTHER, 'guest', 'running',
+                                      mdevs=(mdev,))])
+    gpus = (base.gpus[0], dataclasses.replace(
+        base.gpus[1], mdev_types=(snap.MdevType('nvidia-35',
+                                                devices=(mdev,)),)))
+    with pytest.raises(exception.ClaimRejected, match='only 0 free GPU'):
+        host.decide(request({host.PGPU1_RP: {'PGPU': 1}}), host.tree(), [],
+                    dataclasses.replace(base, gpus=gpus))
 
 
 def test_without_snapshot_only_amounts_are_decided():

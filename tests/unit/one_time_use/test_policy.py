@@ -1,6 +1,5 @@
 """The one-time-use decisions, over values."""
 
-from node_agent.hardware import snapshot
 from node_agent.one_time_use import policy
 from node_agent.provider_tree import Provider
 
@@ -33,12 +32,9 @@ def test_candidates_are_one_time_use_and_reserved_in_full():
     assert sorted(policy.candidates(devices)) == [A, '0000:84:00.0']
 
 
-def test_guests_of_every_domain_running_or_not():
-    domains = [snapshot.Domain(uuid='g1', name='g1', state='running',
-                               hostdevs=('0000:81:00.0',)),
-               snapshot.Domain(uuid='g2', name='g2', state='shutoff',
-                               hostdevs=('0000:82:00.0',))]
-    assert policy.guests_of(domains) == {A: 'g1', B: 'g2'}
+def test_held_by_names_the_guests():
+    assert policy.held_by(('g1',)) == 'held by guest g1'
+    assert policy.held_by(('g1', 'g2')) == 'held by guests g1, g2'
 
 
 def test_backoff_doubles_up_to_its_cap_and_due_follows_it():

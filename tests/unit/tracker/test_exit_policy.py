@@ -16,6 +16,9 @@ POLICY = {
     'ConfigError': exit_policy.FATAL,
     'ProviderOverrideError': exit_policy.FATAL,
     'RootShared': exit_policy.FATAL,           # standalone beside nova-compute
+    # Raised by audits only (a startup has no tree of its own to compare
+    # with); the audit is skipped, as for RootShared.
+    'ProvidersShared': exit_policy.FATAL,
     'NotPlacement': exit_policy.FATAL,         # a wrong endpoint path
     'ReshapeFailed': exit_policy.FATAL,
     'ScanIncomplete': exit_policy.FATAL,
