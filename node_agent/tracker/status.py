@@ -124,7 +124,8 @@ def render_unclaimed(tree, unclaimed):
     for entry in entries:
         for name, rcs in entry['providers'].items():
             amounts = ', '.join(f'{rc}={n}' for rc, n in rcs.items())
-            lines.append(f'  {entry["consumer"]}  {name}: {amounts}')
+            lines.append(f'  {entry["consumer"]}  {text.printable(name)}: '
+                         f'{amounts}')
     if not entries:
         lines.append('  none')
     return '\n'.join(lines)
@@ -149,10 +150,11 @@ def render_table(tree, usages=None, unclaimed=None, long=False):
         for n in range(max(len(inventory), len(traits))):
             first = n == 0
             lines.append((
-                ('  ' * row['depth'] + row['name']) if first else '',)
+                ('  ' * row['depth'] + text.printable(row['name']))
+                if first else '',)
                 + ((row['uuid'] if first else '',
                     generation if first else '') if long else ())
-                + ((row['parent'] or '-') if first else '',
+                + (text.printable(row['parent'] or '-') if first else '',
                    inventory[n] if n < len(inventory) else '',
                    traits[n] if n < len(traits) else ''))
     widths = [max(len(str(c)) for c in col)
