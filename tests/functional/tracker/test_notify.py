@@ -124,3 +124,48 @@ def test_a_guest_name_adds_no_line(host1, placement_adapter, notify_socket,
     for record in caplog.records:
         message = record.getMessage()
         assert '\n' not in message and '\u202e' not in message, message
+
+
+def test_a_directory_in_place_of_the_sync_state_is_waited_out(
+        host1, placement_adapter, notify_socket):
+    """A fault of the host, not of the file: the daemon as the factory
+    builds it waits, says why, and starts once the directory is gone (a
+    restart loop under systemd otherwise)."""
+    from node_agent.placement import state as sync_state
+    path, sock = notify_socket
+    service.register_opts(host1)
+    host1.set_override('startup_backoff_initial', 0.2, 'audit')
+    host1.set_override('startup_backoff_max', 0.5, 'audit')
+    database = sync_state.path_for(host1)
+    os.makedirs(database)
+    with factory.tracker(host1, placement_adapter) as rt:
+        svc = service.AgentService(
+            host1, rt, systemd.Notifier({'NOTIFY_SOCKET': path}))
+        svc.start()
+        waiting = (f'STATUS=waiting for state_path: sync state {database}: '
+                   'a directory, not a file (')
+        try:
+            said = receive_until(sock, lambda d: d.startswith(waiting))
+            assert not svc._done.is_set()
+            assert not any(d == 'READY=1' for d in said)
+            os.rmdir(database)
+            receive_until(sock, lambda d: d == 'READY=1')
+        finally:
+            svc.stop()
+            assert svc._done.wait(30)
+    assert os.path.isfile(database)
+
+
+def receive_until(sock, predicate, timeout=60):
+    """The datagrams received up to the first that ``predicate`` takes."""
+    said = []
+    deadline = time.monotonic() + timeout
+    while not said or not predicate(said[-1]):
+        left = deadline - time.monotonic()
+        assert left > 0, f'not in {timeout} s: {said}'
+        sock.settimeout(min(left, 1.0))
+        try:
+            said.append(sock.recv(1 << 20).decode())
+        except TimeoutError:
+            pass
+    return said
