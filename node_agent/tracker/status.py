@@ -50,7 +50,8 @@ def line(last, cleans='', health=''):
     notes += [] if last.problem is not None else list(last.guest_notes)
     notes += [f'warning: {why}' for why in last.unreadable.values()]
     notes += [health] if health else []
-    return '; '.join([said] + notes)
+    # What --once prints and the log says, as the status systemd shows.
+    return text.printable('; '.join([said] + notes))
 
 
 def log_plan(plan):
