@@ -77,10 +77,12 @@ def prepare_file(path):
     os.close(fd)
     for name in (path,) + tuple(path + s for s in SIDE_FILES):
         try:
-            mode = os.stat(name).st_mode & 0o777
+            st = os.lstat(name)
         except FileNotFoundError:
             continue
-        if mode & ~FILE_MODE:
+        # Never through a link: what it points at is not the agent's.
+        mode = st.st_mode & 0o777
+        if stat.S_ISREG(st.st_mode) and mode & ~FILE_MODE:
             os.chmod(name, mode & FILE_MODE)
 
 
@@ -211,6 +213,8 @@ def unavailable(path, what, exc):
     else:
         name = getattr(exc, 'sqlite_errorname', None)
         reason = f'{exc} ({name})' if name else str(exc)
+    if os.path.isdir(path):
+        reason = f'a directory, not a file ({reason})'
     return exception.LocalStateUnavailable(path, what, reason)
 
 
@@ -290,12 +294,14 @@ def move_aside(path, what, reason, rebuilt_from):
         '%Y%m%dT%H%M%S.%fZ')
     target = f'{path}.corrupt-{stamp}'
     for suffix in ('',) + SIDE_FILES:
-        if os.path.exists(path + suffix):
+        if os.path.lexists(path + suffix):
             os.replace(path + suffix, target + suffix)
             # What it held may be read by whoever reads the directory:
-            # no wider than the file it was.
-            mode = os.stat(target + suffix).st_mode & 0o777
-            if mode & ~FILE_MODE:
+            # no wider than the file it was (a link is moved, and what
+            # it points at left alone).
+            st = os.lstat(target + suffix)
+            mode = st.st_mode & 0o777
+            if stat.S_ISREG(st.st_mode) and mode & ~FILE_MODE:
                 os.chmod(target + suffix, mode & FILE_MODE)
     LOG.critical('%s %s is corrupt (%s): moved aside to %s; a new one is '
                  'created and rebuilt from %s', what[:1].upper() + what[1:],

@@ -305,11 +305,11 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
         notes.append(
             text.plural(len(vgpus), 'vGPU device')
             + ' nova-compute cannot attach, not offered: '
-            + ', '.join(ours for ours, _, _ in vgpus)
+            + text.listed(ours for ours, _, _ in vgpus)
             + ' (nova-compute attaches vGPUs of the types its own [devices] '
             'enabled_mdev_types and [mdev_<type>] device_addresses name, '
             'and reports them itself)'
-            + (f'; held by guests, no new unit offered: {", ".join(held)}'
+            + (f'; held by guests, no new unit offered: {text.listed(held)}'
                if held else ''))
     pci = [e for e in not_offered if _kind(e[0]) != 'vGPU']
     if pci:
@@ -317,14 +317,15 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
     if reported_elsewhere:
         notes.append(text.plural(len(reported_elsewhere), 'device')
                      + ' reported by another service, skipped: '
-                     + ', '.join(ours for ours, _, _ in reported_elsewhere))
+                     + text.listed(ours for ours, _, _
+                                   in reported_elsewhere))
     withheld = [name for name, _, in_use in vfs_withheld if not in_use]
     if withheld:
         notes.append("SR-IOV VFs nova-compute's PCI tracker hands out, not "
-                     'offered: ' + ', '.join(withheld))
+                     'offered: ' + text.listed(withheld))
     if kept_twice:
         notes.append('reported twice while they hold allocations: '
-                     + ', '.join(kept_twice))
+                     + text.listed(kept_twice))
     return notes
 
 
@@ -335,13 +336,13 @@ def _pci_note(pci):
     unknown = any(coexist.UNKNOWN in why for _, why, _ in pci)
     return (text.plural(len(pci), 'PCI device offer')
             + ' nova-compute cannot attach, not offered: '
-            + ', '.join(ours for ours, _, _ in pci)
+            + text.listed(ours for ours, _, _ in pci)
             + ' (whole devices: nova\'s [pci] device_spec and [pci] alias; '
             "VFs: nova's [pci] device_spec; bandwidth: Neutron's "
             'resource_provider_bandwidths)'
             + ("; nova-compute's configuration unknown: no whole device "
                'or VF offered' if unknown else '')
-            + (f'; held by guests, no new unit offered: {", ".join(held)}'
+            + (f'; held by guests, no new unit offered: {text.listed(held)}'
                if held else ''))
 
 

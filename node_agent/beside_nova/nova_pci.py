@@ -30,6 +30,7 @@ from oslo_log import log as logging
 
 from node_agent import identity
 from node_agent import local_state
+from node_agent import state_files
 
 LOG = logging.getLogger(__name__)
 
@@ -89,10 +90,8 @@ class Reservations:
 
     def load(self):
         try:
-            with open(self.path) as f:
-                return set(json.load(f)['reserved'])
-        except FileNotFoundError:
-            return set()
+            data = state_files.load_json(self.path)
+            return set() if data is None else set(data['reserved'])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             LOG.error('%s cannot be read (%s): the reservations it holds '
                       'on nova\'s PCI providers are left to the operator',

@@ -128,6 +128,25 @@ def _filesystem_type(path, mounts='/proc/self/mounts'):
     return fstype
 
 
+def _link_to_nowhere(path):
+    """Why ``path`` or a directory above it is a symbolic link that
+    leads nowhere (to nothing, or round in a loop); None when none is:
+    such a path passes for one that could be created, and is not."""
+    while True:
+        if os.path.lexists(path) and not os.path.exists(path):
+            try:
+                os.stat(path)
+                reason = 'it leads nowhere'
+            except OSError as exc:
+                reason = exc.strerror
+            return (f'{path} is a symbolic link to {os.readlink(path)}: '
+                    f'{reason}')
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
 def check_state_path(path):
     """``path`` is, or could be created as, a directory the agent writes.
 
@@ -136,6 +155,9 @@ def check_state_path(path):
     """
     where = f'[DEFAULT] state_path = {path}'
     path = os.path.abspath(path)
+    nowhere = _link_to_nowhere(path)
+    if nowhere is not None:
+        raise exception.ConfigError(f'{where}: {nowhere}')
     fstype = _filesystem_type(path)
     if fstype in _NOT_STORAGE:
         raise exception.ConfigError(

@@ -6,6 +6,7 @@ and read as empty; a domain with no name or uuid is skipped.
 
 from oslo_log import log as logging
 
+from node_agent import text
 from node_agent.hardware import cpulist
 from node_agent.hardware import libvirt_devices
 from node_agent.hardware import snapshot
@@ -25,7 +26,9 @@ def parse_domain(xml, state):
     root = libvirt_devices.parse_xml(xml, 'a libvirt domain')
     if root is None:
         return None
-    name = (root.findtext('name') or '').strip()
+    # libvirt takes any name: it reaches the log, the status line, the
+    # metrics and tree show as one printable line.
+    name = text.printable((root.findtext('name') or '').strip())
     uuid = (root.findtext('uuid') or '').strip().lower()
     if not name or not libvirt_devices.UUID_RE.match(uuid):
         LOG.warning('skipping libvirt domain %s: no <name> or no valid '

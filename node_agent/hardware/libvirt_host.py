@@ -45,6 +45,7 @@ import tenacity
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent import text
 from node_agent.hardware import cpuinfo as cpuinfo_mod
 from node_agent.hardware import libvirt_devices
 from node_agent.hardware import libvirt_domains
@@ -285,7 +286,8 @@ class LibvirtHost:
             except libvirt.libvirtError as exc:
                 if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
                     raise
-                LOG.warning('domain %s vanished during the scan', dom.name())
+                LOG.warning('domain %s vanished during the scan',
+                            text.printable(dom.name()))
                 continue
             domain = libvirt_domains.parse_domain(
                 xml, DOMAIN_STATES.get(state, 'nostate'))

@@ -40,6 +40,8 @@ from oslo_log import log as logging
 from node_agent import exception
 from node_agent import identity
 from node_agent import local_state
+from node_agent import state_files
+from node_agent import text
 
 LOG = logging.getLogger(__name__)
 
@@ -65,22 +67,36 @@ def load_all(path):
     """The whole file: ``{"drains": {...}, "clears": {...}}`` (both
     empty when there is no file); reasons made printable."""
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        return {'drains': {}, 'clears': {}}
+        data = state_files.load_json(path)
+    except state_files.NotData as exc:
+        raise DrainFileError(path, exc.reason) from None
     except (OSError, ValueError) as exc:
         raise DrainFileError(path, exc) from None
+    if data is None:
+        return {'drains': {}, 'clears': {}}
     if not isinstance(data, dict) or data.get('version') != VERSION \
             or not isinstance(data.get('drains'), dict) \
             or not isinstance(data.get('clears', {}), dict):
         raise DrainFileError(path, f'not a version {VERSION} drain file')
     found = {'drains': data['drains'], 'clears': data.get('clears', {})}
+    now = time.time()
     for entries in found.values():
-        for entry in entries.values():
-            if isinstance(entry, dict) and 'reason' in entry:
-                entry['reason'] = printable(entry['reason'])
-    return found
+        for address, entry in entries.items():
+            if not isinstance(entry, dict):
+                raise DrainFileError(path, f'{text.printable(address)}: '
+                                     'not an object')
+            for key in ('reason', 'since', 'by'):
+                if key in entry:
+                    entry[key] = text.printable(entry[key])
+    for address, entry in found['clears'].items():
+        try:
+            entry['at'] = state_files.wall_time(
+                entry.get('at', 0), path,
+                f'the clear of {text.printable(address)}', now)
+        except state_files.NotData as exc:
+            raise DrainFileError(path, exc.reason) from None
+    return {kind: {text.printable(a): e for a, e in entries.items()}
+            for kind, entries in found.items()}
 
 
 def load(path):
@@ -92,13 +108,6 @@ def load_clears(path):
     """``{address: {"at" (seconds since the epoch), "by", "reason"}}``:
     the isolations an operator ended."""
     return load_all(path)['clears']
-
-
-def printable(text):
-    """``text`` with every character that is not printable shown as
-    ``?``: a file written by hand (or by an older agent) never puts a
-    newline into a log line or a status line."""
-    return ''.join(c if c.isprintable() else '?' for c in str(text))
 
 
 def check_reason(reason, what='a drain'):

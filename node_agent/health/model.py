@@ -373,7 +373,7 @@ def summary(states):
         devices = sorted((a, h) for a, h in states.items()
                          if h.state == state)
         if devices:
-            listed = ', '.join(f'{a}: {h.reason}' for a, h in devices)
+            listed = text.listed(f'{a}: {h.reason}' for a, h in devices)
             parts.append(f'{text.plural(len(devices), "device")} {state}: '
                          f'{listed}')
     return '; '.join(parts)

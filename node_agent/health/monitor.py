@@ -99,7 +99,7 @@ class HealthMonitor:
                            not in (health.UNMONITORED, health.HEALTHY))
         if blind:
             parts.append(f'{text.plural(len(blind), "device")} unmonitored '
-                         'too: ' + ', '.join(
+                         'too: ' + text.listed(
                              f'{a}: ' + '; '.join(f'{s}: {r}' for s, r in u)
                              for a, u in blind))
         with self._lock:

@@ -40,6 +40,7 @@ operator clears them; the file is rebuilt at the next save.
 import dataclasses
 import json
 import os
+import re
 import time
 
 from oslo_log import log as logging
@@ -47,6 +48,8 @@ from oslo_log import log as logging
 from node_agent.health import drains
 from node_agent import exception
 from node_agent import local_state
+from node_agent import state_files
+from node_agent import text
 from node_agent.health import model as health
 
 LOG = logging.getLogger(__name__)
@@ -54,6 +57,8 @@ LOG = logging.getLogger(__name__)
 FILE_NAME = 'device_health.json'
 WHAT = 'health state file'
 VERSION = 1
+# What a cause family may be: it becomes part of a trait's name.
+FAMILY = re.compile(r'[A-Z0-9_]{1,64}')
 
 
 def path_for(conf):
@@ -61,7 +66,22 @@ def path_for(conf):
 
 
 def _observation(data):
-    return None if data is None else health.Observation(**data)
+    """An observation read back: its words printable, its family one a
+    trait may carry (``CUSTOM_..._<family>``), its severity one there
+    is."""
+    if data is None:
+        return None
+    found = health.Observation(**data)
+    if found.severity not in (health.WARN, health.ISOLATE) \
+            or not isinstance(found.family, str) \
+            or not FAMILY.fullmatch(found.family) \
+            or not (found.instance is None
+                    or type(found.instance) is int):
+        raise ValueError(f'not an observation: {text.printable(data)}')
+    return dataclasses.replace(
+        found, reason=text.printable(found.reason),
+        action=None if found.action is None
+        else text.printable(found.action))
 
 
 def _plain(observation):
@@ -72,7 +92,10 @@ def _wall(at, offset):
     return None if at is None else at + offset
 
 
-def _clock(at, offset):
+def _clock(at, offset, path=None, what='a time'):
+    """The monitor's clock of a wall time read back: finite, and not
+    ahead of now (:func:`node_agent.state_files.wall_time`)."""
+    at = state_files.wall_time(at, path or FILE_NAME, what, time.time())
     return None if at is None else at - offset
 
 
@@ -101,21 +124,28 @@ def dump(records, counters, offset):
     return {'version': VERSION, 'devices': devices, 'counters': stored}
 
 
-def parse(data, offset):
+def parse(data, offset, path=None):
     """``(records, counters)`` from the file's content; ValueError (or
-    TypeError, KeyError) when it is not one."""
+    TypeError, KeyError) when it is not one.  Its words are made
+    printable and its times checked (``path`` names the file in what is
+    said of them)."""
     if not isinstance(data, dict) or data.get('version') != VERSION:
         raise ValueError(f'not a version {VERSION} health state file')
     records = {}
     for address, d in data['devices'].items():
+        address = text.printable(address)
+
+        def clock(at, what, address=address):
+            return _clock(at, offset, path, f'{address} {what}')
         records[address] = health.Record(
             isolate=_observation(d['isolate']),
-            isolate_at=_clock(d['isolate_at'], offset),
-            isolate_since=_clock(d['isolate_since'], offset),
-            isolate_by=d['isolate_by'],
+            isolate_at=clock(d['isolate_at'], 'isolate_at'),
+            isolate_since=clock(d['isolate_since'], 'isolate_since'),
+            isolate_by=None if d['isolate_by'] is None
+            else text.printable(d['isolate_by']),
             warning=_observation(d['warning']),
-            warning_at=_clock(d['warning_at'], offset),
-            instances=tuple((i, _observation(o), _clock(at, offset))
+            warning_at=clock(d['warning_at'], 'warning_at'),
+            instances=tuple((i, _observation(o), clock(at, 'instance'))
                             for i, o, at in d['instances']),
             # Standing when stored: held until its source looks again.
             fresh=frozenset({health.ISOLATE, health.WARN}))
@@ -142,10 +172,12 @@ class HealthStore:
         """``(records, counters, problem)``; ``problem`` says why the file
         could not be read (None when it could, or is not there)."""
         try:
-            with open(self.path) as f:
-                return parse(json.load(f), offset) + (None,)
-        except FileNotFoundError:
-            return {}, {}, None
+            data = state_files.load_json(self.path)
+            if data is None:
+                return {}, {}, None
+            return parse(data, offset, self.path) + (None,)
+        except state_files.NotData as exc:
+            reason = exc.reason
         except (OSError, ValueError, TypeError, KeyError,
                 AttributeError) as exc:
             reason = str(exc) or type(exc).__name__

@@ -67,7 +67,10 @@ class TreeWriter:
         self._state = state
         self._read_only = read_only
         self._known_traits = set()
-        self._known_classes = set(state.resource_classes()) if state else set()
+        # Read from the sync state at the first write, not here: a state
+        # file the host cannot read now is waited out by the caller
+        # (``LocalStateUnavailable``), not a failure to build the client.
+        self._known_classes = None if state else set()
         self._reshaper_forbidden = False
         # During a flush: where each provider's generation stood before
         # the agent's own writes, and the providers whose generation may
@@ -78,7 +81,7 @@ class TreeWriter:
 
     def invalidate(self):
         self._known_traits.clear()
-        self._known_classes.clear()
+        self._known_classes = set()
 
     # -- a plan -------------------------------------------------------------
 
@@ -176,6 +179,8 @@ class TreeWriter:
             self._delete(tree, uuid)
 
     def _ensure_resource_classes(self, names):
+        if self._known_classes is None:
+            self._known_classes = set(self._state.resource_classes())
         for name in sorted(set(names) - self._known_classes):
             resp = self._http.request('PUT', f'/resource_classes/{name}',
                                       tr.MV_PROVIDERS)

@@ -135,7 +135,7 @@ class Report:
             found = self.of(problem)
             if found:
                 notes.append(f'{text.plural(len(found), "device")} {title}: '
-                             + ', '.join(f.text() for f in found))
+                             + text.listed(f.text() for f in found))
         return notes
 
     def guests(self):

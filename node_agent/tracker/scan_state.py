@@ -42,6 +42,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import local_state
+from node_agent import state_files
 from node_agent import text
 from node_agent.hardware import removal
 from node_agent.hardware import snapshot as snapshot_mod
@@ -73,9 +74,14 @@ class ScanState:
         """``(snapshot, absent)`` as last saved; ``(None, {})`` when there
         is none this agent can use."""
         try:
-            with open(self.path, 'rb') as f:
-                raw = f.read()
-        except FileNotFoundError:
+            raw = state_files.read_data(self.path)
+        except state_files.NotData as exc:
+            # A FIFO, a device, a link: aside, so that the next sync can
+            # store the scan again.
+            local_state.move_aside(
+                self.path, 'stored scan', exc.reason,
+                'the next sync (until then nothing is held from before '
+                'this start)')
             return None, {}
         except OSError as exc:
             # A directory in its place, a file this user cannot read:
@@ -93,6 +99,8 @@ class ScanState:
             LOG.error('Cannot read the stored scan %s (%s): nothing is held '
                       'from before this start', self.path,
                       exc.strerror or exc)
+            return None, {}
+        if raw is None:
             return None, {}
         try:
             self._stored = self._parse(raw)
@@ -140,7 +148,7 @@ class ScanState:
         return True
 
     def _parse(self, raw):
-        record = json.loads(raw.decode('utf-8'))
+        record = state_files.parse_json(raw, self.path)
         if not isinstance(record, dict):
             raise ValueError('not a JSON object')
         if not isinstance(record.get('format'), int):

@@ -50,7 +50,8 @@ def line(last, cleans='', health=''):
     notes += [] if last.problem is not None else list(last.guest_notes)
     notes += [f'warning: {why}' for why in last.unreadable.values()]
     notes += [health] if health else []
-    return '; '.join([said] + notes)
+    # What --once prints and the log says, as the status systemd shows.
+    return text.printable('; '.join([said] + notes))
 
 
 def log_plan(plan):
@@ -124,7 +125,8 @@ def render_unclaimed(tree, unclaimed):
     for entry in entries:
         for name, rcs in entry['providers'].items():
             amounts = ', '.join(f'{rc}={n}' for rc, n in rcs.items())
-            lines.append(f'  {entry["consumer"]}  {name}: {amounts}')
+            lines.append(f'  {entry["consumer"]}  {text.printable(name)}: '
+                         f'{amounts}')
     if not entries:
         lines.append('  none')
     return '\n'.join(lines)
@@ -155,10 +157,11 @@ def render_table(tree, usages=None, unclaimed=None, long=False,
         for n in range(max(len(inventory), len(traits))):
             first = n == 0
             lines.append((
-                ('  ' * row['depth'] + row['name']) if first else '',)
+                ('  ' * row['depth'] + text.printable(row['name']))
+                if first else '',)
                 + ((row['uuid'] if first else '',
                     generation if first else '') if long else ())
-                + ((row['parent'] or '-') if first else '',
+                + (text.printable(row['parent'] or '-') if first else '',
                    inventory[n] if n < len(inventory) else '',
                    traits[n] if n < len(traits) else ''))
     widths = [max(len(str(c)) for c in col)

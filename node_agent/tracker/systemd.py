@@ -31,6 +31,8 @@ import time
 
 from oslo_log import log as logging
 
+from node_agent import text
+
 LOG = logging.getLogger(__name__)
 
 # The unit's TimeoutStartSec, and what each sign of progress before READY
@@ -41,6 +43,11 @@ EXTEND_EVERY = 10.0
 # that reads nothing must not stop the agent's loop (the message is lost,
 # and said so).
 SEND_TIMEOUT = 2.0
+# systemd (252 and later) drops a notify datagram of 4,096 bytes or more
+# whole: the STATUS line is cut well below, whatever the host holds (its
+# lists name the first few and count the rest before that:
+# :func:`node_agent.text.listed`).
+MAX_STATUS = 2048
 
 
 class Notifier:
@@ -106,11 +113,13 @@ class Notifier:
                 return False
         return True
 
-    def _status_line(self, text):
-        """``text`` and the notes, the line logged on change; the line."""
-        self.status = text
-        line = '; '.join([text] + [f'{what} {state}' for what, state
-                                   in sorted(self._notes.items())])
+    def _status_line(self, said):
+        """``said`` and the notes, the line logged on change; the line:
+        one printable line of at most :data:`MAX_STATUS` bytes."""
+        self.status = said
+        line = bounded(text.printable('; '.join(
+            [said] + [f'{what} {state}' for what, state
+                      in sorted(self._notes.items())])))
         if line != self._line:
             LOG.info('status: %s', line)
         self._line = line
@@ -134,14 +143,16 @@ class Notifier:
         return False
 
     def ready(self, status=None):
-        """READY=1, unless STOPPING was sent: that is the last word."""
+        """READY=1, unless STOPPING was sent: that is the last word.
+
+        READY goes in a datagram of its own, after the STATUS one: a
+        status systemd could not take never costs the start."""
         with self._lock:
             if self._stopping:
                 return False
             self._ready = True
             if status is not None:
-                return self.notify(READY=1,
-                                   STATUS=self._status_line(status))
+                self.set_status(status)
             return self.notify(READY=1)
 
     def watchdog(self):
@@ -179,3 +190,12 @@ class Notifier:
         with self._lock:
             self._stopping = True
             return self.notify(STOPPING=1, STATUS='stopping')
+
+
+def bounded(line, limit=MAX_STATUS):
+    """``line`` cut to at most ``limit`` bytes of UTF-8 (never within a
+    character), ending in ``...`` when cut."""
+    raw = line.encode('utf-8')
+    if len(raw) <= limit:
+        return line
+    return raw[:limit - 3].decode('utf-8', 'ignore') + '...'

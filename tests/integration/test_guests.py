@@ -245,3 +245,23 @@ def test_a_guest_charged_on_the_wrong_gpu_is_healed_in_one_post(
     assert inventory(api, GPU0)['VGPU'] == (16, 0)
     assert inventory(api, GPU1)['VGPU'] == (16, 0)
     assert tree_show(agent)[1] == []
+
+
+def test_a_guest_name_adds_no_line(agent, server, tmp_path):  # noqa: F811
+    """libvirt takes any name: ``--once``, its log and ``tree show`` show
+    it escaped, on one line."""
+    host1_guest(agent, server, tmp_path, [
+        ('g1\nSTOPPING=1\nREADY=1\u202e', GUEST, [], ['0000:af:00.0'])])
+    said = once(agent)
+    who = f'g1\\nSTOPPING=1\\nREADY=1\\u202e/{GUEST}'
+    assert f'1 device {UNALLOCATED}: {who} holds 0000:af:00.0' in said
+    table, shown = tree_show(agent)
+    assert f'unallocated  {who} holds 0000:af:00.0  (PGPU on ' \
+        'compute1_pci_0000_af_00_0)' in table
+    for output in (said, table):
+        lines = output.splitlines()
+        assert not [line for line in lines
+                    if line.startswith(('STOPPING=1', 'READY=1'))], output
+        assert '\u202e' not in output
+    assert [g['guest_name'] for g in shown] == [
+        'g1\\nSTOPPING=1\\nREADY=1\\u202e']

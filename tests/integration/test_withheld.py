@@ -195,7 +195,8 @@ def test_an_aer_isolation_holds_through_restarts_and_a_corrupt_file(
     with open(path, 'w') as f:
         f.write('{"version": 1, "devi')
     daemon.start()
-    ready = daemon.wait_for('READY=1')[-1]
+    ready = [m for m in daemon.wait_for('READY=1')
+             if m.startswith('STATUS=')][-1]
     assert 'unreadable' in ready, ready
     for address in GPUS:
         assert f'{address}: reserved in Placement, kept' in ready, ready

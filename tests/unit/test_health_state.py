@@ -5,6 +5,8 @@ import json
 import os
 import time
 
+import pytest
+
 from node_agent.health import drains
 from node_agent.health import state as health_state
 from node_agent.health import model as health
@@ -105,7 +107,7 @@ def test_a_reason_is_one_printable_line(tmp_path):
     with open(path, 'w') as f:                  # written by hand
         json.dump({'version': 1, 'drains': {'0000:3b:00.0': {
             'reason': 'a\nSTOPPING=1', 'since': 'x'}}}, f)
-    assert drains.load(path)['0000:3b:00.0']['reason'] == 'a?STOPPING=1'
+    assert drains.load(path)['0000:3b:00.0']['reason'] == 'a\\nSTOPPING=1'
 
 
 def test_device_list_says_cause_since_and_until():
@@ -138,3 +140,91 @@ def test_nvml_counters_are_baselines_after_a_restart(tmp_path):
     found = nvml_health.grade({nvml_health.PCIE_REPLAY: 9}, '0000:3b:00.0',
                               rate, again.counters('nvml'), 100.0)
     assert [o.reason for o in found] == ['PCIe replays rising (9)']
+
+
+GPU = '0000:3b:00.0'
+YEAR = 365 * 86400
+
+
+def stored_isolation(conf, **times):
+    """``device_health.json`` holding an isolation of GPU seen 10 s ago,
+    ``times`` (raw JSON) in place of its own."""
+    now = time.time()
+    record = health_state.dump({GPU: health.Record(
+        isolate=XID, isolate_at=now - 10, isolate_since=now - 20,
+        isolate_by='nvml')}, {}, 0)
+    text = json.dumps(record)
+    for key, value in times.items():
+        text = text.replace(f'"{key}": {record["devices"][GPU][key]!r}',
+                            f'"{key}": {value}')
+        assert f'"{key}": {value}' in text
+    with open(health_state.path_for(conf), 'w') as f:
+        f.write(text)
+
+
+def withheld_within(conf, seconds):
+    """Whether GPU is still withheld after ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while GPU in health_state.monitor_for(conf).unhealthy():
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize('times', [
+    {'isolate_at': f'{time.time() + YEAR}'},
+    {'isolate_at': f'{time.time() + YEAR}',
+     'isolate_since': f'{time.time() + YEAR}'},
+    {'isolate_at': 'NaN'},
+    {'isolate_at': 'Infinity'},
+    {'isolate_since': '1e999'},
+], ids=['isolate_at ahead', 'both ahead', 'NaN', 'Infinity', '1e999'])
+def test_a_stored_time_never_withholds_past_its_quiet_period(conf, times):
+    """The clock stepped back across a restart (a time a year ahead), or a
+    file edited by hand: the device is healthy again once its quiet
+    period from now has passed, not a year later, nor never."""
+    conf.set_override('quiet_period', 1, 'health')
+    stored_isolation(conf)
+    assert not withheld_within(conf, 10)        # the file as written
+    stored_isolation(conf, **times)
+    assert not withheld_within(conf, 10)
+    problem = health_state.monitor_for(conf).state_problem
+    assert problem.startswith(
+        f'health state {health_state.path_for(conf)} unreadable ('), problem
+    assert next(iter(times)) in problem or 'NaN' in problem \
+        or 'Infinity' in problem, problem
+
+
+@pytest.mark.parametrize('at, said', [
+    ('NaN', 'NaN is not a value a state file holds'),
+    ('Infinity', 'Infinity is not a value a state file holds'),
+    ('1e999', f'the clear of {GPU} inf is not a time'),
+    (f'{time.time() + YEAR}', f'the clear of {GPU} '),
+])
+def test_a_clear_that_is_no_time_is_refused(tmp_path, at, said):
+    path = str(tmp_path / drains.FILE_NAME)
+    with open(path, 'w') as f:
+        f.write('{"version": 1, "drains": {}, "clears": {"%s": {"at": %s, '
+                '"by": "ops", "reason": "reseated"}}}' % (GPU, at))
+    with pytest.raises(drains.DrainFileError) as caught:
+        drains.load_clears(path)
+    assert str(caught.value).startswith(f'drain file {path}: {said}')
+
+
+def test_a_stored_reason_adds_no_line(conf):
+    """A reason, a source or an address written by hand is shown escaped
+    in the status line and ``device list``."""
+    stored_isolation(conf)
+    path = health_state.path_for(conf)
+    with open(path) as f:
+        text = f.read()
+    with open(path, 'w') as f:
+        f.write(text.replace('XID 79', 'XID 79\\nSTOPPING=1\\u202e'))
+    monitor = health_state.monitor_for(conf)
+    said = monitor.summary()
+    lines = health_state.withheld_lines(monitor, {})
+    for shown in (said, *lines):
+        assert '\n' not in shown and '\u202e' not in shown, shown
+    assert 'XID 79\\nSTOPPING=1\\u202e' in said
+    assert 'XID 79\\nSTOPPING=1\\u202e' in lines[0]

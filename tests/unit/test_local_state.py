@@ -179,3 +179,26 @@ def test_a_file_moved_aside_is_no_wider_than_0640(tmp_path):
     target = local_state.move_aside(str(path), 'claim database', 'garbage',
                                     'nowhere')
     assert mode(target) == 0o640
+
+
+def test_modes_are_never_narrowed_through_a_link(tmp_path):
+    """A link in state_path to a file elsewhere: the file keeps its mode
+    whatever the agent does to the link."""
+    outside = tmp_path / 'outside'
+    outside.write_text('someone else\'s')
+    os.chmod(outside, 0o644)
+    state = tmp_path / 'state'
+    state.mkdir(mode=0o750)
+    (state / 'agent_state.sqlite').write_bytes(b'')
+    for name in ('claim.sqlite', 'agent_state.sqlite-wal', 'last_scan.json',
+                 'device_drains.json'):
+        os.symlink(outside, state / name)
+    local_state.narrow(str(state))
+    local_state.prepare_file(str(state / 'claim.sqlite'))
+    local_state.prepare_file(str(state / 'agent_state.sqlite'))
+    target = local_state.move_aside(str(state / 'last_scan.json'),
+                                    'stored scan', 'a symbolic link',
+                                    'the next sync')
+    assert os.path.islink(target)
+    assert mode(outside) == 0o644
+    assert outside.read_text() == 'someone else\'s'

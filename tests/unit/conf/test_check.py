@@ -153,3 +153,22 @@ def test_drivers_cpu_sets_and_allow_lists_are_checked_up_front(
     with pytest.raises(exception.ConfigError) as err:
         registry.validate(conf)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize('target, said', [
+    ('missing', 'No such file or directory'),
+    ('state', 'Too many levels of symbolic links'),
+])
+def test_state_path_a_link_that_leads_nowhere(tmp_path, target, said):
+    """It would pass for a directory the agent could create; the run
+    would write the tree and only then fail."""
+    os.symlink(target, tmp_path / 'state')
+    for path in (tmp_path / 'state', tmp_path / 'state' / 'below'):
+        with pytest.raises(exception.ConfigError) as err:
+            check.check_state_path(str(path))
+        assert str(err.value) == (
+            f'[DEFAULT] state_path = {path}: {tmp_path}/state is a symbolic '
+            f'link to {target}: {said}')
+    os.mkdir(tmp_path / 'real')
+    os.symlink('real', tmp_path / 'good')
+    check.check_state_path(str(tmp_path / 'good'))

@@ -27,7 +27,9 @@ def test_ready_with_status(notify_socket):
     path, sock = notify_socket
     notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
     assert notifier.ready(status='in sync: 13 providers')
-    assert _recv(sock) == ['READY=1', 'STATUS=in sync: 13 providers']
+    # READY in a datagram of its own, after the status.
+    assert _recv(sock) == ['STATUS=in sync: 13 providers']
+    assert _recv(sock) == ['READY=1']
 
 
 def test_status_and_stopping(notify_socket):
@@ -122,7 +124,8 @@ def test_notes_follow_the_tracker_status(notify_socket):
     path, sock = notify_socket
     notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
     notifier.ready(status='in sync: 12 providers')
-    assert _recv(sock) == ['READY=1', 'STATUS=in sync: 12 providers']
+    assert _recv(sock) == ['STATUS=in sync: 12 providers']
+    assert _recv(sock) == ['READY=1']
     notifier.note('claims RPC', 'down: AccessRefused')
     assert _recv(sock) == [
         'STATUS=in sync: 12 providers; claims RPC down: AccessRefused']
@@ -179,3 +182,15 @@ def test_a_manager_that_reads_nothing_never_blocks_the_agent(
     assert 'no room in the socket for 0.05s; STATUS not sent' in caplog.text
     _recv(sock)                         # room again: the next one goes
     assert notifier.set_status('after') is True
+
+
+def test_a_status_is_one_line_under_what_systemd_takes(notify_socket):
+    path, sock = notify_socket
+    notifier = systemd.Notifier({'NOTIFY_SOCKET': path})
+    notifier.set_status('in sync: 3 providers; guest g1\nSTOPPING=1\u202e')
+    assert _recv(sock) == [
+        'STATUS=in sync: 3 providers; guest g1\\nSTOPPING=1\\u202e']
+    notifier.set_status('in sync: ' + '\u00e9' * 5000)
+    said = sock.recv(1 << 16)
+    assert len(said) == len('STATUS=') + systemd.MAX_STATUS
+    assert said.decode().endswith('\u00e9...')
