@@ -76,7 +76,11 @@ opts = [
                     'of such consumers at the latest. A libvirt domain that '
                     'stops or is undefined brings the read forward to the '
                     'next audit. The time of the last read is kept across '
-                    'restarts.'),
+                    'restarts. The providers where a running guest holds a '
+                    'device (a vGPU, a GPU, a VF) are read at every audit '
+                    'and at startup whatever this says, so a deleted or '
+                    'moved allocation of a running guest is reserved back '
+                    'at the next audit.'),
     cfg.IntOpt('db_busy_timeout',
                default=30,
                min=1,

@@ -10,6 +10,10 @@ Per tree, three records (the rules are in
     full read    when all of a tree's providers were last read (removals
                  move no generation: a slow full read finds them)
 
+and what was read since the tree was last listed (this sync), so that the
+providers read at every sync whatever their generation (where a guest
+holds a device: :mod:`node_agent.tracker.guests`) are read once a sync.
+
 Allocations are read only for providers whose generation moved since
 they were last known; the agent's own compare-and-swap writes carry what
 is known over to the generation they leave (:meth:`AllocationViews.
@@ -35,6 +39,7 @@ class AllocationViews:
         self._reconciled = {}     # root uuid -> View
         self._fresh = {}          # root uuid -> View
         self._full_read_at = {}   # root uuid -> seconds since the epoch
+        self._this_sync = {}      # root uuid -> View read since the listing
 
     # -- reading ----------------------------------------------------------
 
@@ -50,10 +55,13 @@ class AllocationViews:
         return allocs_mod.as_consumers(
             dict(self._http.map(self.provider_allocations, providers)))
 
-    def on_providers(self, tree, uuids):
+    def on_providers(self, tree, uuids, reread=()):
         """``{uuid: ProviderAllocations}`` of ``tree``'s providers
         ``uuids``: known at their generation, else read now (kept as
-        fresh).  A provider Placement does not have yet holds nothing."""
+        fresh); those in ``reread`` are read again unless read since the
+        tree was listed (an allocation deleted or moved away moves no
+        generation).  A provider Placement does not have yet holds
+        nothing."""
         root_uuid = tree.roots[0].uuid
         view, unknown = {}, []
         for uuid in sorted(uuids):
@@ -61,7 +69,8 @@ class AllocationViews:
             if provider is None or provider.generation is None:
                 view[uuid] = allocs_mod.ProviderAllocations(None, {})
                 continue
-            known = self.known(root_uuid, uuid, provider.generation)
+            known = (self.read_this_sync if uuid in reread else self.known)(
+                root_uuid, uuid, provider.generation)
             if known is None:
                 unknown.append(uuid)
             else:
@@ -73,10 +82,25 @@ class AllocationViews:
         """``[(uuid, ProviderAllocations)]`` read now for ``uuids``; kept
         as fresh for ``root_uuid``'s tree."""
         fresh = self._fresh.setdefault(root_uuid, {})
+        this_sync = self._this_sync.setdefault(root_uuid, {})
         result = self._http.map(self.provider_allocations, sorted(uuids))
         for uuid, after in result:
-            fresh[uuid] = after
+            fresh[uuid] = this_sync[uuid] = after
         return result
+
+    def read_this_sync(self, root_uuid, uuid, generation):
+        """A provider's allocations if read at ``generation`` since its
+        tree was listed, or None."""
+        known = self._this_sync.get(root_uuid, {}).get(uuid)
+        if known is not None and known.generation == generation:
+            return known
+        return None
+
+    def new_sync(self, root_uuid):
+        """``root_uuid``'s tree was just listed: what was read before is
+        not "read in this sync" any more (:meth:`on_providers`'
+        ``reread``)."""
+        self._this_sync.pop(root_uuid, None)
 
     def _reconciled_view(self, root_uuid):
         if root_uuid not in self._reconciled:
@@ -105,14 +129,15 @@ class AllocationViews:
         Reads ``GET /resource_providers/{uuid}/allocations`` only for
         providers whose allocations are not known at their current
         generation (every provider when ``full``: removals do not move
-        generations).  Nothing is recorded until :meth:`record` (after
-        the claims followed), so a crash in between re-reads.
+        generations; a provider read since the tree was listed is not read
+        twice).  Nothing is recorded until :meth:`record`
+        (after the claims followed), so a crash in between re-reads.
         """
         root_uuid = tree.roots[0].uuid
         reconciled = self._reconciled_view(root_uuid)
         view, unknown = {}, []
         for provider in tree.providers():
-            known = None if full else self.known(
+            known = (self.read_this_sync if full else self.known)(
                 root_uuid, provider.uuid, provider.generation)
             if known is None:
                 unknown.append(provider.uuid)
@@ -160,7 +185,8 @@ class AllocationViews:
         a conflict, touched by a reshape).
         """
         reconciled = self._reconciled_view(root_uuid)
-        for view in (self._fresh.get(root_uuid), reconciled):
+        for view in (self._fresh.get(root_uuid),
+                     self._this_sync.get(root_uuid), reconciled):
             for uuid, known in list((view or {}).items()):
                 provider = tree.find(uuid)
                 if provider is None:
@@ -176,7 +202,7 @@ class AllocationViews:
     def _forget_consumer(self, consumer, provider_uuids):
         # Taking a consumer off a provider moves no generation: what is
         # known of those providers stays current without it.
-        for views in (self._fresh, self._reconciled):
+        for views in (self._fresh, self._this_sync, self._reconciled):
             for view in views.values():
                 for uuid in provider_uuids:
                     if uuid in view:
@@ -185,6 +211,7 @@ class AllocationViews:
     def invalidate(self):
         self._fresh.clear()
         self._reconciled.clear()
+        self._this_sync.clear()
 
     # -- trimming a consumer ------------------------------------------------
 
@@ -255,7 +282,7 @@ class AllocationViews:
         errors.check(resp)
         # A source may lose units without its generation moving: read
         # them again next time.
-        for views in (self._fresh, self._reconciled):
+        for views in (self._fresh, self._this_sync, self._reconciled):
             for view in views.values():
                 for _, source, _, _ in moves:
                     view.pop(source, None)

@@ -239,10 +239,10 @@ class ReportClient:
         return self._views.remove_allocations_from_tree(consumer,
                                                         provider_uuids)
 
-    def allocations_on(self, tree, uuids):
+    def allocations_on(self, tree, uuids, reread=()):
         """:meth:`~node_agent.placement.allocation_views.AllocationViews.
         on_providers`."""
-        return self._views.on_providers(tree, uuids)
+        return self._views.on_providers(tree, uuids, reread)
 
     def move_allocations(self, consumer, moves):
         """:meth:`~node_agent.placement.allocation_views.AllocationViews.

@@ -163,6 +163,7 @@ class TreeReader:
 
         Only providers that are new or whose generation moved are re-read.
         """
+        self._views.new_sync(root_uuid)
         cached = self.cached(root_uuid)
         stale = []
         moved = []

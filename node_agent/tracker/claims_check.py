@@ -8,7 +8,10 @@ heal_allocations`` remove them from this host's providers after
 ``heal_allocations_delay``.
 
 Allocations are read only for providers whose generation moved since
-they were last read (the report client keeps them, across restarts too).
+they were last read (the report client keeps them, across restarts too),
+and for the providers where a running guest holds a device, which
+:mod:`node_agent.tracker.guests` reads earlier in every sync (what a sync
+read once, this check does not read again).
 Removals move no generation: every ``[claims] full_reconcile_interval``
 (+-10%), and at the audit after a libvirt domain stopped or went
 (:meth:`ClaimsCheck.request_full_read`), every provider's allocations are

@@ -30,9 +30,20 @@ move_allocations`): only consumers that already hold the unit in this tree
 are touched.
 
 Allocations are read only for the providers of the resource classes guests
-hold, and only where their generation moved since they were last known: a
-host whose guests hold no device costs no call, and an audit with nothing
-changed none either.
+hold: a host whose guests hold no device costs no call.  Where a guest
+holds a unit the provider's allocations are read at every sync, the
+startup's included: someone else deleting the allocation (``DELETE
+/allocations/<guest>``, ``nova-manage placement audit --delete``) or moving
+it to another provider moves no generation there, and what was known
+before a restart is not trusted for them.  The other providers are read
+only where their generation moved (a unit moved there moves it).  So an
+audit costs one read per provider holding a guest's device, and the unit
+is reserved back at the sync that first sees it gone.
+
+A consumer healed once and then found charged on the same other provider
+again (another writer keeps writing it there: a periodic rewrite) is not
+moved again by this process, so that the two writers do not take turns:
+it is said once, and its unit stays reserved where the guest holds it.
 
 :func:`compare` is pure; :func:`check` is the shell the tracker calls.
 """
@@ -206,6 +217,14 @@ def provider_of(tree, owned, held):
     return having[0] if len(having) == 1 else None
 
 
+def holding(tree, nodename, held, ownership=None):
+    """Uuids of the owned providers where a guest holds a unit: read at
+    every sync (a delete or a move away moves no generation there)."""
+    owned = layout.owned_providers(tree, nodename, ownership)
+    found = (provider_of(tree, owned, h) for h in held)
+    return {p.uuid for p in found if p is not None}
+
+
 def candidates(tree, nodename, held, ownership=None):
     """Uuids of the providers whose allocations :func:`compare` needs."""
     classes = {h.resource_class for h in held}
@@ -278,6 +297,8 @@ class Guests:
         self.clock = clock
         self.report = EMPTY
         self._misplaced_since = {}      # consumer -> clock at first sight
+        self._healed = {}               # consumer -> the moves healing it
+        self._kept_there = set()        # consumers moved back after a heal
         self._notifier = None
 
     def notes(self, skipped=None):
@@ -306,7 +327,8 @@ class Guests:
             view = by_provider(reshaped)
         elif held:
             uuids = candidates(desired, nodename, held, ownership)
-            read = self.report_client.allocations_on(desired, uuids)
+            read = self.report_client.allocations_on(
+                desired, uuids, holding(desired, nodename, held, ownership))
             view = {uuid: dict(a.consumers) for uuid, a in read.items()}
         report = compare(held, desired, nodename, view, ownership)
         if not dry_run and reshaped is None:
@@ -324,10 +346,13 @@ class Guests:
                                  for c in due}
         if not self.conf.claims.heal_allocations:
             return report
+        self._forget_healed({h.guest for h in held}, due)
         healed = []
         delay = self.conf.claims.heal_allocations_delay
         for consumer, steps in sorted(due.items()):
             if now - self._misplaced_since[consumer] < delay:
+                continue
+            if self._moved_back(consumer, steps, tree, nodename):
                 continue
             try:
                 done = self.report_client.move_allocations(consumer, steps)
@@ -344,12 +369,39 @@ class Guests:
                             for rc, a, b, _ in steps))
             view = _moved_view(view, consumer, steps)
             del self._misplaced_since[consumer]
+            self._healed[consumer] = steps
             healed.append(consumer)
         if not healed:
             return report
         return dataclasses.replace(
             compare(held, tree, nodename, view, ownership),
             healed=tuple(healed))
+
+    def _forget_healed(self, guests, due):
+        """Heals are remembered while their guest holds a device; the
+        "moved back" note while the consumer is still misplaced."""
+        self._healed = {c: s for c, s in self._healed.items()
+                        if c in guests}
+        self._kept_there &= set(due)
+
+    def _moved_back(self, consumer, steps, tree, nodename):
+        """Whether ``consumer``, healed by ``steps`` before, was moved
+        back by another writer: it is then left as that writer wants it
+        (said once), its unit reserved where the guest holds it."""
+        if self._healed.get(consumer) != steps:
+            return False
+        if consumer not in self._kept_there:
+            self._kept_there.add(consumer)
+            LOG.warning('%s: [claims] heal_allocations: the allocation of '
+                        'guest %s was moved back to %s after this agent '
+                        'moved it to what the guest holds: another writer '
+                        'keeps writing it there; it is not moved again '
+                        '(the unit stays reserved on %s)', nodename,
+                        consumer, ', '.join(sorted(
+                            tree.get(a).name for _, a, _, _ in steps)),
+                        ', '.join(sorted(
+                            tree.get(b).name for _, _, b, _ in steps)))
+        return True
 
     def _said(self, report, nodename):
         """Log, metric and notification, once per change."""

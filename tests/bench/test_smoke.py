@@ -174,14 +174,19 @@ def test_fleet(tmp_path):
     # 3 hosts, 2 audit rounds: round 1 adds a guest to fleet-0000 (one
     # provider's generation moves: 1 read), round 2 deletes one on
     # fleet-0001, whose libvirt domain goes: the event makes that host
-    # read every one of its 5 providers' allocations.
+    # read every one of its 5 providers' allocations.  fleet-0000 (host 1)
+    # has two guests holding a vGPU each, on its 2 GPUs: those 2
+    # providers are read at every audit (a delete or a move away moves no
+    # generation there), and at every start.
     assert ours['steady state']['deletions'] == 1
     assert ours['steady state']['by_endpoint'] == {
         'GET /resource_providers': 3 * 2,
-        'GET /resource_providers/{id}/allocations': 1 + 5}
-    # A restart proves the endpoint is Placement (GET /), then lists.
+        'GET /resource_providers/{id}/allocations': 1 + 5 + 2 * 2}
+    # A restart proves the endpoint is Placement (GET /), then lists, and
+    # reads the providers where guests hold devices.
     assert ours['restart storm']['by_endpoint'] == {
-        'GET /': 3, 'GET /resource_providers': 3}
+        'GET /': 3, 'GET /resource_providers': 3,
+        'GET /resource_providers/{id}/allocations': 2}
     # Nova reads every provider (10) and every guest (7, then 6) each
     # periodic.
     assert nova['steady state']['by_endpoint'] == {

@@ -20,6 +20,12 @@ pytestmark = pytest.mark.integration
 agent = svc.agent
 ROOT = svc.ROOT
 NUMA0 = names.uuid_of('compute1_numa_0')
+# Host 1's guests hold a vGPU on each T4: those providers' allocations are
+# read at every sync, startup included (a delete or a move away moves no
+# generation there).
+HELD = sorted(f'GET /resource_providers/{names.uuid_of(name)}/allocations'
+              for name in ('compute1_pci_0000_3b_00_0',
+                           'compute1_pci_0000_af_00_0'))
 # An audit every 3 s: what a test does right after READY comes before the
 # first one.
 FAST_AUDITS = ('[audit]', 'interval = 3')
@@ -58,10 +64,11 @@ def wait_for_request(agent, server, since, predicate, timeout=60):
         time.sleep(0.05)
 
 
-def one_audit(agent, server, before_audit=None):
+def one_audit(agent, server, before_audit=None, calls=1):
     """Start the daemon auditing every 3 s; once READY, run
-    ``before_audit()``, let one audit start and finish (SIGTERM waits
-    for it); the requests that audit sent."""
+    ``before_audit()``, let one audit start and send ``calls`` requests,
+    then stop (SIGTERM ends the audit before its next request); the
+    requests that audit sent."""
     agent.configure(server.url, nested=True, extra=FAST_AUDITS)
     agent.start()
     agent.wait_for('READY=1')
@@ -70,13 +77,14 @@ def one_audit(agent, server, before_audit=None):
     since = len(server.requests())
     # The next audit's first call is the tree listing.
     wait_for_request(agent, server, since,
-                     lambda calls: any('in_tree=' in r for r in calls))
+                     lambda sent: any('in_tree=' in r for r in sent)
+                     and len(sent) >= calls)
     assert agent.stop() == 0
     return server.requests(since)
 
 
 @pytest.mark.parametrize('consumers', [0, 40, 400])
-def test_restart_with_nothing_changed_is_two_calls(
+def test_restart_with_nothing_changed_is_two_calls_and_the_held(
         agent, server, consumers):
     run_to_ready(agent, server)                 # first sync
     add_consumers(svc.api(server), consumers)
@@ -84,27 +92,32 @@ def test_restart_with_nothing_changed_is_two_calls(
 
     calls = run_to_ready(agent, server)
     # The budget is two: the proof that the endpoint is Placement (its
-    # root document), then the tree listing.
-    assert calls == ['GET /', f'GET /resource_providers?in_tree={ROOT}'], \
-        calls
+    # root document), then the tree listing; and the providers where
+    # guests hold devices, whatever was known before the restart.
+    assert calls[:2] == ['GET /', f'GET /resource_providers?in_tree={ROOT}'
+                         ] and sorted(calls[2:]) == HELD, calls
     assert len(svc.generations(svc.api(server))) == 5
 
 
-def test_after_the_first_sync_the_next_audit_is_one_call(agent, server):
-    calls = one_audit(agent, server)
-    assert calls == [f'GET /resource_providers?in_tree={ROOT}'], calls
+def test_after_the_first_sync_the_next_audit_is_the_listing_and_held(
+        agent, server):
+    calls = one_audit(agent, server, calls=1 + len(HELD))
+    assert calls[0] == f'GET /resource_providers?in_tree={ROOT}' and \
+        sorted(calls[1:]) == HELD, calls
 
 
-def test_audit_after_one_new_allocation_is_two_calls(
+def test_audit_after_one_new_allocation_is_two_calls_and_the_held(
         agent, server):
     run_to_ready(agent, server)
     adapter = svc.api(server)
-    calls = one_audit(agent, server,
+    calls = one_audit(agent, server, calls=2 + len(HELD),
                       before_audit=lambda: add_consumers(adapter, 1))
-    # At most 1 + k + (consumers that changed) = 3; the claims need only
-    # the amounts on this host's providers, so the consumer is not read.
-    assert calls == [f'GET /resource_providers?in_tree={ROOT}',
-                     f'GET /resource_providers/{NUMA0}/allocations'], calls
+    # At most 1 + k + (consumers that changed) = 3, and the providers
+    # where guests hold devices; the claims need only the amounts on this
+    # host's providers, so the consumer is not read.
+    assert calls[:2] == [f'GET /resource_providers?in_tree={ROOT}',
+                         f'GET /resource_providers/{NUMA0}/allocations'] \
+        and sorted(calls[2:]) == HELD, calls
 
 
 def test_force_deleted_allocation_releases_its_claim_within_one_period(

@@ -87,6 +87,16 @@ def put_allocations(adapter, consumer, resources_by_rp):
     allocs.put(adapter, consumer, resources_by_rp, PROJECT, USER)
 
 
+def total_reserved(adapter, uuid, rc):
+    """``(total, reserved)`` of ``rc`` on provider ``uuid``, as Placement
+    holds it."""
+    resp = adapter.get(f'/resource_providers/{uuid}/inventories',
+                       microversion='1.26')
+    assert resp.status_code == 200, resp.text
+    record = resp.json()['inventories'][rc]
+    return record['total'], record['reserved']
+
+
 get_allocations = allocs.get
 totals = allocs.totals
 

@@ -19,6 +19,11 @@ from tests.functional.tracker import conftest as h
 
 ROOT = identity.legacy_uuid('compute1')
 PERIOD = 600
+# An audit with nothing changed: the listing, and the allocations of the
+# root, where host 1's guests hold their vGPUs (flat layout), read at every
+# sync whatever its generation (test_allocations_behind.py).
+QUIET = {'GET /resource_providers': 1,
+         'GET /resource_providers/{id}/allocations': 1}
 
 
 class Clock:
@@ -59,16 +64,16 @@ def claim(agent, consumer, resources):
         tree=agent.tracker.round.tree, snapshot=agent.tracker.round.snapshot)
 
 
-def test_first_sync_then_audit_is_one_call(start):
+def test_first_sync_then_audit_is_the_quiet_reads(start):
     agent = start()
     agent.adapter.reset()
     assert agent.tracker.audit().plan.empty
-    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert agent.adapter.summary() == QUIET
 
 
 @pytest.mark.parametrize('consumers', [0, 3])
-def test_restart_with_nothing_changed_is_one_call(start, placement_adapter,
-                                                  consumers):
+def test_restart_with_nothing_changed_is_the_quiet_reads(
+        start, placement_adapter, consumers):
     first = start()
     for _ in range(consumers):
         h.put_allocations(placement_adapter, h.new_consumer(),
@@ -77,7 +82,7 @@ def test_restart_with_nothing_changed_is_one_call(start, placement_adapter,
     first.close()
 
     restarted = start()
-    assert len(restarted.adapter.calls) == 1, restarted.adapter.summary()
+    assert restarted.adapter.summary() == QUIET
     assert restarted.writes() == []
 
 
@@ -100,7 +105,7 @@ def test_audit_after_a_new_allocation_reads_that_provider_only(
 
     agent.adapter.reset()
     agent.tracker.audit()
-    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert agent.adapter.summary() == QUIET
 
 
 def test_an_inventory_edit_is_still_read(start, placement_adapter):
@@ -118,11 +123,14 @@ def test_an_inventory_edit_is_still_read(start, placement_adapter):
     # ...and the agent's own correction is not re-read at the next audit.
     agent.adapter.reset()
     agent.tracker.audit()
-    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert agent.adapter.summary() == QUIET
 
 
 def test_force_deleted_allocation_releases_the_claim_within_one_period(
-        start, placement_adapter, clock):
+        start, placement_adapter, clock, host1):
+    # No vGPU: the guests hold nothing the agent offers, so no provider is
+    # read at every sync and the removal waits for the full read.
+    host1.set_override('enabled_mdev_types', [], 'devices')
     agent = start()
     consumer = h.new_consumer()
     h.put_allocations(placement_adapter, consumer, {ROOT: {'VCPU': 1}})
@@ -199,7 +207,7 @@ def test_a_gone_guests_allocations_deleted_after_its_event_are_read_again(
     assert not agent.tracker.full_read_requested()
     agent.adapter.reset()
     agent.tracker.audit()
-    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert agent.adapter.summary() == QUIET
 
 
 def test_a_stopped_guest_keeping_its_allocations_is_watched_a_while(
@@ -222,7 +230,7 @@ def test_a_stopped_guest_keeping_its_allocations_is_watched_a_while(
     assert not agent.tracker.full_read_requested()
     agent.adapter.reset()
     agent.tracker.audit()
-    assert len(agent.adapter.calls) == 1, agent.adapter.summary()
+    assert agent.adapter.summary() == QUIET
     assert len(agent.tracker.claim_manager().list()) == 1
 
 

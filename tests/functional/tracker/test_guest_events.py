@@ -18,6 +18,7 @@ from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent.tracker import factory
 from node_agent.tracker import service
+from tests.functional.tracker import conftest as h
 from tests.functional.tracker import test_service_events as events
 from tests.fixtures.hosts import make_hosts
 
@@ -32,11 +33,7 @@ OPTIONS = {'libvirt': {'connection_uri': URI},
 
 
 def pgpu(adapter, uuid):
-    resp = adapter.get(f'/resource_providers/{uuid}/inventories',
-                       microversion='1.26')
-    assert resp.status_code == 200, resp.text
-    record = resp.json()['inventories']['PGPU']
-    return record['total'], record['reserved']
+    return h.total_reserved(adapter, uuid, 'PGPU')
 
 
 @pytest.fixture

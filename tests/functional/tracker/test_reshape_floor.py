@@ -18,7 +18,7 @@ from tests.functional.tracker.test_reshape import flat_with_consumers
 __all__ = ['flat_with_consumers']
 
 
-def test_reshape_at_the_floor_then_one_call_per_audit(
+def test_reshape_at_the_floor_then_the_listing_and_held_gpus_per_audit(
         agents, host1, placement_adapter, flat_with_consumers):
     providers = len(agents().report_client.get_provider_tree(ROOT).uuids())
     consumers = len(flat_with_consumers)
@@ -49,9 +49,9 @@ def test_reshape_at_the_floor_then_one_call_per_audit(
     assert [c.method for c in calls[reshaper[0] + 1:]
             if c.method == 'GET'] == []
 
-    # Host 1's guests hold a vGPU each: the first audit reads what the
-    # GPUs' providers hold, once (the reshape moved it; this tracker has
-    # no claim check to read it at startup), then one call per audit.
+    # Host 1's guests hold a vGPU each: every audit reads what the GPUs'
+    # providers hold (a delete or a move away moves no generation), and
+    # nothing else but the listing.
     gpus = sorted(p.uuid for p in agent.tracker.round.tree.providers()
                   if 'VGPU' in p.inventory)
     agent.adapter.reset()
@@ -62,4 +62,5 @@ def test_reshape_at_the_floor_then_one_call_per_audit(
     agent.adapter.reset()
     agent.tracker.audit()
     assert [(c.method, c.path) for c in agent.adapter.calls] == [
-        ('GET', '/resource_providers')]
+        ('GET', '/resource_providers')] + [
+        ('GET', f'/resource_providers/{uuid}/allocations') for uuid in gpus]

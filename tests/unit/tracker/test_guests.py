@@ -106,3 +106,12 @@ def test_moved_allocations(moves, after):
     before = {'a': {'resources': {'VGPU': 1}},
               'c': {'resources': {'VCPU': 2}}}
     assert allocs.moved(before, moves) == after
+
+
+def test_read_at_every_sync_only_where_a_guest_holds_a_unit():
+    found = held(G1, GPU0, 2)
+    assert guests.holding(tree(), 'compute1', found) == {uuid_of(GPU0)}
+    assert guests.candidates(tree(), 'compute1', found) == {
+        uuid_of(GPU0), uuid_of(GPU1)}
+    assert guests.holding(tree(flat=True), 'compute1', found) == {ROOT}
+    assert guests.holding(tree(), 'compute1', []) == set()
