@@ -47,13 +47,13 @@ def percentile(values, p):
     return ordered[k]
 
 
-def measure(args, stub):
+def measure(args, stub, pg):
     from bench.accel_bind import fleet as fleet_mod
     workdir = tempfile.mkdtemp(prefix='accel-bind-')
     started = time.monotonic()
     with fleet_mod.Fleet(workdir, hosts=args.hosts, agents=args.agents,
                          api_processes=args.api_processes,
-                         stub=stub) as fleet:
+                         stub=stub, pg=pg) as fleet:
         setup = time.monotonic() - started
         sessions = {}
 
@@ -115,7 +115,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.agents > args.hosts or args.agents < 1:
         parser.error('--agents must be from 1 to --hosts')
-    rows = [measure(args, stub=(mode == 'stub')) for mode in args.modes]
+    from tests.fixtures import postgres
+    with postgres.PostgresServer() as pg:   # one cluster, a database each
+        rows = [measure(args, mode == 'stub', pg) for mode in args.modes]
     body = (table(rows) + '\n\nBind: the PATCH that binds, sent to '
             'answered (the host\'s answer included in mode agents). '
             'Cycle: create + allocate + bind + get + delete + '

@@ -243,8 +243,11 @@ class Fleet:
     """Everything of the module docstring, started; a context manager."""
 
     def __init__(self, workdir, hosts, agents, api_processes=2, stub=False,
-                 placement_processes=1):
+                 placement_processes=1, pg=None):
+        """``pg``: a running :class:`tests.fixtures.postgres.
+        PostgresServer` to make the databases in (None: one of its own)."""
         self.workdir = workdir
+        self.pg = pg
         self.hosts = [host_name(i) for i in range(hosts)]
         self.agent_names = self.hosts[:agents]
         self.api_processes = api_processes
@@ -271,9 +274,11 @@ class Fleet:
         from tests.fixtures import rabbitmq
         from tests.fixtures.placement_admin import admin_adapter
         stack = self._stack
-        self.pg = postgres.PostgresServer().start()
-        stack.callback(self.pg.stop)
-        placement_db = self.pg.placement_database('fleet_placement')
+        if self.pg is None:
+            self.pg = postgres.PostgresServer().start()
+            stack.callback(self.pg.stop)
+        suffix = 'stub' if self.stub else 'agents'
+        placement_db = self.pg.placement_database(f'placement_{suffix}')
         self.placement = ps.PlacementServer(
             os.path.join(self.workdir, 'placement'), database=placement_db,
             processes=self.placement_processes)
@@ -283,7 +288,7 @@ class Fleet:
         conf = base_conf(self.workdir, 'fleet')
         self.snapshot = recorded.discover('host1', recorded.make_conf())
         driver_set = drivers.DriverSet(conf, self.snapshot)
-        bulk.write(bulk.connector(self.pg, 'fleet_placement'),
+        bulk.write(bulk.connector(self.pg, f'placement_{suffix}'),
                    [rows(host_tree(conf, self.snapshot, n, driver_set))
                     for n in self.hosts])
         self.broker = rabbitmq.start(os.path.join(self.workdir, 'rabbitmq'))
@@ -297,7 +302,7 @@ class Fleet:
             self.agents = None
         self.api = ApiServers(
             os.path.join(self.workdir, 'api'), self.api_processes,
-            self.pg.create_database('fleet_api'), self.placement.url,
+            self.pg.create_database(f'api_{suffix}'), self.placement.url,
             self.broker.url, stub=self.stub)
         stack.callback(self.api.stop)
         self.create_profile()

@@ -20,7 +20,6 @@ import logging
 import pytest
 
 from bench.accel_bind import fleet as fleet_mod
-from tests.fixtures import postgres
 
 pytestmark = pytest.mark.integration
 
@@ -43,12 +42,9 @@ class Binds(logging.Handler):
 
 
 @pytest.fixture
-def fleet(tmp_path):
-    reason = postgres.missing()
-    if reason:
-        pytest.skip(reason)
+def fleet(tmp_path, postgres):
     with fleet_mod.Fleet(str(tmp_path), hosts=HOSTS, agents=HOSTS,
-                         api_processes=2) as fleet:
+                         api_processes=2, pg=postgres) as fleet:
         yield fleet
 
 
