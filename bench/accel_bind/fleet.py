@@ -36,6 +36,7 @@ import time
 import uuid as uuidlib
 
 from oslo_config import cfg
+from requests.adapters import HTTPAdapter
 
 from node_agent import conf as na_conf
 from node_agent import drivers
@@ -124,14 +125,16 @@ class Agents:
                           transport_url)
         self.transport = rpc.get_transport(first)
         rpc.limit_message_size(first.claims.max_request_bytes)
-        placement = factory.report_client(first, admin_adapter(
-            placement_url), stateful=False)
-        host = bind_mod.Host(allocations=placement.consumer_allocations,
-                             withheld=dict)
         for name in names:
             state = os.path.join(workdir, 'agents', name)
             os.makedirs(state, exist_ok=True)
             conf = base_conf(state, name, transport_url)
+            # Each agent reads Placement through its own client, as its
+            # own process would.
+            placement = factory.report_client(conf, admin_adapter(
+                placement_url), stateful=False)
+            host = bind_mod.Host(allocations=placement.consumer_allocations,
+                                 withheld=dict)
             tree = host_tree(conf, snapshot, name)
             last = round_mod.Round(name, tree=tree, snapshot=snapshot)
             manager = factory.claim_manager(conf)
@@ -284,7 +287,10 @@ class Fleet:
             processes=self.placement_processes)
         self.placement.start()
         stack.callback(self.placement.stop)
+        # The scheduler's side: one connection per cycle in flight.
         self.adapter = admin_adapter(self.placement.url)
+        self.adapter.session.session.mount('http://', HTTPAdapter(
+            pool_connections=4, pool_maxsize=64))
         conf = base_conf(self.workdir, 'fleet')
         self.snapshot = recorded.discover('host1', recorded.make_conf())
         driver_set = drivers.DriverSet(conf, self.snapshot)
