@@ -142,3 +142,6 @@ class Binder:
     def close(self):
         self._pool.shutdown(wait=True)
         self.notifier.close()
+        transport = getattr(self._hosts, 'transport', None)
+        if transport is not None:
+            transport.cleanup()
