@@ -22,9 +22,11 @@ from tests.integration.test_bind_rpc import VGPU_GPU
 from tests.integration.test_bind_rpc import VGPU_RP
 from tests.integration.test_bind_rpc import allocate
 from tests.integration.test_bind_rpc import daemon
-from tests.integration.test_bind_rpc import host1  # noqa: F401
+from tests.integration import test_bind_rpc as bind_rpc
 
 pytestmark = pytest.mark.integration
+
+host1 = bind_rpc.host1
 
 I1 = '11111111-0000-4000-8000-000000000001'
 PROFILE = {'name': 'vgpu-t4', 'groups': [
