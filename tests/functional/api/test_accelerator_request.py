@@ -163,3 +163,25 @@ def test_only_a_service_binds(api):
     assert api('POST', '/v2/accelerator_requests',
                {'device_profile_name': PROFILE['name']},
                **member).status_code == 201
+
+
+def test_a_project_sees_its_own_arqs(api):
+    create_profile(api)
+    ours = {'X-Roles': 'member,reader', 'X-Project-Id': 'p1'}
+    theirs = {'X-Roles': 'member,reader', 'X-Project-Id': 'p2'}
+    [mine] = api('POST', '/v2/accelerator_requests',
+                 {'device_profile_name': PROFILE['name']}, **ours
+                 ).json['arqs']
+    assert mine['project_id'] == 'p1'
+    assert [a['uuid'] for a in arqs(api, '')] == [mine['uuid']]
+    assert api('GET', '/v2/accelerator_requests', **ours).json['arqs'][0][
+        'uuid'] == mine['uuid']
+    assert api('GET', '/v2/accelerator_requests', **theirs
+               ).json['arqs'] == []
+    resp = api('GET', '/v2/accelerator_requests/' + mine['uuid'], **theirs)
+    assert resp.status_code == 404
+    assert mine['uuid'] in fault(resp)
+    resp = api('DELETE', '/v2/accelerator_requests?arqs=' + mine['uuid'],
+               **theirs)
+    assert resp.status_code == 404
+    assert len(arqs(api)) == 1
