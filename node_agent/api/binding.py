@@ -16,6 +16,7 @@ is idempotent) before the ARQ is reset or deleted.
 """
 
 import concurrent.futures
+import threading
 
 import oslo_messaging
 from oslo_log import log as logging
@@ -42,18 +43,24 @@ class Binder:
         self.timeout = timeout
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix='bind')
+        self._lock = threading.Lock()
+
+    def _built(self, name):
+        # Built at first use (no broker or Placement needed before), once.
+        with self._lock:
+            value = getattr(self, name)
+            if callable(value):
+                value = value()
+                setattr(self, name, value)
+            return value
 
     @property
     def hosts(self):
-        if callable(self._hosts):
-            self._hosts = self._hosts()
-        return self._hosts
+        return self._built('_hosts')
 
     @property
     def placement(self):
-        if callable(self._placement):
-            self._placement = self._placement()
-        return self._placement
+        return self._built('_placement')
 
     def check_hosts(self, bindings):
         """Every binding's provider is on its ``hostname``'s tree."""
@@ -142,3 +149,6 @@ class Binder:
     def close(self):
         self._pool.shutdown(wait=True)
         self.notifier.close()
+        transport = getattr(self._hosts, 'transport', None)
+        if transport is not None:
+            transport.cleanup()

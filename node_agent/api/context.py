@@ -26,6 +26,12 @@ class RequestContext(context.RequestContext):
         super().__init__(*args, **kwargs)
         self.service = service
 
+    @property
+    def sees_all_projects(self):
+        """An admin, or a service (nova), sees every project's ARQs."""
+        return bool({'admin', 'service'} & {r.lower() for r in self.roles}
+                    or 'service' in {r.lower() for r in self.service_roles})
+
     def can(self, action, target=None):
         """Enforce policy ``action`` over ``target`` (the caller's project
         by default); Forbidden naming the rule."""

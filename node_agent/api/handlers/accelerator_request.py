@@ -31,6 +31,13 @@ def _collection(req, arqs, status=200):
     return util.response(status, {'arqs': [to_api(req, a) for a in arqs]})
 
 
+def _own(ctx, arqs):
+    """The ARQs of the caller's project, or all for an admin or nova."""
+    if ctx.sees_all_projects:
+        return arqs
+    return [a for a in arqs if a['project_id'] == ctx.project_id]
+
+
 def create_arqs(req):
     ctx = util.context(req)
     ctx.can(POLICY + 'create')
@@ -58,7 +65,7 @@ def list_arqs(req):
     if bind_state not in (None, 'resolved'):
         raise fault.BadRequest(
             f'bind_state {bind_state!r}: only "resolved" is known')
-    arqs = arq_obj.list_all(ctx.service.engine, instance=instance)
+    arqs = _own(ctx, arq_obj.list_all(ctx.service.engine, instance=instance))
     if bind_state:
         if instance and any(a['state'] not in arq_obj.RESOLVED
                             for a in arqs):
@@ -71,8 +78,10 @@ def show_arq(req):
     ctx = util.context(req)
     ctx.can(POLICY + 'get_one')
     uuid = util.require_uuid(req.urlvars['uuid'], 'accelerator request')
-    return util.response(200, to_api(req, arq_obj.get(ctx.service.engine,
-                                                      uuid)))
+    found = _own(ctx, [arq_obj.get(ctx.service.engine, uuid)])
+    if not found:
+        raise fault.NotFound(f'Accelerator request {uuid} not found')
+    return util.response(200, to_api(req, found[0]))
 
 
 def delete_arqs(req):
@@ -84,11 +93,11 @@ def delete_arqs(req):
                                '?arqs=<uuid>,<uuid>')
     engine = ctx.service.engine
     if instance:
-        arqs = arq_obj.list_all(engine, instance=util.require_uuid(
-            instance, 'instance'))
+        arqs = _own(ctx, arq_obj.list_all(engine, instance=util.require_uuid(
+            instance, 'instance')))
     else:
         wanted = util.uuid_list(uuids, 'arqs')
-        arqs = arq_obj.list_all(engine, uuids=wanted)
+        arqs = _own(ctx, arq_obj.list_all(engine, uuids=wanted))
         missing = sorted(set(wanted) - {a['uuid'] for a in arqs})
         if missing:
             raise fault.NotFound(
