@@ -464,6 +464,27 @@ class ClaimRejected(ClaimError):
         super().__init__(message)
 
 
+class BindRejected(ClaimError):
+    """An accelerator request (ARQ) cannot be bound on this host: no
+    allocation of its instance in Placement, no free or healthy device,
+    or the ARQ already bound elsewhere.  Nothing was claimed."""
+
+    def __init__(self, arq_uuid, provider, reason):
+        self.arq_uuid = arq_uuid
+        self.provider = provider
+        self.reason = reason
+        super().__init__(f'ARQ {arq_uuid} not bound to provider '
+                         f'{provider}: {reason}')
+        # oslo.messaging rebuilds a remote error as cls(*args, **kwargs).
+        self.args = ()
+        self.kwargs = {'arq_uuid': arq_uuid, 'provider': provider,
+                       'reason': reason}
+
+    def __str__(self):
+        return (f'ARQ {self.arq_uuid} not bound to provider '
+                f'{self.provider}: {self.reason}')
+
+
 class ClaimNotFound(ClaimError):
     def __init__(self, claim):
         self.claim = claim

@@ -2,10 +2,13 @@
 # Install node-agent as a system service on this host, from this tree:
 #
 #   /opt/node-agent/                  the package in its own virtualenv
-#   /usr/bin/node-agent, /usr/bin/node-agent-manage
+#   /usr/bin/node-agent, /usr/bin/node-agent-manage, /usr/bin/node-agent-api
 #                                     symlinks to the virtualenv's commands
 #   /etc/systemd/system/node-agent.service
 #                                     the unit (ExecStart=/usr/bin/node-agent)
+#   /etc/systemd/system/node-agent-api.service
+#                                     the accelerator API's unit, not
+#                                     enabled (doc/accelerators.md)
 #   /etc/node-agent/node-agent.conf   from the sample, never overwritten
 #   /etc/node-agent/provider_config/  provider override files
 #   /var/lib/node-agent/              state (claims, sync state)
@@ -80,9 +83,10 @@ ACCOUNT=node-agent
 ETC=/etc/node-agent
 STATE=/var/lib/node-agent
 UNIT=/etc/systemd/system/node-agent.service
+API_UNIT=/etc/systemd/system/node-agent-api.service
 DOC=/usr/share/doc/node-agent
 BINDIR=/usr/bin
-COMMANDS="node-agent node-agent-manage"
+COMMANDS="node-agent node-agent-manage node-agent-api"
 VENV=$ROOT$PREFIX
 
 say() { echo "install.sh: $*"; }
@@ -245,6 +249,7 @@ do_install() {
         "$SRC/etc/node-agent/node-agent.conf.sample" "$ROOT$DOC/"
     install -m 0644 "$SRC"/doc/*.md "$ROOT$DOC/doc/"
     install -D -m 0644 "$SRC/systemd/node-agent.service" "$ROOT$UNIT"
+    install -D -m 0644 "$SRC/systemd/node-agent-api.service" "$ROOT$API_UNIT"
     daemon_reload
 
     say "installed node-agent" \
@@ -261,8 +266,9 @@ do_uninstall() {
     fi
     if systemd_running; then
         systemctl disable --now node-agent.service 2>/dev/null || true
+        systemctl disable --now node-agent-api.service 2>/dev/null || true
     fi
-    rm -f "$ROOT$UNIT"
+    rm -f "$ROOT$UNIT" "$ROOT$API_UNIT"
     for c in $COMMANDS; do
         if [ -L "$ROOT$BINDIR/$c" ]; then rm -f "$ROOT$BINDIR/$c"; fi
     done

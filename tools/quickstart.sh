@@ -33,3 +33,6 @@ echo "running the agent once (embedded Placement in ./.state)"
 .venv/bin/node-agent "${ARGS[@]}" --once
 echo
 .venv/bin/node-agent-manage "${ARGS[@]}" tree show
+echo
+echo "the accelerator API (node-agent-api) on the same configuration"
+bash tools/quickstart-api.sh "$CONF"

@@ -178,13 +178,17 @@ def _own(snapshot, consumer_uuid):
     return set()
 
 
-def choose_devices(request, tree, claims, snapshot, drivers=()):
+def choose_devices(request, tree, claims, snapshot, drivers=(),
+                   withheld=()):
     """Devices for every device-backed class of the request (a tuple):
-    the first driver that backs the class on its provider picks them."""
+    the first driver that backs the class on its provider picks them.
+    ``withheld``: PCI addresses of devices not to hand out (isolated for
+    their health or drained), counted as held."""
     if snapshot is None:
         return ()
     ctx = Context(request, tree, claims, snapshot,
-                  _held(claims, snapshot, request.consumer_uuid),
+                  _held(claims, snapshot, request.consumer_uuid)
+                  | set(withheld),
                   _own(snapshot, request.consumer_uuid), [])
     for rp, rcs in sorted(request.resources.items()):
         for rc, amount in sorted(rcs.items()):
@@ -197,14 +201,16 @@ def choose_devices(request, tree, claims, snapshot, drivers=()):
     return tuple(ctx.taken)
 
 
-def decide(request, tree, claims, snapshot=None, drivers=()):
+def decide(request, tree, claims, snapshot=None, drivers=(), withheld=()):
     """The whole decision for one request against the claims held.
 
     ``claims`` are every claim in the database (the request's own consumer
     included: a resize target must not reuse the instance's devices).
-    ``drivers``: the host's drivers (a DriverSet's), which pick devices.
+    ``drivers``: the host's drivers (a DriverSet's), which pick devices;
+    ``withheld``: see :func:`choose_devices`.
     """
     validate_against_tree(request, tree)
     check_amounts(request, tree, claims)
-    devices = choose_devices(request, tree, claims, snapshot, drivers)
+    devices = choose_devices(request, tree, claims, snapshot, drivers,
+                             withheld)
     return Decision(resources=request.resources, devices=devices)

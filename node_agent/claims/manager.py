@@ -33,6 +33,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import text
+from node_agent.claims import arq
 from node_agent.claims import fit
 from node_agent.claims import follow
 from node_agent.claims import model
@@ -59,7 +60,7 @@ def _allocations_of(record):
     return record
 
 
-class ClaimManager:
+class ClaimManager(arq.ArqClaims):
 
     def __init__(self, conf, path=None, upgrade=True, drivers_for=None,
                  repair=True):
@@ -118,8 +119,9 @@ class ClaimManager:
         with self.store.transaction() as txn:
             claims = txn.claims()
             for held in claims:
-                if (held.consumer_uuid, held.kind) == (request.consumer_uuid,
-                                                       kind):
+                if held.arq_uuid is None and (
+                        held.consumer_uuid, held.kind) == (
+                            request.consumer_uuid, kind):
                     if held.resources == request.resources:
                         return held
                     raise exception.ClaimRejected(

@@ -48,6 +48,7 @@ class Claim:
     state: str = 'pending'
     created_at: str | None = None
     updated_at: str | None = None
+    arq_uuid: str | None = None    # the accelerator request bound to it
 
     def amount(self, provider, resource_class):
         return self.resources.get(provider, {}).get(resource_class, 0)

@@ -3,7 +3,9 @@
 The server listens on topic ``[claims] rpc_topic`` (``node-agent``) with
 server name ``[DEFAULT] host``, and only when ``[DEFAULT] transport_url``
 is set: without it :func:`start_server` logs that the RPC server is off
-and returns None.  Methods: ``claim``, ``release``, ``list``.
+and returns None.  Methods: ``claim``, ``release``, ``list`` (1.0);
+``bind`` and ``unbind`` of accelerator requests (1.1,
+:mod:`node_agent.claims.bind`).
 
 Every payload is checked against :mod:`node_agent.claims.schema` before the
 manager sees it; before that, a message whose body is larger than a request
@@ -30,12 +32,15 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent.claims import bind as bind_mod
 from node_agent.claims import schema
 
 LOG = logging.getLogger(__name__)
 
 NAMESPACE = 'claims'
-VERSION = '1.0'
+VERSION = '1.1'
+# What the client asks for the methods of 1.0: an older server answers.
+BASE_VERSION = '1.0'
 CONTROL_EXCHANGE = 'node-agent'
 REMOTE_EXMODS = ['node_agent.exception']
 
@@ -80,9 +85,12 @@ class ClaimEndpoint:
 
     target = oslo_messaging.Target(namespace=NAMESPACE, version=VERSION)
 
-    def __init__(self, manager, context_fn):
+    def __init__(self, manager, context_fn, host=None):
+        """``host``: a :class:`node_agent.claims.bind.Host`, or None: no
+        accelerator request is bound here."""
         self.manager = manager
         self.context_fn = context_fn
+        self.host = host
         self.max_bytes = manager.conf.claims.max_request_bytes
 
     def _validate(self, payload, shape):
@@ -109,8 +117,24 @@ class ClaimEndpoint:
         self._validate(payload, schema.LIST)
         return [c.to_dict() for c in self.manager.list(**payload)]
 
+    @oslo_messaging.expected_exceptions(exception.ClaimError)
+    def bind(self, ctxt, **payload):
+        self._validate(payload, schema.BIND)
+        if self.host is None:
+            raise exception.BindRejected(
+                payload['arq_uuid'], payload['provider_uuid'],
+                f'host {self.manager.host} binds no accelerator requests')
+        return bind_mod.bind(self.manager, self.context_fn(), self.host,
+                             **payload)
 
-def get_server(conf, manager, context_fn, transport=None):
+    @oslo_messaging.expected_exceptions(exception.ClaimError)
+    def unbind(self, ctxt, **payload):
+        self._validate(payload, schema.UNBIND)
+        return [c.to_dict() for c in self.manager.unbind(
+            payload['arq_uuid'].lower())]
+
+
+def get_server(conf, manager, context_fn, transport=None, host=None):
     """An (unstarted) RPC server for ``manager``; no transport: None."""
     if transport is None:
         if not transport_configured(conf):
@@ -124,7 +148,7 @@ def get_server(conf, manager, context_fn, transport=None):
     # executor unless eventlet monkey-patching is active, and the argument
     # itself is deprecated.
     return oslo_messaging.get_rpc_server(
-        transport, target, [ClaimEndpoint(manager, context_fn)])
+        transport, target, [ClaimEndpoint(manager, context_fn, host)])
 
 
 # The largest AMQP body this process parses, None: no limit.
@@ -166,10 +190,10 @@ def limit_message_size(max_request_bytes):
                            content_encoding='utf-8')
 
 
-def start_server(conf, manager, context_fn):
+def start_server(conf, manager, context_fn, host=None):
     """Start the claims RPC server when a transport is configured."""
     limit_message_size(conf.claims.max_request_bytes)
-    server = get_server(conf, manager, context_fn)
+    server = get_server(conf, manager, context_fn, host=host)
     if server is not None:
         try:
             server.start()
@@ -189,13 +213,28 @@ class ClaimClient:
         self.conf = conf
         self.transport = transport or get_transport(conf)
         target = oslo_messaging.Target(topic=conf.claims.rpc_topic,
-                                       namespace=NAMESPACE, version=VERSION)
+                                       namespace=NAMESPACE,
+                                       version=BASE_VERSION)
         self.client = oslo_messaging.get_rpc_client(self.transport, target,
                                                     timeout=timeout)
 
-    def _call(self, host, method, **payload):
-        cctxt = self.client.prepare(server=host)
+    def _call(self, host, method, version=BASE_VERSION, **payload):
+        cctxt = self.client.prepare(server=host, version=version)
         return cctxt.call({}, method, **payload)
+
+    def bind(self, host, arq_uuid, instance_uuid, provider_uuid,
+             device_profile_name, group_id, group):
+        """The attach handle of the device ``host`` bound for the ARQ
+        (:func:`node_agent.claims.bind.bind`); BindRejected if none."""
+        return self._call(host, 'bind', version=VERSION, arq_uuid=arq_uuid,
+                          instance_uuid=instance_uuid,
+                          provider_uuid=provider_uuid,
+                          device_profile_name=device_profile_name,
+                          group_id=group_id, group=group)
+
+    def unbind(self, host, arq_uuid):
+        """The claims released on ``host`` for the ARQ ([] if none)."""
+        return self._call(host, 'unbind', version=VERSION, arq_uuid=arq_uuid)
 
     def claim(self, host, consumer_uuid, allocation, kind='instance'):
         return self._call(host, 'claim', consumer_uuid=consumer_uuid,

@@ -101,6 +101,44 @@ LIST = {
     'additionalProperties': False,
 }
 
+# A device profile group as the accelerator API keeps it:
+# {"resources:CUSTOM_X": "1", "trait:CUSTOM_Y": "required", ...}.
+_GROUP = {
+    'type': 'object',
+    'minProperties': 1,
+    'maxProperties': 256,
+    'propertyNames': {'pattern': '^[a-z_]+:[A-Za-z0-9_.:-]{1,255}$',
+                      'x-reason': 'is not a "<prefix>:<name>" key'},
+    'additionalProperties': {'type': 'string', 'maxLength': 255,
+                             'x-reason': 'must be a string'},
+    'x-reason': 'must map 1 to 256 "resources:"/"trait:" keys to strings',
+}
+
+BIND = {
+    'type': 'object',
+    'required': ['arq_uuid', 'instance_uuid', 'provider_uuid',
+                 'device_profile_name', 'group_id', 'group'],
+    'properties': {
+        'arq_uuid': _UUID,
+        'instance_uuid': _UUID,
+        'provider_uuid': _UUID,
+        'device_profile_name': {'type': 'string', 'minLength': 1,
+                                'maxLength': 255,
+                                'x-reason': 'must be 1 to 255 characters'},
+        'group_id': {'type': 'integer', 'minimum': 0, 'maximum': MAX_AMOUNT,
+                     'x-reason': 'must be the group\'s index'},
+        'group': _GROUP,
+    },
+    'additionalProperties': False,
+}
+
+UNBIND = {
+    'type': 'object',
+    'required': ['arq_uuid'],
+    'properties': {'arq_uuid': _UUID},
+    'additionalProperties': False,
+}
+
 _base = jsonschema.Draft202012Validator
 _Validator = jsonschema.validators.extend(
     _base,

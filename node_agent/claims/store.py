@@ -32,12 +32,7 @@ Rules:
   from libvirt and Placement at its next startup.  ``claim_meta`` is not
   part of the versioned schema: a database without it needs no rebuild.
 
-Versions::
-
-    1  claims(id, host, node, instance_uuid, resources, pci, resize_target,
-              created_at)                       the blueprint's first table
-    2  claims(id, host, node, consumer_uuid, kind, resources, devices,
-              state, created_at, updated_at)    kinds, states, devices
+Versions: :mod:`node_agent.claims.versions`.
 """
 
 import contextlib
@@ -52,6 +47,7 @@ from oslo_log import log as logging
 from node_agent import exception
 from node_agent import local_state
 from node_agent.claims import model
+from node_agent.claims import versions
 
 LOG = logging.getLogger(__name__)
 
@@ -59,59 +55,9 @@ VERSION_TABLE = 'claim_versions'
 CLAIMS_TABLE = 'claims'
 META_TABLE = 'claim_meta'
 
-SCHEMA = {
-    1: [
-        """CREATE TABLE claims (
-               id INTEGER PRIMARY KEY AUTOINCREMENT,
-               host TEXT NOT NULL,
-               node TEXT NOT NULL,
-               instance_uuid TEXT NOT NULL,
-               resources TEXT NOT NULL,
-               pci TEXT NOT NULL DEFAULT '[]',
-               resize_target INTEGER NOT NULL DEFAULT 0,
-               created_at TEXT NOT NULL)""",
-    ],
-    2: [
-        """CREATE TABLE claims (
-               id INTEGER PRIMARY KEY AUTOINCREMENT,
-               host TEXT NOT NULL,
-               node TEXT NOT NULL,
-               consumer_uuid TEXT NOT NULL,
-               kind TEXT NOT NULL
-                   CHECK (kind IN ('instance', 'migration', 'resize_target')),
-               resources TEXT NOT NULL,
-               devices TEXT NOT NULL DEFAULT '[]',
-               state TEXT NOT NULL CHECK (state IN ('pending', 'active')),
-               created_at TEXT NOT NULL,
-               updated_at TEXT NOT NULL)""",
-        'CREATE INDEX claims_consumer_idx ON claims (consumer_uuid)',
-    ],
-}
-
-LATEST = max(SCHEMA)
-
-
-def _upgrade_1_to_2(conn):
-    # Version 1 had no states: its claims become pending, and the audit
-    # activates those whose guest it sees.  ``pci`` held device records in
-    # the shape ``devices`` keeps.
-    conn.execute('ALTER TABLE claims RENAME TO claims_v1')
-    for ddl in SCHEMA[2]:
-        conn.execute(ddl)
-    conn.execute(
-        """INSERT INTO claims (id, host, node, consumer_uuid, kind,
-                               resources, devices, state, created_at,
-                               updated_at)
-           SELECT id, host, node, lower(instance_uuid),
-                  CASE resize_target WHEN 1 THEN 'resize_target'
-                                     ELSE 'instance' END,
-                  resources, pci, 'pending', created_at, created_at
-           FROM claims_v1 ORDER BY id""")
-    conn.execute('DROP TABLE claims_v1')
-
-
-# UPGRADES[n] takes a database at version n - 1 to version n.
-UPGRADES = {2: _upgrade_1_to_2}
+SCHEMA = versions.SCHEMA
+LATEST = versions.LATEST
+UPGRADES = versions.UPGRADES
 
 
 def now_iso(now=None):
@@ -154,7 +100,7 @@ def _row_to_claim(row):
         devices=tuple(model.Device.from_dict(d)
                       for d in json.loads(row['devices'])),
         state=row['state'], created_at=row['created_at'],
-        updated_at=row['updated_at'])
+        updated_at=row['updated_at'], arq_uuid=row['arq_uuid'])
 
 
 def salvage(path):
@@ -195,13 +141,19 @@ class Transaction:
         cur = self.conn.execute(
             """INSERT INTO claims (host, node, consumer_uuid, kind,
                                    resources, devices, state, created_at,
-                                   updated_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                   updated_at, arq_uuid)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (claim.host, claim.node, claim.consumer_uuid, claim.kind,
              json.dumps(claim.resources, sort_keys=True),
              json.dumps([d.to_dict() for d in claim.devices]),
-             claim.state, claim.created_at, claim.updated_at))
+             claim.state, claim.created_at, claim.updated_at,
+             claim.arq_uuid))
         return self.get(cur.lastrowid)
+
+    def by_arq(self, arq_uuid):
+        row = self.conn.execute('SELECT * FROM claims WHERE arq_uuid = ?',
+                                (arq_uuid,)).fetchone()
+        return _row_to_claim(row) if row else None
 
     def update(self, claim):
         self.conn.execute(

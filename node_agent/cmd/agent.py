@@ -88,7 +88,7 @@ def main(argv=None):
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
                     conf, on_remove=rt.host().note_removed),
-                claims_rpc=factory.claims_rpc(conf, rt),
+                claims_rpc=factory.claims_rpc(conf, rt, adapter),
                 domain_events=factory.domain_events(conf, rt),
                 device_health=factory.device_health(conf, rt, agent_metrics),
                 load_conf=functools.partial(load_conf, argv),

@@ -33,6 +33,8 @@ _MODULES = (
     'claims',
     'metrics',
     'one_time_use',
+    'api',
+    'api_database',
 )
 # The shipped drivers' groups: each driver's list_opts() names its own.
 _DRIVER_MODULES = (

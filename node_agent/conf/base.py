@@ -1,5 +1,8 @@
 """Helpers shared by the option modules."""
 
+import copy
+
+from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 
@@ -13,3 +16,34 @@ def register_group_opts(conf, group, opts):
     conf.register_group(cfg.OptGroup(group.name, title=group.title,
                                      help=group.help))
     conf.register_opts(opts, group=group.name)
+
+
+def register_ksa_opts(conf, group, defaults):
+    """keystoneauth1's session, auth and adapter options on ``group``, with
+    ``defaults`` (option name: value) in place of keystoneauth1's own."""
+    ks_loading.register_session_conf_options(conf, group)
+    ks_loading.register_auth_conf_options(conf, group)
+    ks_loading.register_adapter_conf_options(conf, group,
+                                             include_deprecated=False)
+    for name, value in defaults.items():
+        conf.set_default(name, value, group=group)
+
+
+def ksa_opts(defaults):
+    """keystoneauth1's options with ``defaults``, for the sample config."""
+    result = []
+    seen = set()
+    for opt in (ks_loading.get_session_conf_options()
+                + ks_loading.get_auth_common_conf_options()
+                + ks_loading.get_auth_plugin_conf_options('password')
+                + ks_loading.get_auth_plugin_conf_options('admin_token')
+                + ks_loading.get_adapter_conf_options(
+                    include_deprecated=False)):
+        if opt.dest in seen:
+            continue
+        seen.add(opt.dest)
+        opt = copy.deepcopy(opt)
+        if opt.dest in defaults:
+            opt.default = defaults[opt.dest]
+        result.append(opt)
+    return result

@@ -1,5 +1,7 @@
 """``[nova]`` options: how the agent finds nova-compute's compute node,
-and what nova-compute reports itself.
+and what nova-compute reports itself; and, for node-agent-api only, the
+keystoneauth1 options with which it tells nova's API that accelerator
+requests are bound (its own service user, with the "service" role).
 
 Read beside nova-compute (:mod:`node_agent.beside_nova.root`), and with
 ``deployment = standalone`` to see that nova-compute runs on the host.
@@ -181,9 +183,22 @@ def read_nova_reports(conf):
         device_specs=tuple(s for s in specs if isinstance(s, dict)))
 
 
+# node-agent-api posts accelerator-request-bound events to nova's API
+# (POST /os-server-external-events) with these keystoneauth1 options: its
+# own service user, which needs the "service" role.  The agent reads none.
+KSA_DEFAULTS = {
+    'service_type': 'compute',
+    'valid_interfaces': ['internal', 'public'],
+    'timeout': 30,
+    'connect_retries': 3,
+    'connect_retry_delay': 0.5,
+}
+
+
 def register_opts(conf):
     base.register_group_opts(conf, GROUP, opts)
+    base.register_ksa_opts(conf, GROUP.name, KSA_DEFAULTS)
 
 
 def list_opts():
-    return [(GROUP, opts)]
+    return [(GROUP, opts + base.ksa_opts(KSA_DEFAULTS))]

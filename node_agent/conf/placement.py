@@ -11,9 +11,6 @@ Against a Placement running ``[api] auth_strategy = noauth2`` use
 ``token = admin`` (plus ``noauth_roles = admin,service`` for reshapes).
 """
 
-import copy
-
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from node_agent.conf import base
@@ -80,35 +77,10 @@ opts = [
 ]
 
 
-def _ksa_opts():
-    """keystoneauth1's options with the agent's defaults, for the sample."""
-    result = []
-    seen = set()
-    for opt in (ks_loading.get_session_conf_options()
-                + ks_loading.get_auth_common_conf_options()
-                + ks_loading.get_auth_plugin_conf_options('password')
-                + ks_loading.get_auth_plugin_conf_options('admin_token')
-                + ks_loading.get_adapter_conf_options(
-                    include_deprecated=False)):
-        if opt.dest in seen:
-            continue
-        seen.add(opt.dest)
-        opt = copy.deepcopy(opt)
-        if opt.dest in KSA_DEFAULTS:
-            opt.default = KSA_DEFAULTS[opt.dest]
-        result.append(opt)
-    return result
-
-
 def register_opts(conf):
     base.register_group_opts(conf, GROUP, opts)
-    ks_loading.register_session_conf_options(conf, GROUP.name)
-    ks_loading.register_auth_conf_options(conf, GROUP.name)
-    ks_loading.register_adapter_conf_options(conf, GROUP.name,
-                                             include_deprecated=False)
-    for name, value in KSA_DEFAULTS.items():
-        conf.set_default(name, value, group=GROUP.name)
+    base.register_ksa_opts(conf, GROUP.name, KSA_DEFAULTS)
 
 
 def list_opts():
-    return [(GROUP, opts + _ksa_opts())]
+    return [(GROUP, opts + base.ksa_opts(KSA_DEFAULTS))]

@@ -196,6 +196,13 @@ class ReportClient:
         consumers = self._views.read_providers(providers)
         return self._reshaper.read_consumers(consumers)
 
+    def consumer_allocations(self, consumer):
+        """``{rp: {'generation', 'resources'}}``: what ``consumer`` holds
+        in Placement now, on any provider (one ``GET
+        /allocations/{consumer}``; ``{}`` for an unknown consumer)."""
+        return self._reshaper.read_consumer(
+            consumer, transport_mod.MV_CONSUMER_GEN)[1]['allocations']
+
     def get_tree_allocations(self, tree):
         """What consumers hold on ``tree``'s providers: one read each.
 

@@ -97,19 +97,29 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
         discovery.close()
 
 
-def claims_rpc(conf, rt):
+def claims_rpc(conf, rt, adapter=None):
     """``start() -> server or None`` for the claims RPC server of ``rt``.
 
     None when the tracker has no claim manager.  Remote claims are decided
     against the tracker's last round (its tree and snapshot, read as one
     value), so the server must start only after the startup sync.
+    ``adapter``: Placement's, through which a bind of an accelerator
+    request reads its instance's allocations (a report client of its
+    own, which writes nothing), beside the devices ``rt`` withholds now;
+    None: the server binds no accelerator request.
     """
     claims = rt.claim_manager()
     if claims is None:
         return None
+    from node_agent.claims import bind
     from node_agent.claims import rpc
+    host = None
+    if adapter is not None:
+        placement = report_client(conf, adapter, stateful=False)
+        host = bind.Host(allocations=placement.consumer_allocations,
+                         withheld=rt.unhealthy)
     return functools.partial(rpc.start_server, conf, claims,
-                             lambda: rt.round)
+                             lambda: rt.round, host)
 
 
 def domain_events(conf, rt):

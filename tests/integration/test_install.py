@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 INSTALL = os.path.join(REPO, 'tools', 'install.sh')
 PREFIX = 'opt/node-agent'
-COMMANDS = ('node-agent', 'node-agent-manage')
+COMMANDS = ('node-agent', 'node-agent-manage', 'node-agent-api')
 AS_ROOT = os.geteuid() == 0
 NOVA_GID = 64060
 
@@ -141,8 +141,12 @@ def test_install_creates_the_service_layout(root):
     # The README's links into doc/ hold where it is installed.
     assert sorted(p.name for p in (doc / 'doc').iterdir()) == sorted(
         p for p in os.listdir(os.path.join(REPO, 'doc')) if p.endswith('.md'))
+    api_unit = root / 'etc' / 'systemd' / 'system' / 'node-agent-api.service'
+    with open(os.path.join(REPO, 'systemd', 'node-agent-api.service')) as f:
+        assert api_unit.read_text() == f.read()
     result = subprocess.run(
-        ['systemd-analyze', 'verify', f'--root={root}', 'node-agent.service'],
+        ['systemd-analyze', 'verify', f'--root={root}', 'node-agent.service',
+         'node-agent-api.service'],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout + result.stderr == ''
@@ -218,6 +222,8 @@ def test_rerun_upgrades_and_uninstall_keeps_config_and_state(root):
         assert not os.path.lexists(root / 'usr' / 'bin' / name)
     assert not (root / 'etc' / 'systemd' / 'system' /
                 'node-agent.service').exists()
+    assert not (root / 'etc' / 'systemd' / 'system' /
+                'node-agent-api.service').exists()
     assert not (root / 'usr' / 'share' / 'doc' / 'node-agent').exists()
     assert conf.read_text() == '[DEFAULT]\nhost = compute1\n'
     assert state_file.read_text() == 'claims'

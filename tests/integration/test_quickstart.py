@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -121,3 +122,36 @@ def test_the_first_sync_line_counts_every_provider_it_created(tmp_path):
                          r'(\d+)', result.stderr)
     # The root (POSTed before the plan) and every child.
     assert created == [str(synced)], result.stderr[-3000:]
+
+
+def test_the_accelerator_api_serves_a_profile_on_the_embedded_defaults(
+        tmp_path):
+    """tools/quickstart-api.sh (run by tools/quickstart.sh): node-agent-api
+    on the quick start's config (noauth, SQLite under state_path) creates
+    an example device profile and lists it, then stops; run again it
+    finds the profile there."""
+    conf = quickstart_conf(tmp_path)
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        port = sock.getsockname()[1]
+    script = os.path.join(REPO, 'tools', 'quickstart-api.sh')
+    runs = [subprocess.run(['bash', script, conf, str(port)],
+                           capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for result in runs:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.splitlines()[-1] == 'node-agent-api stopped'
+    first, second = (r.stdout for r in runs)
+    made = re.search(r'^created device profile example-gpu \((\S+)\): 201$',
+                     first, re.M)
+    assert made, first
+    listed = (f'  example-gpu  {made.group(1)}  '
+              '[{"resources:PGPU": "1"}]')
+    assert listed in first.splitlines()
+    assert 'device profile example-gpu exists already' in second
+    assert listed in second.splitlines()
+    assert 'API database already at schema 0001' in second
+    assert (tmp_path / '.state' / 'api.sqlite').is_file()
+    # Stopped: nothing answers on its port any more.
+    with socket.socket() as sock:
+        assert sock.connect_ex(('127.0.0.1', port)) != 0

@@ -154,6 +154,8 @@ def _pick_in_pool(devices, ctx, rp, rc, amount, gpu):
     for offer in vfs:
         if len(result) == amount:
             break
+        if offer.address in ctx.held:   # a withheld VF, or one in use
+            continue
         try:
             picked = _pick_on_vf(devices, ctx, rp, rc, 1, offer,
                                  holder=gpu)

@@ -120,3 +120,38 @@ def test_fit_knows_no_device_kind():
     attributes = {node.attr for node in ast.walk(tree)
                   if isinstance(node, ast.Attribute)}
     assert not attributes & {'PF', 'PCI', 'NIC', 'gpus', 'pfs'}
+
+
+def test_a_bind_never_takes_a_withheld_vf_of_a_pool(conf, snapshot):
+    """A pooled card (3b:00.0, its VFs one VGPU inventory): a bind for an
+    accelerator request skips the VFs withheld (drained, isolated) and is
+    refused once only withheld VFs are left; a plain claim of the same
+    units is not told about them."""
+    conf.set_override('config_location', '', 'provider_overrides')
+    conf.set_override('enabled_mdev_types', ['nvidia-588'], 'devices')
+    conf.set_override('vf_providers', 'pooled', 'gpu')
+    tree = pt.ProviderTree()
+    drivers.DriverSet(conf, snapshot).update_provider_tree(tree, HOST)
+    gpu = rp(tree, '0000:3b:00.0')
+    vfs = sorted(o.address for o in snapshot.pci_devices
+                 if o.physfn == '0000:3b:00.0')
+    mgr = factory.claim_manager(conf)
+    arqs = [f'aaaaaaaa-{i:04x}-4000-8000-000000000000' for i in range(9)]
+    consumers = [f'cccccccc-{i:04x}-4000-8000-000000000000' for i in range(9)]
+    plain = fit.choose_devices(
+        fit.Request(C1, 'instance', {gpu: {'VGPU': 1}}), tree, [],
+        snapshot, list(drivers.DriverSet(conf, snapshot).drivers))
+    first = plain[0].address
+    withheld = {first}
+    bound = mgr.bind(arqs[0], consumers[0], one(tree, '0000:3b:00.0', 'VGPU'),
+                     tree=tree, snapshot=snapshot, withheld=withheld)
+    assert bound.devices[0].address not in (None, first)
+    taken = {bound.devices[0].address}
+    withheld = set(vfs) - taken - {vfs[-1]}
+    last = mgr.bind(arqs[1], consumers[1], one(tree, '0000:3b:00.0', 'VGPU'),
+                    tree=tree, snapshot=snapshot, withheld=withheld)
+    assert last.devices[0].address == vfs[-1]
+    with pytest.raises(exception.ClaimRejected):
+        mgr.bind(arqs[2], consumers[2], one(tree, '0000:3b:00.0', 'VGPU'),
+                 tree=tree, snapshot=snapshot, withheld=set(vfs))
+    assert [c.arq_uuid for c in mgr.list()] == arqs[:2]

@@ -41,7 +41,7 @@ def test_new_database_is_wal_versioned_and_flagged_for_rebuild(conf, mgr):
     conn = sqlite3.connect(path)
     assert conn.execute('PRAGMA journal_mode').fetchone()[0] == 'wal'
     assert conn.execute('SELECT table_name, version FROM claim_versions'
-                        ).fetchall() == [('claims', 2)]
+                        ).fetchall() == [('claims', 3)]
     conn.close()
     # The flag is in the file: another process that opens it next (the
     # agent after an operator command made the file) still rebuilds.
@@ -339,7 +339,7 @@ def test_database_newer_than_the_code_is_refused(conf, mgr):
     conn.close()
     with pytest.raises(exception.StateTooNew,
                        match=f'{mgr.store.path} is at schema version 99, '
-                             r'newer than this agent knows \(2\)'):
+                             r'newer than this agent knows \(3\)'):
         factory.claim_manager(conf).list()
     # Refused, not moved aside.
     assert os.path.exists(mgr.store.path)

@@ -58,7 +58,7 @@ def test_v1_database_is_upgraded_at_startup(conf):
     make_v1(path)
     mgr = factory.claim_manager(conf)
     assert not mgr.needs_rebuild
-    assert mgr.store.version() == store.LATEST == 2
+    assert mgr.store.version() == store.LATEST == 3
     first, second = mgr.list()
     assert (first.consumer_uuid, first.kind, first.state) == (
         C1.lower(), 'instance', 'pending')
@@ -80,15 +80,64 @@ def write_config(tmp_path, conf):
     return ['--config-file', str(path)]
 
 
+def make_v2(path):
+    """A version 2 file (one claim), as the agents before ARQs wrote it:
+    the DDL as that release ran it."""
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE claim_versions (table_name TEXT PRIMARY KEY,
+                                     version INTEGER NOT NULL);
+        INSERT INTO claim_versions VALUES ('claims', 2);
+        CREATE TABLE claims (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            host TEXT NOT NULL, node TEXT NOT NULL,
+            consumer_uuid TEXT NOT NULL,
+            kind TEXT NOT NULL
+                CHECK (kind IN ('instance', 'migration', 'resize_target')),
+            resources TEXT NOT NULL, devices TEXT NOT NULL DEFAULT '[]',
+            state TEXT NOT NULL CHECK (state IN ('pending', 'active')),
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+        CREATE INDEX claims_consumer_idx ON claims (consumer_uuid);""")
+    conn.execute(
+        'INSERT INTO claims (host, node, consumer_uuid, kind, resources, '
+        'devices, state, created_at, updated_at) '
+        "VALUES ('compute1', 'compute1', ?, 'instance', ?, '[]', 'active', "
+        "'2026-01-01T10:00:00+00:00', '2026-01-01T10:00:00+00:00')",
+        (C2, json.dumps({host.PGPU1_RP: {'PGPU': 1}})))
+    conn.commit()
+    conn.close()
+
+
+def test_v2_database_gains_the_arq_column(conf):
+    """The claims of a version 2 file read back with no ARQ; a claim bound
+    for an ARQ is found by it, and a second claim for the same ARQ is
+    refused by the database itself."""
+    path = os.path.join(conf.state_path, 'claim.sqlite')
+    make_v2(path)
+    mgr = factory.claim_manager(conf)
+    assert mgr.store.version() == 3
+    [old] = mgr.list()
+    assert (old.consumer_uuid, old.state, old.arq_uuid) == (
+        C2, 'active', None)
+    arq = 'aaaaaaaa-1111-4000-8000-000000000001'
+    bound = mgr.bind(arq, C1, host.alloc((host.VGPU0_RP, 'VGPU', 1)),
+                     tree=host.tree(), snapshot=host.snapshot())
+    assert mgr.store.get(bound.id).arq_uuid == arq
+    with mgr.store.transaction() as txn:
+        assert txn.by_arq(arq).id == bound.id
+        with pytest.raises(sqlite3.IntegrityError):
+            txn.insert(bound)
+
+
 def test_manage_db_version_and_upgrade(conf, tmp_path, capsys):
     make_v1(os.path.join(conf.state_path, 'claim.sqlite'))
     args = write_config(tmp_path, conf)
     assert manage.main(args + ['db', 'version']) == 0
-    assert capsys.readouterr().out.strip() == '1 (latest 2)'
+    assert capsys.readouterr().out.strip() == '1 (latest 3)'
     assert manage.main(args + ['db', 'upgrade']) == 0
-    assert 'from version 1 to 2' in capsys.readouterr().out
+    assert 'from version 1 to 3' in capsys.readouterr().out
     assert manage.main(args + ['db', 'version']) == 0
-    assert capsys.readouterr().out.strip() == '2 (latest 2)'
+    assert capsys.readouterr().out.strip() == '3 (latest 3)'
 
 
 def test_manage_claims_list_show_release(conf, tmp_path, capsys):

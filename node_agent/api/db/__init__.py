@@ -1,0 +1,1 @@
+"""node-agent-api's database: tables, engine, migrations."""

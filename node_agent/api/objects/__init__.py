@@ -1,0 +1,1 @@
+"""Device profiles and accelerator requests over the API database."""
