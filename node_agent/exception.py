@@ -9,14 +9,10 @@
      |    |                               another writer of it (names the
      |    |                               service, the evidence, the mode
      |    |                               to use): nothing written
-     |    |    +-- ProvidersShared       another writer (another agent for
-     |    |                               this host) rewrites the agent's
-     |    |                               providers with values that offer
-     |    |                               no more: nothing written
-     |    +-- NotPlacement                the endpoint's root document is
-     |                                    not Placement's, or serves too
-     |                                    few microversions (names the
-     |                                    option, the URL, what answered)
+     |    |    +-- ProvidersShared       another agent for this host offers
+     |    |                               less on its providers: none written
+     |    +-- NotPlacement                not a Placement the agent can use
+     |                                    (names option, URL, what answered)
      +-- ComputeNodeMissing               beside nova-compute: its root is
      |                                    not in Placement yet; waited out
      +-- HardwareError
@@ -64,6 +60,7 @@
           +-- InvalidClaimRequest         malformed payload (names the field)
           +-- ClaimRejected               does not fit (names provider, class)
           +-- ClaimNotFound
+          +-- BindRejected                an ARQ not bound (names it, why)
 
 Placement error codes (``errors[].code`` in its JSON error body) map to these
 classes in :mod:`node_agent.placement.errors`, and nowhere else. Messages name
@@ -129,12 +126,10 @@ class RootShared(ConfigError):
 
 
 class ProvidersShared(RootShared):
-    """Another writer rewrites providers this agent owns, over and over
-    (:mod:`node_agent.tracker.second_writer`): most likely another agent
-    with the same ``[DEFAULT] host``.  Its values offer no more than this
-    agent's, so this agent writes nothing while it goes on; ``evidence``
-    names the providers and what was rewritten.
-    """
+    """Another writer (most likely another agent with the same ``host``)
+    rewrites providers this agent owns, offering no more than it
+    (:mod:`node_agent.tracker.second_writer`): this one writes nothing
+    while it goes on; ``evidence`` names the providers and changes."""
 
     def __init__(self, name, evidence):
         self.service = 'another writer'
@@ -470,15 +465,11 @@ class BindRejected(ClaimError):
     or the ARQ already bound elsewhere.  Nothing was claimed."""
 
     def __init__(self, arq_uuid, provider, reason):
-        self.arq_uuid = arq_uuid
-        self.provider = provider
-        self.reason = reason
-        super().__init__(f'ARQ {arq_uuid} not bound to provider '
-                         f'{provider}: {reason}')
+        self.arq_uuid, self.provider, self.reason = arq_uuid, provider, reason
         # oslo.messaging rebuilds a remote error as cls(*args, **kwargs).
-        self.args = ()
         self.kwargs = {'arq_uuid': arq_uuid, 'provider': provider,
                        'reason': reason}
+        super().__init__()
 
     def __str__(self):
         return (f'ARQ {self.arq_uuid} not bound to provider '

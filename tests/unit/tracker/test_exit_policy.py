@@ -51,6 +51,7 @@ POLICY = {
     'InvalidClaimRequest': exit_policy.ERROR,
     'ClaimRejected': exit_policy.ERROR,
     'ClaimNotFound': exit_policy.ERROR,
+    'BindRejected': exit_policy.ERROR,
     # Kept in the clean's own thread; were one to escape: exit 1.
     'NotCleaned': exit_policy.ERROR,
 }
