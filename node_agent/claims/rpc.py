@@ -130,6 +130,25 @@ def get_server(conf, manager, context_fn, transport=None):
 # The largest AMQP body this process parses, None: no limit.
 _body_limit = None
 ENVELOPE_BYTES = 16384
+# The oslo.messaging logger that reports a message it could not decode,
+# with a traceback: our refusal is said in one line of our own instead.
+RABBIT_LOGGER = 'oslo_messaging._drivers.impl_rabbit'
+
+
+class MessageRefused(ValueError):
+    """An AMQP body over the limit, refused unread (already logged)."""
+
+
+def _not_our_refusal(record):
+    """A logging filter: drop oslo.messaging's traceback of a message
+    :func:`limit_message_size` refused (its own WARNING said it), which
+    kombu hands on wrapped in its ``DecodeError``."""
+    exc = record.exc_info[1] if record.exc_info else None
+    while exc is not None:
+        if isinstance(exc, MessageRefused):
+            return False
+        exc = exc.__cause__ or exc.__context__
+    return True
 
 
 def limit_message_size(max_request_bytes):
@@ -141,8 +160,9 @@ def limit_message_size(max_request_bytes):
     kombu parses a message's JSON before oslo.messaging or the endpoint
     sees it: the check is kombu's JSON decoder for this process, which
     the daemon's claims RPC server is the only consumer of.  A refused
-    message is rejected (not requeued) and logged; its caller gets no
-    answer and times out.
+    message is rejected (not requeued) and logged in one WARNING line
+    (oslo.messaging's traceback of it is filtered out); its caller gets
+    no answer and times out.
     """
     from kombu import serialization
     from kombu.utils import json as kombu_json
@@ -157,9 +177,13 @@ def limit_message_size(max_request_bytes):
             LOG.warning('claims RPC: a message of %d bytes refused unread '
                         '(at most %d: [claims] max_request_bytes = %d)',
                         len(body), _body_limit, max_request_bytes)
-            raise ValueError(f'message of {len(body)} bytes, over '
-                             f'{_body_limit}')
+            raise MessageRefused(f'message of {len(body)} bytes, over '
+                                 f'{_body_limit}')
         return kombu_json.loads(body)
+
+    rabbit_log = logging.getLogger(RABBIT_LOGGER).logger
+    if _not_our_refusal not in rabbit_log.filters:
+        rabbit_log.addFilter(_not_our_refusal)
 
     serialization.register('json', kombu_json.dumps, loads,
                            content_type='application/json',
