@@ -10,6 +10,14 @@ manager sees it; before that, a message whose body is larger than a request
 of ``[claims] max_request_bytes`` can be (its JSON twice over, plus 16 KiB of
 envelope) is refused unread, before any JSON is parsed
 (:func:`limit_message_size`): the broker hands over a message of any size.
+A caller's claim carries its deadline (the request context's
+``deadline``, seconds since the epoch: when its call times out).  A claim
+that reaches the endpoint after it is refused, and one granted after it
+(the caller has stopped waiting for the answer) is released at once: a
+claim whose caller gave up (a broker outage held the message, a slow
+host) never stays granted.  The hosts' clocks must agree (NTP): the
+refusal says by how much the deadline was missed.
+
 Errors travel as typed remote errors: the transport is built with
 ``allowed_remote_exmods=["node_agent.exception"]``, so a client gets
 :class:`~node_agent.exception.InvalidClaimRequest`,
@@ -24,6 +32,7 @@ The tree and snapshot a remote claim is decided against come from
 """
 
 import importlib
+import time
 
 import oslo_messaging
 from oslo_config import cfg
@@ -91,10 +100,17 @@ class ClaimEndpoint:
     @oslo_messaging.expected_exceptions(exception.ClaimError)
     def claim(self, ctxt, **payload):
         self._validate(payload, schema.CLAIM)
+        consumer = payload['consumer_uuid']
+        _in_time(ctxt, consumer, 'refused')
         last = self.context_fn()        # one read: one round's pair
         claim = self.manager.claim(
-            payload['consumer_uuid'], payload['allocation'], tree=last.tree,
+            consumer, payload['allocation'], tree=last.tree,
             snapshot=last.snapshot, kind=payload.get('kind', 'instance'))
+        try:
+            _in_time(ctxt, consumer, 'released')
+        except exception.ClaimRejected:
+            self.manager.release(claim.id)
+            raise
         return claim.to_dict()
 
     @oslo_messaging.expected_exceptions(exception.ClaimError)
@@ -108,6 +124,21 @@ class ClaimEndpoint:
     def list(self, ctxt, **payload):
         self._validate(payload, schema.LIST)
         return [c.to_dict() for c in self.manager.list(**payload)]
+
+
+def _in_time(ctxt, consumer, what):
+    """Raise ClaimRejected (logged) when the caller's deadline (in
+    ``ctxt``) has passed: it no longer waits for the answer."""
+    deadline = (ctxt or {}).get('deadline')
+    if not isinstance(deadline, (int, float)):
+        return                          # a caller that sends none
+    late = time.time() - deadline
+    if late <= 0:
+        return
+    message = (f'claim for {consumer} {what}: its caller stopped waiting '
+               f'{late:.1f} s ago (the deadline it sent)')
+    LOG.warning('claims RPC: %s', message)
+    raise exception.ClaimRejected(message)
 
 
 def get_server(conf, manager, context_fn, transport=None):
@@ -190,8 +221,45 @@ def limit_message_size(max_request_bytes):
                            content_encoding='utf-8')
 
 
+#: Seconds a probe's call may take; seconds between two probes (at most
+#: ``[audit] interval``).
+PROBE_TIMEOUT = 3
+PROBE_EVERY = 5
+#: The consumer a probe lists the claims of: no claim has it.
+NOBODY = '00000000-0000-0000-0000-000000000000'
+
+
+class Served:
+    """A started claims RPC server (``stop``, ``wait``, ``transport`` as
+    oslo.messaging's) and its probe."""
+
+    def __init__(self, server, conf):
+        self.server = server
+        self.transport = server.transport
+        self.every = min(PROBE_EVERY, conf.audit.interval)
+        self._conf = conf
+        self._client = None
+
+    def stop(self):
+        self.server.stop()
+
+    def wait(self):
+        self.server.wait()
+
+    def probe(self):
+        """One call to this server through the broker, as a remote caller
+        makes it (``list`` of :data:`NOBODY`, on the server's transport,
+        not retried); raises what kept it from being answered."""
+        if self._client is None:
+            self._client = ClaimClient(self._conf, transport=self.transport,
+                                       timeout=PROBE_TIMEOUT)
+        cctxt = self._client.client.prepare(server=self._conf.host, retry=0)
+        cctxt.call({}, 'list', consumer_uuid=NOBODY)
+
+
 def start_server(conf, manager, context_fn):
-    """Start the claims RPC server when a transport is configured."""
+    """Start the claims RPC server when a transport is configured; the
+    :class:`Served` server, or None."""
     limit_message_size(conf.claims.max_request_bytes)
     server = get_server(conf, manager, context_fn)
     if server is not None:
@@ -203,6 +271,7 @@ def start_server(conf, manager, context_fn):
             raise
         LOG.info('Claims RPC server listening on topic %s as server %s',
                  conf.claims.rpc_topic, conf.host)
+        server = Served(server, conf)
     return server
 
 
@@ -219,7 +288,10 @@ class ClaimClient:
 
     def _call(self, host, method, **payload):
         cctxt = self.client.prepare(server=host)
-        return cctxt.call({}, method, **payload)
+        timeout = self.client.timeout or \
+            self.client.conf.rpc_response_timeout
+        return cctxt.call({'deadline': time.time() + timeout}, method,
+                          **payload)
 
     def claim(self, host, consumer_uuid, allocation, kind='instance'):
         return self._call(host, 'claim', consumer_uuid=consumer_uuid,
