@@ -58,6 +58,18 @@ def load_conf(argv):
             'the command line is not valid (see above)') from None
 
 
+def reload_conf(argv, rt):
+    """A SIGHUP's configuration, checked as a start checks it: the files
+    (:func:`load_conf`), then against the host as last scanned (a CPU set
+    naming CPUs it lacks): what a start refuses, a SIGHUP refuses."""
+    fresh = load_conf(argv)
+    snapshot = rt.round.snapshot
+    if snapshot is not None:
+        from node_agent import drivers
+        drivers.check_host(fresh, snapshot)
+    return fresh
+
+
 def main(argv=None):
     from node_agent import metrics
     from node_agent.placement import adapter as adapter_mod
@@ -91,7 +103,7 @@ def main(argv=None):
                 claims_rpc=factory.claims_rpc(conf, rt),
                 domain_events=factory.domain_events(conf, rt),
                 device_health=factory.device_health(conf, rt, agent_metrics),
-                load_conf=functools.partial(load_conf, argv),
+                load_conf=functools.partial(reload_conf, argv, rt),
                 reload_placement=getattr(adapter, 'reload', None),
                 metrics=agent_metrics))
     except exit_policy.FATAL_ERRORS as exc:
