@@ -70,6 +70,11 @@ the provider, consumer, option or field at fault.
 class NodeAgentError(Exception):
     """Base class for every error raised by node-agent."""
 
+    def for_command(self):
+        """What a command that exits on this error says (nothing retries
+        it there): the message, unless a subclass says otherwise."""
+        return str(self)
+
 
 class ConfigError(NodeAgentError):
     """A configuration option or file is invalid."""
@@ -404,9 +409,15 @@ class LocalStateUnavailable(NodeAgentError):
         self.path = path
         self.what = what
         self.reason = reason
-        super().__init__(
-            f'{what} {path}: {reason} (a fault of the filesystem, not of '
-            'the file: nothing was moved aside; retried)')
+        super().__init__(self._text('retried'))
+
+    def _text(self, then):
+        return (f'{self.what} {self.path}: {self.reason} (a fault of the '
+                f'filesystem, not of the file: nothing was moved aside; '
+                f'{then})')
+
+    def for_command(self):
+        return self._text('run the command again once it is mended')
 
 
 class ClaimError(NodeAgentError):

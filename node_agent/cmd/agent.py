@@ -114,7 +114,8 @@ def main(argv=None):
     # Said outside the except block: oslo.log would append the exception
     # it is handling to the line, saying it twice.
     exc, level, what, status = failure
-    cmd.report_failure(LOG, 'node-agent', exc, level, what)
+    cmd.report_failure(LOG, 'node-agent',
+                       exc.for_command() if conf.once else exc, level, what)
     return status
 
 
