@@ -71,6 +71,11 @@ the provider, consumer, option or field at fault.
 class NodeAgentError(Exception):
     """Base class for every error raised by node-agent."""
 
+    def for_command(self):
+        """What a command that exits on this error says (nothing retries
+        it): the message, unless a subclass says otherwise."""
+        return str(self)
+
 
 class ConfigError(NodeAgentError):
     """A configuration option or file is invalid."""
@@ -80,9 +85,7 @@ class ProviderOverrideError(ConfigError):
     """A provider override file is invalid: names the file, path and reason."""
 
     def __init__(self, filename, path, reason):
-        self.filename = filename
-        self.path = path
-        self.reason = reason
+        self.filename, self.path, self.reason = filename, path, reason
         super().__init__(
             f'provider override file {filename}: at {path}: {reason}')
 
@@ -152,9 +155,7 @@ class NotPlacement(ConfigError):
     """
 
     def __init__(self, option, url, answered):
-        self.option = option
-        self.url = url
-        self.answered = answered
+        self.option, self.url, self.answered = option, url, answered
         super().__init__(f'{option}: {url} is not a Placement endpoint the '
                          f'agent can use: {answered}; nothing was written')
 
@@ -183,8 +184,7 @@ class LibvirtConnectionError(HardwareError):
     """libvirt could not be reached at the configured URI."""
 
     def __init__(self, uri, reason, hint=None):
-        self.uri = uri
-        self.reason = reason
+        self.uri, self.reason = uri, reason
         msg = f'cannot connect to libvirt at {uri!r}: {reason}'
         if hint:
             msg += f' ({hint})'
@@ -199,8 +199,7 @@ class SysfsReadError(HardwareError):
     """
 
     def __init__(self, path, reason):
-        self.path = path
-        self.reason = reason
+        self.path, self.reason = path, reason
         super().__init__(f'{path}: {reason}')
 
 
@@ -212,9 +211,7 @@ class ScanIncomplete(HardwareError):
     """
 
     def __init__(self, source, detail, lost=True):
-        self.source = source
-        self.detail = detail
-        self.lost = lost
+        self.source, self.detail, self.lost = source, detail, lost
         state = 'lost' if lost else 'garbled'
         super().__init__(f'{source} {state} ({detail})')
 
@@ -228,8 +225,7 @@ class SourceSilent(HardwareError):
     """
 
     def __init__(self, source, reason):
-        self.source = source
-        self.reason = reason
+        self.source, self.reason = source, reason
         super().__init__(f'{source}: {reason}')
 
 
@@ -242,8 +238,7 @@ class Stopping(NodeAgentError):
     """
 
     def __init__(self, method, path):
-        self.method = method
-        self.path = path
+        self.method, self.path = method, path
         super().__init__(f'stopping: {method} {path} not sent')
 
 
@@ -297,9 +292,7 @@ class PlacementAPIError(PlacementError):
     def __init__(self, method, url, status, code=None, detail=None):
         self.method = method
         self.url = url
-        self.status = status
-        self.code = code
-        self.detail = detail
+        self.status, self.code, self.detail = status, code, detail
         msg = f'{method} {url} returned {status}'
         if code:
             msg += f' ({code})'
@@ -319,8 +312,7 @@ class GenerationConflict(PlacementError):
     """A provider or consumer generation moved under us (retriable)."""
 
     def __init__(self, provider=None, detail=None):
-        self.provider = provider
-        self.detail = detail
+        self.provider, self.detail = provider, detail
         what = f'resource provider {provider}' if provider else 'Placement'
         msg = f'generation conflict on {what}'
         if detail:
@@ -337,8 +329,7 @@ class InventoryInUse(PlacementError):
     """Inventory that has allocations against it cannot be removed."""
 
     def __init__(self, provider, resource_class, detail=None):
-        self.provider = provider
-        self.resource_class = resource_class
+        self.provider, self.resource_class = provider, resource_class
         msg = (f'cannot remove {resource_class} inventory from resource '
                f'provider {provider}: it has allocations')
         if detail:
@@ -389,8 +380,7 @@ class UnsafePlan(NodeAgentError):
     """
 
     def __init__(self, provider, resource_class, reason):
-        self.provider = provider
-        self.resource_class = resource_class
+        self.provider, self.resource_class = provider, resource_class
         self.reason = reason
         super().__init__(f'unsafe plan, nothing written: {resource_class} on '
                          f'{provider}: {reason}')
@@ -403,9 +393,7 @@ class StateTooNew(NodeAgentError):
     """
 
     def __init__(self, path, version, known):
-        self.path = path
-        self.version = version
-        self.known = known
+        self.path, self.version, self.known = path, version, known
         super().__init__(
             f'{path} is at schema version {version}, newer than this agent '
             f'knows ({known}); refusing to downgrade: run the newer agent '
@@ -422,12 +410,16 @@ class LocalStateUnavailable(NodeAgentError):
     """
 
     def __init__(self, path, what, reason):
-        self.path = path
-        self.what = what
-        self.reason = reason
-        super().__init__(
-            f'{what} {path}: {reason} (a fault of the filesystem, not of '
-            'the file: nothing was moved aside; retried)')
+        self.path, self.what, self.reason = path, what, reason
+        super().__init__(self._text('retried'))
+
+    def _text(self, then):
+        return (f'{self.what} {self.path}: {self.reason} (a fault of the '
+                f'filesystem, not of the file: nothing was moved aside; '
+                f'{then})')
+
+    def for_command(self):
+        return self._text('run the command again once it is mended')
 
 
 class ClaimError(NodeAgentError):
@@ -436,8 +428,7 @@ class ClaimError(NodeAgentError):
 
 class InvalidClaimRequest(ClaimError):
     def __init__(self, field, reason):
-        self.field = field
-        self.reason = reason
+        self.field, self.reason = field, reason
         super().__init__(f'invalid claim request: {field}: {reason}')
         # cls(*args) must rebuild it: pickling, and oslo.messaging turning
         # a remote error back into this class on the client side.
@@ -451,8 +442,7 @@ class ClaimRejected(ClaimError):
     """The claim does not fit what is left on a provider."""
 
     def __init__(self, message, provider=None, resource_class=None):
-        self.provider = provider
-        self.resource_class = resource_class
+        self.provider, self.resource_class = provider, resource_class
         # oslo.messaging passes ``kwargs`` back to the constructor when it
         # rebuilds a remote error.
         self.kwargs = {'provider': provider, 'resource_class': resource_class}
@@ -494,7 +484,5 @@ class NotCleaned(NodeAgentError):
     text (``cleaner exit 3``)."""
 
     def __init__(self, address, state, reason):
-        self.address = address
-        self.state = state
-        self.reason = reason
+        self.address, self.state, self.reason = address, state, reason
         super().__init__(f'{address}: {reason}')

@@ -2,7 +2,11 @@
 
 :func:`node_agent.metrics.serve` runs one :class:`Endpoint` for the
 agent's :class:`~node_agent.metrics.Metrics`.  At most ``max_connections``
-are served at once, each dropped after ``idle`` seconds of silence.  A
+are served at once, each dropped after ``idle`` seconds of silence.  When
+every slot is taken, a newcomer takes the slot of the connection silent
+longest (no request sent) of the client address holding the most: a client
+that holds slots (reconnecting the moment it is closed) never keeps a
+scrape out, whichever local user runs it (they share one address).  A
 port another process holds is tried again with capped backoff, shown as a
 problem meanwhile (``Metrics._report_endpoint``) and logged when the
 refusals start, when their reason changes and when they end, with their
@@ -14,6 +18,7 @@ import errno
 import ipaddress
 import socketserver
 import threading
+import time
 from wsgiref import simple_server
 
 from oslo_log import log as logging
@@ -25,18 +30,30 @@ LOG = logging.getLogger(__name__)
 
 # Errors binding the endpoint that may pass by themselves.
 _RETRIED = (errno.EADDRINUSE, errno.EADDRNOTAVAIL)
+# Seconds a newcomer waits for a slot (the one of a connection it ended).
+TAKE_OVER_WAIT = 1.0
+# Seconds a connection may be silent before a newcomer may take its slot:
+# a scrape sends its request at once.
+SILENT_GRACE = 0.2
 
 
 class _Handler(simple_server.WSGIRequestHandler):
     def log_message(self, fmt, *args):
         LOG.debug('metrics: %s', fmt % args)
 
+    def parse_request(self):
+        # A request came: this connection is a scrape, never taken over.
+        self.server.asked(self.request)
+        return super().parse_request()
+
 
 class BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     """prometheus_client's threading WSGI server with bounds: at most
     ``max_connections`` served at once, each closed ``idle`` seconds after
     it was accepted, silent or trickling (a client sending a byte now and
-    then keeps no slot past it)."""
+    then keeps no slot past it); when all are taken, a newcomer takes the
+    slot of the longest silent connection of the address holding the most
+    (:meth:`_take_over`)."""
 
     daemon_threads = True
 
@@ -44,7 +61,45 @@ class BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         self.address_family = socket_family(address[0])
         self._slots = threading.BoundedSemaphore(max_connections)
         self._idle = idle
+        self._held = {}                 # request: (client host, since)
+        self._held_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def asked(self, request):
+        """``request``'s connection sent its request."""
+        with self._held_lock:
+            if request in self._held:
+                self._held[request] = self._held[request][:2] + (True,)
+
+    def _take_over(self):
+        """Whether a slot came free within ``TAKE_OVER_WAIT``: the
+        connection silent longest (past ``SILENT_GRACE``, no request sent)
+        of the client address that holds the most is ended for it."""
+        deadline = time.monotonic() + TAKE_OVER_WAIT
+        while time.monotonic() < deadline:
+            victim = self._silent_longest()
+            if victim is not None:
+                LOG.debug('metrics: every connection slot is taken; the '
+                          'silent one %s holds longest is ended for a new '
+                          'client', victim[1])
+                _cut(victim[0])
+            if self._slots.acquire(timeout=0.05):
+                return True
+        return False
+
+    def _silent_longest(self):
+        """``(request, host)`` of the connection to end, or None."""
+        now = time.monotonic()
+        with self._held_lock:
+            held = list(self._held.items())
+        counts = {}
+        for _, (host, _since, _asked) in held:
+            counts[host] = counts.get(host, 0) + 1
+        silent = [(counts[h[0]], -h[1], r, h[0]) for r, h in held
+                  if not h[2] and now - h[1] > SILENT_GRACE]
+        if not silent:
+            return None
+        return max(silent, key=lambda v: v[:2])[2:]
 
     def get_request(self):
         conn, address = super().get_request()
@@ -52,11 +107,15 @@ class BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
         return conn, address
 
     def process_request(self, request, client_address):
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and \
+                not self._take_over():
             LOG.debug('metrics: %s refused, %s', client_address,
                       'every connection slot is taken')
             self.shutdown_request(request)
             return
+        with self._held_lock:
+            self._held[request] = (client_address[0], time.monotonic(),
+                                   False)
         super().process_request(request, client_address)
 
     def handle_error(self, request, client_address):
@@ -72,6 +131,8 @@ class BoundedServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
             super().process_request_thread(request, client_address)
         finally:
             deadline.cancel()
+            with self._held_lock:
+                self._held.pop(request, None)
             self._slots.release()
 
 

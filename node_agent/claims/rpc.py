@@ -12,6 +12,14 @@ manager sees it; before that, a message whose body is larger than a request
 of ``[claims] max_request_bytes`` can be (its JSON twice over, plus 16 KiB of
 envelope) is refused unread, before any JSON is parsed
 (:func:`limit_message_size`): the broker hands over a message of any size.
+A caller's claim carries its deadline (the request context's
+``deadline``, seconds since the epoch: when its call times out).  A claim
+that reaches the endpoint after it is refused, and one granted after it
+(the caller has stopped waiting for the answer) is released at once: a
+claim whose caller gave up (a broker outage held the message, a slow
+host) never stays granted.  The hosts' clocks must agree (NTP): the
+refusal says by how much the deadline was missed.
+
 Errors travel as typed remote errors: the transport is built with
 ``allowed_remote_exmods=["node_agent.exception"]``, so a client gets
 :class:`~node_agent.exception.InvalidClaimRequest`,
@@ -26,6 +34,7 @@ The tree and snapshot a remote claim is decided against come from
 """
 
 import importlib
+import time
 
 import oslo_messaging
 from oslo_config import cfg
@@ -99,10 +108,17 @@ class ClaimEndpoint:
     @oslo_messaging.expected_exceptions(exception.ClaimError)
     def claim(self, ctxt, **payload):
         self._validate(payload, schema.CLAIM)
+        consumer = payload['consumer_uuid']
+        _in_time(ctxt, consumer, 'refused')
         last = self.context_fn()        # one read: one round's pair
         claim = self.manager.claim(
-            payload['consumer_uuid'], payload['allocation'], tree=last.tree,
+            consumer, payload['allocation'], tree=last.tree,
             snapshot=last.snapshot, kind=payload.get('kind', 'instance'))
+        try:
+            _in_time(ctxt, consumer, 'released')
+        except exception.ClaimRejected:
+            self.manager.release(claim.id)
+            raise
         return claim.to_dict()
 
     @oslo_messaging.expected_exceptions(exception.ClaimError)
@@ -134,6 +150,21 @@ class ClaimEndpoint:
             payload['arq_uuid'].lower())]
 
 
+def _in_time(ctxt, consumer, what):
+    """Raise ClaimRejected (logged) when the caller's deadline (in
+    ``ctxt``) has passed: it no longer waits for the answer."""
+    deadline = (ctxt or {}).get('deadline')
+    if not isinstance(deadline, (int, float)):
+        return                          # a caller that sends none
+    late = time.time() - deadline
+    if late <= 0:
+        return
+    message = (f'claim for {consumer} {what}: its caller stopped waiting '
+               f'{late:.1f} s ago (the deadline it sent)')
+    LOG.warning('claims RPC: %s', message)
+    raise exception.ClaimRejected(message)
+
+
 def get_server(conf, manager, context_fn, transport=None, host=None):
     """An (unstarted) RPC server for ``manager``; no transport: None."""
     if transport is None:
@@ -154,6 +185,25 @@ def get_server(conf, manager, context_fn, transport=None, host=None):
 # The largest AMQP body this process parses, None: no limit.
 _body_limit = None
 ENVELOPE_BYTES = 16384
+# The oslo.messaging logger that reports a message it could not decode,
+# with a traceback: our refusal is said in one line of our own instead.
+RABBIT_LOGGER = 'oslo_messaging._drivers.impl_rabbit'
+
+
+class MessageRefused(ValueError):
+    """An AMQP body over the limit, refused unread (already logged)."""
+
+
+def _not_our_refusal(record):
+    """A logging filter: drop oslo.messaging's traceback of a message
+    :func:`limit_message_size` refused (its own WARNING said it), which
+    kombu hands on wrapped in its ``DecodeError``."""
+    exc = record.exc_info[1] if record.exc_info else None
+    while exc is not None:
+        if isinstance(exc, MessageRefused):
+            return False
+        exc = exc.__cause__ or exc.__context__
+    return True
 
 
 def limit_message_size(max_request_bytes):
@@ -165,8 +215,9 @@ def limit_message_size(max_request_bytes):
     kombu parses a message's JSON before oslo.messaging or the endpoint
     sees it: the check is kombu's JSON decoder for this process, which
     the daemon's claims RPC server is the only consumer of.  A refused
-    message is rejected (not requeued) and logged; its caller gets no
-    answer and times out.
+    message is rejected (not requeued) and logged in one WARNING line
+    (oslo.messaging's traceback of it is filtered out); its caller gets
+    no answer and times out.
     """
     from kombu import serialization
     from kombu.utils import json as kombu_json
@@ -181,17 +232,58 @@ def limit_message_size(max_request_bytes):
             LOG.warning('claims RPC: a message of %d bytes refused unread '
                         '(at most %d: [claims] max_request_bytes = %d)',
                         len(body), _body_limit, max_request_bytes)
-            raise ValueError(f'message of {len(body)} bytes, over '
-                             f'{_body_limit}')
+            raise MessageRefused(f'message of {len(body)} bytes, over '
+                                 f'{_body_limit}')
         return kombu_json.loads(body)
+
+    rabbit_log = logging.getLogger(RABBIT_LOGGER).logger
+    if _not_our_refusal not in rabbit_log.filters:
+        rabbit_log.addFilter(_not_our_refusal)
 
     serialization.register('json', kombu_json.dumps, loads,
                            content_type='application/json',
                            content_encoding='utf-8')
 
 
+#: Seconds a probe's call may take; seconds between two probes (at most
+#: ``[audit] interval``).
+PROBE_TIMEOUT = 3
+PROBE_EVERY = 5
+#: The consumer a probe lists the claims of: no claim has it.
+NOBODY = '00000000-0000-0000-0000-000000000000'
+
+
+class Served:
+    """A started claims RPC server (``stop``, ``wait``, ``transport`` as
+    oslo.messaging's) and its probe."""
+
+    def __init__(self, server, conf):
+        self.server = server
+        self.transport = server.transport
+        self.every = min(PROBE_EVERY, conf.audit.interval)
+        self._conf = conf
+        self._client = None
+
+    def stop(self):
+        self.server.stop()
+
+    def wait(self):
+        self.server.wait()
+
+    def probe(self):
+        """One call to this server through the broker, as a remote caller
+        makes it (``list`` of :data:`NOBODY`, on the server's transport,
+        not retried); raises what kept it from being answered."""
+        if self._client is None:
+            self._client = ClaimClient(self._conf, transport=self.transport,
+                                       timeout=PROBE_TIMEOUT)
+        cctxt = self._client.client.prepare(server=self._conf.host, retry=0)
+        cctxt.call({}, 'list', consumer_uuid=NOBODY)
+
+
 def start_server(conf, manager, context_fn, host=None):
-    """Start the claims RPC server when a transport is configured."""
+    """Start the claims RPC server when a transport is configured; the
+    :class:`Served` server, or None."""
     limit_message_size(conf.claims.max_request_bytes)
     server = get_server(conf, manager, context_fn, host=host)
     if server is not None:
@@ -203,6 +295,7 @@ def start_server(conf, manager, context_fn, host=None):
             raise
         LOG.info('Claims RPC server listening on topic %s as server %s',
                  conf.claims.rpc_topic, conf.host)
+        server = Served(server, conf)
     return server
 
 
@@ -220,7 +313,10 @@ class ClaimClient:
 
     def _call(self, host, method, version=BASE_VERSION, **payload):
         cctxt = self.client.prepare(server=host, version=version)
-        return cctxt.call({}, method, **payload)
+        timeout = self.client.timeout or \
+            self.client.conf.rpc_response_timeout
+        return cctxt.call({'deadline': time.time() + timeout}, method,
+                          **payload)
 
     def bind(self, host, arq_uuid, instance_uuid, provider_uuid,
              device_profile_name, group_id, group):

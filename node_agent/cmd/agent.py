@@ -58,6 +58,18 @@ def load_conf(argv):
             'the command line is not valid (see above)') from None
 
 
+def reload_conf(argv, rt):
+    """A SIGHUP's configuration, checked as a start checks it: the files
+    (:func:`load_conf`), then against the host as last scanned (a CPU set
+    naming CPUs it lacks): what a start refuses, a SIGHUP refuses."""
+    fresh = load_conf(argv)
+    snapshot = rt.round.snapshot
+    if snapshot is not None:
+        from node_agent import drivers
+        drivers.check_host(fresh, snapshot)
+    return fresh
+
+
 def main(argv=None):
     from node_agent import metrics
     from node_agent.placement import adapter as adapter_mod
@@ -91,7 +103,7 @@ def main(argv=None):
                 claims_rpc=factory.claims_rpc(conf, rt, adapter),
                 domain_events=factory.domain_events(conf, rt),
                 device_health=factory.device_health(conf, rt, agent_metrics),
-                load_conf=functools.partial(load_conf, argv),
+                load_conf=functools.partial(reload_conf, argv, rt),
                 reload_placement=getattr(adapter, 'reload', None),
                 metrics=agent_metrics))
     except exit_policy.FATAL_ERRORS as exc:
@@ -102,7 +114,8 @@ def main(argv=None):
     # Said outside the except block: oslo.log would append the exception
     # it is handling to the line, saying it twice.
     exc, level, what, status = failure
-    cmd.report_failure(LOG, 'node-agent', exc, level, what)
+    cmd.report_failure(LOG, 'node-agent',
+                       exc.for_command() if conf.once else exc, level, what)
     return status
 
 

@@ -31,8 +31,11 @@ opts = [
     cfg.IntOpt('max_connections',
                default=8,
                min=1,
-               help='Connections the metrics endpoint serves at once; '
-                    'more are closed at once, unanswered.'),
+               help='Connections the metrics endpoint serves at once. '
+                    'When all are taken, a new one takes the slot of the '
+                    'connection silent longest (no request sent) of the '
+                    'client address that holds the most, so one client '
+                    'cannot keep others from scraping.'),
     cfg.FloatOpt('idle_timeout',
                  default=10.0,
                  min=0.1,

@@ -30,6 +30,13 @@ from node_agent.drivers import overrides as overrides_mod
 from node_agent.drivers import registry
 
 
+def check_host(conf, snapshot):
+    """What a start checks of ``conf`` against the host (``snapshot``):
+    the drivers' options (CPU sets naming CPUs it lacks) and the PCI
+    addresses typed; ConfigError naming the first at fault."""
+    DriverSet(conf, snapshot).check_addresses()
+
+
 class DriverSet:
     """The enabled drivers for one snapshot, composed."""
 

@@ -9,6 +9,13 @@ oslo.messaging, and must hold up neither the tracker nor the exit.  A
 broker that refuses (wrong password or vhost) is tried again with the
 daemon's capped backoff, and the status line says ``claims RPC down:
 <reason>`` meanwhile.
+
+Once it serves, a probe calls it through the broker as a remote caller
+does, every few seconds (:meth:`node_agent.claims.rpc.Served.probe`, at
+most ``[audit] interval`` apart): while a probe fails or has no answer
+(the broker away, the server not consuming) the status line says
+``claims RPC down: <reason>``, the metrics say the server is down, and
+the log says it once when it starts and once when it ends.
 """
 
 import threading
@@ -81,9 +88,34 @@ class ClaimsServer:
             if not self._stop.is_set():
                 self.server = server
                 self._metrics.rpc_server(up=True)
+        if self.server is not server:
+            # Stopped while connecting: nobody else will stop it.
+            _stop_server(server)
+            return
+        self._watch(server)
+
+    def _watch(self, server):
+        """Probe ``server`` every ``server.every`` seconds until the stop;
+        one probe at a time (one blocked on a broker that does not answer
+        is not doubled, and says down meanwhile)."""
+        probe = getattr(server, 'probe', None)
+        if probe is None:
+            return
+        down, probing = None, None
+        while not self._stop.wait(server.every):
+            why, probing = _answer(probe, probing)
+            if self._stop.is_set() or self.server is not server:
                 return
-        # Stopped while connecting: nobody else will stop it.
-        _stop_server(server)
+            self._notifier.note(RPC_NOTE, why and f'down: {why[:160]}')
+            if (why is None) != (down is None):
+                self._metrics.rpc_server(up=why is None)
+                if why:
+                    LOG.warning('claims RPC down: %s (a probe through the '
+                                'broker); claims can still be made with '
+                                'node-agent-manage', why)
+                else:
+                    LOG.info('claims RPC answers again')
+            down = why
 
     def stop(self):
         """Stop the server if it runs: claims being served complete."""
@@ -92,6 +124,32 @@ class ClaimsServer:
         if server is not None:
             self._metrics.rpc_server(up=False)
             _stop_server(server)
+
+
+def _answer(probe, probing):
+    """``(why, probing)``: why ``probe()`` did not answer within its bound
+    (the connection it may wait for is not bounded by its own timeout),
+    None when it did; ``probing``: the event of a probe still under way
+    (the next one waits for it), or None."""
+    from node_agent.claims import rpc
+    bound = rpc.PROBE_TIMEOUT
+    if probing is None:
+        box = {}
+        probing = threading.Event()
+
+        def run(done=probing):
+            try:
+                probe()
+            except Exception as exc:  # noqa: BLE001 - what the status says
+                box['why'] = f'{type(exc).__name__}: {exc}'
+            finally:
+                done.set()
+        probing.box = box
+        threading.Thread(target=run, name='claims-rpc-probe',
+                         daemon=True).start()
+    if not probing.wait(bound):
+        return f'no answer within {rpc.PROBE_TIMEOUT} s', probing
+    return probing.box.get('why'), None
 
 
 def _stop_server(server):

@@ -62,13 +62,30 @@ def claim_manager(conf, upgrade=True, repair=True):
                                 drivers_for=drivers_for, repair=repair)
 
 
+#: ``tracker(claims=READ_CLAIMS)``: the claim database read as it is.
+READ_CLAIMS = 'read'
+
+
+def _claims_for(conf, claims):
+    if claims == READ_CLAIMS:
+        from node_agent.claims import manager
+        if not os.path.exists(manager.db_path(conf)):
+            return None                 # a start would create it empty
+        return claim_manager(conf, upgrade=False, repair=False)
+    return claim_manager(conf) if claims else None
+
+
 @contextlib.contextmanager
 def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
             read_state=False, metrics=None):
     """A ResourceTracker over ``adapter``; closes discovery on exit.
 
     ``metrics``: a :class:`node_agent.metrics.Metrics` the report client
-    and the tracker count into (None: nothing is counted).
+    and the tracker count into (None: nothing is counted).  ``claims``:
+    True, the claim database (created or upgraded as the daemon does);
+    ``READ_CLAIMS``, the one there is, read only, or none (a dry run: the
+    devices claims hold place a reshape's consumers as the real start
+    places them, and nothing is written); False, none.
     """
     from node_agent.health import state as health_state
     from node_agent.hardware import discovery as discovery_mod
@@ -83,7 +100,7 @@ def tracker(conf, adapter, notifier=None, stateful=True, claims=True,
             conf, report_client(conf, adapter, stateful, read_state,
                                 metrics),
             discovery,
-            claims=claim_manager(conf) if claims else None,
+            claims=_claims_for(conf, claims),
             notifier=notifier, metrics=metrics,
             scan_state=(scan_state.ScanState.from_conf(conf)
                         if stateful or read_state else None),

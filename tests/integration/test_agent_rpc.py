@@ -10,9 +10,12 @@ there: startup must not wait for it, nor SIGTERM.
 """
 
 import json
+import os
+import signal
 import socket
 import time
 
+import oslo_messaging
 import pytest
 
 from node_agent import exception
@@ -124,3 +127,62 @@ def test_unreachable_broker_blocks_neither_startup_nor_stop(agent, server):
     assert agent.proc.poll() is None
     assert agent.stop() == 0
     assert LISTENING not in agent.log_text()
+
+
+def statuses(agent):
+    return [m for m in agent.messages if m.startswith('STATUS=')]
+
+
+def test_a_broker_outage_is_said_and_no_claim_outlives_its_caller(
+        agent, server, broker, tmp_path):  # noqa: F811
+    """A claim reaching the daemon after its caller gave up is refused;
+    a stopped broker is said in the status line within one audit
+    interval, and no more once the server answers again."""
+    configure(agent, server.url, broker.url)
+    interval = 10
+    with open(agent.conf, 'a') as f:
+        f.write(f'[audit]\ninterval = {interval}\n')
+    agent.start()
+    agent.wait_for('READY=1')
+    wait_for_log(agent, LISTENING)
+    conf = rpc_tests.make_conf(tmp_path / 'client', broker.url)
+    client = rpc.ClaimClient(conf, timeout=30)
+    impatient = rpc.ClaimClient(conf, timeout=2)
+    vf = {PF_RP: {'resources': {'SRIOV_NET_VF': 1}}}
+    try:
+        assert client.claim(HOST, C1, vf)['consumer_uuid'] == C1
+        # The daemon does not consume while its caller waits: the claim
+        # reaches it after its caller timed out.
+        os.kill(agent.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(oslo_messaging.MessagingTimeout):
+                impatient.claim(HOST, C2, vf)
+        finally:
+            os.kill(agent.proc.pid, signal.SIGCONT)
+        wait_for_log(agent, f'claims RPC: claim for {C2} refused: its '
+                     'caller stopped waiting ')
+        assert [c['consumer_uuid'] for c in client.list(HOST)] == [C1]
+
+        broker.stop()
+        stopped = time.monotonic()
+        try:
+            agent.wait_for('claims RPC down: ', timeout=interval + 5)
+            assert time.monotonic() - stopped < interval
+        finally:
+            broker.start()
+        # oslo.messaging reconnects with its own backoff; then a probe.
+        deadline = time.monotonic() + 90
+        while 'claims RPC down' in statuses(agent)[-1]:
+            left = deadline - time.monotonic()
+            assert left > 0, statuses(agent)[-1]
+            agent.sock.settimeout(min(left, 1.0))
+            try:
+                agent.messages.append(agent.sock.recv(4096).decode())
+            except TimeoutError:
+                pass
+        assert 'claims RPC answers again' in agent.log_text()
+        assert [c['consumer_uuid'] for c in client.list(HOST)] == [C1]
+    finally:
+        client.transport.cleanup()
+        impatient.transport.cleanup()
+    assert agent.stop() == 0

@@ -147,6 +147,9 @@ def test_a_huge_message_is_refused_unread(served, tmp_path, broker, caplog):
         impatient.transport.cleanup()
     [refused] = [r.getMessage() for r in caplog.records
                  if 'refused unread' in r.getMessage()]
+    # One line: no traceback of it from oslo.messaging.
+    assert [(r.name, r.getMessage()) for r in caplog.records
+            if r.exc_info or r.levelno >= logging.ERROR] == []
     assert refused.startswith('claims RPC: a message of ')
     assert refused.endswith(' bytes refused unread (at most 147456: '
                             '[claims] max_request_bytes = 65536)')

@@ -385,6 +385,35 @@ def test_sighup_with_a_bad_config_keeps_the_old_one(agent, server):
     assert read(server) == before
 
 
+def test_sighup_naming_cpus_the_host_lacks_is_refused_as_a_start_is(
+        agent, server):
+    """A file a start refuses (exit 78) is refused by a SIGHUP too, for
+    the same reason: the configuration in effect stays, no "restart
+    required"."""
+    agent.configure(server.url, nested=True)
+    with open(agent.conf) as f:
+        good = f.read()
+    agent.start()
+    agent.wait_for('READY=1')
+    with open(agent.conf, 'w') as f:
+        f.write(good + '[compute]\ncpu_dedicated_set = 200-201\n')
+    started = subprocess.run(
+        [os.path.join(service_tests.BIN, 'node-agent'), '--config-file',
+         agent.conf, '--once'], capture_output=True, text=True, timeout=60,
+        cwd=agent.workdir)
+    assert started.returncode == 78, started.stderr
+    why = started.stderr.strip().splitlines()[-1].split(': ', 1)[1]
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_for_log(agent, 'SIGHUP: the config files are not valid, the '
+                        'configuration in effect stays: ')
+    agent.wait_for('SIGHUP refused')
+    refused = [m for m in agent.messages if 'SIGHUP refused' in m][-1]
+    assert why in refused, (why, refused)
+    assert 'restart required' not in agent.log_text()
+    assert not any('restart required' in m for m in agent.messages)
+    assert agent.stop() == 0
+
+
 # -- the watchdog -------------------------------------------------------------
 
 def test_watchdog_is_fed_while_auditing_and_starves_on_a_hung_call(

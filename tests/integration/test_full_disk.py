@@ -38,8 +38,9 @@ def state_files(agent):  # noqa: F811
 
 
 LOG_LINE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \d+ ')
+# What a command that exits on it says: nothing retries it.
 UNAVAILABLE = ('(a fault of the filesystem, not of the file: nothing was '
-               'moved aside; retried)')
+               'moved aside; run the command again once it is mended)')
 # What every audit reads first.
 AUDIT_READ = f'GET /resource_providers?in_tree={ROOT}'
 # Audits the daemon rides out on the full filesystem before it is freed.

@@ -21,6 +21,7 @@ and a restart after it writes nothing.
 import multiprocessing
 import os
 import signal
+import types
 
 import pytest
 
@@ -161,3 +162,29 @@ def test_a_kill_at_each_point_converges_to_the_configured_shape(
     counted = counting.CountingAdapter(adapter_mod.get_adapter(conf))
     _startup(conf, counted)
     assert [c for c in counted.calls if c.method != 'GET'] == []
+
+
+def test_reshape_plan_prints_the_plan_the_start_writes(
+        tmp_path, placement_server, capsys):
+    """``node-agent-manage reshape plan`` (the dry run) and the start
+    that then reshapes pooled to per-VF: one plan, the claimed consumer
+    on the VF its claim holds in both."""
+    from node_agent.cmd.manage import reshape
+    conf = _conf(tmp_path, placement_server.url, 'pooled')
+    api = ps.admin_adapter(placement_server.url)
+    mgr = _claim_on_second_vf(conf, api)
+    conf.set_override('vf_providers', 'per_vf', 'gpu')
+    capsys.readouterr()
+    claims_before = mgr.list()
+
+    # What the command line would have parsed: reshape plan --format text
+    conf.category = types.SimpleNamespace(format='text')
+    assert reshape.plan(conf) == 0
+    printed = capsys.readouterr().out
+    assert mgr.list() == claims_before               # nothing written
+
+    with factory.tracker(conf, adapter_mod.get_adapter(conf)) as rt:
+        applied = rt.startup().plan
+    assert applied.reshape
+    assert printed == applied.render() + '\n'
+    assert _held(api, HELD) == {_uuid(A10_VFS[1]): {'VGPU': 1}}

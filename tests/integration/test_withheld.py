@@ -203,12 +203,15 @@ def test_an_aer_isolation_holds_through_restarts_and_a_corrupt_file(
     assert any(name.startswith(health_state.FILE_NAME + '.corrupt-')
                for name in os.listdir(daemon.state))
 
-    # An operator ends both isolations; the devices are offered again.
+    # An operator ends both isolations, one at a time; each device is
+    # offered again, the other stays reserved until its own clear.  A
+    # device may be offered from the moment its clear is written, before
+    # the command has exited: it leaves the withheld set first.
     for address in GPUS:
+        poller.withheld.discard(address)
         cleared = daemon.run_manage('device', 'clear', address, '--reason',
                                     'reseated')
         assert cleared.returncode == 0, cleared.stderr
-        poller.withheld.discard(address)
         assert poller.wait(address, False, timeout=10) < 2
     time.sleep(0.5)
     assert poller.offered_polls == {GPU0_ADDRESS: 0, GPU1_ADDRESS: 0}

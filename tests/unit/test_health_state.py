@@ -94,6 +94,37 @@ def test_a_clear_ends_an_isolation_seen_before_it(conf):
         '0000:3b:00.0']
 
 
+def test_a_clear_ends_only_its_own_device_kept_from_placement(conf):
+    """The stored decisions unreadable, both GPUs kept as Placement shows
+    them: the operator's clear of one, read by the daemon's drain source
+    and by every later look of the sysfs source, leaves the other
+    reserved until its own clear."""
+    path = health_state.path_for(conf)
+    os.makedirs(conf.state_path, exist_ok=True)
+    with open(path, 'w') as f:
+        f.write('{"version": 1, "devi')
+    now = [100.0]
+    monitor = health_monitor.HealthMonitor(
+        600, lambda a, h: None, clock=lambda: now[0],
+        store=health_state.HealthStore.from_conf(conf))
+    source = drains.DrainSource(drains.path_for(conf), monitor)
+    source.look()
+    monitor.running = frozenset({'drains', 'sysfs'})
+    monitor.keep_reserved({'0000:3b:00.0': 'PCIE', '0000:af:00.0': 'PCIE'})
+    drains.clear(drains.path_for(conf), '0000:3b:00.0', 'reseated')
+    for _ in range(3):
+        now[0] += 1
+        source.look()
+        monitor.settle('sysfs', {'0000:3b:00.0', '0000:af:00.0'})
+        assert list(monitor.unhealthy()) == ['0000:af:00.0']
+        assert list(health_state.monitor_for(conf).unhealthy()) == [
+            '0000:af:00.0']
+    drains.clear(drains.path_for(conf), '0000:af:00.0', 'reseated')
+    source.look()
+    assert monitor.unhealthy() == {}
+    assert monitor.state_problem is None
+
+
 def test_a_reason_is_one_printable_line(tmp_path):
     path = str(tmp_path / drains.FILE_NAME)
     for bad in ('fan\nSTOPPING=1', 'tab\there', 'bell\x07'):

@@ -3,6 +3,7 @@
 import inspect
 import logging
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -265,23 +266,73 @@ def test_the_endpoint_is_bounded(conf):
         idle = [socket.create_connection((host, port)) for _ in range(2)]
         try:
             time.sleep(0.2)
-            # Every slot taken by a silent client: the next one is closed
-            # unanswered.
+            # Every slot taken by a silent client: the next one takes the
+            # slot of the one held longest, which is closed.
             with socket.create_connection((host, port)) as third:
                 third.settimeout(5)
                 third.sendall(b'GET /metrics HTTP/1.0\r\n\r\n')
-                assert third.recv(100) == b''
-            # The silent ones are dropped after idle_timeout...
-            for conn in idle:
-                conn.settimeout(5)
-                assert conn.recv(100) == b''
+                assert third.recv(100).startswith(b'HTTP/1.0 200')
+            idle[0].settimeout(5)
+            assert idle[0].recv(100) == b''
+            # The other silent one is dropped after idle_timeout.
+            idle[1].settimeout(5)
+            assert idle[1].recv(100) == b''
         finally:
             for conn in idle:
                 conn.close()
-        # ...and the endpoint answers again.
         time.sleep(0.2)
         s = prometheus.get(f'http://{host}:{port}/metrics')
         assert s.families
+
+
+def test_a_client_reconnecting_at_once_keeps_no_one_out(conf):
+    """A client holding every slot, opening a new connection the moment
+    one is closed: each of 22 scrapes from another client is answered."""
+    conf.set_override('enabled', True, group='metrics')
+    conf.set_override('port', 0, group='metrics')
+    conf.set_override('max_connections', 2, group='metrics')
+    conf.set_override('idle_timeout', 10.0, group='metrics')
+    with metrics.serve(conf) as m:
+        host, port = m.address
+        stop = threading.Event()
+        opened = []
+
+        def hog():
+            while not stop.is_set():
+                conn = socket.create_connection((host, port))
+                opened.append(conn)
+                conn.settimeout(0.5)
+                while not stop.is_set():
+                    try:
+                        if conn.recv(100) == b'':
+                            break           # closed: reconnect at once
+                    except TimeoutError:
+                        continue
+                    except OSError:
+                        break
+        hogs = [threading.Thread(target=hog, daemon=True) for _ in range(3)]
+        for thread in hogs:
+            thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while len(opened) < 3:
+                assert time.monotonic() < deadline, 'the hog never came'
+                time.sleep(0.05)
+            answered = 0
+            for _ in range(22):
+                try:
+                    prometheus.get(f'http://{host}:{port}/metrics')
+                    answered += 1
+                except OSError:
+                    pass
+            assert answered == 22
+            assert len(opened) > 3          # the hog was cut and came back
+        finally:
+            stop.set()
+            for thread in hogs:
+                thread.join(5)
+            for conn in opened:
+                conn.close()
 
 
 def test_trickling_clients_hold_no_slot_past_the_timeout(conf):

@@ -108,5 +108,5 @@ def main(argv=None):
         status = exit_policy.exit_status(exc)
         if status == exit_policy.EXIT_FATAL:
             return cmd.config_error(PROGRAM, exc)
-        print(f'error: {exc}', file=sys.stderr)
+        print(f'error: {exc.for_command()}', file=sys.stderr)
         return status

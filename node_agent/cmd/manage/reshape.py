@@ -7,8 +7,9 @@ created, moved, deleted and kept, inventory moved and changed, traits and
 aggregates changed, each consumer's allocation moves.  It is the code path
 of the real startup stopped before its write, so it prints the plan the
 real startup writes (:mod:`node_agent.placement.plan`, ownership merge
-included) and refuses, naming the cause, what the startup would refuse
-(``UnsafePlan``).  Nothing is written, to Placement or to the agent's
+included, the devices the claims hold placing each claimed consumer as
+the start places it) and refuses, naming the cause, what the startup would
+refuse (``UnsafePlan``).  Nothing is written, to Placement or to the agent's
 state.
 """
 
@@ -37,6 +38,6 @@ def plan(conf):
     from node_agent.cmd import manage
     with manage.placement_adapter(conf) as adapter, \
             factory.tracker(conf, adapter, stateful=False, read_state=True,
-                            claims=False) as rt:
+                            claims=factory.READ_CLAIMS) as rt:
         print_plan(conf, rt.plan())
     return 0

@@ -215,12 +215,33 @@ def test_whole_host_on_a_legacy_nested_host_writes_nothing(
     write, naming the provider in use; the same host migrates under
     ``deployment = standalone``
     (:func:`test_startup_migrates_names_uuids_and_allocations`)."""
+    refused_as_whole_host(agents, nested_host1, placement_adapter,
+                          'compute1_numa_')
+
+
+def refused_as_whole_host(agents, conf, placement_adapter, provider):
+    """A start under ``whole_host`` refuses its plan before any write,
+    naming ``provider`` in use."""
     before = placement_state.read(placement_adapter)
-    nested_host1.set_override('deployment', 'whole_host')
+    conf.set_override('deployment', 'whole_host')
     agent = agents()
     with pytest.raises(exception.UnsafePlan) as err:
         agent.tracker.startup()
-    assert 'compute1_numa_' in str(err.value)
+    assert provider in str(err.value)
     assert 'in use' in str(err.value)
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before
+
+
+def test_standalone_switched_to_a_nova_mode_with_cpus_in_use_on_numa(
+        agents, nested_host1, placement_adapter):
+    """What doc/deployment-modes.md says of a standalone host switched to
+    a Nova mode: while a consumer holds CPU and memory on a NUMA provider
+    the start refuses it before any write, naming the provider in use
+    (nova-compute's root is not the agent's to move them to)."""
+    agents().tracker.startup()
+    numa0 = identity.child_uuid(ROOT, 'numa_0')
+    h.put_allocations(placement_adapter, h.new_consumer(), {
+        numa0: {'VCPU': 2, 'MEMORY_MB': 1024}})
+    refused_as_whole_host(agents, nested_host1, placement_adapter,
+                          'compute1_numa_0')
