@@ -4,11 +4,12 @@ The agent service is built as ``node-agent`` builds it
 (:func:`node_agent.tracker.factory.tracker`, ``claims_rpc`` and
 ``device_health``) over recorded host 1 (standalone: its T4 at 3b:00.0
 offers time-sliced vGPUs of nvidia-222; the T4 at af:00.0 is given whole
-as one PGPU), a real in-process Placement and a private RabbitMQ on
-127.0.0.1.  The caller is :class:`~node_agent.claims.rpc.ClaimClient`
-with a transport of its own, as ``node-agent-api`` calls it.  The
-instances' allocations are written straight to Placement, as nova's
-scheduler does before the conductor binds.
+as one PGPU, its guest's mdev taken out of the recording), a real
+in-process Placement and a private RabbitMQ on 127.0.0.1.  The caller is
+:class:`~node_agent.claims.rpc.ClaimClient` with a transport of its own,
+as ``node-agent-api`` calls it.  The instances' allocations are written
+straight to Placement, as nova's scheduler does before the conductor
+binds.
 """
 
 import contextlib
@@ -54,10 +55,31 @@ def wait_for(condition, what, timeout=30):
         time.sleep(0.05)
 
 
+#: guest-numa1's mdev on the GPU given whole, in recorded host 1.
+WHOLE_GPU_MDEV = (
+    "      <hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
+    "        <source><address uuid='b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b02'/>"
+    "</source>\n"
+    "      </hostdev>\n")
+
+
+def whole_gpu_free(tmp_path):
+    """Host 1's libvirt with guest-numa1's mdev on ``WHOLE_GPU`` taken
+    out: a GPU a guest has an mdev on is never bound whole
+    (:mod:`node_agent.hardware.holders`)."""
+    path = hosts.libvirt_uri('host1')[len('test://'):]
+    with open(path) as f:
+        text = f.read()
+    assert WHOLE_GPU_MDEV in text
+    copy = tmp_path / 'host1-libvirt.xml'
+    copy.write_text(text.replace(WHOLE_GPU_MDEV, ''))
+    return f'test://{copy}'
+
+
 @pytest.fixture
-def host1(conf, broker):
+def host1(conf, broker, tmp_path):
     conf.set_override('sysfs_root', hosts.sysfs_root('host1'), 'hardware')
-    conf.set_override('connection_uri', hosts.libvirt_uri('host1'),
+    conf.set_override('connection_uri', whole_gpu_free(tmp_path),
                       'libvirt')
     conf.set_override('nvml_enabled', False, 'hardware')
     conf.set_override('udev_monitor', False, 'hardware')
