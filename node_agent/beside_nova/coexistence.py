@@ -399,6 +399,7 @@ def not_attachable_in(conf, snapshot, tree):
     aside."""
     from node_agent import drivers as drivers_mod
     from node_agent.beside_nova import coexist
+    from node_agent.drivers import addresses
     if deployment.layout(conf).owns_root:
         return []
     drivers = drivers_mod.DriverSet(conf, snapshot)
@@ -414,9 +415,14 @@ def not_attachable_in(conf, snapshot, tree):
     pci = coexist.not_attachable_pci(
         reported, snapshot, nova, skip=novas | {ours for ours, _ in vgpus})
     root = tree.roots[0].name
-    unselected = [(identity.child_name(root, identity.pci_id(address)), hint)
-                  for address, hint in drivers.selection.unselected]
+    # A device the drivers report in some form (its VFs' vGPUs) is named
+    # above already.
+    parents = snapshot.physfns()
+    mine = {addresses.pci_address(p.name) for p in reported.providers()}
+    mine |= {parents.get(a) for a in mine}
     return [(ours, why) for ours, why in vgpus if ours not in novas] + [
         (f'{ours} {" ".join(classes)}', why) for ours, classes, _, why in pci
-    ] + [(ours, f'not selected: {hint}, and the agent offers it')
-         for ours, hint in unselected if reported.find(ours) is None]
+    ] + [(identity.child_name(root, identity.pci_id(address)),
+          f'not selected: {hint}, and the agent offers it')
+         for address, hint in drivers.selection.unselected
+         if address not in mine]
