@@ -47,6 +47,8 @@ PER_PORT_CLASSES = ('NET_BW_', 'NET_PACKET_RATE_')
 #: How nova reads a device_spec, and what its configuration makes it
 #: report (:mod:`node_agent.drivers.nova_devices`).
 nova_matcher = nova_devices.nova_matcher
+#: ``theirs`` of a device nova-compute's configuration says it reports.
+NOVA_COMPUTE = 'nova-compute'
 nova_reported = nova_devices.nova_reported
 
 
@@ -151,7 +153,7 @@ def reported_by_nova(reported, by_nova):
     for ours in reported.providers():
         address = None if ours.is_root else addresses.pci_address(ours.name)
         if address in by_nova:
-            result.append((ours.name, 'nova-compute', by_nova[address]))
+            result.append((ours.name, NOVA_COMPUTE, by_nova[address]))
     return sorted(result)
 
 

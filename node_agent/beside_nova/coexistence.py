@@ -118,16 +118,18 @@ def _say_unselected(drivers, reported, desired, skipped, before, nodename):
 
 def unselected_note(selection, reported, desired, skipped, agent_conf):
     """The status note when the agent offers nothing beside nova-compute
-    (no provider of the drivers' tree ``reported`` is left in
-    ``desired`` but those another service reports, ``skipped``): the
+    (no device's provider of the drivers' tree ``reported``, NUMA nodes
+    aside, is left in ``desired`` but those another service reports,
+    ``skipped``): the
     lines that would select a device, in the file where they go; ''
     when it offers something or nothing could be selected.
 
     ``selection``: :class:`node_agent.drivers.nova_devices.Selection`;
     ``agent_conf``: the agent's configuration file."""
+    from node_agent.drivers import addresses
     theirs = {ours for ours, _, _ in skipped}
-    if any(not p.is_root and p.name not in theirs
-           and desired.find(p.name) is not None
+    if any(addresses.pci_address(p.name) is not None
+           and p.name not in theirs and desired.find(p.name) is not None
            for p in reported.providers()):
         return ''
     head = 'nothing selected for reporting: '
@@ -152,7 +154,7 @@ def _settle(report_client, conflicts, have, owned, current, desired):
     for (ours, theirs, why), provider in zip(conflicts, have):
         # Withdrawn only when the other service reports that very
         # device; a class both report may be another device of theirs.
-        same = theirs == 'nova-compute' or why == 'same name' or \
+        same = theirs == coexist.NOVA_COMPUTE or why == 'same name' or \
             why.startswith('PCI device')
         # nova-compute adopts a provider of the name it needs (its vGPU
         # one): deleting it then would pull it from under nova.
@@ -357,10 +359,19 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
     pci = [e for e in not_offered if _kind(e[0]) != 'vGPU']
     if pci:
         notes.append(_pci_note(pci))
-    if reported_elsewhere:
-        notes.append(text.plural(len(reported_elsewhere), 'device')
-                     + ' reported by another service, skipped: '
-                     + ', '.join(ours for ours, _, _ in reported_elsewhere))
+    # What nova-compute's configuration says it reports, before its
+    # providers exist, is nova's by name; a provider in Placement is
+    # named by the one found there.
+    from node_agent.beside_nova import coexist
+    for service, entries in (
+            ('nova-compute', [e for e in reported_elsewhere
+                              if e[1] == coexist.NOVA_COMPUTE]),
+            ('another service', [e for e in reported_elsewhere
+                                 if e[1] != coexist.NOVA_COMPUTE])):
+        if entries:
+            notes.append(text.plural(len(entries), 'device')
+                         + f' reported by {service}, skipped: '
+                         + ', '.join(ours for ours, _, _ in entries))
     withheld = [name for name, _, in_use in vfs_withheld if not in_use]
     if withheld:
         notes.append("SR-IOV VFs nova-compute's PCI tracker hands out, not "
