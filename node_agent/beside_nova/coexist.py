@@ -33,11 +33,10 @@ would make it so.
 Pure: trees in, ``[(ours, theirs, why)]`` out.
 """
 
-import json
-import re
 
 from node_agent import deployment
 from node_agent.drivers import addresses
+from node_agent.drivers import nova_devices
 
 OTHER_OWNERS = (deployment.OWNER_NOVA, deployment.OWNER_CYBORG)
 #: Classes every network port offers on its own provider: Neutron's agents
@@ -45,6 +44,12 @@ OTHER_OWNERS = (deployment.OWNER_NOVA, deployment.OWNER_CYBORG)
 #: providers with them are two ports, not one device reported twice.  The
 #: NIC driver itself leaves the bandwidth of an interface Neutron reports.
 PER_PORT_CLASSES = ('NET_BW_', 'NET_PACKET_RATE_')
+#: How nova reads a device_spec, and what its configuration makes it
+#: report (:mod:`node_agent.drivers.nova_devices`).
+nova_matcher = nova_devices.nova_matcher
+#: ``theirs`` of a device nova-compute's configuration says it reports.
+NOVA_COMPUTE = 'nova-compute'
+nova_reported = nova_devices.nova_reported
 
 
 def others(current, owned):
@@ -113,142 +118,6 @@ def leave_as_is(desired, current, name):
     provider.aggregates = set(have.aggregates)
 
 
-def _hex_field(pattern, value):
-    if pattern in (None, '', '*'):
-        return True
-    try:
-        return int(pattern, 16) == int(value, 16)
-    except ValueError:
-        return False
-
-
-def _glob_fields(text):
-    """``(domain, bus, slot, function)`` of a glob address, None where
-    left out or ``*`` (nova's ``PciAddressGlobSpec``)."""
-    text = str(text)
-    function = None
-    if '.' in text:
-        text, function = text.rsplit('.', 1)
-    parts = text.split(':') if text else []
-    parts = [None] * (3 - len(parts)) + parts
-    fields = tuple(parts[-3:]) + (function,)
-    return tuple(None if f is None or f.strip() in ('', '*') else f.strip()
-                 for f in fields)
-
-
-def _address_matches(spec, address):
-    """Whether nova's ``device_spec`` address (glob string or regex
-    dict) names PCI function ``address`` ("0000:86:00.0")."""
-    domain, bus, rest = address.split(':')
-    slot, function = rest.split('.')
-    if spec is None:
-        return True
-    if isinstance(spec, dict):
-        # nova's PciAddressRegexSpec: re.match, anchored at the start.
-        fields = {'domain': domain, 'bus': bus, 'slot': slot,
-                  'function': function}
-        try:
-            return all(re.match(str(spec.get(k, '.*')), v, re.I)
-                       for k, v in fields.items())
-        except re.error:
-            return False
-    return all(_hex_field(p, v) for p, v in zip(
-        _glob_fields(spec), (domain, bus, slot, function)))
-
-
-def _single_address(spec):
-    """The one PCI function nova's address spec names (every field given
-    in hex, nova's ``is_single_address``), or None."""
-    if spec is None:
-        return None
-    if isinstance(spec, dict):
-        fields = tuple(spec.get(k) for k in
-                       ('domain', 'bus', 'slot', 'function'))
-    else:
-        fields = _glob_fields(spec)
-    try:
-        domain, bus, slot, function = (int(str(f), 16) for f in fields)
-    except (TypeError, ValueError):
-        return None
-    return f'{domain:04x}:{bus:02x}:{slot:02x}.{function:x}'
-
-
-def _is_pf(snapshot, address):
-    """Whether ``address`` is an SR-IOV physical function (nova:
-    ``sriov_totalvfs`` above 0)."""
-    device = snapshot.pci_device(address) or snapshot.pf(address)
-    return device is not None and device.sriov_totalvfs > 0
-
-
-def nova_matcher(spec, snapshot):
-    """nova's ``PciDeviceSpec.match`` for one ``[pci] device_spec`` entry
-    on this host: a predicate over :class:`~node_agent.hardware.snapshot.
-    PciDevice`.  As nova reads it, a spec naming one PF (by ``devname``,
-    or by its full address) matches the PF and its VFs; a ``devname``
-    the host does not have, or given with an ``address`` (nova refuses
-    the spec), matches nothing."""
-    devname, pattern = spec.get('devname'), spec.get('address')
-    if devname is not None:
-        nic = snapshot.nic(devname)
-        if pattern is not None or nic is None or nic.address is None:
-            return lambda device: False
-        pattern = nic.address
-    single = _single_address(pattern)
-    parent = single if single and _is_pf(snapshot, single) else None
-
-    def match(device):
-        for key, value in (('vendor_id', device.vendor_id),
-                           ('product_id', device.product_id)):
-            want = spec.get(key)
-            if want not in (None, '*') and not _hex_field(str(want), value):
-                return False
-        return (parent is not None and device.physfn == parent) or \
-            _address_matches(pattern, device.address)
-    return match
-
-
-def _spec_text(nova, spec):
-    return f'device_spec {json.dumps(spec, sort_keys=True)} in {nova.path}'
-
-
-def nova_reported(nova, snapshot):
-    """``{PCI address: why}`` of the devices nova-compute's configuration
-    (``nova``: :class:`node_agent.conf.nova.NovaReports` or None) makes it
-    report; a GPU counts by its own address when nova reports its VFs."""
-    if nova is None:
-        return {}
-    found = {}
-    addresses = dict(nova.mdev_addresses)
-    for gpu in snapshot.gpus:
-        offered = {t.type_id: gpu.address for t in gpu.mdev_types}
-        for vf in gpu.vfs:
-            offered.update({t.type_id: vf.address for t in vf.mdev_types})
-        for mdev_type in nova.mdev_types:
-            if mdev_type not in offered:
-                continue
-            named = addresses.get(mdev_type)
-            mine = {gpu.address} | {vf.address for vf in gpu.vfs}
-            if not named or mine & set(named):
-                found[gpu.address] = (
-                    f'nova-compute reports its vGPUs: [devices] '
-                    f'enabled_mdev_types = {mdev_type} in {nova.path}')
-    if nova.pci_in_placement:
-        # Neither a physical_network device (Neutron's) nor a devname
-        # spec (nova-compute refuses it then) is reported in Placement.
-        specs = [s for s in nova.device_specs
-                 if s.get('physical_network') is None and 'devname' not in s]
-        matchers = [(s, nova_matcher(s, snapshot)) for s in specs]
-        for device in snapshot.pci_devices:
-            for spec, match in matchers:
-                if match(device):
-                    found.setdefault(device.address, (
-                        'nova-compute reports it in Placement: [pci] '
-                        'report_in_placement = true, '
-                        + _spec_text(nova, spec)))
-                    break
-    return found
-
-
 def nova_hands_out_vfs(nova, snapshot):
     """``{PF address: why}`` of the PFs whose VFs nova-compute's PCI
     tracker may hand to a guest: one of its ``[pci] device_spec`` entries
@@ -270,20 +139,21 @@ def nova_hands_out_vfs(nova, snapshot):
         for spec, match in matchers:
             if match(device):
                 found[pf] = ("nova-compute's PCI tracker hands out its "
-                             'VFs: [pci] ' + _spec_text(nova, spec))
+                             'VFs: [pci] '
+                             + nova_devices.spec_text(nova, spec))
                 break
     return found
 
 
-def reported_by_nova(reported, nova_devices):
+def reported_by_nova(reported, by_nova):
     """``[(ours, 'nova-compute', why)]``: the agent's providers (of the
     tree ``reported``) for devices nova-compute's configuration makes it
     report (:func:`nova_reported`)."""
     result = []
     for ours in reported.providers():
         address = None if ours.is_root else addresses.pci_address(ours.name)
-        if address in nova_devices:
-            result.append((ours.name, 'nova-compute', nova_devices[address]))
+        if address in by_nova:
+            result.append((ours.name, NOVA_COMPUTE, by_nova[address]))
     return sorted(result)
 
 
@@ -346,22 +216,14 @@ UNKNOWN = 'no [pci] device_spec of its is known'
 
 def _unknown(nova):
     """Why no ``[pci] device_spec`` of nova's is known, or None."""
-    if nova is None:
-        return ("nova-compute's configuration is not read ([nova] "
-                f'config_file unset or missing), so {UNKNOWN}')
-    if nova.unreadable:
-        return f'{nova.unreadable}, so {UNKNOWN}'
-    return None
+    why = nova_devices.unknown(nova)
+    return f'{why}, so {UNKNOWN}' if why else None
 
 
 def _whole_why(device, nova):
     """Why nova-compute cannot attach the whole PCI ``device``, and the
     options that would make it attachable."""
-    where = f' in {nova.path}' if nova is not None else ' in nova.conf'
-    hint = (f'set [pci] device_spec = {{"address": "{device.address}"}} '
-            f'and a [pci] alias = {{"name": "<alias>", "vendor_id": '
-            f'"{device.vendor_id}", "product_id": "{device.product_id}", '
-            f'"device_type": "type-PCI"}}{where}')
+    hint = nova_devices.whole_hint(device, nova and nova.path)
     unknown = _unknown(nova)
     if unknown:
         return f'{unknown}: {hint}'

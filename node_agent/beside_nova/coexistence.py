@@ -30,6 +30,7 @@ nova option that would make them attachable.
 from oslo_log import log as logging
 
 from node_agent import deployment
+from node_agent import identity
 from node_agent import text
 
 LOG = logging.getLogger(__name__)
@@ -39,10 +40,11 @@ VF_CLASS = 'SRIOV_NET_VF'
 
 def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
                             snapshot, ownership, nodename, before=(),
-                            before_withheld=(), before_not_offered=()):
+                            before_withheld=(), before_not_offered=(),
+                            before_unselected=''):
     """Edit ``desired`` so that nothing another service reports, and no
     device nova-compute cannot attach, is offered; ``(skipped, kept,
-    withheld, not_offered)``.
+    withheld, not_offered, unselected)``.
 
     ``nova``: what nova-compute's configuration makes it report
     (:func:`node_agent.conf.nova.read_nova_reports`), or None.
@@ -53,11 +55,10 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     ``withheld``: :func:`withhold_vfs`'s, for the VFs nova-compute hands
     out; ``not_offered``: ``(ours, why, kept)`` of the agent's vGPU
     providers nova-compute cannot attach (``kept``: held by allocations,
-    no new unit offered), :func:`_hold_back`.  Each skipped device is
-    logged when ``skipped`` differs from ``before`` (the last round's),
-    each PF's VFs when ``withheld`` differs from ``before_withheld``, the
-    vGPUs when ``not_offered`` differs from ``before_not_offered``.  One
-    usage read per owned provider concerned.
+    no new unit offered), :func:`_hold_back`; ``unselected``:
+    :func:`unselected_note`.  Each is logged when it differs from the
+    last round's (``before``, ``before_withheld``...).  One usage read
+    per owned provider concerned.
     """
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
@@ -90,12 +91,56 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
         nova, report_client, drivers, reported, current, desired, owned,
         {ours for ours, _, _ in conflicts})
     if not_offered != before_not_offered:
-        for ours, why, held in not_offered:
-            LOG.warning('%s: %s: %s not offered beside nova-compute%s: %s',
-                        nodename, ours, _kind(ours),
-                        ' (kept, no new unit: it holds allocations)'
-                        if held else '', why)
-    return skipped, tuple(sorted(kept)), withheld, not_offered
+        _say_not_offered(nodename, not_offered)
+    unselected = _say_unselected(drivers, reported, desired, skipped,
+                                 before_unselected, nodename)
+    return skipped, tuple(sorted(kept)), withheld, not_offered, unselected
+
+
+def _say_not_offered(nodename, not_offered):
+    for ours, why, held in not_offered:
+        LOG.warning('%s: %s: %s not offered beside nova-compute%s: %s',
+                    nodename, ours, _kind(ours),
+                    ' (kept, no new unit: it holds allocations)'
+                    if held else '', why)
+
+
+def _say_unselected(drivers, reported, desired, skipped, before, nodename):
+    """:func:`unselected_note`, logged when it differs from ``before``."""
+    files = drivers.conf.config_file
+    note = unselected_note(drivers.selection, reported, desired, skipped,
+                           files[-1] if files else
+                           "the agent's configuration")
+    if note and note != before:
+        LOG.info('%s: %s', nodename, note)
+    return note
+
+
+def unselected_note(selection, reported, desired, skipped, agent_conf):
+    """The status note when the agent offers nothing beside nova-compute
+    (no device's provider of the drivers' tree ``reported``, NUMA nodes
+    aside, is left in ``desired`` but those another service reports,
+    ``skipped``): the
+    lines that would select a device, in the file where they go; ''
+    when it offers something or nothing could be selected.
+
+    ``selection``: :class:`node_agent.drivers.nova_devices.Selection`;
+    ``agent_conf``: the agent's configuration file."""
+    from node_agent.drivers import addresses
+    theirs = {ours for ours, _, _ in skipped}
+    if any(addresses.pci_address(p.name) is not None
+           and p.name not in theirs and desired.find(p.name) is not None
+           for p in reported.providers()):
+        return ''
+    head = 'nothing selected for reporting: '
+    if selection.unknown:
+        return (head + f'set [nova] config_file in {agent_conf} to the '
+                f'file nova-compute reads ({selection.unknown})')
+    if not selection.unselected:
+        return ''
+    return (head + f'set [pci] device_spec and [pci] alias in '
+            f'{selection.path} for a whole device ('
+            + ', '.join(a for a, _ in selection.unselected) + ')')
 
 
 def _settle(report_client, conflicts, have, owned, current, desired):
@@ -109,7 +154,7 @@ def _settle(report_client, conflicts, have, owned, current, desired):
     for (ours, theirs, why), provider in zip(conflicts, have):
         # Withdrawn only when the other service reports that very
         # device; a class both report may be another device of theirs.
-        same = theirs == 'nova-compute' or why == 'same name' or \
+        same = theirs == coexist.NOVA_COMPUTE or why == 'same name' or \
             why.startswith('PCI device')
         # nova-compute adopts a provider of the name it needs (its vGPU
         # one): deleting it then would pull it from under nova.
@@ -314,11 +359,19 @@ def status_notes(reported_elsewhere, vfs_withheld, kept_twice,
     pci = [e for e in not_offered if _kind(e[0]) != 'vGPU']
     if pci:
         notes.append(_pci_note(pci))
-    if reported_elsewhere:
-        notes.append(text.plural(len(reported_elsewhere), 'device')
-                     + ' reported by another service, skipped: '
-                     + text.listed(ours for ours, _, _
-                                   in reported_elsewhere))
+    # What nova-compute's configuration says it reports, before its
+    # providers exist, is nova's by name; a provider in Placement is
+    # named by the one found there.
+    from node_agent.beside_nova import coexist
+    for service, entries in (
+            ('nova-compute', [e for e in reported_elsewhere
+                              if e[1] == coexist.NOVA_COMPUTE]),
+            ('another service', [e for e in reported_elsewhere
+                                 if e[1] != coexist.NOVA_COMPUTE])):
+        if entries:
+            notes.append(text.plural(len(entries), 'device')
+                         + f' reported by {service}, skipped: '
+                         + text.listed(ours for ours, _, _ in entries))
     withheld = [name for name, _, in_use in vfs_withheld if not in_use]
     if withheld:
         notes.append("SR-IOV VFs nova-compute's PCI tracker hands out, not "
@@ -350,15 +403,18 @@ def not_attachable_in(conf, snapshot, tree):
     """``[(ours, why)]``: what an audit beside nova-compute would not
     offer on ``tree`` (this host's tree in Placement), named as
     :func:`hold_back_unattachable` does, for ``node-agent-manage tree
-    show``; [] when the agent owns the root.  Reads nova's
-    configuration, writes nothing; nova's own providers aside."""
+    show``, then the whole devices nova's configuration does not select
+    (:attr:`node_agent.drivers.nova_devices.Selection.unselected`), each
+    with the nova.conf lines that would; [] when the agent owns the root.
+    Reads nova's configuration, writes nothing; nova's own providers
+    aside."""
     from node_agent import drivers as drivers_mod
-    from node_agent.conf import nova as nova_conf
     from node_agent.beside_nova import coexist
+    from node_agent.drivers import addresses
     if deployment.layout(conf).owns_root:
         return []
-    nova = nova_conf.read_nova_reports(conf)
     drivers = drivers_mod.DriverSet(conf, snapshot)
+    nova = drivers.nova
     reported = drivers.reported(tree.roots[0])
     novas = {ours for ours, _, _ in coexist.reported_by_nova(
         reported, coexist.nova_reported(nova, snapshot))}
@@ -369,5 +425,15 @@ def not_attachable_in(conf, snapshot, tree):
                                    nova=nova)
     pci = coexist.not_attachable_pci(
         reported, snapshot, nova, skip=novas | {ours for ours, _ in vgpus})
+    root = tree.roots[0].name
+    # A device the drivers report in some form (its VFs' vGPUs) is named
+    # above already.
+    parents = snapshot.physfns()
+    mine = {addresses.pci_address(p.name) for p in reported.providers()}
+    mine |= {parents.get(a) for a in mine}
     return [(ours, why) for ours, why in vgpus if ours not in novas] + [
-        (f'{ours} {" ".join(classes)}', why) for ours, classes, _, why in pci]
+        (f'{ours} {" ".join(classes)}', why) for ours, classes, _, why in pci
+    ] + [(identity.child_name(root, identity.pci_id(address)),
+          f'not selected: {hint}, and the agent offers it')
+         for address, hint in drivers.selection.unselected
+         if address not in mine]

@@ -20,6 +20,10 @@ options that make nova-compute report devices in Placement::
                                         aliases): no SRIOV_NET_VF on
                                         their PF
 
+Beside nova-compute the same file selects what the agent offers without
+being told (:mod:`node_agent.drivers.nova_devices`): a whole GPU or
+accelerator a ``[pci] device_spec`` and a ``[pci] alias`` name.
+
 A missing file is no evidence: nova's providers are then still found in
 Placement once they exist (:mod:`node_agent.beside_nova.coexist`).  A file
 that exists and cannot be read is no evidence either, but it is said:
@@ -67,7 +71,11 @@ opts = [
                help='nova-compute\'s configuration file. Beside '
                     'nova-compute the agent reads its [devices] '
                     'enabled_mdev_types, [mdev_<type>] device_addresses, '
-                    '[pci] report_in_placement and [pci] device_spec, and '
+                    '[pci] report_in_placement, [pci] device_spec and '
+                    '[pci] alias. It offers every whole GPU and accelerator '
+                    'a device_spec (without physical_network) and an alias '
+                    'name, without [gpu] passthrough_devices or [pci] '
+                    'device_allow_list naming it, and it '
                     'reports none of the GPUs and PCI devices nova-compute '
                     'reports itself (in either start order: nova\'s vGPU '
                     'provider takes the very name the agent would give the '
@@ -100,6 +108,7 @@ class NovaReports:
     mdev_addresses: tuple = ()      # ((type, (address, ...)), ...)
     pci_in_placement: bool = False
     device_specs: tuple = ()        # dicts, as nova parses them
+    aliases: tuple = ()             # [pci] alias dicts
     # Why the file exists but cannot be read (then nothing else is
     # known), or None.
     unreadable: str = None
@@ -167,20 +176,27 @@ def read_nova_reports(conf):
         (t, _list(_values(sections, f'mdev_{t}', 'device_addresses')))
         for t in types)
     report = _values(sections, 'pci', 'report_in_placement')
-    specs = []
-    for text in _values(sections, 'pci', 'device_spec'):
-        try:
-            spec = json.loads(text)
-        except ValueError as exc:
-            raise exception.ConfigError(
-                f'[nova] config_file = {path}: [pci] device_spec {text!r} '
-                f'is not JSON: {exc}') from None
-        specs += spec if isinstance(spec, list) else [spec]
     return NovaReports(
         path=path, mdev_types=types, mdev_addresses=addresses,
         pci_in_placement=bool(report) and report[-1].strip().lower() in (
             'true', '1', 'yes', 'on'),
-        device_specs=tuple(s for s in specs if isinstance(s, dict)))
+        device_specs=_json(sections, path, 'device_spec'),
+        aliases=_json(sections, path, 'alias'))
+
+
+def _json(sections, path, key):
+    """The dicts of nova's ``[pci] <key>`` values (JSON, one or a list
+    each)."""
+    found = []
+    for text in _values(sections, 'pci', key):
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise exception.ConfigError(
+                f'[nova] config_file = {path}: [pci] {key} {text!r} '
+                f'is not JSON: {exc}') from None
+        found += value if isinstance(value, list) else [value]
+    return tuple(v for v in found if isinstance(v, dict))
 
 
 # node-agent-api posts accelerator-request-bound events to nova's API

@@ -10,7 +10,8 @@ Drivers are plugins in the ``node_agent.drivers`` entry point namespace
 functions by :mod:`node_agent.drivers.registry` and run in one loop
 (:mod:`node_agent.drivers.compose`), in the order their ``order``
 attribute gives so that NUMA nodes exist before devices hang under them.
-They do no I/O; provider override files are read here, at construction.
+They do no I/O; provider override files and nova-compute's configuration
+(beside it) are read here, at construction.
 
 ``update_provider_tree`` edits ``tree`` in place.  When inventory with
 possible allocations moves between providers and ``allocations`` is None
@@ -22,10 +23,12 @@ not place.  What the agent does not own is never edited
 (:mod:`node_agent.drivers.layout`).
 """
 
+from node_agent import deployment
 from node_agent import provider_tree as ptree
 from node_agent.drivers import addresses
 from node_agent.drivers import compose
 from node_agent.drivers import limits
+from node_agent.drivers import nova_devices
 from node_agent.drivers import overrides as overrides_mod
 from node_agent.drivers import registry
 
@@ -43,7 +46,15 @@ class DriverSet:
     def __init__(self, conf, snapshot, health=None):
         self.conf = conf
         self.snapshot = snapshot
-        self.drivers = registry.create(conf, snapshot)
+        #: nova-compute's configuration beside it
+        #: (:class:`node_agent.conf.nova.NovaReports`), else None.
+        self.nova = registry.read_nova(conf)
+        #: What it selects for the drivers
+        #: (:class:`node_agent.drivers.nova_devices.Selection`).
+        self.selection = nova_devices.select(deployment.layout(conf),
+                                             self.nova, snapshot)
+        self.drivers = registry.create(conf, snapshot,
+                                       selection=self.selection)
         self.health = dict(health or {})
         for driver in self.drivers:
             driver.health = self.health

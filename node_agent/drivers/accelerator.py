@@ -8,7 +8,9 @@
 
 A device is reported only when an entry of ``[pci] device_allow_list``
 names it (vendor_id, product_id, address glob; every given field must
-match, the first matching entry wins).  Everything else on the PCI bus is
+match, the first matching entry wins), or beside nova-compute when nova's
+own ``[pci] device_spec`` and ``[pci] alias`` do
+(:mod:`node_agent.drivers.nova_devices`).  Everything else on the PCI bus is
 never reported, so devices another agent (Cyborg) manages stay its own.
 It asks for every allow-listed function and reports those the driver set
 grants it (:func:`node_agent.drivers.registry.grant`): display functions
@@ -25,6 +27,8 @@ Managed on accelerator providers: FPGA, PGPU, ``CUSTOM_PCI_*``, and every
 class and trait any allow-list entry names.
 """
 
+import functools
+
 from oslo_log import log as logging
 
 from node_agent import identity
@@ -38,6 +42,8 @@ from node_agent.drivers import limits
 LOG = logging.getLogger(__name__)
 
 BASE_CLASSES = ('FPGA', 'PGPU', 'CUSTOM_PCI_*')
+#: Where a device nova's configuration selects comes from.
+NOVA_SELECTED = "nova's [pci] device_spec and [pci] alias"
 
 
 class AcceleratorDriver(base.Driver):
@@ -70,12 +76,24 @@ class AcceleratorDriver(base.Driver):
         self.managed_classes = set(BASE_CLASSES) | {
             m.resource_class for m in self.matchers if m.resource_class}
         self.managed_traits = set().union(*(m.traits for m in self.matchers))
-        self.allowed = []
-        for device in sorted(snapshot.pci_devices, key=lambda d: d.address):
+
+    @functools.cached_property
+    def allowed(self):
+        """``[(device, matcher)]``: the allow-listed functions, and
+        beside nova-compute those nova's configuration selects
+        (:attr:`selection`, given after construction)."""
+        found = []
+        for device in sorted(self.snapshot.pci_devices,
+                             key=lambda d: d.address):
             matcher = next((m for m in self.matchers if m.matches(device)),
                            None)
+            if matcher is None and \
+                    device.address in self.selection.accelerators:
+                matcher = device_spec.Matcher(
+                    {'address': device.address}, NOVA_SELECTED)
             if matcher is not None:
-                self.allowed.append((device, matcher))
+                found.append((device, matcher))
+        return found
 
     def pci_functions(self):
         """Every allow-listed function; a driver before this one (the GPU

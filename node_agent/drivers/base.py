@@ -40,6 +40,7 @@ says, so that a new kind touches its driver, its options and its tests
 """
 
 from node_agent import deployment
+from node_agent.drivers import nova_devices
 
 
 class Driver:
@@ -99,6 +100,10 @@ class Driver:
         #: such a device's provider its health traits and reserves it
         #: (:func:`node_agent.drivers.layout.apply_health`).
         self.health = {}
+        #: What nova-compute's configuration selects beside it
+        #: (:class:`node_agent.drivers.nova_devices.Selection`), given by
+        #: the registry; nothing for a driver made alone.
+        self.selection = nova_devices.NOTHING
         #: The PCI functions granted (:meth:`grant`); None: not granted
         #: yet, every function asked for (a driver run alone).
         self.granted = None

@@ -30,6 +30,8 @@ from stevedore import extension
 from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import check as conf_check
+from node_agent.conf import nova as nova_conf
+from node_agent.drivers import nova_devices
 
 NAMESPACE = 'node_agent.drivers'
 
@@ -114,18 +116,31 @@ def validate(conf):
     check(conf, classes)
 
 
-def create(conf, snapshot, classes=None):
+def read_nova(conf):
+    """nova-compute's configuration (``[nova] config_file``,
+    :func:`node_agent.conf.nova.read_nova_reports`) where the agent lives
+    beside it, else None."""
+    if deployment.layout(conf).owns_root:
+        return None
+    return nova_conf.read_nova_reports(conf)
+
+
+def create(conf, snapshot, classes=None, selection=nova_devices.NOTHING):
     """The enabled drivers (or ``classes``) made for ``snapshot``, their PCI
     functions granted (:func:`grant`).
 
     The one place a driver is constructed: what it is given (the
     configuration, the snapshot, the deployment's
-    :class:`~node_agent.deployment.Layout`) is decided here.
+    :class:`~node_agent.deployment.Layout`, ``selection``: what
+    nova-compute's configuration selects beside it,
+    :mod:`node_agent.drivers.nova_devices`) is decided here.
     """
     classes = enabled(conf) if classes is None else list(classes)
     register_opts(conf, classes)
     rules = deployment.layout(conf)
     drivers = [plugin(conf, snapshot, layout=rules) for plugin in classes]
+    for driver in drivers:
+        driver.selection = selection
     grant(drivers)
     return drivers
 

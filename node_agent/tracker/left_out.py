@@ -24,19 +24,21 @@ def skip_reported_elsewhere(conf, report_client, metrics, last, drivers,
                             current, desired, snapshot, ownership,
                             nodename):
     """The round's fields (``skipped``, ``kept``, ``withheld``,
-    ``not_attachable``, ``unreadable``); ``last``: the last round."""
-    from node_agent.conf import nova as nova_conf
-    nova = nova_conf.read_nova_reports(conf)
+    ``not_attachable``, ``unselected``, ``unreadable``); ``last``: the
+    last round.  nova-compute's configuration is the drivers' (read once
+    for the round: :attr:`node_agent.drivers.DriverSet.nova`)."""
+    nova = drivers.nova
     unreadable = coexistence.note_unreadable(
         nova, dict(last.unreadable), nodename, metrics)
-    skipped, kept, withheld, not_attachable = \
+    skipped, kept, withheld, not_attachable, unselected = \
         coexistence.skip_reported_elsewhere(
             nova, report_client, drivers, current, desired, snapshot,
             ownership, nodename, last.skipped, last.withheld,
-            last.not_attachable)
+            last.not_attachable, last.unselected)
     return dict(skipped=tuple(skipped), kept=tuple(kept),
                 withheld=tuple(withheld),
-                not_attachable=tuple(not_attachable), unreadable=unreadable)
+                not_attachable=tuple(not_attachable), unselected=unselected,
+                unreadable=unreadable)
 
 
 def carried(last, beside):
@@ -45,6 +47,7 @@ def carried(last, beside):
     fields = {'skipped': last.skipped, 'kept': (),
               'withheld': last.withheld,
               'not_attachable': last.not_attachable,
+              'unselected': last.unselected,
               'unreadable': last.unreadable}
     fields.update(beside)
     return fields

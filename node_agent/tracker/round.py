@@ -63,7 +63,9 @@ class Round:
     Beside nova-compute, ``(ours, theirs, why)`` of the devices another
     service reports: ``skipped``, those of ours ``kept`` while they hold
     allocations, the VFs ``withheld`` from nova-compute's PCI tracker and
-    the vGPUs ``not_attachable``.  ``unreadable``: ``{file: why}`` of the
+    the vGPUs ``not_attachable``; ``unselected``: the status note naming
+    what nova's configuration would have the agent offer, when it offers
+    nothing ('' else).  ``unreadable``: ``{file: why}`` of the
     evidence not read.  ``problem``: a :class:`Problem`, or None;
     ``incomplete``: what the sync left out although it wrote the rest;
     ``reshape_pending``: the reason, while a restart is required.
@@ -80,6 +82,7 @@ class Round:
     kept: tuple = ()
     withheld: tuple = ()
     not_attachable: tuple = ()
+    unselected: str = ''
     unreadable: typing.Mapping = dataclasses.field(default_factory=dict)
     problem: Problem = None
     incomplete: str = None

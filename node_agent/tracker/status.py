@@ -46,6 +46,7 @@ def line(last, cleans='', health=''):
     notes = [last.root_note] if last.root_note else []
     notes += coexistence.status_notes(last.skipped, last.withheld,
                                       last.kept, last.not_attachable)
+    notes += [last.unselected] if last.unselected else []
     notes += [cleans] if cleans else []
     notes += [] if last.problem is not None else list(last.guest_notes)
     notes += [f'warning: {why}' for why in last.unreadable.values()]

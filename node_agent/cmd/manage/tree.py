@@ -14,10 +14,11 @@ running guests hold that Placement does not charge where they are
 (:mod:`node_agent.tracker.guests`; JSON: ``guest_devices``).  Beside
 nova-compute, the vGPUs, whole PCI devices and NIC PF classes the agent
 does not offer since nova-compute cannot attach them follow, each with
-the nova or Neutron option that would make it attachable (JSON:
-``not_offered_beside_nova_compute``).  Beside nova-compute the table
-folds the root's traits (nova-compute's capability traits, ~80) into one
-line; ``--long`` and the JSON list them.
+the nova or Neutron option that would make it attachable, then the whole
+devices nova's configuration does not select, each with the nova.conf
+lines that would (JSON: ``not_offered_beside_nova_compute``).  Beside
+nova-compute the table folds the root's traits (nova-compute's capability
+traits, ~80) into one line; ``--long`` and the JSON list them.
 """
 
 import json

@@ -67,8 +67,16 @@ class GpuDriver(base.Driver):
 
     def __init__(self, conf, snapshot, layout=None):
         super().__init__(conf, snapshot, layout)
-        self.passthrough = passthrough_mod.Passthrough(conf)
+        passthrough_mod.Passthrough(conf)       # checked at construction
         self.types = gpu_types.Types(gpu_types.type_configs(conf))
+
+    @functools.cached_property
+    def passthrough(self):
+        """The GPUs given whole: the agent's options, and beside
+        nova-compute those nova's configuration selects (given after
+        construction: :attr:`selection`)."""
+        return passthrough_mod.Passthrough(self.conf,
+                                           self.selection.gpus)
 
     def applies(self, snapshot):
         return bool(self._gpus())
@@ -278,6 +286,8 @@ class GpuDriver(base.Driver):
                                     numa_node)
 
     def _say_not_reported(self, gpu):
+        """Say once why ``gpu`` is not reported, and the lines that would
+        report it, in the file where they go."""
         offered = sorted({t.type_id for t in gpu.mdev_types}
                          | {t.type_id for vf in gpu.vfs
                             for t in vf.mdev_types}
@@ -285,6 +295,23 @@ class GpuDriver(base.Driver):
                             for t in vf.creatable_vgpu_types})
         pci = self.snapshot.pci_device(gpu.address)
         ident = f'{pci.vendor_id}:{pci.product_id}' if pci else 'unknown id'
+        if not self.layout.owns_root:
+            hint = dict(self.selection.unselected).get(gpu.address)
+            if hint is None:
+                return      # nova-compute reports it (or nothing would)
+            path = self.selection.path or 'nova.conf'
+            # nova-compute has no vendor-VFIO vGPU path: mdev types only.
+            mdevs = sorted({t.type_id for t in gpu.mdev_types}
+                           | {t.type_id for vf in gpu.vfs
+                              for t in vf.mdev_types})
+            _say_once(('not-reported', gpu.address), logging.INFO,
+                      'GPU %s (%s, %s) is not reported beside '
+                      'nova-compute: to give it whole, %s%s', gpu.address,
+                      gpu.name or 'unnamed', ident, hint,
+                      f'; for its vGPUs, set [devices] enabled_mdev_types '
+                      f'= {mdevs[0]} in {path}, and nova-compute reports '
+                      'them itself' if mdevs else '')
+            return
         _say_once(('not-reported', gpu.address), logging.INFO,
                   'GPU %s (%s, %s) is not reported: list it in [gpu] '
                   'passthrough_devices or [gpu] device_spec to give it '

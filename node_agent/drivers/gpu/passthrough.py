@@ -1,7 +1,9 @@
 """Which GPUs the GPU driver gives whole: ``[gpu] device_spec`` (class and
 traits of the entry), then ``[gpu] passthrough_devices`` (``[gpu]
-resource_class``).  A ``vendor:product`` entry never takes a GPU whose VFs
-offer or hold vGPUs; only an exact address does.
+resource_class``), then, beside nova-compute, those nova's own ``[pci]
+device_spec`` and ``[pci] alias`` name (:mod:`node_agent.drivers.
+nova_devices`).  A ``vendor:product`` entry, and nova's selection, never
+take a GPU whose VFs offer or hold vGPUs; only an exact address does.
 """
 
 import re
@@ -19,7 +21,7 @@ DEVICE_SPEC = '[gpu] device_spec'
 class Passthrough:
     """``[gpu] device_spec`` then ``[gpu] passthrough_devices``."""
 
-    def __init__(self, conf):
+    def __init__(self, conf, chosen=frozenset()):
         rc = conf.gpu.resource_class
         if not (rc in orc.STANDARDS or orc.is_custom(rc)) or \
                 not re.fullmatch(r'[A-Z0-9_]+', rc):
@@ -38,6 +40,8 @@ class Passthrough:
             elif entry:
                 self.addresses.add(gpu_types.pci_address(
                     entry, '[gpu] passthrough_devices'))
+        #: The GPUs nova's configuration selects.
+        self.chosen = frozenset(chosen)
 
     def classes(self):
         return {self.resource_class} | {
@@ -61,8 +65,8 @@ class Passthrough:
                         spec.traits)
         if gpu.address in self.addresses:
             return self.resource_class, frozenset()
-        if pci is not None and \
-                f'{pci.vendor_id}:{pci.product_id}' in self.products \
-                and not in_vgpu_use:
+        if pci is not None and not in_vgpu_use and (
+                f'{pci.vendor_id}:{pci.product_id}' in self.products
+                or gpu.address in self.chosen):
             return self.resource_class, frozenset()
         return None

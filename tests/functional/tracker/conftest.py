@@ -24,14 +24,20 @@ PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
 USER = 'a0b1c2d3-0000-4000-8000-000000000002'
 
 
-def use_host1(conf, nested):
-    """Point ``conf`` at recorded host 1, flat or nested layout."""
-    conf.set_override('sysfs_root', os.path.join(HOST1, 'sys'), 'hardware')
+def use_recorded(conf, name):
+    """Point ``conf`` at recorded host ``name`` (no NVML, no udev)."""
+    root = os.path.join(FIXTURES, 'hosts', name)
+    conf.set_override('sysfs_root', os.path.join(root, 'sys'), 'hardware')
     conf.set_override('nvml_enabled', False, 'hardware')
     conf.set_override('udev_monitor', False, 'hardware')
     conf.set_override('connection_uri',
-                      'test://' + os.path.join(HOST1, 'libvirt.xml'),
+                      'test://' + os.path.join(root, 'libvirt.xml'),
                       'libvirt')
+
+
+def use_host1(conf, nested):
+    """Point ``conf`` at recorded host 1, flat or nested layout."""
+    use_recorded(conf, 'host1')
     conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
     set_layout(conf, nested)
 

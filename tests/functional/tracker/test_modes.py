@@ -467,6 +467,33 @@ def beside(modes):
     return modes
 
 
+def test_beside_nova_vfs_whose_type_novas_config_names_are_novas(
+        agents, beside, placement_adapter, tmp_path):
+    """Recorded host 4: nova.conf names the A10's vGPU type, and
+    nova-compute's providers for its VFs do not exist yet (its periodic
+    has not run).  Those VFs are nova's to report: the status line says
+    so, never that nova-compute cannot attach them; the agent offers
+    nothing, and says which nova.conf lines would select a device (not
+    the A10, nova's)."""
+    h.use_recorded(beside, 'host4')
+    beside.set_override('enabled_mdev_types', ['nvidia-588'], 'devices')
+    beside.clear_override('enabled', 'numa')
+    path = tmp_path / 'nova.conf'
+    path.write_text('[devices]\nenabled_mdev_types = nvidia-588\n')
+    beside.set_override('config_file', str(path), 'nova')
+    nova_compute_creates_root(placement_adapter)
+    agent = agents()
+
+    agent.tracker.startup()
+
+    assert agent.tracker.status_line() == (
+        'in sync: 1 provider; 4 devices reported by nova-compute, skipped: '
+        + ', '.join(f'{HYPERVISOR}_pci_0000_3b_00_{f}' for f in range(4, 8))
+        + '; nothing selected for reporting: set [pci] device_spec and '
+        f'[pci] alias in {path} for a whole device (0000:af:00.0)')
+    assert sorted(tree_of(placement_adapter, NOVA_UUID)) == [HYPERVISOR]
+
+
 def test_beside_nova_waits_for_the_root_and_writes_nothing(
         agents, beside, placement_adapter):
     write_nova_compute_id(beside)
