@@ -140,7 +140,7 @@ def unselected_note(selection, reported, desired, skipped, agent_conf):
         return ''
     return (head + f'set [pci] device_spec and [pci] alias in '
             f'{selection.path} for a whole device ('
-            + ', '.join(a for a, _ in selection.unselected) + ')')
+            + text.listed(a for a, _ in selection.unselected) + ')')
 
 
 def _settle(report_client, conflicts, have, owned, current, desired):
