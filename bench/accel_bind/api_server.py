@@ -1,14 +1,12 @@
 """One node-agent-api process: ``api_server.py CONFIG [--stub]``.
 
-The application :func:`node_agent.api.wsgi.init_application` builds from
-CONFIG, served by cheroot on ``[api] bind_host``/``bind_port`` with
-``[api] threads``, as ``node-agent-api`` serves it.  ``--stub``: the
-hosts' agents are not called; every bind is answered at once with a PCI
-handle (the API's own share of a bind, measured alone).
+``node-agent-api --config-file CONFIG`` (:func:`node_agent.cmd.api.main`),
+as an operator runs it.  ``--stub``: the hosts' agents are not called;
+every bind is answered at once with a PCI handle (the API's own share of
+a bind, measured alone).
 """
 
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
@@ -31,25 +29,9 @@ class StubHosts:
 
 
 def main(argv):
-    from cheroot import wsgi as cheroot_wsgi
-    from node_agent.api import wsgi
-    conf = wsgi.load_conf([argv[0]])
-    app = wsgi.init_application(
-        conf, hosts=StubHosts() if '--stub' in argv[1:] else None)
-    server = cheroot_wsgi.Server((conf.api.bind_host, conf.api.bind_port),
-                                 app, numthreads=conf.api.threads)
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt()
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        server.safe_start()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        app.service.close()
-    return 0
+    from node_agent.cmd import api
+    return api.main(['--config-file', argv[0]],
+                    hosts=StubHosts() if '--stub' in argv[1:] else None)
 
 
 if __name__ == '__main__':

@@ -3,7 +3,9 @@
 A bind (PATCH ``add``)::
 
     check every ARQ and its provider's host   nothing written on a refusal
-    Initial -> BindStarted                    one conditional UPDATE each
+                                              (roots: remembered per process)
+    Initial -> BindStarted                    one transaction, a conditional
+                                              UPDATE each
     host's agent: bind (claims RPC, 1.1)      one call per ARQ, in parallel,
                                               [api] bind_timeout at most
     -> Bound (attach handle) | BindFailed (why)
@@ -44,6 +46,7 @@ class Binder:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=workers, thread_name_prefix='bind')
         self._lock = threading.Lock()
+        self._roots = None
 
     def _built(self, name):
         # Built at first use (no broker or Placement needed before), once.
@@ -62,41 +65,50 @@ class Binder:
     def placement(self):
         return self._built('_placement')
 
+    @property
+    def roots(self):
+        if self._roots is None:
+            self._roots = roots.Roots(self.placement)
+        return self._roots
+
     def check_hosts(self, bindings):
         """Every binding's provider is on its ``hostname``'s tree."""
-        lookup = roots.Roots(self.placement)
         for uuid, binding in bindings.items():
-            root = lookup.host_of(binding['device_rp_uuid'])
+            root = self.roots.host_of(binding['device_rp_uuid'],
+                                      expected=binding['hostname'])
             if root != binding['hostname']:
                 raise fault.BadRequest(
                     f'Accelerator request {uuid}: resource provider '
                     f'{binding["device_rp_uuid"]} is on host {root}, not '
                     f'on {binding["hostname"]}: nothing was bound')
 
-    def start(self, bindings, project_id):
-        """Initial -> BindStarted for all, or none (Conflict)."""
-        started = []
-        for uuid, binding in bindings.items():
-            if not arq_obj.start_bind(self.engine, uuid, binding,
-                                      project_id):
-                for done in started:
-                    arq_obj.reset(self.engine, done)
-                raise fault.Conflict(
-                    f'Accelerator request {uuid} is not in state Initial '
-                    '(bound or binding already): nothing was bound')
-            started.append(uuid)
+    def start(self, arqs, bindings, project_id):
+        """Initial -> BindStarted for all ``arqs`` (their dicts), or none
+        (Conflict); their BindStarted dicts."""
+        uuid = arq_obj.start_binds(self.engine, bindings, project_id)
+        if uuid is not None:
+            raise fault.Conflict(
+                f'Accelerator request {uuid} is not in state Initial '
+                '(bound or binding already): nothing was bound')
+        return [dict(a, state=arq_obj.BIND_STARTED, project_id=project_id,
+                     reason=None, **bindings[a['uuid']]) for a in arqs]
 
     def bind(self, arqs):
         """Bind ``arqs`` (BindStarted dicts) on their hosts; their final
         dicts, once every one is resolved."""
-        futures = [self._pool.submit(self._bind_one, a) for a in arqs]
-        concurrent.futures.wait(futures)
-        resolved = arq_obj.list_all(self.engine, uuids=[a['uuid']
-                                                        for a in arqs])
+        if len(arqs) == 1:
+            resolved = [self._bind_one(arqs[0])]
+        else:
+            futures = [self._pool.submit(self._bind_one, a) for a in arqs]
+            resolved = [f.result() for f in futures]
         self.notifier.notify(resolved)
         return resolved
 
     def _bind_one(self, arq):
+        """Bound or BindFailed on its host; its final dict."""
+        return arq_obj.finish_bind(self.engine, arq, **self._answer(arq))
+
+    def _answer(self, arq):
         host = arq['hostname']
         try:
             handle = self.hosts.bind(
@@ -110,12 +122,11 @@ class Binder:
             reason = self._why(host, e)
             LOG.warning('ARQ %s (instance %s) not bound on %s: %s',
                         arq['uuid'], arq['instance_uuid'], host, reason)
-            arq_obj.finish_bind(self.engine, arq['uuid'], reason=reason)
-            return
+            return {'reason': reason}
         LOG.info('ARQ %s (instance %s) bound on %s: %s %s', arq['uuid'],
                  arq['instance_uuid'], host, handle['attach_handle_type'],
                  handle.get('device_address'))
-        arq_obj.finish_bind(self.engine, arq['uuid'], handle=handle)
+        return {'handle': handle}
 
     def _why(self, host, error):
         if isinstance(error, oslo_messaging.MessagingTimeout):

@@ -29,6 +29,7 @@ ROUTE_DECLARATIONS = {
     },
     '/v2/accelerator_requests/{uuid}': {
         'GET': arq.show_arq,
+        'DELETE': arq.delete_arq,
     },
 }
 

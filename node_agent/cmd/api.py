@@ -25,7 +25,9 @@ def _stop(signum, frame):
     raise KeyboardInterrupt()
 
 
-def main(argv=None):
+def main(argv=None, hosts=None):
+    """Serve until stopped; ``hosts``: the claims RPC client the binds
+    go through (default: built from the configuration, at first use)."""
     from cheroot import wsgi as cheroot_wsgi
     from node_agent.api import wsgi
     argv = sys.argv[1:] if argv is None else argv
@@ -36,7 +38,7 @@ def main(argv=None):
     cmd.setup_logging(conf, PROGRAM)
     cmd.log_start(conf, LOG, PROGRAM)
     try:
-        app = wsgi.init_application(conf)
+        app = wsgi.init_application(conf, hosts=hosts)
     except exception.NodeAgentError as exc:
         cmd.report_failure(LOG, PROGRAM, exc, logging.ERROR, 'failed')
         return cmd.EXIT_CONFIG

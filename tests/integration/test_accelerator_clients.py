@@ -151,13 +151,8 @@ def test_openstack_accelerator_commands(api, keystone):
     assert [(a['uuid'], a['state'], a['device_profile_name'])
             for a in arqs] == [(arq['uuid'], 'Initial', PROFILE)]
 
-    # As nova deletes them (``arq delete`` sends DELETE
-    # /accelerator_requests/<uuid>, which the service does not route: it
-    # deletes by ?arqs= and ?instance=).
-    with connect(keystone) as conn:
-        resp = conn.accelerator.delete(
-            f'/accelerator_requests?arqs={arq["uuid"]}')
-        assert resp.status_code == 204, resp.text
+    # ``arq delete`` sends DELETE /accelerator_requests/<uuid>.
+    openstack(keystone, 'accelerator', 'arq', 'delete', arq['uuid'])
     assert as_json(openstack(keystone, 'accelerator', 'arq', 'list', '-f',
                              'json')) == []
     openstack(keystone, 'accelerator', 'device', 'profile', 'delete',
@@ -196,10 +191,8 @@ def test_openstacksdk_accelerator_proxy(api, keystone):
             device_profile_name=PROFILE)
         assert [(a.id, a.state) for a in accel.accelerator_requests()] == [
             (arq.id, 'Initial')]
-        # As nova deletes them (the proxy's delete_accelerator_request
-        # sends DELETE /accelerator_requests/<uuid>, not routed).
-        resp = accel.delete(f'/accelerator_requests?arqs={arq.id}')
-        assert resp.status_code == 204, resp.text
+        # It sends DELETE /accelerator_requests/<uuid>.
+        accel.delete_accelerator_request(arq.id)
         assert list(accel.accelerator_requests()) == []
         accel.delete_device_profile(profile.id)
         assert list(accel.device_profiles()) == []

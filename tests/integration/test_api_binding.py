@@ -167,7 +167,7 @@ def test_a_host_that_does_not_answer(placement_adapter, api, nova):
     # Bound again: refused, it is not Initial.
     resp = api('PATCH', '/v2/accelerator_requests',
                {arq['uuid']: binding(HOST, PGPU_RP, I1)})
-    assert resp.status_code == 400
+    assert resp.status_code == 409
     assert 'already has accelerator requests' in fault(resp)
     assert api('DELETE', '/v2/accelerator_requests?instance=' + I1
                ).status_code == 204

@@ -103,13 +103,32 @@ def delete_arqs(req):
             raise fault.NotFound(
                 f'Accelerator requests not found: {", ".join(missing)}: '
                 'nothing was deleted')
+    _delete(ctx, arqs)
+    return util.response(204)
+
+
+def delete_arq(req):
+    """``DELETE /accelerator_requests/<uuid>``, as Cyborg routes it (the
+    ``openstack accelerator arq delete`` command, openstacksdk)."""
+    ctx = util.context(req)
+    ctx.can(POLICY + 'delete')
+    uuid = util.require_uuid(req.urlvars['uuid'], 'accelerator request')
+    arqs = _own(ctx, arq_obj.list_all(ctx.service.engine, uuids=[uuid]))
+    if not arqs:
+        raise fault.NotFound(f'Accelerator request {uuid} not found')
+    _delete(ctx, arqs)
+    return util.response(204)
+
+
+def _delete(ctx, arqs):
+    """Released on their hosts, then gone."""
     if arqs:
+        engine = ctx.service.engine
         uuids = [a['uuid'] for a in arqs]
         arq_obj.mark_deleting(engine, uuids)
         ctx.service.binder.release(arqs)
         arq_obj.delete(engine, uuids)
         LOG.info('ARQs deleted: %s', ', '.join(uuids))
-    return util.response(204)
 
 
 def patch_arqs(req):
@@ -152,14 +171,12 @@ def _bind(req, ctx, arqs, bindings):
     engine = ctx.service.engine
     for instance in {b['instance_uuid'] for b in bindings.values()}:
         if arq_obj.list_all(engine, instance=instance):
-            raise fault.BadRequest(
+            raise fault.Conflict(
                 f'Instance {instance} already has accelerator requests: '
                 'cannot bind more')
     binder = ctx.service.binder
     binder.check_hosts(bindings)
-    binder.start(bindings, ctx.project_id)
-    started = arq_obj.list_all(engine, uuids=list(bindings))
-    resolved = binder.bind(started)
+    resolved = binder.bind(binder.start(arqs, bindings, ctx.project_id))
     LOG.info('ARQs resolved: %s', ', '.join(
         f'{a["uuid"]} {a["state"]}' for a in resolved))
     return util.response(202)

@@ -7,12 +7,15 @@ for, and their bind states::
     any --DELETE--> Deleting --released on the host--> (gone)
 
 A bind starts with one conditional UPDATE (``state = Initial``): of two
-API processes binding the same ARQ, one wins, the other is told so.
+API processes binding the same ARQ, one wins, the other is told so (on
+PostgreSQL at REPEATABLE READ the loser's UPDATE may instead fail to
+serialise, SQLSTATE 40001, or deadlock: the same lost race).
 """
 
 import json
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
@@ -86,19 +89,47 @@ def get(engine, uuid):
     return _from_row(row)
 
 
-def start_bind(engine, uuid, binding, project_id):
-    """Initial -> BindStarted with ``binding``; False: not Initial."""
-    values = dict(binding, state=BIND_STARTED, project_id=project_id,
-                  reason=None, updated_at=timeutils.utcnow())
-    with engine.begin() as conn:
-        done = conn.execute(T.update().where(
-            T.c.uuid == uuid, T.c.state == INITIAL).values(**values))
-    return done.rowcount == 1
+class _NotInitial(Exception):
+    pass
 
 
-def finish_bind(engine, uuid, handle=None, reason=None):
+def start_binds(engine, bindings, project_id):
+    """Initial -> BindStarted with their ``bindings`` (uuid: values), all
+    in one transaction or none; None, or the uuid of one that was not
+    Initial (or whose UPDATE lost a race): then nothing is written."""
+    now = timeutils.utcnow()
+    uuid = None
+    try:
+        with engine.begin() as conn:
+            for uuid, binding in bindings.items():
+                done = conn.execute(T.update().where(
+                    T.c.uuid == uuid, T.c.state == INITIAL).values(
+                        state=BIND_STARTED, project_id=project_id,
+                        reason=None, updated_at=now, **binding))
+                if done.rowcount != 1:
+                    raise _NotInitial()
+    except _NotInitial:
+        return uuid
+    except (db_exc.DBError, sa.exc.DBAPIError) as e:
+        if lost_race(e):
+            return uuid
+        raise
+    return None
+
+
+def lost_race(error):
+    """``error`` (SQLAlchemy's, or oslo.db's around it) says another
+    transaction changed the row first: a deadlock, or a serialisation
+    failure (SQLSTATE 40001)."""
+    if isinstance(error, db_exc.DBDeadlock):
+        return True
+    error = getattr(error, 'inner_exception', None) or error
+    return getattr(getattr(error, 'orig', None), 'pgcode', None) == '40001'
+
+
+def finish_bind(engine, arq, handle=None, reason=None):
     """BindStarted -> Bound (``handle``, the host's answer) or BindFailed
-    (``reason``)."""
+    (``reason``); ``arq``'s dict as it is now."""
     values = {'updated_at': timeutils.utcnow()}
     if handle is not None:
         values.update(
@@ -108,8 +139,15 @@ def finish_bind(engine, uuid, handle=None, reason=None):
     else:
         values.update(state=BIND_FAILED, reason=reason)
     with engine.begin() as conn:
-        conn.execute(T.update().where(
-            T.c.uuid == uuid, T.c.state == BIND_STARTED).values(**values))
+        done = conn.execute(T.update().where(
+            T.c.uuid == arq['uuid'], T.c.state == BIND_STARTED).values(
+                **values))
+    if done.rowcount != 1:
+        # Deleted (or unbound) meanwhile.
+        return get(engine, arq['uuid'])
+    if handle is not None:
+        values['attach_handle_info'] = handle['attach_handle_info']
+    return dict(arq, **values)
 
 
 def reset(engine, uuid):

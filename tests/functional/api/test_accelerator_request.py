@@ -149,6 +149,24 @@ def test_delete_by_uuids_and_by_instance(api):
     assert 'instance' in fault(resp)
 
 
+def test_delete_one_by_its_path(api):
+    # As ``openstack accelerator arq delete`` and openstacksdk send it.
+    create_profile(api, {'name': 'two', 'groups': [
+        {'resources:CUSTOM_A': '2'}]})
+    first, second = create_arqs(api, 'two')
+    resp = api('DELETE', f'/v2/accelerator_requests/{first["uuid"]}')
+    assert resp.status_code == 204
+    assert [a['uuid'] for a in arqs(api)] == [second['uuid']]
+    resp = api('DELETE', f'/v2/accelerator_requests/{first["uuid"]}')
+    assert resp.status_code == 404
+    assert first['uuid'] in fault(resp)
+    # Another project's ARQ is not found for a member.
+    resp = api('DELETE', f'/v2/accelerator_requests/{second["uuid"]}',
+               **{'X-Roles': 'member,reader', 'X-Project-Id': 'p2'})
+    assert resp.status_code == 404
+    assert [a['uuid'] for a in arqs(api)] == [second['uuid']]
+
+
 def test_only_a_service_binds(api):
     create_profile(api)
     created = create_arqs(api)
