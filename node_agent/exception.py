@@ -53,6 +53,9 @@
      |                                    read-only, I/O error, locked): a
      |                                    fault of the host, never taken for
      |                                    corruption; waited out
+     +-- CommandRefused                   a command's argument names what
+     |                                    this host cannot do it to
+     |                                    (names it): nothing written
      +-- NotCleaned                       a one-time-use device not made
      |                                    ready (names it, says why): it
      |                                    stays reserved
@@ -420,6 +423,12 @@ class LocalStateUnavailable(NodeAgentError):
 
     def for_command(self):
         return self._text('run the command again once it is mended')
+
+
+class CommandRefused(NodeAgentError):
+    """A ``node-agent-manage`` argument names what this host cannot do
+    the command to (a device it lacks, one in another state): nothing was
+    written.  Exit 2, as argparse refuses a malformed argument."""
 
 
 class ClaimError(NodeAgentError):

@@ -488,7 +488,7 @@ def refused(done):
     """A command's exit status and its error lines (its log is on
     stderr too)."""
     return done.returncode, [line for line in done.stderr.splitlines()
-                             if line.startswith('error: ')]
+                             if line.startswith('node-agent-manage: ')]
 
 
 def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
@@ -517,8 +517,8 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
         # Its guest still has it: refused, nothing run.
         done = agent.run_manage('device', 'clean', H100)
         assert refused(done) == (1, [
-            f'error: {H100}: allocated: {PCI_CLASS} 1; nova\'s provider '
-            f'{uuid} stays reserved'])
+            f'node-agent-manage: failed: {H100}: allocated: {PCI_CLASS} '
+            f'1; nova\'s provider {uuid} stays reserved'])
         assert cleaned(tmp_path) == []
         guest_deleted(cloud, host, rp)
 
@@ -530,8 +530,8 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
 
         done = agent.run_manage('device', 'clean', H100)
         assert refused(done) == (1, [
-            f'error: {H100}: cleaner exit 3; nova\'s provider {uuid} stays '
-            'reserved'])
+            f'node-agent-manage: failed: {H100}: cleaner exit 3; nova\'s '
+            f'provider {uuid} stays reserved'])
         assert inventory(api, uuid)['reserved'] == 1
         listed = agent.run_manage('device', 'list')
         assert listed.stdout.splitlines()[-2:] == [
@@ -551,9 +551,10 @@ def test_device_clean_by_hand_and_device_list(server, cloud, tmp_path):
         assert listed.stdout == 'withheld devices:\n  none\n'
 
         done = agent.run_manage('device', 'clean', '0000:00:01.0')
-        assert refused(done) == (1, [
-            'error: 0000:00:01.0 is not a one-time-use device nova '
-            f'reports under {host} (no provider with HW_PCI_ONE_TIME_USE)'])
+        assert refused(done) == (2, [
+            'node-agent-manage: error: 0000:00:01.0 is not a one-time-use '
+            f'device nova reports under {host} (no provider with '
+            'HW_PCI_ONE_TIME_USE)'])
     finally:
         agent.cleanup()
 

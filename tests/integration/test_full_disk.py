@@ -94,7 +94,8 @@ def test_commands_on_a_full_state_filesystem_move_nothing(
                             f'{ROOT}:VCPU=1', '--no-devices')
     assert made.returncode == 1
     line = one_line_error(made)
-    assert line.startswith(f'error: claim database {claim_db}: ')
+    assert line.startswith(
+        f'node-agent-manage: failed: claim database {claim_db}: ')
     assert line.endswith(UNAVAILABLE)
 
     drained = agent.run_manage('device', 'drain', '0000:af:00.0',

@@ -78,7 +78,8 @@ def test_once_on_the_quickstart_config_logs_nothing_to_worry_about(
             timeout=300)
         assert done.returncode == 1, done.stderr
         assert done.stderr == (
-            'error: [placement] embedded_connection = sqlite:///'
+            'node-agent-manage: failed: [placement] embedded_connection = '
+            'sqlite:///'
             f'{tmp_path}/other/.state/placement.sqlite: there is no '
             f'Placement database at {tmp_path}/other/.state/'
             'placement.sqlite (no agent has synced with this '

@@ -257,7 +257,8 @@ def test_what_an_operator_types_is_checked(agent, server):  # noqa: F811
     typo = device('drain', '0000:3b:00.1', '--reason', 'fan swap')
     assert (typo.returncode, typo.stdout) == (2, '')
     assert typo.stderr == (
-        'error: 0000:3b:00.1 is not a PCI device of this host (none under '
+        'node-agent-manage: error: 0000:3b:00.1 is not a PCI device of '
+        'this host (none under '
         f'{svc.HOST1}/sys/bus/pci/devices); closest: 0000:3b:00.0, '
         '0000:3a:00.0, 0000:5e:00.1 (--force drains it anyway); nothing '
         'written\n')
@@ -265,7 +266,8 @@ def test_what_an_operator_types_is_checked(agent, server):  # noqa: F811
 
     injected = device('drain', GPU0_ADDRESS, '--reason', 'fan\nSTOPPING=1')
     assert (injected.returncode, injected.stderr) == (
-        2, "error: the reason must be one printable line: it holds '\\n'; "
+        2, 'node-agent-manage: error: the reason must be one printable '
+        "line: it holds '\\n'; "
         'nothing written\n')
     assert not os.path.exists(path)
 
@@ -286,7 +288,8 @@ def test_what_an_operator_types_is_checked(agent, server):  # noqa: F811
              '0000:ff:1f.7 is not a PCI device of this host')):
         refused = device(*args)
         assert refused.returncode == 2, (args, refused.stdout)
-        assert refused.stderr.startswith(f'error: {error}'), refused.stderr
+        assert refused.stderr.startswith(
+            f'node-agent-manage: error: {error}'), refused.stderr
         assert refused.stderr.endswith('nothing written\n')
         assert len(refused.stderr.splitlines()) == 1
     assert list(drains.load(path)) == ['0000:3b:00.1']

@@ -98,15 +98,33 @@ def main(argv=None):
         print(f'usage: {PROGRAM} {conf.category.name} <action>; '
               'see --help', file=sys.stderr)
         return 2
-    from node_agent.tracker import exit_policy
     try:
         return action_fn(conf) or 0
     except exception.NodeAgentError as exc:
-        # The daemon's exit policy: 78, said as a bad configuration is,
-        # for what no retry fixes (an option, missing or refused
-        # credentials, a state file too new...); else 1.
-        status = exit_policy.exit_status(exc)
-        if status == exit_policy.EXIT_FATAL:
-            return cmd.config_error(PROGRAM, exc)
-        print(f'error: {exc.for_command()}', file=sys.stderr)
-        return status
+        return refused(exc)
+
+
+#: One exit status and one prefix per kind of mistake (doc/operating.md):
+#: the command line (argparse's own: ``error:``, 2), the work that could
+#: not be done now (``failed:``, 1); a bad configuration is
+#: :func:`node_agent.cmd.config_error`'s (78).
+EXIT_REFUSED = 2
+EXIT_FAILED = 1
+
+
+def refused(exc):
+    """Say ``exc`` on stderr as its kind is said; its exit status.
+
+    The daemon's exit policy decides what no retry fixes (an option,
+    missing or refused credentials, a state file too new...): 78, said
+    as a bad configuration is.
+    """
+    from node_agent.tracker import exit_policy
+    if isinstance(exc, (exception.CommandRefused,
+                        exception.InvalidClaimRequest)):
+        print(f'{PROGRAM}: error: {exc}', file=sys.stderr)
+        return EXIT_REFUSED
+    if exit_policy.exit_status(exc) == exit_policy.EXIT_FATAL:
+        return cmd.config_error(PROGRAM, exc)
+    print(f'{PROGRAM}: failed: {exc.for_command()}', file=sys.stderr)
+    return EXIT_FAILED

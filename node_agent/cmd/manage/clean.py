@@ -5,8 +5,9 @@ It is the clean the daemon runs (:mod:`node_agent.one_time_use`), with
 the same configuration, lock and records: it refuses a device a guest
 holds, one another process cleans now, and one that is not a
 one-time-use device nova reports under this host's root.  Exit 0 when the
-device is given back (``reserved = 0`` on nova's provider), 1 otherwise
-with the reason.
+device is given back (``reserved = 0`` on nova's provider); 2 for an
+address that is not such a device; 1 when the clean failed, with the
+reason.
 """
 
 import sys
@@ -31,7 +32,7 @@ def _provider(conf, report_client, address):
     tree = tracker.read_tree(conf, report_client, ensure=False)
     provider = nova_pci.nova_devices(tree, tree.roots[0]).get(address)
     if provider is None or policy.ONE_TIME_USE_TRAIT not in provider.traits:
-        raise exception.NodeAgentError(
+        raise exception.CommandRefused(
             f'{address} is not a one-time-use device nova reports under '
             f'{tree.roots[0].name} (no provider with '
             f'{policy.ONE_TIME_USE_TRAIT})')
@@ -62,13 +63,13 @@ def clean(conf):
             records.update(address, dict(
                 records.load().get(address) or {}, uuid=provider.uuid,
                 state=exc.state, reason=exc.reason))
-            print(f'error: {exc}; nova\'s provider {provider.uuid} stays '
-                  'reserved', file=sys.stderr)
-            return 1
+            print(f'{manage.PROGRAM}: failed: {exc}; nova\'s provider '
+                  f'{provider.uuid} stays reserved', file=sys.stderr)
+            return manage.EXIT_FAILED
         except record.Busy:
-            print(f'error: {address} is being cleaned by another process',
-                  file=sys.stderr)
-            return 1
+            print(f'{manage.PROGRAM}: failed: {address} is being cleaned '
+                  'by another process', file=sys.stderr)
+            return manage.EXIT_FAILED
     records.update(address, None)
     print(f'{address}: cleaned and checked; nova\'s provider '
           f'{provider.uuid} is given back (reserved = 0)')

@@ -30,7 +30,6 @@ is offered for it and that the drain holds once it is.
 """
 
 import argparse
-import sys
 
 from node_agent.health import drains
 from node_agent import exception
@@ -38,8 +37,6 @@ from node_agent.health import state as health_state
 from node_agent.cmd.manage import clean
 from node_agent.health import model as health
 from node_agent.hardware import sysfs as sysfs_mod
-
-EXIT_REFUSED = 2
 
 
 def pci_address(value):
@@ -135,8 +132,9 @@ def unknown(conf, address, known=None):
 
 
 def _refuse(message):
-    print(f'error: {message}; nothing written', file=sys.stderr)
-    return EXIT_REFUSED
+    from node_agent.cmd import manage
+    return manage.refused(exception.CommandRefused(
+        f'{message}; nothing written'))
 
 
 def drain(conf):

@@ -179,10 +179,11 @@ def test_manage_claim_amounts_are_bounded(conf, tmp_path, capsys):
     args = write_config(tmp_path, conf) + [
         'claims', 'create', C2, f'{host.ROOT}:VCPU={2 ** 70}',
         '--no-devices']
-    assert manage.main(args) == 1
+    assert manage.main(args) == 2
     assert capsys.readouterr().err == (
-        f'error: invalid claim request: allocation.{host.ROOT}.resources.'
-        'VCPU: must be an integer from 1 to 2147483647\n')
+        'node-agent-manage: error: invalid claim request: '
+        f'allocation.{host.ROOT}.resources.VCPU: must be an integer from 1 '
+        'to 2147483647\n')
     assert not os.path.exists(os.path.join(conf.state_path, 'claim.sqlite'))
 
 

@@ -52,6 +52,9 @@ POLICY = {
     'ClaimRejected': exit_policy.ERROR,
     'ClaimNotFound': exit_policy.ERROR,
     'BindRejected': exit_policy.ERROR,
+    # node-agent-manage's: exit 2 there (doc/operating.md), the daemon
+    # never raises it.
+    'CommandRefused': exit_policy.ERROR,
     # Kept in the clean's own thread; were one to escape: exit 1.
     'NotCleaned': exit_policy.ERROR,
 }
