@@ -26,6 +26,21 @@ def pytest_configure(config):
     make_hosts.ensure()
 
 
+#: The fixtures that start a service of their own (PostgreSQL, RabbitMQ,
+#: Keystone, libvirtd): a test asking for one is marked ``services``, so
+#: ``-m "not services"`` leaves them out (tools/run-tests.sh --quick).
+SERVICES = ('postgres', 'broker', 'keystone', 'libvirtd')
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = getattr(item, 'fixturenames', ())
+        param = getattr(getattr(item, 'callspec', None), 'params', {})
+        if any(n in names for n in SERVICES) or \
+                param.get('placement_adapter') == 'postgresql':
+            item.add_marker(pytest.mark.services)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     # tools/run-tests.sh's --dist loadgroup: tests/fixtures/scheduling.py.

@@ -24,6 +24,7 @@ import json
 import pytest
 
 from node_agent import identity
+from node_agent import text
 from tests.clients import harness
 from tests.clients import test_gpu_hosts as gpu_hosts
 from tests.fixtures import hosts
@@ -87,9 +88,10 @@ def vgpu_providers(cloud, host):
 
 
 def not_offered_note(host, addresses):
+    # The status line names the first few, then a count (text.listed).
     return (f'{len(addresses)} vGPU devices nova-compute cannot attach, not '
-            'offered: ' + ', '.join(provider(host, a)
-                                    for a in sorted(addresses)))
+            'offered: ' + text.listed(provider(host, a)
+                                      for a in sorted(addresses)))
 
 
 def place(cloud, host, flavors):
@@ -448,9 +450,14 @@ def test_whole_device_without_novas_device_spec_is_not_offered(
     assert candidates(cloud, host, f'{rc}:1') == []
     charged, _ = place(cloud, host, [(rc.lower(), rc)])
     assert charged == {rc.lower(): None}
+    # The status line counts them and names the first few (text.listed);
+    # the log names each.
+    assert (f'{text.plural(len(addresses), "PCI device offer")} '
+            'nova-compute cannot attach, not offered: '
+            f'{provider(host, sorted(addresses)[0])} {rc}'
+            in done.stdout), done.stdout
     for address in addresses:
         named = f'{provider(host, address)} {rc}'
-        assert named in done.stdout
         assert f'{named}: PCI device not offered beside nova-compute: ' \
             'nova-compute attaches a whole PCI device only through its ' \
             'PCI tracker, and no [pci] device_spec matches it: set [pci] ' \

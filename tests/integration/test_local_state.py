@@ -16,6 +16,7 @@ import subprocess
 
 import pytest
 
+from node_agent.claims import versions
 from tests.fixtures import placement_state
 from tests.integration.test_agent_service import agent  # noqa: F401
 from tests.integration.test_agent_service import api
@@ -239,7 +240,7 @@ def test_newer_claim_database_exits_78(agent, server):  # noqa: F811
     code, stderr = run_once(agent)
     assert code == 78
     assert f'{path} is at schema version 5, newer than this agent knows ' \
-           '(2)' in stderr
+           f'({versions.LATEST})' in stderr
     assert moved_aside(agent, CLAIM_DB) == []
 
 
