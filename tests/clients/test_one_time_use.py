@@ -19,6 +19,7 @@ import shutil
 import signal
 import stat
 import threading
+import time
 
 import oslo_messaging
 
@@ -173,13 +174,24 @@ def start_agent(conf, server, cloud, host, sys_root, libvirt_uri=None,
 
 
 def audit_until(agent, condition, what):
-    """An early audit (a udev event's) done, and the clean it started;
-    then until ``condition()``."""
+    """Early audits (a udev event's), each done with the clean it
+    started, until ``condition()``: one asked for while another audit
+    runs can be folded into it, so another is asked for each second."""
     calls = len(agent.adapter.calls)
+    asked = [time.monotonic()]
     agent.svc.early_audit()
-    wait_for(lambda: len(agent.adapter.calls) > calls
-             and not agent.svc._syncing.is_set()
-             and agent.rt.one_time_use().wait(0) and condition(), what)
+
+    def done():
+        if len(agent.adapter.calls) <= calls or agent.svc._syncing.is_set() \
+                or not agent.rt.one_time_use().wait(0):
+            return False
+        if condition():
+            return True
+        if time.monotonic() - asked[0] > 1:
+            asked[0] = time.monotonic()
+            agent.svc.early_audit()
+        return False
+    wait_for(done, what)
 
 
 def state(agent):
