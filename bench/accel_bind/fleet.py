@@ -287,8 +287,12 @@ class Fleet:
             processes=self.placement_processes)
         self.placement.start()
         stack.callback(self.placement.stop)
-        # The scheduler's side: one connection per cycle in flight.
-        self.adapter = admin_adapter(self.placement.url)
+        # The scheduler's side: one connection per cycle in flight.  A
+        # kept-alive connection the server closes as idle (cheroot's
+        # timeout, as Apache's KeepAliveTimeout) while a request goes out
+        # on it is reset: sent again, as nova's [placement]
+        # connect_retries does.
+        self.adapter = admin_adapter(self.placement.url, connect_retries=2)
         self.adapter.session.session.mount('http://', HTTPAdapter(
             pool_connections=4, pool_maxsize=64))
         conf = base_conf(self.workdir, 'fleet')

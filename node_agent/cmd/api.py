@@ -43,7 +43,8 @@ def main(argv=None, hosts=None):
         cmd.report_failure(LOG, PROGRAM, exc, logging.ERROR, 'failed')
         return cmd.EXIT_CONFIG
     server = cheroot_wsgi.Server((conf.api.bind_host, conf.api.bind_port),
-                                 app, numthreads=conf.api.threads)
+                                 app, numthreads=conf.api.threads,
+                                 request_queue_size=conf.api.backlog)
     signal.signal(signal.SIGTERM, _stop)
     LOG.info('%s listening on http://%s:%d', PROGRAM, conf.api.bind_host,
              conf.api.bind_port)

@@ -46,6 +46,14 @@ opts = [
                help='Requests the console script serves at once. A bind '
                     'waits for the host\'s agent for up to bind_timeout '
                     'seconds, holding its thread.'),
+    cfg.IntOpt('backlog',
+               default=128,
+               min=1,
+               help='Connections the console script\'s listening socket '
+                    'queues before it accepts them (its listen backlog; '
+                    'the kernel caps it at net.core.somaxconn). Beyond '
+                    'it, new connections are refused or reset: nova\'s '
+                    'conductors binding at once each open one.'),
     cfg.IntOpt('bind_timeout',
                default=60,
                min=1,

@@ -168,8 +168,7 @@ def start_agent(conf, server, cloud, host, sys_root, libvirt_uri=None,
     conf.set_override('startup_splay', 0, 'audit')
     clock = Clock()
     agent = pci.Running(conf, ps.admin_adapter(server.url), sys_root,
-                        clock, libvirt_uri=libvirt_uri)
-    agent.rt.use_clock(clock)
+                        clock, libvirt_uri=libvirt_uri, tracker_clock=True)
     return agent, clock
 
 

@@ -76,7 +76,9 @@ class Running:
     """One daemon's worth of objects over the copied host."""
 
     def __init__(self, conf, placement_adapter, sys_root, clock,
-                 libvirt_uri=None):
+                 libvirt_uri=None, tracker_clock=False):
+        """``tracker_clock``: ``clock`` is the tracker's too, from before
+        the startup (a record the startup writes is on it)."""
         self.adapter = counting.CountingAdapter(placement_adapter)
         self.discovery = hosts.discovery_for(
             'h100-vm', conf, sysfs_root=sys_root,
@@ -87,6 +89,8 @@ class Running:
             conf, client.ReportClient.from_conf(
                 conf, self.adapter, state=state.SyncState.from_conf(conf)),
             self.discovery, metrics=self.metrics)
+        if tracker_clock:
+            self.rt.use_clock(clock)
         self.svc = service.AgentService(
             conf, self.rt, systemd.Notifier(environ={}),
             device_health=factory.device_health(conf, self.rt, self.metrics,
