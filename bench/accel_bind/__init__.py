@@ -1,13 +1,16 @@
 """Binding accelerator requests: bind latency and whole cycles per second.
 
 ``python bench/run.py accel-bind [--hosts 1000] [--agents 100]
-[--cycles 400] [--in-flight 20] [--api-processes 2] [--modes agents stub]``
+[--agent-processes 4] [--cycles 400] [--in-flight 20] [--api-processes 2]
+[--modes agents stub]``
 
 The fleet is :class:`bench.accel_bind.fleet.Fleet`: node-agent-api in
 ``--api-processes`` processes on one PostgreSQL database, Placement (over
 PostgreSQL) holding ``--hosts`` hosts (recorded host 1 under each name),
 and ``--agents`` of them answering binds over a real RabbitMQ (their
-claims sides, as the factory builds them, in this process).  Each cycle
+claims sides, as the factory builds them, spread over
+``--agent-processes`` processes; 0: in this process, beside the
+clients).  Each cycle
 is what nova does for one instance with a one-VGPU device profile:
 create the ARQ, allocate (the scheduler's PUT), bind (PATCH, answered
 once the host answered), read it by instance, delete it by instance and
@@ -53,7 +56,8 @@ def measure(args, stub, pg):
     started = time.monotonic()
     with fleet_mod.Fleet(workdir, hosts=args.hosts, agents=args.agents,
                          api_processes=args.api_processes,
-                         stub=stub, pg=pg) as fleet:
+                         stub=stub, pg=pg,
+                         agent_processes=args.agent_processes) as fleet:
         setup = time.monotonic() - started
         sessions = {}
 
@@ -74,7 +78,9 @@ def measure(args, stub, pg):
     totals = [c.total_time for c in cycles]
     return {
         'mode': 'stub' if stub else 'agents', 'hosts': args.hosts,
-        'agents': 0 if stub else args.agents, 'cycles': len(cycles),
+        'agents': 0 if stub else args.agents,
+        'agent_processes': 0 if stub else args.agent_processes,
+        'cycles': len(cycles),
         'in_flight': args.in_flight, 'api_processes': args.api_processes,
         'bind_p50': percentile(binds, 50), 'bind_p99': percentile(binds, 99),
         'bind_mean': statistics.mean(binds),
@@ -85,12 +91,14 @@ def measure(args, stub, pg):
 
 
 def table(rows):
-    lines = ['| mode | hosts | agents | cycles | in flight | bind p50 | '
-             'bind p99 | cycle p50 | cycle p99 | cycles/s | not bound |',
+    lines = ['| mode | hosts | agents (processes) | cycles | in flight | '
+             'bind p50 | bind p99 | cycle p50 | cycle p99 | cycles/s | '
+             'not bound |',
              '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in rows:
         lines.append(
-            f"| {r['mode']} | {r['hosts']} | {r['agents']} | {r['cycles']} "
+            f"| {r['mode']} | {r['hosts']} | {r['agents']} "
+            f"({r['agent_processes']}) | {r['cycles']} "
             f"| {r['in_flight']} | {r['bind_p50'] * 1000:.0f} ms | "
             f"{r['bind_p99'] * 1000:.0f} ms | {r['cycle_p50'] * 1000:.0f} ms "
             f"| {r['cycle_p99'] * 1000:.0f} ms | {r['cycles_per_s']:.1f} | "
@@ -103,6 +111,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--hosts', type=int, default=1000)
     parser.add_argument('--agents', type=int, default=100)
+    parser.add_argument('--agent-processes', type=int, default=4,
+                        help='processes the agents are spread over (0: '
+                             'this one)')
     parser.add_argument('--cycles', type=int, default=400)
     parser.add_argument('--warmup', type=int, default=20)
     parser.add_argument('--in-flight', type=int, default=20)

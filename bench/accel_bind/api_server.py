@@ -27,6 +27,9 @@ class StubHosts:
     def unbind(self, host, arq_uuid):
         return []
 
+    def unbind_later(self, host, arq_uuid):
+        pass
+
 
 def main(argv):
     from node_agent.cmd import api

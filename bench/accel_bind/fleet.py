@@ -11,11 +11,13 @@
     node-agent-api      N processes (api_server.py: the application
                         wsgi.init_application builds, served by cheroot as
                         the console script serves it), one database
-    agents              the claims side of M hosts in this process, as the
-                        factory builds it (factory.claim_manager, the
-                        claims RPC server of claims.rpc with the bind's
-                        Placement reader, factory.report_client), each host
-                        with its own claim database; all over one transport
+    agents              the claims side of M hosts, as the factory builds
+                        it (factory.claim_manager, the claims RPC server of
+                        claims.rpc with the bind's Placement reader,
+                        factory.report_client), each host with its own
+                        claim database; in this process over one transport,
+                        or spread over K processes of their own
+                        (agents_server.py, ``agent_processes=K``)
 
 Every host is recorded host 1 under its own name (the tree the drivers
 build for it: two T4 GPU providers of 16 VGPU each under their NUMA
@@ -49,6 +51,7 @@ from node_agent.tracker import round as round_mod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 API_SERVER = os.path.join(HERE, 'api_server.py')
+AGENTS_SERVER = os.path.join(HERE, 'agents_server.py')
 PROFILE = 'one-t4-vgpu'
 GROUP = {'resources:VGPU': '1'}
 GPUS = ('0000:3b:00.0', '0000:af:00.0')
@@ -155,6 +158,58 @@ class Agents:
         self.transport.cleanup()
 
 
+def host_claims(workdir, name):
+    """The claims in host ``name``'s claim database (:class:`Agents`'s
+    layout), read as its agent reads them."""
+    conf = base_conf(os.path.join(workdir, 'agents', name), name)
+    return factory.claim_manager(conf).list()
+
+
+class AgentProcesses:
+    """:class:`Agents` for ``names`` spread over ``processes`` processes
+    of their own (agents_server.py), started; the same :meth:`claims` and
+    :meth:`stop`."""
+
+    def __init__(self, workdir, names, processes, placement_url,
+                 transport_url):
+        self.workdir = workdir
+        self.names = list(names)
+        self.procs, self.logs, ready = [], [], []
+        for k in range(processes):
+            share = self.names[k::processes]
+            if not share:
+                continue
+            ready.append(os.path.join(workdir, f'agents-{k}.ready'))
+            self.logs.append(os.path.join(workdir, f'agents-{k}.log'))
+            with open(self.logs[-1], 'w') as out:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, AGENTS_SERVER, workdir, placement_url,
+                     transport_url, ready[-1]] + share,
+                    stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + START_TIMEOUT
+        for proc, path, log in zip(self.procs, ready, self.logs):
+            while not os.path.exists(path):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f'agents did not start: {tail(log)}')
+                time.sleep(0.2)
+
+    def claims(self):
+        return {name: host_claims(self.workdir, name) for name in self.names}
+
+    def stop(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def api_conf_text(state_path, port, database, placement_url,
                   transport_url, threads):
     return '\n'.join([
@@ -246,9 +301,11 @@ class Fleet:
     """Everything of the module docstring, started; a context manager."""
 
     def __init__(self, workdir, hosts, agents, api_processes=2, stub=False,
-                 placement_processes=1, pg=None):
+                 placement_processes=1, pg=None, agent_processes=0):
         """``pg``: a running :class:`tests.fixtures.postgres.
-        PostgresServer` to make the databases in (None: one of its own)."""
+        PostgresServer` to make the databases in (None: one of its own);
+        ``agent_processes``: 0, the agents in this process; K, spread over
+        K processes of their own."""
         self.workdir = workdir
         self.pg = pg
         self.hosts = [host_name(i) for i in range(hosts)]
@@ -256,6 +313,7 @@ class Fleet:
         self.api_processes = api_processes
         self.stub = stub
         self.placement_processes = placement_processes
+        self.agent_processes = agent_processes
         self._stack = contextlib.ExitStack()
 
     def __enter__(self):
@@ -303,7 +361,12 @@ class Fleet:
                     for n in self.hosts])
         self.broker = rabbitmq.start(os.path.join(self.workdir, 'rabbitmq'))
         stack.callback(self.broker.stop)
-        if self.agent_names and not self.stub:
+        if self.agent_names and not self.stub and self.agent_processes:
+            self.agents = AgentProcesses(
+                self.workdir, self.agent_names, self.agent_processes,
+                self.placement.url, self.broker.url)
+            stack.callback(self.agents.stop)
+        elif self.agent_names and not self.stub:
             self.agents = Agents(self.workdir, self.agent_names,
                                  self.snapshot, self.placement.url,
                                  self.broker.url)

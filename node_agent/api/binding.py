@@ -11,10 +11,14 @@ A bind (PATCH ``add``)::
     -> Bound (attach handle) | BindFailed (why)
     nova told, after the answer               (node_agent.api.nova)
 
-A host whose agent does not answer in time gives BindFailed; were its
-answer only late, the agent's reconcile releases the claim of an ARQ that
-is gone.  Unbinding and deleting release on the host (``unbind``, which
-is idempotent) before the ARQ is reset or deleted.
+A host whose agent does not answer in time gives BindFailed, and an
+``unbind`` is left in that host's queue (:meth:`node_agent.claims.rpc.
+ClaimClient.unbind_later`): had the agent claimed (its answer late, or it
+was killed before answering), the claim is released when it reads its
+queue again; an agent that sees the bind after the caller's deadline
+refuses it, or releases what it claimed.  Unbinding and deleting release
+on the host (``unbind``, which is idempotent) before the ARQ is reset or
+deleted; a release not answered is left in the queue the same way.
 """
 
 import concurrent.futures
@@ -122,6 +126,8 @@ class Binder:
             reason = self._why(host, e)
             LOG.warning('ARQ %s (instance %s) not bound on %s: %s',
                         arq['uuid'], arq['instance_uuid'], host, reason)
+            if not isinstance(e, exception.ClaimError):
+                self._unbind_later(arq)
             return {'reason': reason}
         LOG.info('ARQ %s (instance %s) bound on %s: %s %s', arq['uuid'],
                  arq['instance_uuid'], host, handle['attach_handle_type'],
@@ -152,10 +158,24 @@ class Binder:
         except Exception as e:
             LOG.warning('ARQ %s not released on %s: %s', arq['uuid'],
                         arq['hostname'], self._why(arq['hostname'], e))
+            if not isinstance(e, exception.ClaimError):
+                self._unbind_later(arq)
             return False
         LOG.info('ARQ %s released on %s (%d claims)', arq['uuid'],
                  arq['hostname'], len(released or []))
         return True
+
+    def _unbind_later(self, arq):
+        """An unbind left in the queue of the ARQ's host (not answered)."""
+        try:
+            self.hosts.unbind_later(arq['hostname'], arq['uuid'])
+        except Exception as e:  # noqa: BLE001 - the broker may be away too
+            LOG.warning('ARQ %s: no unbind left for host %s either (%s): '
+                        'a claim its agent made stays until released '
+                        'there', arq['uuid'], arq['hostname'], e)
+            return
+        LOG.info('ARQ %s: an unbind is left in the queue of host %s, done '
+                 'when its agent reads it', arq['uuid'], arq['hostname'])
 
     def close(self):
         self._pool.shutdown(wait=True)

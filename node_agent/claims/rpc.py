@@ -140,8 +140,18 @@ class ClaimEndpoint:
             raise exception.BindRejected(
                 payload['arq_uuid'], payload['provider_uuid'],
                 f'host {self.manager.host} binds no accelerator requests')
-        return bind_mod.bind(self.manager, self.context_fn(), self.host,
-                             **payload)
+        arq = payload['arq_uuid'].lower()
+        _in_time(ctxt, f'ARQ {arq}', 'refused')
+        answer = bind_mod.bind(self.manager, self.context_fn(), self.host,
+                               **payload)
+        try:
+            _in_time(ctxt, f'ARQ {arq}', 'released')
+        except exception.ClaimRejected:
+            # The API has answered BindFailed already: a claim kept now
+            # would hold the device for an ARQ nova will not attach.
+            self.manager.unbind(arq)
+            raise
+        return answer
 
     @oslo_messaging.expected_exceptions(exception.ClaimError)
     def unbind(self, ctxt, **payload):
@@ -331,6 +341,15 @@ class ClaimClient:
     def unbind(self, host, arq_uuid):
         """The claims released on ``host`` for the ARQ ([] if none)."""
         return self._call(host, 'unbind', version=VERSION, arq_uuid=arq_uuid)
+
+    def unbind_later(self, host, arq_uuid):
+        """Leave an ``unbind`` of the ARQ in ``host``'s queue (a cast: no
+        answer, no deadline), done whenever its agent reads the queue
+        again: after a bind or an unbind it did not answer.  The queue is
+        there once that agent has served (RabbitMQ keeps it while the
+        agent is down, not across a broker restart)."""
+        self.client.prepare(server=host, version=VERSION).cast(
+            {}, 'unbind', arq_uuid=arq_uuid)
 
     def claim(self, host, consumer_uuid, allocation, kind='instance'):
         return self._call(host, 'claim', consumer_uuid=consumer_uuid,

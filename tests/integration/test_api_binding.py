@@ -172,3 +172,24 @@ def test_a_host_that_does_not_answer(placement_adapter, api, nova):
     assert api('DELETE', '/v2/accelerator_requests?instance=' + I1
                ).status_code == 204
     assert api('GET', '/v2/accelerator_requests').json['arqs'] == []
+
+
+def test_a_release_its_host_missed_is_done_when_its_agent_is_back(
+        host1, placement_adapter, api, nova):
+    """The instance is deleted while its host's agent is down: the delete
+    goes through, the unbind waits in that host's queue, and the agent
+    releases the claims when it starts again (the instance's allocation
+    is still in Placement: only the unbind releases them)."""
+    with daemon(host1, placement_adapter) as svc:
+        vgpu, pgpu = _create(api)
+        allocate(placement_adapter, I1, {VGPU_RP: {'VGPU': 1},
+                                         PGPU_RP: {'PGPU': 1}})
+        assert _bind(api, vgpu, pgpu).status_code == 202
+        assert sorted(c.arq_uuid for c in svc.tracker.claim_manager(
+        ).list()) == sorted([vgpu['uuid'], pgpu['uuid']])
+    assert api('DELETE', '/v2/accelerator_requests?instance=' + I1
+               ).status_code == 204
+    assert api('GET', '/v2/accelerator_requests').json['arqs'] == []
+    with daemon(host1, placement_adapter) as svc:
+        bind_rpc.wait_for(lambda: svc.tracker.claim_manager().list() == [],
+                          'the claims released')

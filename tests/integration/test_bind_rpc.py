@@ -221,3 +221,23 @@ def test_a_restart_keeps_the_bound_claim(host1, placement_adapter, client):
         assert bind(client, ARQ1, I1, PGPU_RP, PGPU_GROUP) == handle
         with pytest.raises(exception.BindRejected):
             bind(client, ARQ2, I1, PGPU_RP, PGPU_GROUP)
+
+
+def test_a_bind_seen_after_its_callers_deadline_claims_nothing(
+        host1, placement_adapter, client):
+    """A bind the agent reads after node-agent-api stopped waiting (it
+    answered BindFailed already) is refused, nothing claimed."""
+    with daemon(host1, placement_adapter) as svc:
+        allocate(placement_adapter, I1, {PGPU_RP: {'PGPU': 1}})
+        late = client.client.prepare(server=HOST, version=rpc.VERSION)
+        with pytest.raises(exception.ClaimRejected) as err:
+            late.call({'deadline': time.time() - 5}, 'bind', arq_uuid=ARQ1,
+                      instance_uuid=I1, provider_uuid=PGPU_RP,
+                      device_profile_name='gpu-profile', group_id=0,
+                      group=PGPU_GROUP)
+        assert f'ARQ {ARQ1} refused: its caller stopped waiting' in str(
+            err.value)
+        assert svc.tracker.claim_manager().list() == []
+        # In time, the same bind claims.
+        assert bind(client, ARQ1, I1, PGPU_RP, PGPU_GROUP)[
+            'attach_handle_type'] == 'PCI'
