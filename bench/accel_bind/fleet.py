@@ -199,15 +199,7 @@ class AgentProcesses:
         return {name: host_claims(self.workdir, name) for name in self.names}
 
     def stop(self):
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(self.procs, 30)
 
 
 def api_conf_text(state_path, port, database, placement_url,
@@ -278,15 +270,21 @@ class ApiServers:
                 time.sleep(0.2)
 
     def stop(self):
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(self.procs, 20)
+
+
+def stop_processes(procs, timeout):
+    """SIGTERM to each of ``procs``, SIGKILL to any still there after
+    ``timeout`` seconds."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def tail(path, chars=3000):
