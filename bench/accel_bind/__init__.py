@@ -51,8 +51,12 @@ def percentile(values, p):
 
 
 def measure(args, stub, pg):
+    with tempfile.TemporaryDirectory(prefix='accel-bind-') as workdir:
+        return _measure(args, stub, pg, workdir)
+
+
+def _measure(args, stub, pg, workdir):
     from bench.accel_bind import fleet as fleet_mod
-    workdir = tempfile.mkdtemp(prefix='accel-bind-')
     started = time.monotonic()
     with fleet_mod.Fleet(workdir, hosts=args.hosts, agents=args.agents,
                          api_processes=args.api_processes,
