@@ -35,6 +35,7 @@ _MODULES = (
     'one_time_use',
     'api',
     'api_database',
+    'accelerator',
 )
 # The shipped drivers' groups: each driver's list_opts() names its own.
 _DRIVER_MODULES = (
