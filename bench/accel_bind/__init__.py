@@ -60,6 +60,7 @@ def _measure(args, stub, pg, workdir):
     started = time.monotonic()
     with fleet_mod.Fleet(workdir, hosts=args.hosts, agents=args.agents,
                          api_processes=args.api_processes,
+                         placement_processes=args.placement_processes,
                          stub=stub, pg=pg,
                          agent_processes=args.agent_processes) as fleet:
         setup = time.monotonic() - started
@@ -86,6 +87,7 @@ def _measure(args, stub, pg, workdir):
         'agent_processes': 0 if stub else args.agent_processes,
         'cycles': len(cycles),
         'in_flight': args.in_flight, 'api_processes': args.api_processes,
+        'placement_processes': args.placement_processes,
         'bind_p50': percentile(binds, 50), 'bind_p99': percentile(binds, 99),
         'bind_mean': statistics.mean(binds),
         'cycle_p50': percentile(totals, 50),
@@ -122,6 +124,9 @@ def main(argv=None):
     parser.add_argument('--warmup', type=int, default=20)
     parser.add_argument('--in-flight', type=int, default=20)
     parser.add_argument('--api-processes', type=int, default=2)
+    parser.add_argument('--placement-processes', type=int, default=2,
+                        help="Placement's worker processes, as uwsgi runs "
+                             'it (one port)')
     parser.add_argument('--modes', nargs='+', default=['agents', 'stub'],
                         choices=['agents', 'stub'])
     parser.add_argument('--json', help='write the figures here too')

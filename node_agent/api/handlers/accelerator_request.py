@@ -140,20 +140,32 @@ def patch_arqs(req):
     if len(ops) != 1:
         raise fault.BadRequest('Every op of a patch must be "add", or '
                                'every one "remove"')
-    arqs = _existing(ctx, body)
     if ops == {'remove'}:
-        return _unbind(req, ctx, arqs)
-    return _bind(req, ctx, arqs, {u: _binding(u, p) for u, p in body.items()})
+        return _unbind(req, ctx, _existing(ctx, body))
+    bindings = {u: _binding(u, p) for u, p in body.items()}
+    instances = sorted({b['instance_uuid'] for b in bindings.values()})
+    arqs, bound = _existing(ctx, body, instances)
+    if bound:
+        raise fault.Conflict(
+            f'Instance {bound[0]["instance_uuid"]} already has accelerator '
+            'requests: cannot bind more')
+    return _bind(req, ctx, arqs, bindings)
 
 
-def _existing(ctx, body):
-    arqs = arq_obj.list_all(ctx.service.engine, uuids=list(body))
+def _existing(ctx, body, instances=()):
+    """The ARQs ``body`` names, NotFound unless all exist; with
+    ``instances``, also those already bound to them (one query)."""
+    found = arq_obj.list_all(ctx.service.engine, uuids=list(body),
+                             or_instances=instances)
+    arqs = [a for a in found if a['uuid'] in body]
     missing = sorted(set(body) - {a['uuid'] for a in arqs})
     if missing:
         raise fault.NotFound(
             f'Accelerator requests not found: {", ".join(missing)}: nothing '
             'was changed')
-    return arqs
+    if not instances:
+        return arqs
+    return arqs, [a for a in found if a['instance_uuid'] in instances]
 
 
 def _binding(uuid, patch):
@@ -168,12 +180,6 @@ def _binding(uuid, patch):
 
 
 def _bind(req, ctx, arqs, bindings):
-    engine = ctx.service.engine
-    for instance in {b['instance_uuid'] for b in bindings.values()}:
-        if arq_obj.list_all(engine, instance=instance):
-            raise fault.Conflict(
-                f'Instance {instance} already has accelerator requests: '
-                'cannot bind more')
     binder = ctx.service.binder
     binder.check_hosts(bindings)
     resolved = binder.bind(binder.start(arqs, bindings, ctx.project_id))

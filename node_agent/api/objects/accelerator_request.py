@@ -68,15 +68,26 @@ def create(engine, profile, project_id):
             for _unit in range(count_units(group))]
     with engine.begin() as conn:
         conn.execute(T.insert(), rows)
-    return list_all(engine, uuids=[r['uuid'] for r in rows])
+    # As list_all() would read them back: no second round trip.
+    blank = dict.fromkeys(T.c.keys())
+    return [dict(blank, **row, attach_handle_info={},
+                 device_profile_name=profile['name'],
+                 device_profile_group=profile['groups'][
+                     row['device_profile_group_id']])
+            for row in rows]
 
 
-def list_all(engine, instance=None, uuids=None):
+def list_all(engine, instance=None, uuids=None, or_instances=None):
+    """The ARQs of ``instance``, or among ``uuids``, or all;
+    ``or_instances``: those of these instances too (one query)."""
     query = _select().order_by(T.c.id)
     if instance is not None:
         query = query.where(T.c.instance_uuid == instance)
     if uuids is not None:
-        query = query.where(T.c.uuid.in_(uuids))
+        which = T.c.uuid.in_(uuids)
+        if or_instances:
+            which = sa.or_(which, T.c.instance_uuid.in_(or_instances))
+        query = query.where(which)
     with engine.connect() as conn:
         return [_from_row(r) for r in conn.execute(query)]
 
