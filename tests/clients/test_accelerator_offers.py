@@ -93,7 +93,8 @@ def test_novas_own_vgpu_type_stays_novas(agent, server, cloud):
 
 def test_whole_gpus_and_accelerators(agent, server, cloud):
     """No vGPU type of the agent's: host 4's GPUs are given whole as
-    ``CUSTOM_NA_PGPU``, never ``PGPU``."""
+    ``CUSTOM_NA_PGPU``, never ``PGPU``: a flavor with ``resources:PGPU=1``
+    finds no host through Nova's scheduler."""
     host = 'accel-whole-gpus'
     attachable.whole_nova(cloud, host, 'host4', ())
     configure(agent, server, cloud, host, extra=())
@@ -106,6 +107,8 @@ def test_whole_gpus_and_accelerators(agent, server, cloud):
         'pci_0000_3b_00_0': ({'CUSTOM_NA_PGPU': (1, 0)}, [MODEL_A10, OWNER]),
         'pci_0000_af_00_0': ({'CUSTOM_NA_PGPU': (1, 0)},
                              [MODEL_L40S, OWNER])}
+    charged, _ = attachable.place(cloud, host, [('pgpu', 'PGPU')])
+    assert charged == {'pgpu': None}
 
 
 def test_time_sliced_vgpus_and_an_fpga(agent, server, cloud):

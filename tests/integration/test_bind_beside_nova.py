@@ -21,6 +21,7 @@ import pytest
 
 from node_agent import exception
 from node_agent import identity
+from node_agent.health import drains
 from node_agent.conf import devices as devices_conf
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
@@ -199,3 +200,29 @@ def test_an_accelerator_binds_by_pci(fpga_host, placement_adapter, client):
                       'attach_handle_uuid': None, 'device_address': FPGA}
     assert 'holds 1 CUSTOM_NA_ACCELERATOR there in Placement, 1 of it ' \
         'bound' in str(err.value)
+
+
+def reserved(adapter, provider, rc):
+    inventory = adapter.get(f'/resource_providers/{provider}/inventories',
+                            microversion='1.14').json()['inventories']
+    return inventory[rc]['reserved']
+
+
+def test_a_drained_vf_of_a_pooled_card_is_reserved_and_never_bound(
+        vgpus, placement_adapter, client):
+    """Health applies as to every provider of the agent's: a drained VF
+    of the A10 reserves one unit of its card's pool, and the binds of
+    the three units left take the three other VFs."""
+    drained = A10_VFS[1]
+    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+        assert reserved(placement_adapter, A10_RP, 'CUSTOM_NA_VGPU') == 0
+        drains.drain(drains.path_for(vgpus), drained, 'fan replacement')
+        bind_rpc.wait_for(lambda: reserved(
+            placement_adapter, A10_RP, 'CUSTOM_NA_VGPU') == 1,
+            'the drained VF reserved')
+        for n in range(3):
+            allocate(placement_adapter, n, A10_RP, 'CUSTOM_NA_VGPU')
+        handles = [bind(client, n, A10_RP, A10_GROUP) for n in range(3)]
+        assert len(svc.tracker.claim_manager().list()) == 3
+    assert sorted(h['device_address'] for h in handles) == [
+        vf for vf in A10_VFS if vf != drained]
