@@ -47,6 +47,27 @@ deployment``; the rest of the agent reads the fields::
                   devices cleaned, nova's PCI
                   providers of withheld
                   devices reserved
+    accelerators  [accelerator] enabled: the   False
+                  devices nova's configuration
+                  does not name, offered for
+                  device profiles only
+                  (CUSTOM_NA_*), pooled, with
+                  the owner trait
+
+The accelerator path (``[accelerator] enabled`` beside nova-compute,
+``doc/accelerators.md``) offers under classes no plain Nova flavor asks
+for, and nova-compute's libvirt driver never takes for its own vGPUs
+(never ``VGPU``, ``PGPU``, ``PCI_DEVICE``, an ``[mdev_*] mdev_class`` nor
+``CUSTOM_PCI_<VENDOR>_<PRODUCT>``)::
+
+    kind                  class                  traits
+    vGPUs of a card (VFs  CUSTOM_NA_VGPU         CUSTOM_NA_VGPU_TYPE_<TYPE>,
+      with mdev types,                           CUSTOM_GPU_<VENDOR>_<MODEL>
+      vendor-VFIO VFs, a
+      time-sliced GPU)
+    a whole GPU           CUSTOM_NA_PGPU         CUSTOM_GPU_<VENDOR>_<MODEL>
+    an accelerator (PCI   CUSTOM_NA_ACCELERATOR  the allow-list entry's
+      class 0x12)
 
 ``whole_host`` (the agent writing nova's root for a nova-compute that
 never reports) has no host it is right on: on a Nova hypervisor
@@ -60,6 +81,8 @@ Pure: nothing here reads a file or Placement.
 """
 
 import dataclasses
+
+import os_traits
 
 from node_agent import identity
 
@@ -86,6 +109,21 @@ WHOLE_HOST_DEPRECATED = (
     'traits) to it and keeps reporting its devices under it with the same '
     'names and uuids; set deployment = beside_nova_compute (or standalone '
     'on a Placement cloud without Nova) to silence this')
+
+
+#: The accelerator path's resource classes (see the module doc).
+NA_VGPU = 'CUSTOM_NA_VGPU'
+NA_PGPU = 'CUSTOM_NA_PGPU'
+NA_ACCELERATOR = 'CUSTOM_NA_ACCELERATOR'
+NA_CLASSES = (NA_VGPU, NA_PGPU, NA_ACCELERATOR)
+#: The prefix of the vGPU type traits on the accelerator path.
+NA_VGPU_TYPE = 'CUSTOM_NA_VGPU_TYPE_'
+
+
+def vgpu_type_trait(type_id):
+    """``nvidia-588`` -> ``CUSTOM_NA_VGPU_TYPE_NVIDIA_588``: the trait a
+    device profile requires for a vGPU type on the accelerator path."""
+    return os_traits.normalize_name('NA_VGPU_TYPE_' + type_id)
 
 
 #: ``[gpu] vf_providers = auto`` in each mode (see :attr:`Layout.vf_shape`).
@@ -133,6 +171,9 @@ class Layout:
     #: Whether nova's own PCI devices are looked after (one-time-use
     #: devices cleaned, nova's providers of withheld devices reserved).
     nova_devices: bool
+    #: Whether the accelerator path offers, beside nova-compute, the
+    #: devices nova's configuration does not name (the module doc).
+    accelerators: bool = False
 
     @classmethod
     def from_conf(cls, conf):
@@ -145,18 +186,28 @@ class Layout:
                 root_traits=frozenset({COMPUTE_NODE, OWNER_NODE_AGENT}),
                 cpu_memory=True, numa_default=True, card_level=True,
                 owner_trait=True, vf_shape=POOLED, nova_devices=False)
+        accelerators = _accelerator_path(conf)
         return cls(
             configured=configured, mode=BESIDE_NOVA,
             deprecation=(WHOLE_HOST_DEPRECATED if configured == WHOLE_HOST
                          else None),
             owns_root=False, root_traits=frozenset(), cpu_memory=False,
-            numa_default=False, card_level=False, owner_trait=False,
-            vf_shape=PER_VF, nova_devices=True)
+            numa_default=False, card_level=False, owner_trait=accelerators,
+            vf_shape=POOLED if accelerators else PER_VF, nova_devices=True,
+            accelerators=accelerators)
 
     def cpu_on_root(self, numa_active):
         """Whether VCPU, PCPU and MEMORY_MB go on the root (else on the
         NUMA providers, or nowhere beside nova-compute: nova's root)."""
         return self.cpu_memory and not numa_active
+
+
+def _accelerator_path(conf):
+    """``[accelerator] enabled`` (False where the group is not
+    registered: a command that never builds a tree)."""
+    # oslo.config's NoSuchOptError is an AttributeError.
+    return bool(getattr(getattr(conf, 'accelerator', None), 'enabled',
+                        False))
 
 
 def layout(conf):

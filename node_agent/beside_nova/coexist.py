@@ -28,7 +28,11 @@ Offered means attachable (:func:`not_attachable`): nova-compute attaches a
 vGPU only of a type its own ``[devices] enabled_mdev_types`` names for the
 parent device, and reports that device itself, so none of the agent's
 vGPUs is attachable beside it; each is named with the nova option that
-would make it so.
+would make it so.  The accelerator path is the exception
+(:func:`for_profiles`): with ``[accelerator] enabled`` and nova's
+configuration known, what the agent offers under the path's classes is
+attached through node-agent-api's bound accelerator requests, not by
+nova's own code, and is held back by neither rule.
 
 Pure: trees in, ``[(ours, theirs, why)]`` out.
 """
@@ -171,6 +175,18 @@ def _vgpu_why(offer, nova):
             f'enabled_mdev_types = {offer.type_id} and '
             f'[mdev_{offer.type_id}] device_addresses = {offer.address}'
             f'{where}, and nova-compute reports it itself')
+
+
+def for_profiles(layout, nova, reported):
+    """The names of the agent's providers (of the tree ``reported``)
+    offered for device profiles only: every one with a class of the
+    accelerator path (``CUSTOM_NA_*``) when it is on (``layout``: the
+    deployment's :class:`~node_agent.deployment.Layout`) and nova's
+    configuration (``nova``) is known; else none."""
+    if not layout.accelerators or nova_devices.unknown(nova):
+        return set()
+    return {p.name for p in reported.providers()
+            if set(p.inventory) & set(deployment.NA_CLASSES)}
 
 
 def not_attachable(reported, offers, pools, nova=None):

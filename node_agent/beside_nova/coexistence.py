@@ -15,6 +15,10 @@ The VFs of an SR-IOV PF that nova-compute's PCI tracker hands out (its
 are in no Placement usage, so the agent offers no ``SRIOV_NET_VF`` for
 that PF (:func:`withhold_vfs`); the PF keeps its bandwidth and traits.
 
+The accelerator path (``[accelerator] enabled``) is attachable through
+node-agent-api's bound accelerator requests: what it offers
+(:func:`node_agent.beside_nova.coexist.for_profiles`) is not held back.
+
 Offered means attachable: a vGPU (a VF with mdev types or NVIDIA's vendor
 VFIO files, a pooled card, a time-sliced GPU) is attachable by
 nova-compute only when its own ``[devices] enabled_mdev_types`` names the
@@ -194,15 +198,19 @@ def hold_back_unattachable(nova, report_client, drivers, reported, current,
     ``((ours, why, kept), ...)``, ``ours`` naming the classes not
     offered after the provider for a PCI device (so a vGPU's is the
     one without a space).  One usage read, of the owned providers
-    concerned still in Placement with a class concerned."""
+    concerned still in Placement with a class concerned.  What the
+    accelerator path offers (:func:`~node_agent.beside_nova.coexist.
+    for_profiles`) is attachable: held back by neither."""
     from node_agent.beside_nova import coexist
+    skip = set(skip) | coexist.for_profiles(
+        deployment.layout(drivers.conf), nova, reported)
     vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
                                    nova=nova)
     unattachable = [(ours, None, True, why) for ours, why in vgpus
                     if ours not in skip]
     unattachable += coexist.not_attachable_pci(
         reported, drivers.snapshot, nova,
-        skip=set(skip) | {ours for ours, _ in vgpus})
+        skip=skip | {ours for ours, _ in vgpus})
     have = [current.find(entry[0]) for entry in unattachable]
     # A class Placement no longer has needs no read: a steady state
     # reads nothing.
@@ -421,6 +429,7 @@ def not_attachable_in(conf, snapshot, tree):
     for provider in tree.providers():
         if deployment.OWNER_NOVA in provider.traits:
             novas.add(provider.name)
+    novas |= coexist.for_profiles(deployment.layout(conf), nova, reported)
     vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
                                    nova=nova)
     pci = coexist.not_attachable_pci(

@@ -24,7 +24,11 @@ opts = [
                 help='Beside nova-compute, offer the GPUs, vGPUs and '
                      'accelerators nova\'s own configuration does not name, '
                      'under resource classes only a device profile asks for '
-                     '(doc/accelerators.md), and bind them when '
+                     '(CUSTOM_NA_VGPU pooled per card, with the trait '
+                     'CUSTOM_NA_VGPU_TYPE_<TYPE> of a type the agent\'s own '
+                     '[devices] enabled_mdev_types names; CUSTOM_NA_PGPU; '
+                     'CUSTOM_NA_ACCELERATOR: doc/accelerators.md), and bind '
+                     'them when '
                      'node-agent-api asks. Off: only what nova-compute '
                      'itself can attach is offered. Needs node-agent-api '
                      'in the cloud and [DEFAULT] transport_url here.'),

@@ -58,7 +58,8 @@ opts = [
                default='auto',
                choices=[
                    ('auto', f'{deployment.PER_VF} beside nova-compute, '
-                            f'{deployment.POOLED} in standalone'),
+                            f'{deployment.POOLED} in standalone and on the '
+                            'accelerator path ([accelerator] enabled)'),
                    (deployment.PER_VF, 'one provider per vGPU VF, a child '
                                        'of its GPU\'s provider'),
                    (deployment.POOLED, 'the identical vGPU VFs of a GPU '

@@ -23,15 +23,24 @@ entry's ``resource_class``; else FPGA for PCI class 0x12, else
 ``CUSTOM_PCI_<VENDOR>_<PRODUCT>`` as Nova names PCI devices in Placement)
 and the entry's traits, under the NUMA node of the device.
 
-Managed on accelerator providers: FPGA, PGPU, ``CUSTOM_PCI_*``, and every
-class and trait any allow-list entry names.
+On the accelerator path (``[accelerator] enabled`` beside nova-compute,
+:attr:`node_agent.deployment.Layout.accelerators`) every accelerator
+nova's configuration does not claim is reported too, and every device
+nova did not select (allow-listed ones included) is offered as
+``CUSTOM_NA_ACCELERATOR``, a class only a device profile asks for.
+
+Managed on accelerator providers: FPGA, PGPU, ``CUSTOM_PCI_*``,
+``CUSTOM_NA_ACCELERATOR``, and every class and trait any allow-list entry
+names.
 """
 
 import functools
 
 from oslo_log import log as logging
 
+from node_agent import deployment
 from node_agent import identity
+from node_agent.claims import fit
 from node_agent.claims import model
 from node_agent.conf import pci as pci_opts
 from node_agent.drivers import base
@@ -41,9 +50,11 @@ from node_agent.drivers import limits
 
 LOG = logging.getLogger(__name__)
 
-BASE_CLASSES = ('FPGA', 'PGPU', 'CUSTOM_PCI_*')
+BASE_CLASSES = ('FPGA', 'PGPU', 'CUSTOM_PCI_*', deployment.NA_ACCELERATOR)
 #: Where a device nova's configuration selects comes from.
 NOVA_SELECTED = "nova's [pci] device_spec and [pci] alias"
+#: Where a device the accelerator path selects comes from.
+ACCEL_SELECTED = '[accelerator] enabled'
 
 
 class AcceleratorDriver(base.Driver):
@@ -55,9 +66,10 @@ class AcceleratorDriver(base.Driver):
     def hardware_limits(cls, snapshot):
         """Accelerator PCI functions, counted once with the GPU driver's
         whole GPUs."""
+        found = frozenset(d.address for d in snapshot.accelerators())
         return {limits.WHOLE_DEVICE_CLASSES: (
-            frozenset(d.address for d in snapshot.accelerators()),
-            'accelerator PCI functions')}
+            found, 'accelerator PCI functions'),
+            limits.NA_WHOLE_CLASSES: (found, 'accelerator PCI functions')}
 
     @classmethod
     def list_opts(cls):
@@ -91,6 +103,10 @@ class AcceleratorDriver(base.Driver):
                     device.address in self.selection.accelerators:
                 matcher = device_spec.Matcher(
                     {'address': device.address}, NOVA_SELECTED)
+            if matcher is None and \
+                    device.address in self.selection.accel_accelerators:
+                matcher = device_spec.Matcher(
+                    {'address': device.address}, ACCEL_SELECTED)
             if matcher is not None:
                 found.append((device, matcher))
         return found
@@ -119,11 +135,35 @@ class AcceleratorDriver(base.Driver):
             if provider is None:
                 continue
             wanted.add(provider.name)
-            rc = matcher.resource_class_for(device)
+            rc = self._class_for(device, matcher)
             layout.set_inventory(provider, {rc: layout.record(1)},
                                  self.managed_classes | {rc})
             layout.set_traits(provider, matcher.traits, self.managed_traits)
         return wanted
+
+    def claim_devices(self, ctx, provider, resource_class, amount):
+        """On the accelerator path, the device of its provider (a bind
+        answers its address); amounts only otherwise."""
+        device = fit.device_of_provider(ctx.tree, provider)
+        if resource_class != deployment.NA_ACCELERATOR or device is None \
+                or device[1] not in {d.address for d, _ in self.devices}:
+            return None
+        address = device[1]
+        if amount > 1 or address in ctx.held:
+            raise fit.rejected(f'{amount} {resource_class} on provider '
+                               f'{ctx.label(provider)}: accelerator '
+                               f'{address} is in use', provider,
+                               resource_class)
+        return [model.Device(resource_class, provider, parent=address,
+                             address=address)]
+
+    def _class_for(self, device, matcher):
+        """The class ``device`` is offered as: the accelerator path's
+        for every device nova's configuration did not select."""
+        if self.layout.accelerators and \
+                device.address not in self.selection.accelerators:
+            return deployment.NA_ACCELERATOR
+        return matcher.resource_class_for(device)
 
     def affinity(self, domain):
         """A guest's allow-listed devices are on their own providers."""
@@ -139,7 +179,7 @@ class AcceleratorDriver(base.Driver):
         for device, matcher in self.devices:
             if device.address not in domain.hostdevs:
                 continue
-            rc = matcher.resource_class_for(device)
+            rc = self._class_for(device, matcher)
             rp = holder(rc, device.address)
             if rp:
                 held.append(model.Device(rc, rp, parent=device.address,

@@ -31,6 +31,8 @@ from node_agent.drivers import registry
 # Classes of PCI functions reported whole, by the GPU driver or the
 # accelerator driver: one hardware limit over both.
 WHOLE_DEVICE_CLASSES = ('FPGA', 'PGPU')
+#: The same devices on the accelerator path (node_agent.deployment).
+NA_WHOLE_CLASSES = ('CUSTOM_NA_ACCELERATOR', 'CUSTOM_NA_PGPU')
 
 
 def hardware_limits(snapshot, drivers=None):

@@ -20,9 +20,15 @@ whole device is named with the nova.conf lines that would select it
 Beside nova-compute an SR-IOV PF never offers anything (nova's PCI
 tracker hands out the VFs a device_spec names, Neutron reports the
 bandwidth), so nova's specs select no PF: a provider with traits and no
-inventory is one no Nova flavor can use.  The one place where, with the
-accelerator path on, every GPU and accelerator nova does not claim will
-join the selection is :func:`select`.
+inventory is one no Nova flavor can use.
+
+With the accelerator path on (``[accelerator] enabled``:
+:attr:`node_agent.deployment.Layout.accelerators`) every other GPU and
+accelerator nova neither reports nor selects joins the selection for
+device profiles (:attr:`Selection.accel_gpus`,
+:attr:`Selection.accel_accelerators`), named nowhere as unselected: never
+one a ``[pci] device_spec`` of nova's matches (in nova's PCI pool), and
+none while nova's configuration is not known (it might claim any).
 
 Pure: nova's configuration (:class:`node_agent.conf.nova.NovaReports`)
 and a snapshot in, a frozen :class:`Selection` out.  :func:`nova_matcher`
@@ -51,6 +57,11 @@ class Selection:
     #: Why nova's configuration is not known (then nothing is selected),
     #: or None.
     unknown: str = None
+    #: GPUs offered on the accelerator path (given whole unless the
+    #: agent's vGPU types make vGPUs of them).
+    accel_gpus: frozenset = frozenset()
+    #: Accelerators offered on the accelerator path.
+    accel_accelerators: frozenset = frozenset()
 
 
 NOTHING = Selection()
@@ -215,19 +226,27 @@ def select(layout, nova, snapshot):
     aliases = [] if why else list(nova.aliases)
     # nova-compute reports every device its specs match itself.
     in_placement = nova is not None and nova.pci_in_placement
+    accel = layout.accelerators and not why
     gpus, accelerators, unselected = set(), set(), []
+    accel_gpus, accel_accelerators = set(), set()
     for address in whole_devices(snapshot):
         if address in reported:
             continue
         device = snapshot.pci_device(address)
-        if not in_placement and any(m(device) for m in specs) and \
+        is_accelerator = device.class_id == snapshot_mod.ACCELERATOR_CLASS
+        in_pool = any(m(device) for m in specs)
+        if not in_placement and in_pool and \
                 any(alias_matches(a, device) for a in aliases):
-            (accelerators if device.class_id ==
-             snapshot_mod.ACCELERATOR_CLASS else gpus).add(address)
+            (accelerators if is_accelerator else gpus).add(address)
+        elif accel and not in_pool:
+            # A device in nova's PCI pool is nova's to hand out.
+            (accel_accelerators if is_accelerator else accel_gpus).add(
+                address)
         else:
             unselected.append((address, whole_hint(device, path)))
     return Selection(frozenset(gpus), frozenset(accelerators),
-                     tuple(unselected), path, why)
+                     tuple(unselected), path, why, frozenset(accel_gpus),
+                     frozenset(accel_accelerators))
 
 
 def spec_text(nova, spec):

@@ -1,6 +1,7 @@
 """The deployment layout: every rule the mode decides, read in one place."""
 
 import ast
+import dataclasses
 import pathlib
 
 import pytest
@@ -42,6 +43,26 @@ def test_every_mode_gives_every_rule(conf, configured, expected):
 def test_the_default_is_beside_nova_compute(conf):
     conf.clear_override('deployment')
     assert deployment.layout(conf) == BESIDE_NOVA
+
+
+@pytest.mark.parametrize('configured', ['beside_nova_compute',
+                                        'whole_host', 'standalone'])
+def test_the_accelerator_path_is_beside_nova_only(conf, configured):
+    """``[accelerator] enabled``: beside nova-compute the agent's
+    providers carry its owner trait and a card's vGPU VFs are pooled;
+    standalone (the whole tree the agent's already) is as it was."""
+    conf.set_override('deployment', configured)
+    before = deployment.layout(conf)
+    conf.set_override('enabled', True, 'accelerator')
+    beside = configured != 'standalone'
+    assert deployment.layout(conf) == (dataclasses.replace(
+        before, owner_trait=True, vf_shape='pooled', accelerators=True)
+        if beside else before)
+
+
+def test_the_vgpu_type_trait():
+    assert deployment.vgpu_type_trait('nvidia-588') == \
+        'CUSTOM_NA_VGPU_TYPE_NVIDIA_588'
 
 
 def test_a_layout_is_frozen(conf):

@@ -52,6 +52,14 @@ What a GPU offers, first match wins:
 3. Nothing: the GPU is not reported, said once in the log with the option
    that would report it.
 
+On the accelerator path (``[accelerator] enabled`` beside nova-compute:
+:attr:`node_agent.deployment.Layout.accelerators`) every vGPU is offered
+as ``CUSTOM_NA_VGPU`` whatever its type's ``mdev_class``, pooled per card
+under ``auto``, each provider carrying the type's trait
+(``CUSTOM_NA_VGPU_TYPE_<TYPE>``), and a GPU given whole as
+``CUSTOM_NA_PGPU`` unless nova's configuration selected it: classes only
+a device profile asks for (``doc/accelerators.md``).
+
 A device that already holds a vGPU offers that vGPU's type (the hardware
 runs it whatever the configuration says) while the type is enabled; else
 the type ``device_addresses`` gives it (its own address, or its GPU's for a

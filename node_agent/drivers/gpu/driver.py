@@ -7,6 +7,7 @@ and the reshape's view of its devices (:mod:`~node_agent.drivers.gpu.claims`).
 import functools
 import logging
 
+from node_agent import deployment
 from node_agent import identity
 from node_agent.conf import devices as devices_opts
 from node_agent.conf import gpu as gpu_opts
@@ -19,7 +20,7 @@ from node_agent.drivers.gpu import passthrough as passthrough_mod
 from node_agent.drivers.gpu import types as gpu_types
 from node_agent.hardware import snapshot as snapshot_mod
 
-MODEL_TRAITS = ('CUSTOM_GPU_*',)
+MODEL_TRAITS = ('CUSTOM_GPU_*', deployment.NA_VGPU_TYPE + '*')
 MIG_PENDING_TRAIT = 'CUSTOM_GPU_MIG_CHANGE_PENDING'
 # Everything on a provider the driver owns.
 ALL = ('*',)
@@ -58,25 +59,30 @@ class GpuDriver(base.Driver):
     def hardware_limits(cls, snapshot):
         """Whole GPUs (counted once with the accelerator driver's) and
         the vGPUs the GPUs can hold."""
-        whole = {d.address for d in snapshot.pci_devices
-                 if d.class_id == snapshot_mod.DISPLAY_CLASS}
-        return {limits.WHOLE_DEVICE_CLASSES: (frozenset(
-            whole | {g.address for g in snapshot.gpus}), 'GPU PCI functions'),
-            ('VGPU',): (sum(g.most_vgpus() for g in snapshot.gpus),
-                        'vGPUs its GPUs can hold')}
+        whole = frozenset({d.address for d in snapshot.pci_devices
+                           if d.class_id == snapshot_mod.DISPLAY_CLASS}
+                          | {g.address for g in snapshot.gpus})
+        vgpus = sum(g.most_vgpus() for g in snapshot.gpus)
+        return {limits.WHOLE_DEVICE_CLASSES: (whole, 'GPU PCI functions'),
+                limits.NA_WHOLE_CLASSES: (whole, 'GPU PCI functions'),
+                ('VGPU',): (vgpus, 'vGPUs its GPUs can hold'),
+                (deployment.NA_VGPU,): (vgpus, 'vGPUs its GPUs can hold')}
 
     def __init__(self, conf, snapshot, layout=None):
         super().__init__(conf, snapshot, layout)
         passthrough_mod.Passthrough(conf)       # checked at construction
-        self.types = gpu_types.Types(gpu_types.type_configs(conf))
+        self.types = gpu_types.Types(
+            gpu_types.type_configs(conf),
+            deployment.NA_VGPU if self.layout.accelerators else None)
 
     @functools.cached_property
     def passthrough(self):
         """The GPUs given whole: the agent's options, and beside
         nova-compute those nova's configuration selects (given after
         construction: :attr:`selection`)."""
-        return passthrough_mod.Passthrough(self.conf,
-                                           self.selection.gpus)
+        return passthrough_mod.Passthrough(
+            self.conf, self.selection.gpus, self.selection.accel_gpus,
+            deployment.NA_PGPU if self.layout.accelerators else None)
 
     def applies(self, snapshot):
         return bool(self._gpus())
@@ -140,11 +146,13 @@ class GpuDriver(base.Driver):
                 inventory[pools[gpu.address][0]] = layout.record(
                     len(device_offers),
                     reserved=self._reserved_vfs(device_offers))
+                traits |= self._type_traits(device_offers)
                 device_offers = []
             for offer in device_offers:
                 if offer.address == gpu.address:
                     inventory[offer.resource_class] = layout.record(
                         offer.total)
+                    traits |= self._type_traits([offer])
             wanted.update(self._build_vfs(
                 provider_tree, nodename, provider,
                 [o for o in device_offers if o.address != gpu.address], ()))
@@ -182,7 +190,8 @@ class GpuDriver(base.Driver):
             made.add(child.name)
             layout.set_inventory(
                 child, {offer.resource_class: layout.record(1)}, ALL)
-            layout.set_traits(child, traits, self._managed_traits())
+            layout.set_traits(child, set(traits) | self._type_traits([offer]),
+                              self._managed_traits())
         return made
 
     # -- the reshape's and the claims' view (node_agent.drivers.gpu.claims)
@@ -207,7 +216,8 @@ class GpuDriver(base.Driver):
         for address, gpu in gpus.items():
             match = self.passthrough.match(
                 gpu, self.snapshot,
-                offers_mod.vf_vgpu_use(gpu, by_gpu.get(address, [])))
+                offers_mod.vf_vgpu_use(gpu, by_gpu.get(address, [])),
+                bool(by_gpu.get(address)))
             if match is not None and not gpu.mig_mode_current:
                 passthrough[address] = match[0]
         return gpu_claims.Devices(
@@ -245,7 +255,8 @@ class GpuDriver(base.Driver):
                       'on' if gpu.mig_mode_pending else 'off',
                       'on' if gpu.mig_mode_current else 'off')
         match = self.passthrough.match(gpu, self.snapshot,
-                                       offers_mod.vf_vgpu_use(gpu, offers))
+                                       offers_mod.vf_vgpu_use(gpu, offers),
+                                       bool(offers))
         if match is None:
             return {}, traits, offers
         resource_class, spec_traits = match
@@ -264,6 +275,13 @@ class GpuDriver(base.Driver):
         return ({offers_mod.mig_class(p):
                  layout.record(n, reserved=isolated.get(p, 0))
                  for p, n in profiles.items()}, traits, [])
+
+    def _type_traits(self, offers):
+        """The vGPU type traits of ``offers`` on the accelerator path
+        (a device profile requires the type), else none."""
+        if not self.layout.accelerators:
+            return set()
+        return {deployment.vgpu_type_trait(o.type_id) for o in offers}
 
     def _reserved_vfs(self, offers):
         """VFs of a pool whose own health reserves them."""

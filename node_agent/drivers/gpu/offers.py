@@ -218,7 +218,7 @@ def vgpu_offers(types, passthrough, snapshot, gpu_list):
     offers = []
     for gpu in gpu_list:
         device_offers = _device_offers(types, gpu)
-        if passthrough.match(
-                gpu, snapshot, vf_vgpu_use(gpu, device_offers)) is None:
+        if passthrough.match(gpu, snapshot, vf_vgpu_use(gpu, device_offers),
+                             bool(device_offers)) is None:
             offers.extend(device_offers)
     return _cap(offers, types.configs)

@@ -2,8 +2,12 @@
 traits of the entry), then ``[gpu] passthrough_devices`` (``[gpu]
 resource_class``), then, beside nova-compute, those nova's own ``[pci]
 device_spec`` and ``[pci] alias`` name (:mod:`node_agent.drivers.
-nova_devices`).  A ``vendor:product`` entry, and nova's selection, never
-take a GPU whose VFs offer or hold vGPUs; only an exact address does.
+nova_devices`).  On the accelerator path (``[accelerator] enabled``
+beside nova-compute) every other GPU nova does not claim is given whole
+as ``CUSTOM_NA_PGPU`` unless the agent's vGPU types make vGPUs of it, and
+so is one the agent's own options give whole.  A ``vendor:product``
+entry, and nova's selection, never take a GPU whose VFs offer or hold
+vGPUs; only an exact address does.
 """
 
 import re
@@ -21,7 +25,8 @@ DEVICE_SPEC = '[gpu] device_spec'
 class Passthrough:
     """``[gpu] device_spec`` then ``[gpu] passthrough_devices``."""
 
-    def __init__(self, conf, chosen=frozenset()):
+    def __init__(self, conf, chosen=frozenset(), accel=frozenset(),
+                 accel_class=None):
         rc = conf.gpu.resource_class
         if not (rc in orc.STANDARDS or orc.is_custom(rc)) or \
                 not re.fullmatch(r'[A-Z0-9_]+', rc):
@@ -42,19 +47,36 @@ class Passthrough:
                     entry, '[gpu] passthrough_devices'))
         #: The GPUs nova's configuration selects.
         self.chosen = frozenset(chosen)
+        #: The accelerator path's class (every GPU given whole that nova
+        #: did not select is offered as it), and the GPUs it selects.
+        self.accel_class = accel_class
+        self.accel = frozenset(accel)
 
     def classes(self):
         return {self.resource_class} | {
-            m.resource_class for m in self.specs if m.resource_class}
+            m.resource_class for m in self.specs if m.resource_class} | (
+            {self.accel_class} if self.accel_class else set())
 
     def traits(self):
         return set().union(*(m.traits for m in self.specs))
 
-    def match(self, gpu, snapshot, in_vgpu_use):
+    def match(self, gpu, snapshot, in_vgpu_use, offers_vgpus=False):
         """``(class, traits)`` for a GPU given whole, or None.
 
-        Only an exact address takes a GPU whose VFs offer or hold vGPUs.
+        Only an exact address takes a GPU whose VFs offer or hold vGPUs;
+        the accelerator path takes none that offers vGPUs
+        (``offers_vgpus``: the agent's vGPU types make vGPUs of it).
         """
+        found = self._match(gpu, snapshot, in_vgpu_use)
+        if found is not None and self.accel_class and \
+                gpu.address not in self.chosen:
+            return self.accel_class, found[1]
+        if found is None and gpu.address in self.accel and \
+                not (in_vgpu_use or offers_vgpus):
+            return self.accel_class, frozenset()
+        return found
+
+    def _match(self, gpu, snapshot, in_vgpu_use):
         pci = snapshot.pci_device(gpu.address)
         for spec in self.specs:
             if pci is not None and spec.matches(pci):

@@ -60,9 +60,16 @@ def type_configs(conf):
 
 
 class Types:
-    """Which enabled type a device offers (see the module doc)."""
+    """Which enabled type a device offers (see the module doc).
 
-    def __init__(self, configs):
+    ``resource_class``: the one class every type is offered as, whatever
+    its ``mdev_class`` (the accelerator path's ``CUSTOM_NA_VGPU``,
+    :mod:`node_agent.deployment`), or None."""
+
+    def __init__(self, configs, resource_class=None):
+        if resource_class is not None:
+            configs = {t: dataclasses.replace(c, resource_class=resource_class)
+                       for t, c in configs.items()}
         self.configs = configs
         self.by_address = {a: t.type_id for t in configs.values()
                            for a in t.addresses}

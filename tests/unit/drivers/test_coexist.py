@@ -1,6 +1,7 @@
 """Beside nova-compute: devices and classes another service reports."""
 
 import json
+import types
 
 import pytest
 
@@ -403,3 +404,27 @@ def test_a_gpu_split_by_mig_is_no_whole_device(snapshot):
         'CUSTOM_MIG_1G_10GB': {'total': 7}}
     found = coexist.not_attachable_pci(reported, with_vfs(snapshot), nova())
     assert 'cn1_pci_0000_86_00_0' not in [ours for ours, *_ in found]
+
+
+@pytest.mark.parametrize('accelerators, nova, offered', [
+    (True, nova_conf.NovaReports(path='/etc/nova/nova.conf'),
+     {'cn1_pci_0000_3b_00_0', 'cn1_pci_0000_86_00_0'}),
+    # Off (the default): nothing is offered for device profiles alone.
+    (False, nova_conf.NovaReports(path='/etc/nova/nova.conf'), set()),
+    # nova's configuration unknown: it might claim any of them.
+    (True, None, set()),
+    (True, nova_conf.NovaReports(path='/etc/nova/nova.conf',
+                                 unreadable='no read permission'), set()),
+], ids=['on', 'off', 'nova_not_read', 'nova_unreadable'])
+def test_what_only_device_profiles_ask_for(accelerators, nova, offered):
+    """The providers with a class of the accelerator path, when it is on
+    and nova's configuration is known: held back by no "offered means
+    attachable" rule."""
+    reported = pt.ProviderTree()
+    root = pn.root(reported, ROOT)
+    for name, rc in (('cn1_pci_0000_3b_00_0', 'CUSTOM_NA_VGPU'),
+                     ('cn1_pci_0000_86_00_0', 'CUSTOM_NA_ACCELERATOR'),
+                     ('cn1_pci_0000_af_00_0', 'PGPU')):
+        pn.child(reported, name, root.uuid).inventory = {rc: {'total': 1}}
+    layout = types.SimpleNamespace(accelerators=accelerators)
+    assert coexist.for_profiles(layout, nova, reported) == offered

@@ -3,6 +3,7 @@ what it makes nova report (node_agent.drivers.nova_devices), on recorded
 hosts 1 (two T4s, four ConnectX-5 PFs, an FPGA) and 4 (an A10 with mdev
 types on its VFs, an L40S with vendor-VFIO VFs)."""
 
+import dataclasses
 import types
 
 import pytest
@@ -114,3 +115,33 @@ def test_nothing_selected_unless_beside_nova_and_read(host1, layout,
     chosen = nova_devices.select(layout, nova_reports, host1)
     assert (chosen.gpus, chosen.accelerators, chosen.unknown) == (
         set(), set(), unknown)
+
+
+ACCEL = dataclasses.replace(BESIDE, accelerators=True)
+
+
+@pytest.mark.parametrize('nova_conf_of, accel, novas, unselected', [
+    # nova names nothing: every whole device is the accelerator path's.
+    ({}, (T4S, {FPGA}), (set(), set()), []),
+    # A spec and an alias: the FPGA is nova's (its PCI tracker).
+    (dict(device_specs=(FPGA_SPEC,), aliases=(FPGA_ALIAS,)),
+     (T4S, set()), (set(), {FPGA}), []),
+    # A spec and no alias: in nova's PCI pool, never offered twice.
+    (dict(device_specs=(FPGA_SPEC,)), (T4S, set()), (set(), set()),
+     [FPGA]),
+    # nova's vGPU type on the T4s: the T4s are nova's.
+    (dict(mdev_types=('nvidia-222',)), ((), {FPGA}), (set(), set()), []),
+], ids=['nothing', 'spec_and_alias', 'spec_only', 'novas_vgpus'])
+def test_the_accelerator_path_takes_what_nova_does_not_claim(
+        host1, nova_conf_of, accel, novas, unselected):
+    chosen = nova_devices.select(ACCEL, nova(**nova_conf_of), host1)
+    assert (chosen.accel_gpus, chosen.accel_accelerators) == (
+        set(accel[0]), accel[1])
+    assert (chosen.gpus, chosen.accelerators) == novas
+    assert [a for a, _ in chosen.unselected] == unselected
+
+
+def test_the_accelerator_path_takes_nothing_while_nova_is_unknown(host1):
+    chosen = nova_devices.select(ACCEL, None, host1)
+    assert (chosen.accel_gpus, chosen.accel_accelerators) == (set(), set())
+    assert [a for a, _ in chosen.unselected] == sorted(T4S + (FPGA,))
