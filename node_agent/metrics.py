@@ -64,14 +64,15 @@ What is exported, all prefixed ``node_agent_``::
                                                 after an unexpected error
     one_time_use{address,state}                 gauge: 1 per one-time-use
                                                 device nova left reserved
-                                                (registered by
-                                                node_agent.one_time_use)
+                                                (by node_agent.one_time_use)
     guest_devices{guest,guest_name,device,      gauge: units a running
                   resource_class,problem,       guest holds that Placement
                   provider,charged_on}          does not charge there
-                                                (problem: unallocated,
-                                                misplaced;
+                                                (unallocated, misplaced;
                                                 node_agent.tracker.guests)
+    arq_device_missing{instance,arq,device}     gauge: 1 per device bound
+                                                to an ARQ that its running
+                                                guest lacks (tracker.bound)
     problem_since_seconds{what,detail}          gauge: unix time since
                                                 which ``what`` (audit,
                                                 SIGHUP, a watcher, the
@@ -80,14 +81,14 @@ What is exported, all prefixed ``node_agent_``::
                                                 the same.  None: all well
 
 The endpoint is bounded: ``[metrics] max_connections`` served at once
-(more are closed unanswered), each closed after ``[metrics]
-idle_timeout`` seconds of silence.  A port another process holds is tried
-again with capped backoff, shown as a problem meanwhile and logged when
-the refusals start, when their reason changes and when they end (with
-their count), never at every try; only an address
-or port that cannot be meant (permission denied, not an address of this
-host family) is a ``ConfigError``.  A bind to anything but loopback is
-logged as a WARNING: the endpoint has no authentication.
+(more are closed unanswered), each closed after ``[metrics] idle_timeout``
+seconds of silence. A port another process holds is tried again with
+capped backoff, shown as a problem meanwhile and logged when the refusals
+start, when their reason changes and when they end (with their count),
+never at every try; only an address or port that cannot be meant
+(permission denied, not an address of this host family) is a
+``ConfigError``. A bind to anything but loopback is logged as a WARNING:
+the endpoint has no authentication.
 
 The tree gauges are set from one frozen view replaced after each sync, so
 a scrape never sees half of one tree and half of the next.

@@ -13,10 +13,9 @@ wait ends at its arq_binding_timeout).
 
 import concurrent.futures
 
-from keystoneauth1 import loading as ks_loading
 from oslo_log import log as logging
 
-from node_agent import exception
+from node_agent.conf import base as conf_base
 
 LOG = logging.getLogger(__name__)
 GROUP = 'nova'
@@ -27,16 +26,7 @@ EVENT = 'accelerator-request-bound'
 def adapter_from_conf(conf):
     """The Adapter to nova's API, or None when ``[nova] auth_type`` is not
     set (then nova is not told, and says so in the log)."""
-    try:
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-    except Exception as e:
-        raise exception.ConfigError(f'[nova] auth options: {e}')
-    if auth is None:
-        return None
-    session = ks_loading.load_session_from_conf_options(conf, GROUP,
-                                                        auth=auth)
-    return ks_loading.load_adapter_from_conf_options(
-        conf, GROUP, session=session, auth=auth, raise_exc=False)
+    return conf_base.ksa_adapter(conf, GROUP)
 
 
 def event(arq):

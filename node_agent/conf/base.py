@@ -47,3 +47,21 @@ def ksa_opts(defaults):
             opt.default = defaults[opt.dest]
         result.append(opt)
     return result
+
+
+def ksa_adapter(conf, group, **kwargs):
+    """A keystoneauth1 Adapter from ``group``'s options (``kwargs``: the
+    Adapter's own), or None when ``[group] auth_type`` is not set;
+    ConfigError naming the group when its auth options are wrong."""
+    from node_agent import exception
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, group)
+    except Exception as e:
+        # The message names the missing option, never its value.
+        raise exception.ConfigError(f'[{group}] auth options: {e}')
+    if auth is None:
+        return None
+    session = ks_loading.load_session_from_conf_options(conf, group,
+                                                        auth=auth)
+    return ks_loading.load_adapter_from_conf_options(
+        conf, group, session=session, auth=auth, raise_exc=False, **kwargs)

@@ -81,6 +81,19 @@ opts = [
                     'and at startup whatever this says, so a deleted or '
                     'moved allocation of a running guest is reserved back '
                     'at the next audit.'),
+    cfg.IntOpt('arq_reconcile_interval',
+               default=0,
+               min=0,
+               help='Seconds between two questions to node-agent-api about '
+                    'the accelerator requests this host holds claims for '
+                    'whose guest does not run here: a claim whose request '
+                    'is gone is released (doc/accelerators.md). Asked at '
+                    'startup, then at the first audit after this many '
+                    'seconds; 0: at every audit. Each question costs one '
+                    'GET per such instance and none while every bound '
+                    'guest runs. Needs [accelerator] auth_type (and the '
+                    'other keystoneauth1 options there); without it '
+                    'nothing is asked.'),
     cfg.IntOpt('db_busy_timeout',
                default=30,
                min=1,

@@ -20,7 +20,10 @@ The same transport carries ``node_agent.guest.device``
 (:mod:`node_agent.tracker.guests`, through :meth:`HealthNotifier.send`):
 a guest holding a device without an allocation (``state`` ``held``,
 priority ``error``) and its end (``released``, ``info``), naming the
-guest, the device and the providers.
+guest, the device and the providers; and a device bound to an
+accelerator request that the running guest of its instance lacks
+(:mod:`node_agent.tracker.bound`: ``state`` ``missing``, priority
+``error``, and ``present``, ``info``, when it is back).
 
 Priority: ``error`` for a reserved device, ``warn`` for a warning or an
 unmonitored one, ``info`` when healthy again.  A notification that cannot

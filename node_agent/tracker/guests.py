@@ -422,13 +422,19 @@ class Guests:
         self.metrics.guest_devices([f.as_json() for f in report.findings])
 
     def _notify(self, nodename, finding, priority):
+        self.notify(priority, dict(
+            finding.as_json(), host=nodename,
+            state='held' if priority == 'error' else 'released'))
+
+    def notify(self, priority, body):
+        """A ``node_agent.guest.device`` notification, over the health
+        notifier's transport (opened at the first one), when one is
+        configured."""
         if self._notifier is None:
             from node_agent.health import notifier as health_notifier
             self._notifier = health_notifier.HealthNotifier.from_conf(
                 self.conf) or False
         if self._notifier:
-            body = dict(finding.as_json(), host=nodename,
-                        state='held' if priority == 'error' else 'released')
             self._notifier.send(priority, EVENT_TYPE, body)
 
     def close(self):

@@ -86,6 +86,7 @@ from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent import text
 from node_agent.placement import plan as plan_mod
+from node_agent.tracker import bound
 from node_agent.tracker import claims_check
 from node_agent.beside_nova import root as root_mod
 from node_agent.tracker import guests as guests_mod
@@ -100,8 +101,7 @@ LOG = logging.getLogger(__name__)
 
 
 def _drivers(conf, snapshot, health=None):
-    # Imported late: the drivers pull in stevedore and every plugin, which
-    # the manage commands that never build a tree should not pay for.
+    # Imported late: stevedore and every plugin, for the trees alone.
     from node_agent import drivers
     return drivers.DriverSet(conf, snapshot, health)
 
@@ -125,8 +125,7 @@ def _reread_may_cure(exc):
 class ResourceTracker:
     """Startup, audit and dry run over one report client and discovery.
 
-    What other modules use of it: its methods and :attr:`round`
-    (``tests/unit/tracker/test_tracker_surface.py`` holds them to it).
+    Others use its methods and :attr:`round` only (test_tracker_surface).
     """
 
     def __init__(self, conf, report_client, discovery, claims=None,
@@ -155,13 +154,14 @@ class ResourceTracker:
         self._round = round_mod.Round(nodename=self._nodename)
         self._writers = second_writer.Watch(conf, self._root, self._metrics)
         self._holder = scan_state_mod.Holder(conf, discovery, scan_state)
-        # The claim checks after each sync.
         self._claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
         self._health = health
         self._kept_checked = False      # stored health unreadable: kept?
         self._one_time_use = None       # node_agent.one_time_use's Manager
         self._guests = guests_mod.Guests(conf, report_client, self._metrics)
+        self._bound = bound.BoundClaims(conf, claims, self._metrics,
+                                        self._guests.notify)
 
     round = property(lambda self: self._round, doc='The last Round.')
 
@@ -171,8 +171,7 @@ class ResourceTracker:
         """Discover, read, build and plan: everything but the write."""
         snapshot = self._holder.scan(                             # discover
             self._round.snapshot, self._nodename, dry_run)
-        # The drivers check their options against the host (CPU sets
-        # naming CPUs it lacks): before anything is created or read.
+        # Options checked against the host before anything is written.
         drivers = self.drivers_for(snapshot)
         if startup:
             # A typed address no device has: refused before any write.
@@ -224,8 +223,7 @@ class ResourceTracker:
         """``(desired, allocations before, after)`` of a reshape."""
         LOG.info('%s: reshape needed (%s): gathering allocations',
                  self._nodename, exc.reason or 'layout changed')
-        # What consumers hold on this tree (one read per provider) is all
-        # the drivers need to move them.
+        # What consumers hold on this tree: one read per provider.
         allocations = self._report.get_tree_allocations(current)
         before = copy.deepcopy(allocations)
         desired = current.copy()
@@ -308,6 +306,7 @@ class ResourceTracker:
     def _check_claims(self, done, startup):
         self._claims_check.run(done.snapshot, done.tree, done.nodename,
                                startup=startup, ownership=done.ownership)
+        self._bound.release_gone(done.snapshot, done.nodename, startup)
 
     def _skip(self, problem, say=True):
         """The round that wrote nothing: the last sync's, with why."""
@@ -383,13 +382,15 @@ class ResourceTracker:
             LOG.info('%s: the layout no longer needs a reshape',
                      self._nodename)
         beside = left_out.carried(self._round, pending.beside)
+        self._bound.check(pending.snapshot, self._nodename)
         self._round = done = round_mod.Round(
             nodename=self._nodename, plan=pending.plan,
             tree=pending.desired.copy(), snapshot=pending.snapshot,
             ownership=pending.ownership, incomplete=pending.incomplete,
             reshape_pending=pending.reshape_pending,
             root_note=self._root.note,
-            guest_notes=tuple(self._guests.notes()), **beside)
+            guest_notes=tuple(self._guests.notes()) + self._bound.notes(),
+            **beside)
         self._metrics.synced(done.tree, bool(done.reshape_pending))
         self._one_time_use = withhold.clean_one_time_use(
             self._conf, self._one_time_use, self._one_time_use_manager,

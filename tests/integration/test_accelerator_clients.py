@@ -17,12 +17,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from node_agent.api import wsgi
 from node_agent.api.db import migration
+from tests.fixtures import api_server
 from tests.fixtures import keystone_server as ks_mod
 
 pytestmark = pytest.mark.integration
@@ -31,13 +31,6 @@ OPENSTACK = os.path.join(os.path.dirname(sys.executable), 'openstack')
 PROFILE = 'l40s-vfio'
 GROUPS = [{'resources:CUSTOM_NA_L40S_4Q': '1',
            'trait:CUSTOM_OWNER_NODE_AGENT': 'required'}]
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def point_accelerator_at(keystone, url):
@@ -66,7 +59,6 @@ def point_accelerator_at(keystone, url):
 @contextlib.contextmanager
 def running_api(tmp_path, keystone):
     """node-agent-api from its configuration file, served on 127.0.0.1."""
-    from cheroot import wsgi as cheroot_wsgi
     authtoken = keystone.placement_server_options()['extra_config'][
         'keystone_authtoken']
     state = tmp_path / 'api-state'
@@ -81,17 +73,8 @@ def running_api(tmp_path, keystone):
     app = wsgi.init_application(
         conf, placement=lambda: pytest.fail('Placement was asked'),
         hosts=lambda: pytest.fail('a host was asked to bind'))
-    port = free_port()
-    server = cheroot_wsgi.Server(('127.0.0.1', port), app, numthreads=4)
-    server.prepare()
-    thread = threading.Thread(target=server.serve, daemon=True)
-    thread.start()
-    try:
-        yield f'http://127.0.0.1:{port}'
-    finally:
-        server.stop()
-        thread.join(10)
-        app.service.close()
+    with api_server.serving(app) as url:
+        yield url
 
 
 @pytest.fixture

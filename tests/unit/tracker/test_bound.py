@@ -1,0 +1,50 @@
+"""The pure rules of :mod:`node_agent.tracker.bound`: which bound device a
+running guest lacks, and which bound claims have no guest holding them."""
+
+from node_agent.claims import model
+from node_agent.hardware import snapshot
+from node_agent.tracker import bound
+
+RP = 'r0000000-0000-4000-8000-000000000001'
+I1 = '11111111-0000-4000-8000-000000000001'
+I2 = '22222222-0000-4000-8000-000000000002'
+MDEV = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
+PCI = model.Device('PGPU', RP, '0000:af:00.0', '0000:af:00.0')
+VGPU = model.Device('VGPU', RP, '0000:3b:00.0', '0000:3b:00.4', MDEV,
+                    'nvidia-588')
+
+
+def claim(instance, device, arq='a1'):
+    return model.Claim(1, 'compute1', 'compute1', instance, 'instance',
+                       {RP: {device.resource_class: 1}}, (device,),
+                       arq_uuid=arq)
+
+
+def domain(uuid, state='running', mdevs=(), hostdevs=()):
+    return snapshot.Domain(uuid, 'vm', state, mdevs, hostdevs)
+
+
+def test_a_running_guest_without_its_pci_device_or_mdev_lacks_it():
+    assert bound.lost([claim(I1, PCI), claim(I2, VGPU, 'a2')],
+                      [domain(I1), domain(I2)]) == (
+        bound.Lost(I1, 'vm', 'a1', '0000:af:00.0'),
+        bound.Lost(I2, 'vm', 'a2', f'mdev {MDEV} on 0000:3b:00.4'))
+
+
+def test_a_guest_holding_its_device_a_stopped_one_or_none_lacks_nothing():
+    claims = [claim(I1, PCI), claim(I2, VGPU, 'a2')]
+    assert bound.lost(claims, [domain(I1, hostdevs=('0000:AF:00.0',)),
+                               domain(I2, mdevs=(MDEV.upper(),))]) == ()
+    assert bound.lost(claims, [domain(I1, 'shutoff')]) == ()
+    assert bound.lost(claims, []) == ()
+    # A claim bound to no ARQ is not this check's.
+    assert bound.lost([claim(I1, PCI, arq=None)], [domain(I1)]) == ()
+
+
+def test_idle_claims_are_those_no_running_nor_holding_guest_keeps():
+    claims = [claim(I1, PCI), claim(I2, VGPU, 'a2')]
+    assert bound.idle(claims, [domain(I1)]) == [claims[1]]
+    # Shut off, its XML still naming the device: it starts with it.
+    assert bound.idle(claims, [domain(I2, 'shutoff', mdevs=(MDEV,))]) == [
+        claims[0]]
+    assert bound.idle(claims, [domain(I2, 'shutoff')]) == claims
