@@ -32,8 +32,10 @@ sync (the startup's and each audit's)::
    per such instance; none when every bound guest runs), at startup and
    then at audits ``[claims] arq_reconcile_interval`` seconds apart.  A
    claim whose ARQ is not in its instance's answer is released.  An answer
-   that is not a 200 with a list (5xx, a timeout, connection refused)
-   releases nothing and is said once, as is its end.  Without
+   that is not a 200 with a list (5xx, a timeout, connection refused), or
+   one given to a user without the admin or service role (it would hide
+   other projects' ARQs), releases nothing and is said once, as is its
+   end.  Without
    ``auth_type`` the check is skipped, said once at INFO.
 """
 
@@ -54,6 +56,8 @@ PRESENT = 'present'
 METRIC = 'node_agent_arq_device_missing'
 TITLE = 'accelerator device'
 GROUP = 'accelerator'
+#: The roles node-agent-api shows every project's ARQs to.
+SEES_ALL = frozenset({'admin', 'service'})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +137,9 @@ class ArqReader:
     def existing(self, instances):
         """``(uuids, None)``, or ``(None, why)`` when an answer is in
         doubt (nothing may be released on it)."""
+        blind = self._sees_one_project()
+        if blind:
+            return None, blind
         found = set()
         for instance in instances:
             try:
@@ -150,6 +157,27 @@ class ArqReader:
                              f'{instance}'
             found.update(str(a.get('uuid', '')).lower() for a in arqs)
         return found, None
+
+    def _sees_one_project(self):
+        """Why the answers would hide other projects' ARQs, or None.
+        node-agent-api shows every project's only to the admin or service
+        role: to another user an ARQ of another project looks gone."""
+        session = self.adapter.session
+        try:
+            roles = session.auth.get_access(session).role_names
+        except Exception:   # noqa: BLE001 - no Keystone token to read
+            return None     # (noauth: node-agent-api gives both roles)
+        return blind_to_other_projects(roles)
+
+
+def blind_to_other_projects(roles):
+    """Why a user with ``roles`` would miss other projects' ARQs in
+    node-agent-api's answers, or None."""
+    if SEES_ALL & {r.lower() for r in roles}:
+        return None
+    return ('the [accelerator] user has neither the admin nor the '
+            "service role: it sees only its own project's accelerator "
+            'requests')
 
 
 class BoundClaims:

@@ -48,3 +48,12 @@ def test_idle_claims_are_those_no_running_nor_holding_guest_keeps():
     assert bound.idle(claims, [domain(I2, 'shutoff', mdevs=(MDEV,))]) == [
         claims[0]]
     assert bound.idle(claims, [domain(I2, 'shutoff')]) == claims
+
+
+def test_only_an_admin_or_a_service_user_sees_which_arqs_are_gone():
+    """node-agent-api shows another project's ARQs to these roles only:
+    to any other user they would look gone, and claims be released."""
+    assert bound.blind_to_other_projects(['reader', 'Service']) is None
+    assert bound.blind_to_other_projects(['admin']) is None
+    assert 'neither the admin nor the service role' in \
+        bound.blind_to_other_projects(['member', 'reader'])
