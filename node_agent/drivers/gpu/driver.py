@@ -96,9 +96,11 @@ class GpuDriver(base.Driver):
 
     def _gpus(self):
         """The snapshot's GPUs (:func:`offers.gpus`) granted to this
-        driver."""
+        driver, but those ``[accelerator] exclude_devices`` keeps off the
+        accelerator path."""
         return [g for g in offers_mod.gpus(self.snapshot)
-                if self.takes(g.address)]
+                if self.takes(g.address)
+                and g.address not in self.selection.excluded]
 
     def renames(self):
         rc = self.passthrough.resource_class
