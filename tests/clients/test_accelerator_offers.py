@@ -95,9 +95,10 @@ def test_novas_own_vgpu_type_stays_novas(agent, server, cloud):
 
 
 def test_whole_gpus_and_accelerators(agent, server, cloud):
-    """No vGPU type of the agent's: host 4's GPUs are given whole as
+    """No vGPU type of the agent's: host 4's L40S is given whole as
     ``CUSTOM_NA_PGPU``, never ``PGPU``: a flavor with ``resources:PGPU=1``
-    finds no host through Nova's scheduler."""
+    finds no host through Nova's scheduler.  The A10, an mdev of whose
+    VFs exists, is not given whole."""
     host = 'accel-whole-gpus'
     attachable.whole_nova(cloud, host, 'host4', ())
     configure(agent, server, cloud, host, extra=())
@@ -105,9 +106,8 @@ def test_whole_gpus_and_accelerators(agent, server, cloud):
 
     done = attachable.once(agent)
 
-    assert done.stdout.strip() == 'in sync: 3 providers'
+    assert done.stdout.strip() == 'in sync: 2 providers'
     assert written(cloud, host) == {
-        'pci_0000_3b_00_0': ({'CUSTOM_NA_PGPU': (1, 0)}, [MODEL_A10, OWNER]),
         'pci_0000_af_00_0': ({'CUSTOM_NA_PGPU': (1, 0)},
                              [MODEL_L40S, OWNER])}
     charged, _ = attachable.place(cloud, host, [('pgpu', 'PGPU')])
@@ -136,28 +136,31 @@ def test_time_sliced_vgpus_and_an_fpga(agent, server, cloud):
 # The issue's nova.conf variants (test_shipped_defaults.NOVA_CONFS) with
 # the shipped defaults and the accelerator path on: the status line, and
 # {provider: (inventory, traits)} under nova's root, nova's own among them.
-T4 = ({'CUSTOM_NA_PGPU': (1, 0)}, ['CUSTOM_GPU_NVIDIA_1EB8', OWNER])
 T4_NOVAS = ({'VGPU': (16, 0)}, ['OWNER_NOVA'])
 FPGA = ({'CUSTOM_NA_ACCELERATOR': (1, 0)}, [OWNER])
-A10_WHOLE = ({'CUSTOM_NA_PGPU': (1, 0)}, [MODEL_A10, OWNER])
 L40S_WHOLE = ({'CUSTOM_NA_PGPU': (1, 0)}, [MODEL_L40S, OWNER])
+# The GPUs whose mdevs exist: never given whole on the path (and never
+# named while nova reports their vGPUs).
+HELD = {
+    'host1': {'0000:3b:00.0': ('unnamed, 10de:1eb8', 'nvidia-222'),
+              '0000:af:00.0': ('unnamed, 10de:1eb8', 'nvidia-222')},
+    'host4': {A10: ('unnamed, 10de:2236', 'nvidia-588')},
+}
 ON_PATH = {
-    ('host1', 'none'): ('in sync: 4 providers', {
-        'pci_0000_3b_00_0': T4, 'pci_0000_af_00_0': T4,
-        'pci_0000_86_00_0': FPGA}),
+    # A guest holds an mdev of each T4: neither T4 is given whole.
+    ('host1', 'none'): ('in sync: 2 providers', {'pci_0000_86_00_0': FPGA}),
     ('host1', 'mdev_sriov'): ('in sync: 4 providers', {
         'pci_0000_3b_00_0': T4_NOVAS, 'pci_0000_af_00_0': T4_NOVAS,
         'pci_0000_86_00_0': FPGA}),
-    ('host1', 'whole'): ('in sync: 4 providers', {
-        'pci_0000_3b_00_0': T4, 'pci_0000_af_00_0': T4,
+    ('host1', 'whole'): ('in sync: 2 providers', {
         'pci_0000_86_00_0': ({'FPGA': (1, 0)}, [OWNER])}),
-    ('host4', 'none'): ('in sync: 3 providers', {
-        'pci_0000_3b_00_0': A10_WHOLE, 'pci_0000_af_00_0': L40S_WHOLE}),
+    # An mdev of one of the A10's VFs exists: the A10 is not given whole.
+    ('host4', 'none'): ('in sync: 2 providers', {
+        'pci_0000_af_00_0': L40S_WHOLE}),
     ('host4', 'mdev_sriov'): ('in sync: 6 providers', dict(
         {f'pci_0000_3b_00_{f}': ({'VGPU': (1, 0)}, ['OWNER_NOVA'])
          for f in range(4, 8)}, pci_0000_af_00_0=L40S_WHOLE)),
-    ('host4', 'whole'): ('in sync: 3 providers', {
-        'pci_0000_3b_00_0': A10_WHOLE,
+    ('host4', 'whole'): ('in sync: 2 providers', {
         'pci_0000_af_00_0': ({'PGPU': (1, 0)}, [MODEL_L40S, OWNER])}),
 }
 
@@ -192,37 +195,59 @@ def test_shipped_defaults_on_the_accelerator_path(
 
     assert on_path(agent, server, cloud, host, recorded, options) == line
     assert written(cloud, host) == offered
+    log = agent.log_text()
+    for gpu, (ident, held) in HELD[recorded].items():
+        said = (f'GPU {gpu} ({ident}) is not given whole on the '
+                f'accelerator path: its mdevs exist ({held}); to offer its '
+                f'vGPUs, set [devices] enabled_mdev_types = {held} in '
+                f'{agent.conf}')
+        assert (said in log) is (variant != 'mdev_sriov'), gpu
 
 
-@pytest.mark.parametrize('excluded, offered, note', [
-    ('0000:af:00.0', {'pci_0000_3b_00_0': A10_WHOLE}, ''),
-    ('10de:*', {}, '; nothing selected for reporting: [accelerator] '
-                   'exclude_devices in {conf} excludes what the accelerator '
-                   'path would offer (0000:3b:00.0, 0000:af:00.0)'),
+@pytest.mark.parametrize('entry, excluded', [
+    ('0000:af:00.0', [L40S]),
+    ('10de:*', [A10, L40S]),
 ], ids=['address', 'every_gpu'])
-def test_excluded_devices_are_not_offered(agent, server, cloud, excluded,
-                                          offered, note):
+def test_excluded_devices_are_not_offered(agent, server, cloud, entry,
+                                          excluded):
     """``[accelerator] exclude_devices`` on recorded host 4 beside a
-    nova.conf naming nothing: an excluded GPU is not offered, the rest
-    is; with every GPU excluded the status line says so, and ``tree
+    nova.conf naming nothing: an excluded GPU is not offered.  With
+    nothing left to offer (the A10 is not given whole: an mdev of its VFs
+    exists) the status line names what is excluded, where, and ``tree
     show`` names each excluded GPU with the option."""
-    host = f'accel-excluded-{len(offered)}'
+    host = f'accel-excluded-{len(excluded)}'
     line = on_path(agent, server, cloud, host, 'host4', (), (
-        '[accelerator]', f'exclude_devices = {excluded}'))
+        '[accelerator]', f'exclude_devices = {entry}'))
 
-    assert line == f'in sync: {1 + len(offered)} provider' + (
-        's' if offered else '') + note.format(conf=agent.conf)
-    assert written(cloud, host) == offered
+    assert line == (
+        'in sync: 1 provider; nothing selected for reporting: [accelerator] '
+        f'exclude_devices in {agent.conf} excludes what the accelerator '
+        f'path would offer ({", ".join(excluded)})')
+    assert written(cloud, host) == {}
     shown = agent.run_manage('tree', 'show', '--format', 'json')
     assert shown.returncode == 0, shown.stderr
-    gone = sorted({A10, L40S} - {a for a in (A10, L40S)
-                                 if attachable.provider(host, a)[
-                                     len(host) + 1:] in offered})
     assert json.loads(shown.stdout)['not_offered_beside_nova_compute'] == [
         {'provider': attachable.provider(host, address),
          'why': f'excluded: [accelerator] exclude_devices in {agent.conf} '
                 'names it, and the accelerator path does not offer it'}
-        for address in gone]
+        for address in excluded]
+
+
+def test_an_excluded_card_offers_no_vgpu_the_rest_is_offered(
+        agent, server, cloud):
+    """Recorded host 4 with the agent's own vGPU types beside a nova.conf
+    naming nothing, the L40S excluded by its ids: the A10's pool is
+    offered, the L40S offers neither vGPUs nor itself; the status line
+    asks nothing."""
+    host = 'accel-excluded-l40s'
+    attachable.whole_nova(cloud, host, 'host4', ())
+    configure(agent, server, cloud, host, attachable.AGENT_VGPUS + (
+        '[accelerator]', 'exclude_devices = 10de:26b9'))
+
+    done = attachable.once(agent)
+
+    assert done.stdout.strip() == 'in sync: 2 providers'
+    assert written(cloud, host) == {'pci_0000_3b_00_0': A10_POOL}
 
 
 @pytest.mark.parametrize('entry, why', [
