@@ -53,6 +53,10 @@ deployment``; the rest of the agent reads the fields::
                   device profiles only
                   (CUSTOM_NA_*), pooled, with
                   the owner trait
+    excluded      [accelerator]                ()
+                  exclude_devices: what the
+                  accelerator path never
+                  offers
 
 The accelerator path (``[accelerator] enabled`` beside nova-compute,
 ``doc/accelerators.md``) offers under classes no plain Nova flavor asks
@@ -174,6 +178,9 @@ class Layout:
     #: Whether the accelerator path offers, beside nova-compute, the
     #: devices nova's configuration does not name (the module doc).
     accelerators: bool = False
+    #: ``[accelerator] exclude_devices``: what the accelerator path never
+    #: offers (PCI addresses, ``vendor:product`` globs).
+    excluded: tuple = ()
 
     @classmethod
     def from_conf(cls, conf):
@@ -194,7 +201,9 @@ class Layout:
             owns_root=False, root_traits=frozenset(), cpu_memory=False,
             numa_default=False, card_level=False, owner_trait=accelerators,
             vf_shape=POOLED if accelerators else PER_VF, nova_devices=True,
-            accelerators=accelerators)
+            accelerators=accelerators,
+            excluded=tuple(getattr(getattr(conf, 'accelerator', None),
+                                   'exclude_devices', ())))
 
     def cpu_on_root(self, numa_active):
         """Whether VCPU, PCPU and MEMORY_MB go on the root (else on the

@@ -111,10 +111,8 @@ def _say_not_offered(nodename, not_offered):
 
 def _say_unselected(drivers, reported, desired, skipped, before, nodename):
     """:func:`unselected_note`, logged when it differs from ``before``."""
-    files = drivers.conf.config_file
     note = unselected_note(drivers.selection, reported, desired, skipped,
-                           files[-1] if files else
-                           "the agent's configuration")
+                           agent_file(drivers.conf))
     if note and note != before:
         LOG.info('%s: %s', nodename, note)
     return note
@@ -140,11 +138,29 @@ def unselected_note(selection, reported, desired, skipped, agent_conf):
     if selection.unknown:
         return (head + f'set [nova] config_file in {agent_conf} to the '
                 f'file nova-compute reads ({selection.unknown})')
-    if not selection.unselected:
-        return ''
-    return (head + f'set [pci] device_spec and [pci] alias in '
-            f'{selection.path} for a whole device ('
-            + text.listed(a for a, _ in selection.unselected) + ')')
+    said = []
+    if selection.unselected:
+        unselected = [a for a, _ in selection.unselected]
+        said.append(f'set [pci] device_spec and [pci] alias in '
+                    f'{selection.path} for a whole device ('
+                    + text.listed(unselected) + ')')
+    if selection.for_profiles:
+        them = sorted(selection.for_profiles)
+        said[-1] += (f', or [accelerator] enabled = true in {agent_conf} '
+                     'to offer ' + ('them' if them == unselected else
+                                    text.listed(them))
+                     + ' for device profiles (node-agent-api)')
+    if selection.excluded:
+        said.append(f'[accelerator] exclude_devices in {agent_conf} '
+                    'excludes what the accelerator path would offer ('
+                    + text.listed(sorted(selection.excluded)) + ')')
+    return head + '; '.join(said) if said else ''
+
+
+def agent_file(conf):
+    """The agent's configuration file, as hints name it."""
+    files = conf.config_file
+    return files[-1] if files else "the agent's configuration"
 
 
 def _settle(report_client, conflicts, have, owned, current, desired):
@@ -445,4 +461,8 @@ def not_attachable_in(conf, snapshot, tree):
     ] + [(identity.child_name(root, identity.pci_id(address)),
           f'not selected: {hint}, and the agent offers it')
          for address, hint in drivers.selection.unselected
-         if address not in mine]
+         if address not in mine] + [
+        (identity.child_name(root, identity.pci_id(address)),
+         f'excluded: [accelerator] exclude_devices in {agent_file(conf)} '
+         'names it, and the accelerator path does not offer it')
+        for address in sorted(drivers.selection.excluded)]

@@ -9,7 +9,10 @@ the agent reads node-agent-api (Keystone service type ``accelerator``):
 its reconcile asks it which accelerator requests still exist.
 """
 
+import re
+
 from oslo_config import cfg
+from oslo_config import types
 
 from node_agent.conf import base
 
@@ -17,6 +20,29 @@ GROUP = cfg.OptGroup(
     'accelerator',
     help='The accelerator path: devices offered beside nova-compute for '
          'device profiles, bound by node-agent-api over the claims RPC.')
+
+# A PCI function ("0000:3b:00.0"), or VENDOR:PRODUCT ids with "*" for
+# any product ("10de:26b9", "10de:*"), as [gpu] passthrough_devices and
+# [one_time_use] actions write them.
+ADDRESS_RE = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
+PRODUCT_RE = re.compile(r'[0-9a-f]{4}:([0-9a-f]{4}|\*)')
+
+
+class DeviceEntry(types.String):
+    """One entry of ``[accelerator] exclude_devices``, lower case."""
+
+    def __init__(self):
+        super().__init__(type_name='PCI address or VENDOR:PRODUCT')
+
+    def __call__(self, value):
+        value = super().__call__(value).strip().lower()
+        if not (ADDRESS_RE.fullmatch(value) or PRODUCT_RE.fullmatch(value)):
+            raise ValueError(
+                f'entry {value!r} is neither a PCI address (dddd:bb:ss.f) '
+                'nor VENDOR:PRODUCT ids (10de:26b9, or 10de:* for every '
+                'product of a vendor)')
+        return value
+
 
 opts = [
     cfg.BoolOpt('enabled',
@@ -32,6 +58,21 @@ opts = [
                      'node-agent-api asks. Off: only what nova-compute '
                      'itself can attach is offered. Needs node-agent-api '
                      'in the cloud and [DEFAULT] transport_url here.'),
+    cfg.ListOpt('exclude_devices',
+                default=[],
+                item_type=DeviceEntry(),
+                help='GPUs and accelerators the accelerator path never '
+                     'offers ([accelerator] enabled), though nova\'s '
+                     'configuration does not name them: PCI addresses '
+                     '("0000:af:00.0") or VENDOR:PRODUCT ids ("10de:26b9", '
+                     '"10de:*" for every product of a vendor), '
+                     'comma-separated. An excluded GPU offers neither '
+                     'vGPUs nor itself whole there; "node-agent-manage '
+                     'tree show" names it as excluded (and the status '
+                     'line, when nothing else is offered). '
+                     'What nova\'s [pci] device_spec and [pci] alias give '
+                     'the agent is offered all the same. An address must '
+                     'be one of this host\'s PCI functions.'),
 ]
 
 # How the agent reaches node-agent-api (service type "accelerator", the

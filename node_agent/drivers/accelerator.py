@@ -97,6 +97,8 @@ class AcceleratorDriver(base.Driver):
         found = []
         for device in sorted(self.snapshot.pci_devices,
                              key=lambda d: d.address):
+            if device.address in self.selection.excluded:
+                continue        # [accelerator] exclude_devices
             matcher = next((m for m in self.matchers if m.matches(device)),
                            None)
             if matcher is None and \

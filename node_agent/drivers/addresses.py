@@ -8,6 +8,7 @@ this host::
     [gpu] passthrough_devices           exact addresses
     [mdev_<type>] device_addresses      exact addresses (GPUs or VFs)
     [health] carrier_devices            exact addresses
+    [accelerator] exclude_devices       exact addresses
     [gpu] device_spec, [pci]            "address" globs (Nova's form,
       device_allow_list                 "*:86:00.*"): at least one
     provider override files             a provider named after a PCI
@@ -28,6 +29,7 @@ import difflib
 import re
 
 from node_agent import exception
+from node_agent.conf import accelerator as accelerator_conf
 from node_agent.conf import devices as devices_conf
 from node_agent.drivers import device_spec
 from node_agent.drivers.gpu import types as gpu_types
@@ -78,6 +80,10 @@ def typed(conf, overrides=()):
     for entry in conf.health.carrier_devices:
         if entry.strip():
             exact('[health] carrier_devices', entry)
+    for entry in conf.accelerator.exclude_devices:
+        # "vendor:product" globs name no address.
+        if accelerator_conf.ADDRESS_RE.fullmatch(entry):
+            exact('[accelerator] exclude_devices', entry)
     for option, values in (('[gpu] device_spec', conf.gpu.device_spec),
                            ('[pci] device_allow_list',
                             conf.pci.device_allow_list)):

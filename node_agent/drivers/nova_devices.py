@@ -27,8 +27,11 @@ With the accelerator path on (``[accelerator] enabled``:
 accelerator nova neither reports nor selects joins the selection for
 device profiles (:attr:`Selection.accel_gpus`,
 :attr:`Selection.accel_accelerators`), named nowhere as unselected: never
-one a ``[pci] device_spec`` of nova's matches (in nova's PCI pool), and
-none while nova's configuration is not known (it might claim any).
+one a ``[pci] device_spec`` of nova's matches (in nova's PCI pool), none
+``[accelerator] exclude_devices`` names (:attr:`Selection.excluded`), and
+none while nova's configuration is not known (it might claim any).  With
+the path off, :attr:`Selection.for_profiles` names the unselected
+devices it would offer.
 
 Pure: nova's configuration (:class:`node_agent.conf.nova.NovaReports`)
 and a snapshot in, a frozen :class:`Selection` out.  :func:`nova_matcher`
@@ -36,6 +39,7 @@ reads a ``device_spec`` as nova does.
 """
 
 import dataclasses
+import fnmatch
 import json
 import re
 
@@ -62,6 +66,12 @@ class Selection:
     accel_gpus: frozenset = frozenset()
     #: Accelerators offered on the accelerator path.
     accel_accelerators: frozenset = frozenset()
+    #: GPUs and accelerators the accelerator path would offer but
+    #: ``[accelerator] exclude_devices`` names: never offered there.
+    excluded: frozenset = frozenset()
+    #: With the accelerator path off, the :attr:`unselected` devices it
+    #: would offer (none of nova's PCI pool, none excluded).
+    for_profiles: frozenset = frozenset()
 
 
 NOTHING = Selection()
@@ -191,6 +201,14 @@ def whole_devices(snapshot):
     return sorted(a for a in found if snapshot.pci_device(a) is not None)
 
 
+def is_excluded(entries, device):
+    """Whether ``[accelerator] exclude_devices`` ``entries`` (lower case:
+    PCI addresses, ``vendor:product`` globs) name ``device``."""
+    ids = f'{device.vendor_id}:{device.product_id}'.lower()
+    return any(entry == device.address or fnmatch.fnmatchcase(ids, entry)
+               for entry in entries)
+
+
 def whole_hint(device, path):
     """The nova.conf lines that give ``device`` whole to a flavor."""
     alias = json.dumps({'name': '<alias>', 'vendor_id': device.vendor_id,
@@ -229,6 +247,7 @@ def select(layout, nova, snapshot):
     accel = layout.accelerators and not why
     gpus, accelerators, unselected = set(), set(), []
     accel_gpus, accel_accelerators = set(), set()
+    excluded, for_profiles = set(), set()
     for address in whole_devices(snapshot):
         if address in reported:
             continue
@@ -240,13 +259,20 @@ def select(layout, nova, snapshot):
             (accelerators if is_accelerator else gpus).add(address)
         elif accel and not in_pool:
             # A device in nova's PCI pool is nova's to hand out.
-            (accel_accelerators if is_accelerator else accel_gpus).add(
-                address)
+            if is_excluded(layout.excluded, device):
+                excluded.add(address)
+            else:
+                (accel_accelerators if is_accelerator else accel_gpus).add(
+                    address)
         else:
             unselected.append((address, whole_hint(device, path)))
+            if not (why or in_pool or layout.accelerators or
+                    is_excluded(layout.excluded, device)):
+                for_profiles.add(address)
     return Selection(frozenset(gpus), frozenset(accelerators),
                      tuple(unselected), path, why, frozenset(accel_gpus),
-                     frozenset(accel_accelerators))
+                     frozenset(accel_accelerators), frozenset(excluded),
+                     frozenset(for_profiles))
 
 
 def spec_text(nova, spec):

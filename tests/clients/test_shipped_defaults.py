@@ -89,12 +89,14 @@ def on_host(cloud, host):
             if p['root'] == root and name != host}
 
 
-def status(cloud, host, count, unselected):
+def status(cloud, host, count, unselected, agent_conf):
     line = f'in sync: {count} provider{"s" if count != 1 else ""}'
     if unselected:
         line += ('; nothing selected for reporting: set [pci] device_spec '
                  f'and [pci] alias in {cloud.nova_config_path(host)} for a '
-                 f'whole device ({", ".join(unselected)})')
+                 f'whole device ({", ".join(unselected)}), or [accelerator] '
+                 f'enabled = true in {agent_conf} to offer them for device '
+                 'profiles (node-agent-api)')
     return line
 
 
@@ -107,7 +109,8 @@ def test_shipped_defaults_beside_nova_follow_nova_conf(
     device_spec`` and ``[pci] alias`` name, none of nova's own (its
     vGPUs), no PF for the SR-IOV spec, and no vGPU; with nothing
     selected its status line names the nova.conf options and the devices
-    they would select, nova's own left out."""
+    they would select, nova's own left out, or the accelerator path in the
+    agent's file, which would offer them."""
     host = f'{recorded}-{variant}'.replace('_', '-')
     options, offered, unselected = NOVA_CONFS[recorded, variant]
     nova_compute(cloud, host, recorded, options)
@@ -118,7 +121,7 @@ def test_shipped_defaults_beside_nova_follow_nova_conf(
     novas = NOVAS.get((recorded, variant), {})
     assert on_host(cloud, host) == dict(offered, **novas)
     assert done.stdout.strip() == status(
-        cloud, host, 1 + len(offered) + len(novas), unselected)
+        cloud, host, 1 + len(offered) + len(novas), unselected, agent.conf)
     log = agent.log_text()
     for gpu in T4S if recorded == 'host1' else (A10, L40S):
         # Said for a GPU nothing reports, in nova.conf's terms; never

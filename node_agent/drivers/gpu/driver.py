@@ -96,9 +96,11 @@ class GpuDriver(base.Driver):
 
     def _gpus(self):
         """The snapshot's GPUs (:func:`offers.gpus`) granted to this
-        driver."""
+        driver, but those ``[accelerator] exclude_devices`` keeps off the
+        accelerator path."""
         return [g for g in offers_mod.gpus(self.snapshot)
-                if self.takes(g.address)]
+                if self.takes(g.address)
+                and g.address not in self.selection.excluded]
 
     def renames(self):
         rc = self.passthrough.resource_class
@@ -315,6 +317,17 @@ class GpuDriver(base.Driver):
         ident = f'{pci.vendor_id}:{pci.product_id}' if pci else 'unknown id'
         if not self.layout.owns_root:
             hint = dict(self.selection.unselected).get(gpu.address)
+            held = passthrough_mod.mdev_types_held(gpu)
+            if gpu.address in self.selection.accel_gpus and held:
+                files = self.conf.config_file
+                _say_once(('not-reported', gpu.address), logging.INFO,
+                          'GPU %s (%s, %s) is not given whole on the '
+                          'accelerator path: its mdevs exist (%s); to offer '
+                          'its vGPUs, set [devices] enabled_mdev_types = %s '
+                          'in %s', gpu.address, gpu.name or 'unnamed', ident,
+                          ', '.join(held), held[0],
+                          files[-1] if files else "the agent's "
+                          'configuration')
             if hint is None:
                 return      # nova-compute reports it (or nothing would)
             path = self.selection.path or 'nova.conf'

@@ -4,8 +4,9 @@ resource_class``), then, beside nova-compute, those nova's own ``[pci]
 device_spec`` and ``[pci] alias`` name (:mod:`node_agent.drivers.
 nova_devices`).  On the accelerator path (``[accelerator] enabled``
 beside nova-compute) every other GPU nova does not claim is given whole
-as ``CUSTOM_NA_PGPU`` unless the agent's vGPU types make vGPUs of it, and
-so is one the agent's own options give whole.  A ``vendor:product``
+as ``CUSTOM_NA_PGPU`` unless the agent's vGPU types make vGPUs of it or
+an mdev of it (or of its VFs) exists, and so is one the agent's own
+options give whole.  A ``vendor:product``
 entry, and nova's selection, never take a GPU whose VFs offer or hold
 vGPUs; only an exact address does.
 """
@@ -65,14 +66,16 @@ class Passthrough:
 
         Only an exact address takes a GPU whose VFs offer or hold vGPUs;
         the accelerator path takes none that offers vGPUs
-        (``offers_vgpus``: the agent's vGPU types make vGPUs of it).
+        (``offers_vgpus``: the agent's vGPU types make vGPUs of it) nor
+        one whose mdevs exist (:func:`mdev_types_held`: a guest may hold
+        one).
         """
         found = self._match(gpu, snapshot, in_vgpu_use)
         if found is not None and self.accel_class and \
                 gpu.address not in self.chosen:
             return self.accel_class, found[1]
         if found is None and gpu.address in self.accel and \
-                not (in_vgpu_use or offers_vgpus):
+                not (in_vgpu_use or offers_vgpus or mdev_types_held(gpu)):
             return self.accel_class, frozenset()
         return found
 
@@ -92,3 +95,10 @@ class Passthrough:
                 or gpu.address in self.chosen):
             return self.resource_class, frozenset()
         return None
+
+
+def mdev_types_held(gpu):
+    """The types of the mdevs that exist on ``gpu`` or its VFs, sorted."""
+    return sorted({t.type_id for t in gpu.mdev_types if t.devices}
+                  | {t.type_id for vf in gpu.vfs for t in vf.mdev_types
+                     if t.devices})

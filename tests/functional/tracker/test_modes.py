@@ -490,7 +490,9 @@ def test_beside_nova_vfs_whose_type_novas_config_names_are_novas(
         'in sync: 1 provider; 4 devices reported by nova-compute, skipped: '
         + ', '.join(f'{HYPERVISOR}_pci_0000_3b_00_{f}' for f in range(4, 8))
         + '; nothing selected for reporting: set [pci] device_spec and '
-        f'[pci] alias in {path} for a whole device (0000:af:00.0)')
+        f'[pci] alias in {path} for a whole device (0000:af:00.0), or '
+        "[accelerator] enabled = true in the agent's configuration to "
+        'offer them for device profiles (node-agent-api)')
     assert sorted(tree_of(placement_adapter, NOVA_UUID)) == [HYPERVISOR]
 
 

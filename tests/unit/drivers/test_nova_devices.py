@@ -145,3 +145,40 @@ def test_the_accelerator_path_takes_nothing_while_nova_is_unknown(host1):
     chosen = nova_devices.select(ACCEL, None, host1)
     assert (chosen.accel_gpus, chosen.accel_accelerators) == (set(), set())
     assert [a for a, _ in chosen.unselected] == sorted(T4S + (FPGA,))
+
+
+@pytest.mark.parametrize('excluded, accel, kept_out', [
+    (('0000:af:00.0',), ({T4S[0]}, {FPGA}), {T4S[1]}),
+    (('10de:*',), (set(), {FPGA}), set(T4S)),
+    (('8086:09c4', '10de:1eb8'), (set(), set()), set(T4S + (FPGA,))),
+], ids=['address', 'vendor_glob', 'every_device'])
+def test_excluded_devices_stay_off_the_accelerator_path(
+        host1, excluded, accel, kept_out):
+    layout = dataclasses.replace(ACCEL, excluded=excluded)
+    chosen = nova_devices.select(layout, nova(), host1)
+    assert (chosen.accel_gpus, chosen.accel_accelerators) == accel
+    assert chosen.excluded == kept_out
+    assert chosen.unselected == ()
+
+
+def test_what_nova_selects_is_never_excluded(host1):
+    """An exclusion is the accelerator path's: nova's device_spec and
+    alias still give the agent the FPGA."""
+    layout = dataclasses.replace(ACCEL, excluded=('8086:*',))
+    chosen = nova_devices.select(layout, nova(
+        device_specs=(FPGA_SPEC,), aliases=(FPGA_ALIAS,)), host1)
+    assert (chosen.accelerators, chosen.excluded) == ({FPGA}, set())
+
+
+@pytest.mark.parametrize('nova_conf_of, excluded, for_profiles', [
+    ({}, (), set(T4S + (FPGA,))),
+    # In nova's PCI pool: the path would not offer it.
+    (dict(device_specs=(FPGA_SPEC,)), (), set(T4S)),
+    ({}, ('10de:1eb8',), {FPGA}),
+], ids=['nothing', 'in_novas_pool', 'excluded'])
+def test_with_the_path_off_what_it_would_offer(host1, nova_conf_of,
+                                               excluded, for_profiles):
+    layout = dataclasses.replace(BESIDE, excluded=excluded)
+    chosen = nova_devices.select(layout, nova(**nova_conf_of), host1)
+    assert chosen.for_profiles == for_profiles
+    assert (chosen.accel_gpus, chosen.excluded) == (set(), set())
