@@ -181,6 +181,14 @@ def boot_delete(boot, svc, profile, provider, rc):
     placed = boot.schedule_and_bind(profile)
     assert placed['error'] is None, placed
     consumer = placed['consumer']
+    # The profile's group, read from node-agent-api by nova's own code.
+    [query] = placed['queries']
+    [group] = next(p['groups'] for p in PROFILES if p['name'] == profile)
+    [trait] = [k[len('trait:'):] for k in group if k.startswith('trait:')]
+    for part in (f'resourcesdevice_profile_0={rc}%3A1',
+                 f'requireddevice_profile_0={trait}&',
+                 'root_required=COMPUTE_ACCELERATORS%2C'):
+        assert part in query, query
     assert placed['selected']['allocation_request']['allocations'][
         provider]['resources'] == {rc: 1}
     [created] = placed['arqs']

@@ -64,7 +64,10 @@ database (``InstanceNotFound``: nova-compute then leaves its allocations
 alone, as it does for a guest still being built).
 With ``"spawns"``, after the periodics, Nova's spawn-side code gives each
 listed instance its devices from its allocations in Placement
-(:func:`spawn_devices`: ``_allocate_mdevs``, the PCI claim).
+(:func:`spawn_devices`: ``_allocate_mdevs``, the PCI claim; for a
+flavor with a device profile, the ARQs and the guest's XML:
+:func:`accelerated_guest`).  ``"auth_token"``: the user's token nova's
+calls to the accelerator service carry.
 Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
 "periodics": [{"ok": true} | {"error": "ExcName: message"}, ...],
 "spawns": [...]}``.
@@ -282,7 +285,9 @@ def spawn_devices(ctx, driver, tracker, connection, spawns):
       by its PCI tracker (``PciDevTracker.claim_instance``):
       ``{"pci": [address, ...]}``;
     - with ``port``: the PF its VF is to come from (:func:`port_parent`),
-      ``{"parent_ifname": ...}``.
+      ``{"parent_ifname": ...}``;
+    - with ``accelerator`` (the flavor's device profile) and ``delete``:
+      :func:`accelerated_guest`.
     """
     from nova import objects
     from nova.pci import request as pci_request

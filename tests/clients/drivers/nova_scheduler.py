@@ -13,7 +13,8 @@ Run with ``.client-venv/bin/python``; JSON request on stdin::
                    "image_properties": {},
                    "port_resource_request": null,
                    "device_profile": null,
-                   "keep": false}, ...]}
+                   "keep": false, "build": false}, ...],
+     "auth_token": null}
 
 Each request goes the way a server create goes, with Nova's code at every
 step: the compute API's pieces (the flavor and image as Nova objects,
@@ -44,6 +45,13 @@ services that are not here is answered from the request:
   the root), else the one before OWNER_NOVA;
 - Cyborg's ``GET /device_profiles?name=``: ``device_profile``
   (``{"name": ..., "groups": [{"resources:FPGA": "1", ...}]}``).
+  Without it, a flavor's ``accel:device_profile`` is read from the
+  accelerator service itself (``[cyborg]`` in ``options``, the user's
+  ``auth_token``), as nova-api does.
+
+With ``build``, the claim is kept and nova-conductor's part follows
+(:func:`create_and_bind_arqs`): the answer's ``arqs`` are those it
+created, each bound by the accelerator service before the call returns.
 
 Answer, per request in order: ``{"name", "queries": [query string Nova
 sent, ...], "candidates": [allocation request, ...] (every one Placement
