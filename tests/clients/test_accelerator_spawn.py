@@ -17,7 +17,7 @@ RPC on a private RabbitMQ); the shipped ``node-agent-api`` as a process
 3. nova-compute's build (``drivers/nova_compute.py``,
    ``accelerated_guest``): ``_get_bound_arq_resources``,
    ``_allocate_mdevs``, ``_allocate_cyborg_mdevs``, ``_get_guest_xml``;
-4. the delete: ``delete_arqs_for_instance`` and the allocations removed.
+4. the delete: ``delete_arqs_if_needed`` and the allocations removed.
 """
 
 import contextlib

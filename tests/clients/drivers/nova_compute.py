@@ -222,13 +222,13 @@ def accelerated_guest(ctx, driver, connection, allocations, spawn):
     ``_allocate_cyborg_mdevs(arqs)`` and ``_get_guest_xml`` (through
     ``_get_guest_config``) with the ARQs as ``accel_info``.  With
     ``delete``, the instance then deleted as nova deletes it: its ARQs
-    (``delete_arqs_for_instance``) and its allocations.
+    (``nova.compute.utils.delete_arqs_if_needed``) and its allocations.
 
     ``{"arqs": [...], "mdevs": [[parent, type], ...], "xml": guest XML}``
     or, where the build fails, ``{"error": ...}`` (raised).
     """
-    from nova.accelerator import cyborg
     from nova.compute import manager as compute_manager
+    from nova.compute import utils as compute_utils
     from nova import objects
     from nova.scheduler.client import report
     from nova.virt.libvirt import blockinfo
@@ -262,7 +262,7 @@ def accelerated_guest(ctx, driver, connection, allocations, spawn):
     result = {'arqs': arqs, 'xml': xml, 'mdevs': [
         list(c) for c in connection.created[before:]]}
     if spawn.get('delete'):
-        cyborg.get_client(ctx).delete_arqs_for_instance(instance.uuid)
+        compute_utils.delete_arqs_if_needed(ctx, instance)
         report.SchedulerReportClient().delete_allocation_for_instance(
             ctx, instance.uuid, force=True)
     return result
