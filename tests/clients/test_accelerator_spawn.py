@@ -52,6 +52,8 @@ PROFILES = [
         'resources:CUSTOM_NA_PGPU': '1',
         'trait:CUSTOM_GPU_NVIDIA_26B9': 'required'}]},
 ]
+# Recorded host 4's idle nvidia-588 mdev on the A10's VF .4.
+IDLE_A10_MDEV = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
 FLAVOR = {'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20}
 
 
@@ -223,10 +225,13 @@ def test_a10_pooled_vgpu_gets_the_bound_mdev(conf, broker, cloud, api):
     assert arq['attach_handle_type'] == 'MDEV'
     assert arq['attach_handle_info']['asked_type'] == 'nvidia-588'
     assert hostdevs(spawned['xml']) == [('mdev', arq['attach_handle_uuid'])]
-    # Created on the VF bound, unless an mdev of that uuid was there.
-    assert spawned['mdevs'] in (
-        [], [['pci_' + vf.replace(':', '_').replace('.', '_'),
-              'nvidia-588']])
+    # Created on the VF bound, unless it is the recorded host's idle
+    # mdev (on .4), which nova reuses.
+    if arq['attach_handle_uuid'] == IDLE_A10_MDEV:
+        assert (vf, spawned['mdevs']) == (A10_VFS[0], [])
+    else:
+        assert spawned['mdevs'] == [
+            ['pci_' + vf.replace(':', '_').replace('.', '_'), 'nvidia-588']]
 
 
 def pci_guest(spawned, address):
