@@ -176,7 +176,7 @@ class Cloud:
 
     def nova_compute(self, host, periodics=1, resources=None, options=(),
                      pci_devices=(), libvirt=None, sysfs_root=None,
-                     guests=None, spawns=()):
+                     guests=None, spawns=(), auth_token=None):
         """nova-compute's start on ``host`` and its periodics.
 
         With Nova's ``FakeDriver``: ``resources`` on the root, and
@@ -190,7 +190,8 @@ class Cloud:
         gives away after the first periodic.  ``spawns``: ``[{"name",
         "consumer", "alias"?}]``, the instances whose devices Nova's
         spawn-side code then gives (``drivers/nova_compute.py``): the
-        answer's ``spawns``.
+        answer's ``spawns``.  ``auth_token``: the user's token its
+        calls to the accelerator service carry.
         """
         request = {
             'workdir': self._dir(f'nova-compute-{host}'),
@@ -207,6 +208,8 @@ class Cloud:
             request.update(guests=guests)
         if spawns:
             request.update(spawns=list(spawns))
+        if auth_token:
+            request.update(auth_token=auth_token)
         return drive('nova_compute', request)
 
     def nova_compute_id_path(self, host):

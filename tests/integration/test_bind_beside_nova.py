@@ -48,11 +48,12 @@ FPGA = '0000:86:00.0'
 FPGA_GROUP = {'resources:CUSTOM_NA_ACCELERATOR': '1'}
 
 
-def beside_nova(conf, tmp_path, adapter, types, recorded='host4'):
-    """``conf`` (test_bind_rpc's ``host1``, its broker and claims RPC) for
-    ``recorded`` host beside nova-compute with the accelerator path,
-    the agent's vGPU ``types`` (``{type: device_addresses}``), nova's
-    root in Placement and its compute_id and (empty) nova.conf."""
+def accelerator_path(conf, recorded, types, nodename, nova_conf,
+                     compute_id_path):
+    """``conf`` for ``recorded`` host beside nova-compute (its node
+    ``nodename``, its ``nova_conf`` and ``compute_id_path``) with the
+    accelerator path and the agent's vGPU ``types`` (``{type:
+    device_addresses}``)."""
     conf.set_override('sysfs_root', hosts.sysfs_root(recorded), 'hardware')
     conf.set_override('connection_uri', hosts.libvirt_uri(recorded),
                       'libvirt')
@@ -64,13 +65,21 @@ def beside_nova(conf, tmp_path, adapter, types, recorded='host4'):
                           devices_conf.group_name(mdev_type))
     conf.set_override('deployment', 'beside_nova_compute')
     conf.set_override('enabled', True, 'accelerator')
+    conf.set_override('config_file', nova_conf, 'nova')
+    conf.set_override('hypervisor_hostname', nodename, 'nova')
+    conf.set_override('compute_id_path', compute_id_path, 'nova')
+    return conf
+
+
+def beside_nova(conf, tmp_path, adapter, types, recorded='host4'):
+    """``conf`` (test_bind_rpc's ``host1``, its broker and claims RPC) for
+    ``recorded`` host beside nova-compute with the accelerator path,
+    the agent's vGPU ``types`` (``{type: device_addresses}``), nova's
+    root in Placement and its compute_id and (empty) nova.conf."""
     nova_conf = tmp_path / 'nova.conf'
     nova_conf.write_text('[DEFAULT]\n')
-    conf.set_override('config_file', str(nova_conf), 'nova')
-    conf.set_override('hypervisor_hostname', HOST, 'nova')
-    conf.set_override('compute_id_path',
-                      os.path.join(conf.state_path, 'nova', 'compute_id'),
-                      'nova')
+    accelerator_path(conf, recorded, types, HOST, str(nova_conf),
+                     os.path.join(conf.state_path, 'nova', 'compute_id'))
     modes.write_nova_compute_id(conf)
     modes.nova_compute_creates_root(adapter, name=HOST)
     return conf

@@ -85,6 +85,12 @@ def host1(conf, broker, tmp_path):
     conf.set_override('udev_monitor', False, 'hardware')
     conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
     conf.set_override('passthrough_devices', [WHOLE_GPU], 'gpu')
+    return serving(conf, broker)
+
+
+def serving(conf, broker):
+    """``conf`` for the agent service with its claims RPC on
+    ``broker``: no audit during a test."""
     service.register_opts(conf)
     conf.set_override('interval', 3600, 'audit')
     conf.set_override('startup_splay', 0, 'audit')

@@ -64,7 +64,10 @@ database (``InstanceNotFound``: nova-compute then leaves its allocations
 alone, as it does for a guest still being built).
 With ``"spawns"``, after the periodics, Nova's spawn-side code gives each
 listed instance its devices from its allocations in Placement
-(:func:`spawn_devices`: ``_allocate_mdevs``, the PCI claim).
+(:func:`spawn_devices`: ``_allocate_mdevs``, the PCI claim; for a
+flavor with a device profile, the ARQs and the guest's XML:
+:func:`accelerated_guest`).  ``"auth_token"``: the user's token nova's
+calls to the accelerator service carry.
 Answer: ``{"node_uuid": ..., "nodename": ..., "compute_id": PATH,
 "periodics": [{"ok": true} | {"error": "ExcName: message"}, ...],
 "spawns": [...]}``.
@@ -195,6 +198,76 @@ def port_parent(ctx, client, port):
     return request.spec[0].get('parent_ifname')
 
 
+def _fake_instance():
+    """Nova's own helper building an ``Instance`` as its database gives
+    it (``nova/tests/unit/fake_instance.py``), loaded by its path: its
+    package's ``__init__`` monkey-patches the process with eventlet,
+    which nova-compute's own process is not."""
+    import importlib.util
+    import nova
+    path = os.path.join(os.path.dirname(nova.__file__), 'tests', 'unit',
+                        'fake_instance.py')
+    spec = importlib.util.spec_from_file_location('nova_fake_instance', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def accelerated_guest(ctx, driver, connection, allocations, spawn):
+    """What nova-compute's build of an instance whose flavor names a
+    device profile gives its guest: the ARQs read as
+    ``ComputeManager._get_bound_arq_resources`` reads them (from the
+    accelerator service, ``[cyborg]`` in options), then the libvirt
+    driver's ``spawn``: ``_allocate_mdevs(allocations)``,
+    ``_allocate_cyborg_mdevs(arqs)`` and ``_get_guest_xml`` (through
+    ``_get_guest_config``) with the ARQs as ``accel_info``.  With
+    ``delete``, the instance then deleted as nova deletes it: its ARQs
+    (``nova.compute.utils.delete_arqs_if_needed``) and its allocations.
+
+    ``{"arqs": [...], "mdevs": [[parent, type], ...], "xml": guest XML}``
+    or, where the build fails, ``{"error": ...}`` (raised).
+    """
+    from nova.compute import manager as compute_manager
+    from nova.compute import utils as compute_utils
+    from nova import objects
+    from nova.scheduler.client import report
+    from nova.virt.libvirt import blockinfo
+    import nova.conf
+
+    flavor = objects.Flavor(
+        id=1, flavorid='accel', name='accel', vcpus=2, memory_mb=2048,
+        root_gb=20, ephemeral_gb=0, swap=0, rxtx_factor=1.0,
+        vcpu_weight=0, disabled=False, is_public=True, description=None,
+        extra_specs={'accel:device_profile': spawn['accelerator']})
+    instance = _fake_instance().fake_instance_obj(
+        ctx, uuid=spawn['consumer'], flavor=flavor,
+        image_ref='c0ffee00-0000-4000-8000-000000000001',
+        expected_attrs=['system_metadata', 'metadata', 'pci_devices'])
+    # What the cell database's instance_extra holds for a plain build.
+    instance.numa_topology = instance.vcpu_model = None
+    instance.trusted_certs = instance.device_metadata = None
+    instance.pci_requests = objects.InstancePCIRequests(requests=[])
+    manager = mock.Mock(virtapi=driver.virtapi)
+    arqs = compute_manager.ComputeManager._get_bound_arq_resources(
+        manager, ctx, instance, None)
+    image_meta = objects.ImageMeta.from_dict(
+        {'disk_format': 'raw', 'properties': {}})
+    before = len(connection.created)
+    mdevs = driver._allocate_mdevs(allocations)
+    mdevs.extend(driver._allocate_cyborg_mdevs(arqs))
+    disk_info = blockinfo.get_disk_info(
+        nova.conf.CONF.libvirt.virt_type, instance, image_meta)
+    xml = driver._get_guest_xml(ctx, instance, [], disk_info, image_meta,
+                                mdevs=mdevs, accel_info=arqs)
+    result = {'arqs': arqs, 'xml': xml, 'mdevs': [
+        list(c) for c in connection.created[before:]]}
+    if spawn.get('delete'):
+        compute_utils.delete_arqs_if_needed(ctx, instance)
+        report.SchedulerReportClient().delete_allocation_for_instance(
+            ctx, instance.uuid, force=True)
+    return result
+
+
 def spawn_devices(ctx, driver, tracker, connection, spawns):
     """What Nova's spawn-side code gives each instance of ``spawns``
     (``[{"name", "consumer", "alias"?}]``), after the periodics, in
@@ -212,7 +285,9 @@ def spawn_devices(ctx, driver, tracker, connection, spawns):
       by its PCI tracker (``PciDevTracker.claim_instance``):
       ``{"pci": [address, ...]}``;
     - with ``port``: the PF its VF is to come from (:func:`port_parent`),
-      ``{"parent_ifname": ...}``.
+      ``{"parent_ifname": ...}``;
+    - with ``accelerator`` (the flavor's device profile) and ``delete``:
+      :func:`accelerated_guest`.
     """
     from nova import objects
     from nova.pci import request as pci_request
@@ -225,7 +300,10 @@ def spawn_devices(ctx, driver, tracker, connection, spawns):
             ctx, spawn['consumer'])
         result = {'name': spawn['name']}
         try:
-            if spawn.get('port'):
+            if spawn.get('accelerator'):
+                result.update(accelerated_guest(
+                    ctx, driver, connection, allocations, spawn))
+            elif spawn.get('port'):
                 result['parent_ifname'] = port_parent(
                     ctx, client, spawn['port'])
             elif spawn.get('alias'):
@@ -255,6 +333,8 @@ def main():
     conf, ctx = nova_env.setup(
         request['workdir'], request['placement_url'], request['host'],
         request.get('options', ()))
+    # The user's token nova-api passes on (the accelerator service's).
+    ctx.auth_token = request.get('auth_token')
 
     from nova.compute import resource_tracker
     from nova import exception

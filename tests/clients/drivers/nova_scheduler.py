@@ -13,7 +13,8 @@ Run with ``.client-venv/bin/python``; JSON request on stdin::
                    "image_properties": {},
                    "port_resource_request": null,
                    "device_profile": null,
-                   "keep": false}, ...]}
+                   "keep": false, "build": false}, ...],
+     "auth_token": null}
 
 Each request goes the way a server create goes, with Nova's code at every
 step: the compute API's pieces (the flavor and image as Nova objects,
@@ -44,6 +45,13 @@ services that are not here is answered from the request:
   the root), else the one before OWNER_NOVA;
 - Cyborg's ``GET /device_profiles?name=``: ``device_profile``
   (``{"name": ..., "groups": [{"resources:FPGA": "1", ...}]}``).
+  Without it, a flavor's ``accel:device_profile`` is read from the
+  accelerator service itself (``[cyborg]`` in ``options``, the user's
+  ``auth_token``), as nova-api does.
+
+With ``build``, the claim is kept and nova-conductor's part follows
+(:func:`create_and_bind_arqs`): the answer's ``arqs`` are those it
+created, each bound by the accelerator service before the call returns.
 
 Answer, per request in order: ``{"name", "queries": [query string Nova
 sent, ...], "candidates": [allocation request, ...] (every one Placement
@@ -105,7 +113,38 @@ def build_request_spec(ctx, request):
             spec.requested_resources.extend(
                 cyborg.get_device_profile_request_groups(
                     ctx, profile['name']))
+    elif 'accel:device_profile' in flavor.extra_specs:
+        # The accelerator service's own answer ([cyborg] in options).
+        spec.requested_resources.extend(
+            cyborg.get_device_profile_request_groups(
+                ctx, flavor.extra_specs['accel:device_profile']))
     return spec, instance_uuid
+
+
+def create_and_bind_arqs(ctx, spec, instance_uuid, chosen):
+    """What nova-conductor's ``schedule_and_build_instances`` does for a
+    flavor with a device profile once the scheduler chose ``chosen``: the
+    request groups mapped to providers (``fill_provider_mapping``),
+    ``_create_and_bind_arqs``, ``bind_arqs``; the ARQs it created."""
+    from nova.accelerator import cyborg
+    from nova.conductor import manager as conductor_manager
+    from nova.scheduler import utils as scheduler_utils
+
+    scheduler_utils.fill_provider_mapping(spec, chosen)
+    cyclient = cyborg.get_client(ctx)
+    created = []
+    real_create = cyclient.create_arqs_and_match_resource_providers
+
+    def create(*args):
+        created.extend(real_create(*args))
+        return created
+
+    cyclient.create_arqs_and_match_resource_providers = create
+    bindings = conductor_manager.ComputeTaskManager._create_and_bind_arqs(
+        None, cyclient, instance_uuid, spec.flavor.extra_specs,
+        chosen.nodename, spec.get_request_group_mapping())
+    cyclient.bind_arqs(bindings=bindings)
+    return created
 
 
 class CellDatabase:
@@ -192,7 +231,10 @@ def schedule(ctx, manager, cells, request, seen):
             'compute_node_uuid': chosen.compute_node_uuid,
             'nodename': chosen.nodename,
             'allocation_request': json.loads(chosen.allocation_request)}
-        if not request.get('keep'):
+        if request.get('build'):
+            result['arqs'] = create_and_bind_arqs(ctx, spec, instance_uuid,
+                                                  chosen)
+        elif not request.get('keep'):
             manager.placement_client.delete_allocation_for_instance(
                 ctx, instance_uuid, force=True)
     except oslo_messaging.ExpectedException as wrapped:
@@ -218,6 +260,8 @@ def main():
     conf, ctx = nova_env.setup(
         request['workdir'], request['placement_url'], 'scheduler1',
         request.get('options', ()))
+    # The user's token nova-api passes on (the accelerator service's).
+    ctx.auth_token = request.get('auth_token')
 
     from nova.scheduler.client import report
     from nova.scheduler import manager as scheduler_manager
