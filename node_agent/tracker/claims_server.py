@@ -106,8 +106,9 @@ class ClaimsServer:
             why, probing = _answer(probe, probing)
             if self._stop.is_set() or self.server is not server:
                 return
-            self._notifier.note(RPC_NOTE, why and f'down: {why[:160]}')
             if (why is None) != (down is None):
+                # Logged before the status line changes: whoever sees the
+                # new status finds the line that says why in the log.
                 self._metrics.rpc_server(up=why is None)
                 if why:
                     LOG.warning('claims RPC down: %s (a probe through the '
@@ -115,6 +116,7 @@ class ClaimsServer:
                                 'node-agent-manage', why)
                 else:
                     LOG.info('claims RPC answers again')
+            self._notifier.note(RPC_NOTE, why and f'down: {why[:160]}')
             down = why
 
     def stop(self):
