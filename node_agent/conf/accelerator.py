@@ -78,13 +78,7 @@ opts = [
 # How the agent reaches node-agent-api (service type "accelerator", the
 # endpoint ending in /v2): a service user that may list accelerator
 # requests.
-KSA_DEFAULTS = {
-    'service_type': 'accelerator',
-    'valid_interfaces': ['internal', 'public'],
-    'timeout': 30,
-    'connect_retries': 3,
-    'connect_retry_delay': 0.5,
-}
+KSA_DEFAULTS = base.service_ksa_defaults('accelerator')
 
 
 def register_opts(conf):

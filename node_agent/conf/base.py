@@ -29,6 +29,17 @@ def register_ksa_opts(conf, group, defaults):
         conf.set_default(name, value, group=group)
 
 
+def service_ksa_defaults(service_type, **more):
+    """keystoneauth1 defaults for a service the agent calls: a request
+    never hangs (``timeout``) and a restarting service does not fail it at
+    once (bounded retries on connection errors); ``more`` on top."""
+    return dict({'service_type': service_type,
+                 'valid_interfaces': ['internal', 'public'],
+                 'timeout': 30,
+                 'connect_retries': 3,
+                 'connect_retry_delay': 0.5}, **more)
+
+
 def ksa_opts(defaults):
     """keystoneauth1's options with ``defaults``, for the sample config."""
     result = []

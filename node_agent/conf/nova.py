@@ -202,13 +202,7 @@ def _json(sections, path, key):
 # node-agent-api posts accelerator-request-bound events to nova's API
 # (POST /os-server-external-events) with these keystoneauth1 options: its
 # own service user, which needs the "service" role.  The agent reads none.
-KSA_DEFAULTS = {
-    'service_type': 'compute',
-    'valid_interfaces': ['internal', 'public'],
-    'timeout': 30,
-    'connect_retries': 3,
-    'connect_retry_delay': 0.5,
-}
+KSA_DEFAULTS = base.service_ksa_defaults('compute')
 
 
 def register_opts(conf):

@@ -26,16 +26,9 @@ SERVICE_TYPE = 'placement'
 # Defaults that differ from keystoneauth1's own: a request must never hang
 # (timeout) and a restarting Placement must not fail an audit at once
 # (bounded retries on connection errors and on 502/503/504).
-KSA_DEFAULTS = {
-    'service_type': SERVICE_TYPE,
-    'valid_interfaces': ['internal', 'public'],
-    'timeout': 30,
-    'connect_retries': 3,
-    'connect_retry_delay': 0.5,
-    'status_code_retries': 3,
-    'status_code_retry_delay': 0.5,
-    'retriable_status_codes': [502, 503, 504],
-}
+KSA_DEFAULTS = base.service_ksa_defaults(
+    SERVICE_TYPE, status_code_retries=3, status_code_retry_delay=0.5,
+    retriable_status_codes=[502, 503, 504])
 
 opts = [
     cfg.BoolOpt('embedded',
