@@ -141,6 +141,20 @@ def start(host, hostname):
                 tree.find("capability[@type='mdev']/type").get('id')))
             return super().nodeDeviceCreateXML(xml, flags)
 
+        def nodeDeviceLookupByName(self, name):
+            """As libvirt answers: an mdev it does not know raises
+            ``VIR_ERR_NO_NODE_DEVICE`` (fakelibvirt answers None, which
+            nova's ``_allocate_cyborg_mdevs`` takes for an existing mdev
+            and so never creates the ARQ's)."""
+            device = super().nodeDeviceLookupByName(name)
+            if device is None:
+                raise fakelibvirt.make_libvirtError(
+                    fakelibvirt.libvirtError,
+                    f'no nodedev with matching name {name}',
+                    error_code=fakelibvirt.VIR_ERR_NO_NODE_DEVICE,
+                    error_domain=fakelibvirt.VIR_FROM_NODEDEV)
+            return device
+
         def nodeDeviceDefineXML(self, xml, flags):
             """The mdev defined, as libvirt answers: a node device."""
             tree = ElementTree.fromstring(xml)
