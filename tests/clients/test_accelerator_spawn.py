@@ -1,12 +1,12 @@
 """A flavor with a device profile, end to end through Nova 34's code, on
-the agent's accelerator path beside nova-compute.
+the agent's accelerator path beside nova-compute: one row of ``KINDS``
+per kind of device (doc/accelerators.md), each on a recorded host.
 
-Recorded host 4 (an A10 at 0000:3b:00.0 whose VFs .4-.7 offer mdev types;
-an L40S at 0000:af:00.0 whose VFs .4-.7 have NVIDIA's vendor-VFIO files)
-under nova-compute's own ``LibvirtDriver`` over fakelibvirt; the agent
-service as ``node-agent`` builds it (``[accelerator] enabled``, its claims
-RPC on a private RabbitMQ); the shipped ``node-agent-api`` as a process
-(``noauth``); the module's Placement server.  Nova's own code then:
+Nova-compute's own ``LibvirtDriver`` over fakelibvirt on the row's
+recorded host; the agent service as ``node-agent`` builds it
+(``[accelerator] enabled``, its claims RPC on the module's private
+RabbitMQ); the module's ``node-agent-api`` process (``noauth``) and
+Placement server.  Nova's own code then:
 
 1. nova-api's request spec, the device profile's groups read from
    ``node-agent-api`` (``get_device_profile_request_groups``), and
@@ -21,13 +21,15 @@ RPC on a private RabbitMQ); the shipped ``node-agent-api`` as a process
 """
 
 import contextlib
+import dataclasses
 import os
 from xml.etree import ElementTree
 
 import pytest
 import requests
 
-from node_agent import identity
+from node_agent.drivers.gpu import claims as gpu_claims
+from node_agent.hardware import nvml as nvml_source
 from tests.clients import harness
 from tests.clients import test_attachable as attachable
 from tests.fixtures import api_server
@@ -41,20 +43,68 @@ pytestmark = pytest.mark.integration
 
 A10, L40S = attachable.A10, attachable.L40S
 A10_VFS, L40S_VFS = attachable.A10_VFS, attachable.L40S_VFS
-PROFILES = [
-    {'name': 'a10-vgpu', 'groups': [{
-        'resources:CUSTOM_NA_VGPU': '1',
-        'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_588': 'required'}]},
-    {'name': 'l40s-vgpu', 'groups': [{
-        'resources:CUSTOM_NA_VGPU': '1',
-        'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_1155': 'required'}]},
-    {'name': 'whole-gpu', 'groups': [{
-        'resources:CUSTOM_NA_PGPU': '1',
-        'trait:CUSTOM_GPU_NVIDIA_26B9': 'required'}]},
-]
+FPGA = attachable.FPGA                          # recorded host 1
+H100 = '0000:00:06.0'                           # recorded h100-vm
+PROFILES = {
+    'a10-vgpu': {'resources:CUSTOM_NA_VGPU': '1',
+                 'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_588': 'required'},
+    'l40s-vgpu': {'resources:CUSTOM_NA_VGPU': '1',
+                  'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_1155': 'required'},
+    'whole-gpu': {'resources:CUSTOM_NA_PGPU': '1',
+                  'trait:CUSTOM_GPU_NVIDIA_26B9': 'required'},
+    # The model trait as NVML names the recorded H100.
+    'gpu-h100': {'resources:CUSTOM_NA_PGPU': '1',
+                 'trait:CUSTOM_GPU_NVIDIA_H100_80GB_HBM3': 'required'},
+    'fpga': {'resources:CUSTOM_NA_ACCELERATOR': '1'},
+}
 # Recorded host 4's idle nvidia-588 mdev on the A10's VF .4.
 IDLE_A10_MDEV = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
 FLAVOR = {'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20}
+BOTH_TYPES = {'nvidia-588': [A10], 'nvidia-1155': [L40S]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """One kind of device booted through a device profile."""
+    recorded: str       # the recorded host nova-compute and the agent run on
+    profile: str        # the flavor's accel:device_profile (PROFILES)
+    offered: tuple      # the devices whose providers may be chosen
+    bound: tuple        # the devices the ARQ may name
+    handle: str         # the ARQ's attach_handle_type
+    types: dict = dataclasses.field(default_factory=dict)  # agent's vGPUs
+    agent: tuple = ()   # more agent options: (group, name, value)
+    nova: tuple = ()    # nova.conf options: (group, name, value)
+    nvml: bool = False  # the agent reads the host's recorded NVML
+    asked_type: str = None  # an MDEV handle's vGPU type
+
+    @property
+    def resource_class(self):
+        [rc] = [k.split(':')[1] for k in PROFILES[self.profile]
+                if k.startswith('resources:')]
+        return rc
+
+
+KINDS = {
+    # Host 4's A10, its VFs' nvidia-588 pooled on the card.
+    'a10-pooled-vgpu': Kind('host4', 'a10-vgpu', (A10,), tuple(A10_VFS),
+                            'MDEV', BOTH_TYPES, asked_type='nvidia-588'),
+    # Host 4's A10, one provider per VF: the VF chosen is the VF bound.
+    'a10-per-vf-vgpu': Kind('host4', 'a10-vgpu', tuple(A10_VFS),
+                            tuple(A10_VFS), 'MDEV', BOTH_TYPES,
+                            agent=(('gpu', 'vf_providers', 'per_vf'),),
+                            asked_type='nvidia-588'),
+    # Host 4's L40S, NVIDIA's vendor-VFIO files on its VFs, pooled.
+    'l40s-vendor-vfio': Kind('host4', 'l40s-vgpu', (L40S,), tuple(L40S_VFS),
+                             'PCI', BOTH_TYPES),
+    # Host 4's L40S given whole (the A10's vGPUs only).
+    'l40s-whole': Kind('host4', 'whole-gpu', (L40S,), (L40S,), 'PCI',
+                       {'nvidia-588': [A10]}),
+    # The recorded H100 (a VM's passed-through GPU, numa_node -1), whole.
+    'h100-whole': Kind('h100-vm', 'gpu-h100', (H100,), (H100,), 'PCI',
+                       nvml=True),
+    # Host 1's Intel PAC Arria 10 FPGA.
+    'fpga': Kind('host1', 'fpga', (FPGA,), (FPGA,), 'PCI'),
+}
 
 
 @pytest.fixture(scope='module')
@@ -64,59 +114,68 @@ def broker(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def api(server, broker, tmp_path):
-    """``node-agent-api`` (noauth), its device profiles created."""
-    with api_server.ApiServer(tmp_path / 'api', {
+@pytest.fixture(scope='module')
+def api(server, broker, tmp_path_factory):
+    """``node-agent-api`` (noauth), its device profiles created; each
+    test deletes its instance's ARQs."""
+    with api_server.ApiServer(tmp_path_factory.mktemp('api'), {
             'DEFAULT': {'transport_url': broker.url},
             'api': {'auth_strategy': 'noauth', 'bind_timeout': 30},
             'placement': {'auth_type': 'admin_token',
                           'endpoint': server.url, 'token': 'admin'}}) as srv:
-        for profile in PROFILES:
-            resp = requests.post(f'{srv.url}/v2/device_profiles',
-                                 json=[profile], timeout=30)
+        for name, group in PROFILES.items():
+            resp = requests.post(f'{srv.url}/v2/device_profiles', json=[
+                {'name': name, 'groups': [group]}], timeout=30)
             assert resp.status_code == 201, resp.text
         yield srv
 
 
-def agent_conf(conf, broker, cloud, host, types):
-    """The agent beside nova-compute on ``host`` (recorded host 4) with
-    the accelerator path and its vGPU ``types`` (``{type: [address]}``),
-    serving claims on ``broker``."""
-    conf.set_override('host', host)
-    conf.set_override('nvml_enabled', False, 'hardware')
-    conf.set_override('udev_monitor', False, 'hardware')
-    beside.accelerator_path(conf, 'host4', types, host,
-                            cloud.nova_config_path(host),
-                            cloud.nova_compute_id_path(host))
-    return bind_rpc.serving(conf, broker)
-
-
 class Boot:
     """One host: nova-compute's start, the agent beside it, then a flavor
-    naming ``profile`` booted and deleted through Nova's code."""
+    naming the kind's profile booted and deleted through Nova's code."""
 
-    def __init__(self, cloud, api, host, nova_options=()):
-        self.cloud, self.api, self.host = cloud, api, host
-        self.options = tuple(nova_options) + (
+    def __init__(self, cloud, api, host, kind):
+        self.cloud, self.api, self.host, self.kind = cloud, api, host, kind
+        self.options = tuple(kind.nova) + (
             ('cyborg', 'endpoint_override', f'{api.url}/v2'),)
         self.root = attachable.whole_nova(
-            cloud, host, 'host4', self.options)['node_uuid']
+            cloud, host, kind.recorded, self.options)['node_uuid']
 
-    def provider(self, address):
-        return identity.child_uuid(self.root, identity.pci_id(address))
+    def agent_conf(self, conf, broker):
+        """The agent beside nova-compute on this host with the
+        accelerator path, serving claims on ``broker``."""
+        conf.set_override('host', self.host)
+        conf.set_override('nvml_enabled', self.kind.nvml, 'hardware')
+        conf.set_override('udev_monitor', False, 'hardware')
+        beside.accelerator_path(conf, self.kind.recorded, self.kind.types,
+                                self.host,
+                                self.cloud.nova_config_path(self.host),
+                                self.cloud.nova_compute_id_path(self.host))
+        for group, name, value in self.kind.agent:
+            conf.set_override(name, value, group)
+        return bind_rpc.serving(conf, broker)
 
     @contextlib.contextmanager
-    def agent(self, conf, offered):
-        """The agent service, synced (``offered`` providers there)."""
-        with bind_rpc.daemon(conf, ps.admin_adapter(
-                self.cloud.server.url)) as svc:
-            bind_rpc.wait_for(lambda: set(offered) <= set(
-                self.cloud.names().values()), 'the agent offers its providers')
-            yield svc
+    def agent(self, conf, broker):
+        """The agent service, synced (the kind's providers offered)."""
+        names = {attachable.provider(self.host, a)
+                 for a in self.kind.offered}
+        with pytest.MonkeyPatch.context() as patch:
+            if self.kind.nvml:
+                recorded = hosts.nvml(self.kind.recorded)
+                patch.setattr(nvml_source, 'import_pynvml',
+                              lambda: recorded)
+            with bind_rpc.daemon(self.agent_conf(conf, broker),
+                                 ps.admin_adapter(
+                                     self.cloud.server.url)) as svc:
+                bind_rpc.wait_for(lambda: names <= set(
+                    self.cloud.names().values()),
+                    'the agent offers its providers')
+                yield svc
 
-    def schedule_and_bind(self, profile):
+    def schedule_and_bind(self):
         """nova-scheduler and nova-conductor: the selection and ARQs."""
+        profile = self.kind.profile
         [result] = harness.drive('nova_scheduler', {
             'workdir': os.path.join(self.cloud.workdir, 'nova-scheduler'),
             'placement_url': self.cloud.server.url,
@@ -128,16 +187,25 @@ class Boot:
         })['results']
         return result
 
-    def build(self, consumer, profile, delete=True):
+    def build(self, consumer):
         """nova-compute's build of ``consumer``, then its delete."""
+        profile = self.kind.profile
         node = self.cloud.nova_compute(
             self.host, options=self.options, spawns=[{
                 'name': profile, 'consumer': consumer,
-                'accelerator': profile, 'delete': delete}],
-            libvirt=harness.recorded_libvirt_host('host4'),
-            sysfs_root=hosts.sysfs_root('host4'), auth_token='noauth')
+                'accelerator': profile, 'delete': True}],
+            libvirt=harness.recorded_libvirt_host(self.kind.recorded),
+            sysfs_root=hosts.sysfs_root(self.kind.recorded),
+            auth_token='noauth')
         [spawned] = node['spawns']
         return spawned
+
+    def device_of(self, provider):
+        """The device of the kind whose provider is ``provider``."""
+        name = self.cloud.names()[provider]
+        [address] = [a for a in self.kind.offered
+                     if attachable.provider(self.host, a) == name]
+        return address
 
     def usage(self, provider):
         return self.cloud.api.get(
@@ -177,32 +245,50 @@ def address_of(arq):
     return '{domain}:{bus}:{device}.{function}'.format(**info)
 
 
-def boot_delete(boot, svc, profile, provider, rc):
-    """Nova boots ``profile`` onto ``provider`` and deletes it: the ARQ
-    and what the guest got; asserts the delete gave everything back."""
-    placed = boot.schedule_and_bind(profile)
+def asked_query(placed, kind):
+    """Nova asked Placement for the profile's group (read from
+    node-agent-api by nova's own code) as ``device_profile_0``, on a
+    root with ``COMPUTE_ACCELERATORS``."""
+    [query] = placed['queries']
+    parts = [f'resourcesdevice_profile_0={kind.resource_class}%3A1',
+             'root_required=COMPUTE_ACCELERATORS%2C']
+    parts += [f'requireddevice_profile_0={k[len("trait:"):]}&'
+              for k in PROFILES[kind.profile] if k.startswith('trait:')]
+    for part in parts:
+        assert part in query, query
+
+
+def boot_delete(boot, svc):
+    """Nova boots the kind's profile onto one of its providers and
+    deletes it: ``(provider, ARQ, what the guest got)``; asserts the
+    claim was the ARQ's device and the delete gave everything back."""
+    kind, rc = boot.kind, boot.kind.resource_class
+    placed = boot.schedule_and_bind()
     assert placed['error'] is None, placed
     consumer = placed['consumer']
-    # The profile's group, read from node-agent-api by nova's own code.
-    [query] = placed['queries']
-    [group] = next(p['groups'] for p in PROFILES if p['name'] == profile)
-    [trait] = [k[len('trait:'):] for k in group if k.startswith('trait:')]
-    for part in (f'resourcesdevice_profile_0={rc}%3A1',
-                 f'requireddevice_profile_0={trait}&',
-                 'root_required=COMPUTE_ACCELERATORS%2C'):
-        assert part in query, query
+    asked_query(placed, kind)
+    [provider] = [p for p, a in placed['selected']['allocation_request'][
+        'allocations'].items() if rc in a['resources']]
     assert placed['selected']['allocation_request']['allocations'][
         provider]['resources'] == {rc: 1}
+    chosen = boot.device_of(provider)
     [created] = placed['arqs']
     assert created['device_rp_uuid'] == provider
     [claim] = svc.tracker.claim_manager().list()
-    spawned = boot.build(consumer, profile)
+    spawned = boot.build(consumer)
     assert 'error' not in spawned, spawned
     [arq] = spawned['arqs']
     assert (arq['uuid'], arq['state'], arq['instance_uuid']) == (
         created['uuid'], 'Bound', consumer)
-    assert (claim.arq_uuid, claim.devices[0].address) == (
-        arq['uuid'], address_of(arq))
+    # Where the claimed unit lives: a VF provider's unit names no
+    # address of its own, its parent is the VF.
+    assert (arq['attach_handle_type'], claim.arq_uuid,
+            gpu_claims.site(claim.devices[0])) == (
+        kind.handle, arq['uuid'], address_of(arq))
+    assert address_of(arq) in kind.bound
+    if kind.offered == kind.bound:
+        # A provider per device: the device bound is the one chosen.
+        assert address_of(arq) == chosen
     # Deleted: released on the host, nothing left in the API or Placement.
     bind_rpc.wait_for(lambda: svc.tracker.claim_manager().list() == [],
                       'the claim released')
@@ -212,61 +298,42 @@ def boot_delete(boot, svc, profile, provider, rc):
     return arq, spawned
 
 
-def test_a10_pooled_vgpu_gets_the_bound_mdev(conf, broker, cloud, api):
-    boot = Boot(cloud, api, 'spawn-a10')
-    a10 = boot.provider(A10)
-    conf = agent_conf(conf, broker, cloud, boot.host,
-                      {'nvidia-588': [A10], 'nvidia-1155': [L40S]})
-    with boot.agent(conf, [attachable.provider(boot.host, A10)]) as svc:
-        arq, spawned = boot_delete(boot, svc, 'a10-vgpu', a10,
-                                   'CUSTOM_NA_VGPU')
+def mdev_guest(spawned, arq, asked_type):
+    """The guest holds the ARQ's mdev, of ``asked_type``, which nova
+    created on the VF bound (or, recorded host 4's idle mdev on the
+    A10's .4, reused)."""
     vf = address_of(arq)
-    assert vf in A10_VFS
-    assert arq['attach_handle_type'] == 'MDEV'
-    assert arq['attach_handle_info']['asked_type'] == 'nvidia-588'
+    assert arq['attach_handle_info']['asked_type'] == asked_type
     assert hostdevs(spawned['xml']) == [('mdev', arq['attach_handle_uuid'])]
-    # Created on the VF bound, unless it is the recorded host's idle
-    # mdev (on .4), which nova reuses.
     if arq['attach_handle_uuid'] == IDLE_A10_MDEV:
         assert (vf, spawned['mdevs']) == (A10_VFS[0], [])
     else:
         assert spawned['mdevs'] == [
-            ['pci_' + vf.replace(':', '_').replace('.', '_'), 'nvidia-588']]
+            ['pci_' + vf.replace(':', '_').replace('.', '_'), asked_type]]
 
 
-def pci_guest(spawned, address):
-    """The guest holds ``address`` as a managed PCI hostdev, nothing
-    else, and nova created no mdev for it."""
-    assert hostdevs(spawned['xml']) == [('pci', address)]
+def pci_guest(spawned, arq):
+    """The guest holds the ARQ's PCI function as a managed hostdev,
+    nothing else, and nova created no mdev for it."""
+    assert hostdevs(spawned['xml']) == [('pci', address_of(arq))]
     [dev] = ElementTree.fromstring(spawned['xml']).iter('hostdev')
     assert dev.get('managed') == 'yes'
     assert spawned['mdevs'] == []
 
 
-def test_l40s_vendor_vfio_vgpu_gets_the_bound_vf(conf, broker, cloud, api):
-    boot = Boot(cloud, api, 'spawn-l40s')
-    l40s = boot.provider(L40S)
-    conf = agent_conf(conf, broker, cloud, boot.host,
-                      {'nvidia-588': [A10], 'nvidia-1155': [L40S]})
-    with boot.agent(conf, [attachable.provider(boot.host, L40S)]) as svc:
-        arq, spawned = boot_delete(boot, svc, 'l40s-vgpu', l40s,
-                                   'CUSTOM_NA_VGPU')
-    assert address_of(arq) in L40S_VFS
-    assert arq['attach_handle_type'] == 'PCI'
-    pci_guest(spawned, address_of(arq))
+def guest_holds(spawned, arq, kind):
+    if kind.handle == 'MDEV':
+        mdev_guest(spawned, arq, kind.asked_type)
+    else:
+        pci_guest(spawned, arq)
 
 
-def test_whole_gpu_gets_the_bound_gpu(conf, broker, cloud, api):
-    """The A10's vGPUs only: the L40S is given whole, ``CUSTOM_NA_PGPU``;
-    its one unit is offered again after the delete."""
-    boot = Boot(cloud, api, 'spawn-whole')
-    l40s = boot.provider(L40S)
-    conf = agent_conf(conf, broker, cloud, boot.host, {'nvidia-588': [A10]})
-    with boot.agent(conf, [attachable.provider(boot.host, L40S)]) as svc:
-        arq, spawned = boot_delete(boot, svc, 'whole-gpu', l40s,
-                                   'CUSTOM_NA_PGPU')
-    assert (arq['attach_handle_type'], address_of(arq)) == ('PCI', L40S)
-    pci_guest(spawned, L40S)
+@pytest.mark.parametrize('kind', list(KINDS), ids=list(KINDS))
+def test_guest_gets_the_bound_device(conf, broker, cloud, api, kind):
+    boot = Boot(cloud, api, f'spawn-{kind}', KINDS[kind])
+    with boot.agent(conf, broker) as svc:
+        arq, spawned = boot_delete(boot, svc)
+    guest_holds(spawned, arq, KINDS[kind])
 
 
 def test_novas_own_vgpu_type_beside_the_agents_pool(conf, broker, cloud,
@@ -276,16 +343,13 @@ def test_novas_own_vgpu_type_beside_the_agents_pool(conf, broker, cloud,
     ``_allocate_mdevs`` over the instance's allocations does not raise
     (the agent's class is not ``VGPU``) and the guest gets the VF the
     agent bound."""
-    boot = Boot(cloud, api, 'spawn-hazard', attachable.NOVA_A10)
-    l40s = boot.provider(L40S)
-    conf = agent_conf(conf, broker, cloud, boot.host,
-                      {'nvidia-588': [A10], 'nvidia-1155': [L40S]})
-    with boot.agent(conf, [attachable.provider(boot.host, L40S)]) as svc:
+    kind = dataclasses.replace(KINDS['l40s-vendor-vfio'],
+                               nova=attachable.NOVA_A10)
+    boot = Boot(cloud, api, 'spawn-hazard', kind)
+    with boot.agent(conf, broker) as svc:
         novas = attachable.vgpu_providers(cloud, boot.host)
-        arq, spawned = boot_delete(boot, svc, 'l40s-vgpu', l40s,
-                                   'CUSTOM_NA_VGPU')
+        arq, spawned = boot_delete(boot, svc)
     assert sorted(novas) == [attachable.provider(boot.host, vf)
                              for vf in A10_VFS]
     assert all(inv == {'VGPU': 1} for inv, _ in novas.values())
-    assert address_of(arq) in L40S_VFS
-    pci_guest(spawned, address_of(arq))
+    pci_guest(spawned, arq)
