@@ -130,7 +130,7 @@ class DeviceSettings:
             nvml = NvmlSession(nvml)
         self.nvml = nvml
         self._write = write or write_file
-        self._sleep = sleep or tenacity.nap.sleep
+        self._sleep = tenacity.nap.sleep if sleep is None else sleep
 
     # -- SR-IOV ------------------------------------------------------------
 
@@ -154,11 +154,12 @@ class DeviceSettings:
                 self._write_busy(pf_address, base, 0, count, old)
             self._write_busy(pf_address, base, count, count, old)
         got = self._read(pf_address, NUMVFS, count)
-        links = self._virtfns(pf_address, base, count)
-        if got != count or links != count:
+        links = self._virtfns(base)
+        if got != count or links != list(range(count)):
             raise exception.SettingNotApplied(
                 pf_address, NUMVFS, count, got,
-                f'{links} virtfn links' if got == count else '')
+                f'VFs {_ids(links)} present (virtfn links)'
+                if got == count else '')
         return self._changed(pf_address, NUMVFS, old, count)
 
     def _nvml_closed(self):
@@ -191,10 +192,12 @@ class DeviceSettings:
             raise exception.SettingNotApplied(device, NUMVFS, wanted, got,
                                               why) from None
 
-    def _virtfns(self, pf_address, base, count):
-        """How many of virtfn0..count-1 lead to a device directory."""
-        return sum(1 for i in range(count)
-                   if self.reader.is_dir(f'{base}/virtfn{i}'))
+    def _virtfns(self, base):
+        """Indexes of the PF's ``virtfn<i>`` links that lead to a device
+        directory, sorted."""
+        return sorted(int(name[6:]) for name in self.reader.listdir(base)
+                      if name.startswith('virtfn') and name[6:].isdigit()
+                      and self.reader.is_dir(f'{base}/{name}'))
 
     # -- vGPU types (NVIDIA vendor VFIO) ------------------------------------
 
@@ -283,7 +286,7 @@ def _base(address):
     if not sysfs.PCI_ADDRESS_RE.match(address or ''):
         raise exception.SettingNotApplied(
             address, '-', None, None, 'not a PCI address (0000:3b:00.4)')
-    return f'bus/pci/devices/{address}'
+    return f'{pci.PCI_DIR}/{address}'
 
 
 def _ids(type_ids):
