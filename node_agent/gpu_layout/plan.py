@@ -26,6 +26,7 @@ Refused (named with who holds what, and the rest still planned):
 
 import dataclasses
 
+from node_agent.gpu_layout import target as target_mod
 from node_agent.hardware import holders as holders_mod
 
 frozen = dataclasses.dataclass(frozen=True)
@@ -141,7 +142,11 @@ def _vf_steps(target, gpu, snapshot, held, modes, steps, refused):
                     steps.append(Step(gpu.address, SET_VGPU_TYPE, 0, index))
                     types[index] = 0
             steps.append(step)
+    known = target_mod.known_types(gpu)
     for index, wanted in enumerate(target.vf_types or ()):
+        if isinstance(wanted, str):
+            # Named where no type was listed: resolved once one is.
+            wanted = target_mod.type_named(known, wanted) or wanted
         step = Step(gpu.address, SET_VGPU_TYPE, wanted, index)
         if index >= len(types):
             refused.append(Refusal(step, f'{gpu.address} has no VF '

@@ -33,7 +33,8 @@ class Target:
     address: str
     sections: tuple                   # the sections that declared it
     sriov_vfs: int | None = None
-    vf_types: tuple | None = None     # vGPU type id per VF index
+    # vGPU type id per VF index; a name where the host listed no types.
+    vf_types: tuple | None = None
     heterogeneous: bool | None = None
     mig_mode: bool | None = None
     mig_instances: tuple | None = None   # ((profile, count), ...)
@@ -139,7 +140,7 @@ def _vf_types(gpu, value, where):
                      'VFIO vGPU type')
     ids = tuple(_type_id(gpu, name, where[option], option)
                 for name in names)
-    mixed = len({i for i in ids if i}) > 1
+    mixed = len({i for i in ids if i}) > 1    # a name counts as one
     if mixed and value.get('vgpu_heterogeneous') is not True:
         raise _error(where[option], option,
                      f'different vGPU types on {gpu.address} need '
@@ -147,10 +148,28 @@ def _vf_types(gpu, value, where):
     return ids
 
 
-def _type_id(gpu, name, section, option):
+def known_types(gpu):
+    """``{type id: name}`` of the vGPU types the GPU and its VFs list."""
     known = {t.type_id: t.name for t in gpu.supported_vgpu_types}
     for vf in gpu.vfs:
         known.update((t.type_id, t.name) for t in vf.creatable_vgpu_types)
+    return known
+
+
+def type_named(known, name):
+    """The id of vGPU type ``name`` ("NVIDIA L40S-4Q" or "L40S-4Q") in
+    ``known`` (``{id: name}``), or None."""
+    for type_id, type_name in known.items():
+        if name.lower() in (type_name.lower(),
+                            type_name.lower().replace('nvidia ', '', 1)):
+            return type_id
+    return None
+
+
+def _type_id(gpu, name, section, option):
+    """A type's id; its name where nothing lists the types now (no VF
+    enabled after a reboot): the plan and the VF resolve it later."""
+    known = known_types(gpu)
     name = name.strip()
     if name.isdigit():
         type_id = int(name)
@@ -159,17 +178,17 @@ def _type_id(gpu, name, section, option):
                          f'no vGPU type {type_id} (it offers '
                          f'{_offers(known)})')
         return type_id
-    for type_id, type_name in known.items():
-        if name.lower() in (type_name.lower(),
-                            type_name.lower().replace('nvidia ', '', 1)):
-            return type_id
-    raise _error(section, option, f'{name}: {gpu.address} offers no vGPU '
-                 f'type of that name (it offers {_offers(known)})')
+    if not known:
+        return name
+    type_id = type_named(known, name)
+    if type_id is None:
+        raise _error(section, option, f'{name}: {gpu.address} offers no '
+                     f'vGPU type of that name (it offers {_offers(known)})')
+    return type_id
 
 
 def _offers(known):
-    return ', '.join(f'{i} "{n}"' for i, n in sorted(known.items())) or \
-        'none this agent can see'
+    return ', '.join(f'{i} "{n}"' for i, n in sorted(known.items()))
 
 
 def _mig_instances(gpu, value, where):

@@ -9,6 +9,9 @@ start alike.  What it writes, under the same root as
     bus/pci/devices/<PF>/sriov_numvfs              VFs on (N) or off (0)
     bus/pci/devices/<VF>/nvidia/current_vgpu_type  a vendor-VFIO VF's type
 
+and through NVML's setters: MIG mode, MIG instances (a GPU instance with
+its compute instance), the heterogeneous vGPU mode.
+
 Rules:
 
 * One function writes one sysfs file (``write(path, text)``, open, write,
@@ -42,6 +45,7 @@ from oslo_log import log as logging
 import tenacity
 
 from node_agent import exception
+from node_agent.hardware import nvml as nvml_source
 from node_agent.hardware import pci
 from node_agent.hardware import sysfs
 
@@ -57,6 +61,8 @@ BUSY_WAIT_MAX_S = 3.2
 NUMVFS = 'sriov_numvfs'
 CURRENT_VGPU_TYPE = 'nvidia/current_vgpu_type'
 CREATABLE_VGPU_TYPES = 'nvidia/creatable_vgpu_types'
+MIG_MODE = 'mig_mode'
+GPU_INSTANCE = 'gpu_instance'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +272,186 @@ class DeviceSettings:
         except exception.SettingNotApplied as exc:
             LOG.warning('%s: %s not put back to %s after a failed change: '
                         '%s', vf_address, CURRENT_VGPU_TYPE, old, exc)
+
+    # -- NVML: MIG and the heterogeneous vGPU mode ----------------------------
+    #
+    # Through NVML's own setters, in a session of their own (``with
+    # self.nvml``), each read back through NVML's getters.  The MIG
+    # instances a layout declares are a GPU instance of the profile with
+    # one compute instance over the whole of it.
+
+    def heterogeneous_mode(self, gpu_address):
+        """The GPU's heterogeneous vGPU mode; None where NVML has none."""
+        with self._nvml_gpu(gpu_address, 'vgpu_heterogeneous_mode') as (
+                nvml, handle):
+            try:
+                return bool(nvml.nvmlDeviceGetVgpuHeterogeneousMode(handle))
+            except nvml.NVMLError:
+                return None
+
+    def heterogeneous_modes(self, gpu_addresses):
+        """``{address: mode or None}``: None where it cannot be read (no
+        NVML, a GPU NVML does not list)."""
+        modes = {}
+        for address in gpu_addresses:
+            try:
+                modes[address] = self.heterogeneous_mode(address)
+            except exception.SettingNotApplied:
+                modes[address] = None
+        return modes
+
+    def set_heterogeneous_mode(self, gpu_address, on):
+        name = 'vgpu_heterogeneous_mode'
+        with self._nvml_gpu(gpu_address, name, on) as (nvml, handle):
+            old = bool(self._nvml_call(
+                gpu_address, name, on, None,
+                nvml.nvmlDeviceGetVgpuHeterogeneousMode, handle))
+            if old == on:
+                return None
+            self._nvml_call(gpu_address, name, on, old,
+                            nvml.nvmlDeviceSetVgpuHeterogeneousMode, handle,
+                            int(on))
+            got = bool(nvml.nvmlDeviceGetVgpuHeterogeneousMode(handle))
+        return self._checked(gpu_address, name, old, on, got)
+
+    def set_mig_mode(self, gpu_address, on):
+        """MIG mode on or off; SettingNotApplied when it reads back
+        otherwise (a change pending a GPU reset says so)."""
+        with self._nvml_gpu(gpu_address, MIG_MODE, on) as (nvml, handle):
+            old, _ = self._nvml_call(gpu_address, MIG_MODE, on, None,
+                                     nvml.nvmlDeviceGetMigMode, handle)
+            if bool(old) == on:
+                return None
+            mode = (nvml.NVML_DEVICE_MIG_ENABLE if on
+                    else nvml.NVML_DEVICE_MIG_DISABLE)
+            self._nvml_call(gpu_address, MIG_MODE, on, bool(old),
+                            nvml.nvmlDeviceSetMigMode, handle, mode)
+            got, pending = nvml.nvmlDeviceGetMigMode(handle)
+        why = 'pending a GPU reset' if bool(pending) == on else ''
+        return self._checked(gpu_address, MIG_MODE, bool(old), on,
+                             bool(got), why)
+
+    def create_mig_instance(self, gpu_address, profile):
+        """A GPU instance of MIG ``profile`` ("1g.10gb") with one compute
+        instance over it; the Change names the new GPU instance's id."""
+        with self._nvml_gpu(gpu_address, GPU_INSTANCE, profile) as (
+                nvml, handle):
+            info = self._profile(nvml, handle, gpu_address, profile)
+            before = self._instances(nvml, handle, info.id)
+            gi = self._nvml_call(gpu_address, GPU_INSTANCE, profile, None,
+                                 nvml.nvmlDeviceCreateGpuInstance, handle,
+                                 info.id)
+            gi_id = nvml.nvmlGpuInstanceGetInfo(gi).id
+            ci_profile = self._full_compute_profile(nvml, gi, info)
+            self._nvml_call(gpu_address, GPU_INSTANCE, profile, None,
+                            nvml.nvmlGpuInstanceCreateComputeInstance, gi,
+                            ci_profile)
+            after = self._instances(nvml, handle, info.id)
+            computes = nvml.nvmlGpuInstanceGetComputeInstances(gi,
+                                                               ci_profile)
+        if after != before | {gi_id} or len(computes) != 1:
+            raise exception.SettingNotApplied(
+                gpu_address, GPU_INSTANCE, profile, sorted(after),
+                f'GPU instance {gi_id} with {len(computes)} compute '
+                'instances')
+        return self._changed(gpu_address, f'{GPU_INSTANCE} {gi_id}', None,
+                             profile)
+
+    def destroy_mig_instance(self, gpu_address, gi_id):
+        """GPU instance ``gi_id`` and its compute instances removed."""
+        with self._nvml_gpu(gpu_address, GPU_INSTANCE, None) as (
+                nvml, handle):
+            gi = self._nvml_call(gpu_address, GPU_INSTANCE, None, gi_id,
+                                 nvml.nvmlDeviceGetGpuInstanceById, handle,
+                                 gi_id)
+            for ci_profile in range(nvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+                for ci in self._optional(
+                        nvml, nvml.nvmlGpuInstanceGetComputeInstances, gi,
+                        ci_profile):
+                    self._nvml_call(gpu_address, GPU_INSTANCE, None, gi_id,
+                                    nvml.nvmlComputeInstanceDestroy, ci)
+            self._nvml_call(gpu_address, GPU_INSTANCE, None, gi_id,
+                            nvml.nvmlGpuInstanceDestroy, gi)
+            try:
+                nvml.nvmlDeviceGetGpuInstanceById(handle, gi_id)
+            except nvml.NVMLError_NotFound:
+                return self._changed(gpu_address,
+                                     f'{GPU_INSTANCE} {gi_id}', gi_id, None)
+        raise exception.SettingNotApplied(gpu_address, GPU_INSTANCE, None,
+                                          gi_id, 'still listed')
+
+    @contextlib.contextmanager
+    def _nvml_gpu(self, address, name, wanted=None):
+        """(NVML, the GPU's handle) in a session of this writer's."""
+        if self.nvml is None:
+            raise exception.SettingNotApplied(address, name, wanted, None,
+                                              'no NVML on this host')
+        nvml = self.nvml.nvml
+        with self.nvml:
+            for index in range(nvml.nvmlDeviceGetCount()):
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                bus_id = nvml.nvmlDeviceGetPciInfo(handle).busId
+                if nvml_source.normalise_bus_id(bus_id) == address:
+                    yield nvml, handle
+                    return
+        raise exception.SettingNotApplied(address, name, wanted, None,
+                                          'NVML does not list this GPU')
+
+    @staticmethod
+    def _nvml_call(address, name, wanted, old, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as exc:     # pynvml.NVMLError, the driver's word
+            raise exception.SettingNotApplied(
+                address, name, wanted, old,
+                f'{getattr(fn, "__name__", fn)}: {exc}') from None
+
+    @staticmethod
+    def _optional(nvml, fn, *args):
+        try:
+            return fn(*args)
+        except nvml.NVMLError:
+            return []
+
+    def _profile(self, nvml, handle, address, profile):
+        """NVML's GPU instance profile info of ``profile`` on the GPU."""
+        for profile_id in range(nvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            try:
+                info = nvml.nvmlDeviceGetGpuInstanceProfileInfo(handle,
+                                                                profile_id)
+            except nvml.NVMLError:
+                continue
+            name = info.name.decode() if isinstance(info.name, bytes) \
+                else info.name
+            if name.rsplit(' ', 1)[-1] == profile:
+                return info
+        raise exception.SettingNotApplied(address, GPU_INSTANCE, profile,
+                                          None, 'NVML offers no such '
+                                          'profile on this GPU')
+
+    def _instances(self, nvml, handle, profile_id):
+        return {nvml.nvmlGpuInstanceGetInfo(gi).id for gi in self._optional(
+            nvml, nvml.nvmlDeviceGetGpuInstances, handle, profile_id)}
+
+    @staticmethod
+    def _full_compute_profile(nvml, gi, info):
+        """The compute instance profile over the whole GPU instance."""
+        for ci_profile in range(nvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+            try:
+                ci = nvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                    gi, ci_profile,
+                    nvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+            except nvml.NVMLError:
+                continue
+            if ci.sliceCount == info.sliceCount:
+                return ci_profile
+        return 0
+
+    def _checked(self, address, name, old, wanted, got, why=''):
+        if got != wanted:
+            raise exception.SettingNotApplied(address, name, wanted, got,
+                                              why)
+        return self._changed(address, name, old, wanted)
 
     # -- shared ------------------------------------------------------------
 
