@@ -76,10 +76,11 @@ def group_name(device):
 
 
 def sections(conf):
-    """The ``[gpu_layout:...]`` sections of the configuration files, in
-    the files' order."""
+    """The ``[gpu_layout:...]`` sections of the configuration files; not
+    the sample config's placeholder (``[gpu_layout:$device]``, with its
+    options commented out), which a config made from the sample keeps."""
     return [name for name in conf.list_all_sections()
-            if name.startswith(PREFIX)]
+            if name.startswith(PREFIX) and '$' not in name]
 
 
 def register_opts(conf):
