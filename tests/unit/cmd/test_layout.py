@@ -8,37 +8,22 @@ import os
 import pytest
 
 from node_agent.cmd import manage
-from node_agent.hardware import nvml as nvml_source
-from node_agent.hardware import settings
 from node_agent.health import drains
-from tests.fixtures import gpu_behaviour
 from tests.fixtures import hosts
+from tests.fixtures import layout_commands
 
-A10, L40S = '0000:3b:00.0', '0000:af:00.0'
-LAYOUT = (f'[gpu_layout:{A10}]\nsriov_vfs = 4\n'
-          f'[gpu_layout:{L40S}]\nsriov_vfs = 4\n'
-          'vf_vgpu_types = 1155, 0, 0, 0\n')
+A10, L40S, LAYOUT = layout_commands.A10, layout_commands.L40S, \
+    layout_commands.LAYOUT
 
 
 @pytest.fixture
 def host4(tmp_path, monkeypatch):
-    """Host 4's copy under the behaviour model: the command's sysfs
-    writes go to the model, its NVML is the copy's recording."""
-    model = gpu_behaviour.on_copy('host4', tmp_path / 'host')
-    model.nvml.on_heterogeneous = model.set_heterogeneous
-    monkeypatch.setattr(settings, 'write_file', model.write)
-    monkeypatch.setattr(nvml_source, 'import_pynvml', lambda: model.nvml)
-    return model
+    return layout_commands.host4(tmp_path, monkeypatch)
 
 
 def _manage(tmp_path, model, layout, *args):
     conf_file = tmp_path / 'manage.conf'
-    conf_file.write_text(
-        f'[DEFAULT]\nstate_path = {tmp_path}\nhost = compute1\n'
-        'deployment = standalone\n'
-        f'[hardware]\nsysfs_root = {model.root}\n'
-        f'[libvirt]\nconnection_uri = test://{model.host_dir}/libvirt.xml\n'
-        f'storage_pool = {hosts.STORAGE_POOL}\n' + layout)
+    conf_file.write_text(layout_commands.conf_text(tmp_path, model, layout))
     return manage.main(['--config-file', str(conf_file), 'layout', 'apply',
                         *args])
 
