@@ -11,7 +11,10 @@ refused or failed (doc/gpus.md), 78 for a section that does not fit the
 host.
 """
 
+import os
+
 from node_agent.gpu_layout import run
+from node_agent.gpu_layout import startup
 from node_agent.hardware import discovery
 from node_agent.hardware import settings as settings_mod
 
@@ -32,6 +35,18 @@ def apply(conf):
     with discovery.Discovery(conf) as d:
         settings = settings_mod.DeviceSettings(conf.hardware.sysfs_root,
                                                nvml=d.nvml)
-        result = run.restore(conf, d.scan, settings, dry_run=dry_run)
+        result = run.restore(conf, d.scan, settings, dry_run=dry_run,
+                             claims=_claimed(conf))
     print(run.render(result, dry_run=dry_run))
     return 0 if result.holds else manage.EXIT_FAILED
+
+
+def _claimed(conf):
+    """The devices the claim database's claims hold, read as it is (none
+    when no agent has made it)."""
+    from node_agent.claims import manager
+    from node_agent.tracker import factory
+    if not os.path.exists(manager.db_path(conf)):
+        return {}
+    return startup.claimed(factory.claim_manager(conf, upgrade=False,
+                                                 repair=False))

@@ -137,6 +137,29 @@ def test_a_step_under_a_guest_is_refused_and_the_rest_taken(
     assert host4.disturbed == ['0000:3b:00.4']
 
 
+def test_a_claimed_vf_refuses_the_count_of_its_gpu(tmp_path, host4,
+                                                   capsys):
+    from node_agent.claims import model
+    from node_agent.tracker import factory
+    conf_file = tmp_path / 'manage.conf'
+    conf_file.write_text(layout_commands.conf_text(tmp_path, host4, ''))
+    mgr = factory.claim_manager(manage.cmd.load_conf(
+        ['--config-file', str(conf_file)]))
+    with mgr.store.transaction() as txn:
+        txn.insert(model.Claim(
+            None, 'compute1', 'compute1', GUEST, 'instance',
+            {'rp': {'VGPU': 1}}, devices=(model.Device(
+                'VGPU', 'rp', L40S, address='0000:af:00.6'),),
+            created_at='2026-11-28T16:00:00Z',
+            updated_at='2026-11-28T16:00:00Z'))
+    layout = f'[gpu_layout:{L40S}]\nsriov_vfs = 2\n'
+    assert _manage(tmp_path, host4, layout) == manage.EXIT_FAILED
+    assert capsys.readouterr().out.splitlines() == [
+        f'refused: {L40S}: sriov_numvfs = 2: {L40S} or a VF of it is held '
+        f'by claim consumer {GUEST}']
+    assert host4.writes == []
+
+
 def test_a_failing_read_back_is_named(tmp_path, host4, capsys):
     host4.reboot()
     host4.stuck(L40S, 'sriov_numvfs')
