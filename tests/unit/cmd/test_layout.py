@@ -179,3 +179,37 @@ def test_a_section_naming_no_gpu_is_a_config_error(tmp_path, host4,
     err = capsys.readouterr().err
     assert '[gpu_layout:0000:99:00.0]: names no GPU of this host' in err
     assert host4.writes == []
+
+
+H100 = '0000:00:06.0'
+MIG_LAYOUT = (f'[gpu_layout:{H100}]\nmig_mode = true\n'
+              'mig_instances = 1g.10gb:2, 2g.20gb:1\n')
+
+
+def test_mig_on_the_h100_dry_run_apply_and_after_a_reboot(
+        tmp_path, monkeypatch, capsys):
+    model = layout_commands.on_copy('h100-vm', tmp_path, monkeypatch)
+    steps = [f'{H100}: mig_mode = True'] + [
+        f'{H100}: {action} = {profile}'
+        for action in ('gpu_instance_create', 'compute_instance_create')
+        for profile in ('1g.10gb', '1g.10gb', '2g.20gb')]
+
+    def migs():
+        snapshot = hosts.discover('h100-vm', sysfs_root=model.root,
+                                  nvml=model.nvml)
+        (gpu,) = snapshot.gpus
+        return gpu.mig_mode_current, sorted(m.profile
+                                            for m in gpu.mig_devices)
+
+    assert _manage(tmp_path, model, MIG_LAYOUT, '--dry-run') == \
+        manage.EXIT_FAILED
+    assert capsys.readouterr().out.splitlines() == [
+        f'would take: {s}' for s in steps]
+    assert migs() == (False, [])
+    for _ in range(2):                  # the first time, then after a reboot
+        assert _manage(tmp_path, model, MIG_LAYOUT) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f'took: {s}' for s in steps] + ['the GPU layout holds']
+        assert migs() == (True, ['1g.10gb', '1g.10gb', '2g.20gb'])
+        model.nvml.reboot()
+        assert migs() == (False, [])
