@@ -24,8 +24,11 @@
      |                                    scan is not used: fatal at startup,
      |                                    an audit keeps the last good tree
      |    +-- SourceSilent                sysfs or NVML gave no answer within
-     |                                    its deadline (names source and
-     |                                    option): waited out
+     |    |                               its deadline (names source and
+     |    |                               option): waited out
+     |    +-- SettingNotApplied           a device setting written did not
+     |                                    take (names device, file, wanted
+     |                                    and read values)
      +-- PlacementError                   anything Placement said (or not)
      |    +-- PlacementUnavailable        unreachable / 5xx / timeout after
      |    |    |                          retries: transient, waited out
@@ -164,11 +167,8 @@ class NotPlacement(ConfigError):
 
 
 class ComputeNodeMissing(NodeAgentError):
-    """Beside nova-compute, the compute node root is not in Placement yet.
-
-    The daemon waits for it (nova-compute creates it at its first start);
-    ``what`` is the uuid or name it looks for.
-    """
+    """Beside nova-compute, the compute node root (``what``: uuid or name)
+    is not in Placement yet; waited for (nova-compute creates it)."""
 
     def __init__(self, what, how):
         self.what = what
@@ -232,6 +232,17 @@ class SourceSilent(HardwareError):
         super().__init__(f'{source}: {reason}')
 
 
+class SettingNotApplied(HardwareError):
+    """A device setting (a sysfs file under ``device``) did not take: the
+    write was refused, or ``file`` read back ``got``, not ``wanted``."""
+
+    def __init__(self, device, file, wanted, got, why=''):
+        self.device, self.file, self.why = device, file, why
+        self.wanted, self.got = wanted, got
+        super().__init__(f'{device}: {file}: wanted {wanted}, read {got}'
+                         + (f' ({why})' if why else ''))
+
+
 class Stopping(NodeAgentError):
     """The daemon is stopping: the request named was not sent.
 
@@ -282,11 +293,8 @@ class IdentityUnavailable(PlacementUnavailable):
 
 
 class PlacementCredentialsError(PlacementError):
-    """No credentials for Placement, or Placement refused them.
-
-    Permanent until the operator changes ``[placement]``: at startup the
-    agent exits 78 naming the cause instead of waiting forever.
-    """
+    """No credentials for Placement, or Placement refused them: until
+    ``[placement]`` changes, a startup exits 78 naming the cause."""
 
 
 class PlacementAPIError(PlacementError):
@@ -363,11 +371,8 @@ class ReshapeFailed(PlacementError):
 
 
 class ReshapeNeeded(NodeAgentError):
-    """Raised by a driver when inventory with allocations must move.
-
-    Only a signal: the tracker gathers allocations and calls the drivers
-    again with them (startup only).
-    """
+    """A driver's signal that inventory with allocations must move: the
+    tracker gathers allocations, calls the drivers again (startup only)."""
 
     def __init__(self, reason=''):
         self.reason = reason
@@ -390,10 +395,8 @@ class UnsafePlan(NodeAgentError):
 
 
 class StateTooNew(NodeAgentError):
-    """A local state file has a schema newer than this agent knows.
-
-    Fatal: the file is left as it is (a downgrade must not lose data).
-    """
+    """A local state file has a schema newer than this agent knows: fatal,
+    the file is left as it is (a downgrade must not lose data)."""
 
     def __init__(self, path, version, known):
         self.path, self.version, self.known = path, version, known

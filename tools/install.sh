@@ -6,6 +6,10 @@
 #                                     symlinks to the virtualenv's commands
 #   /etc/systemd/system/node-agent.service
 #                                     the unit (ExecStart=/usr/bin/node-agent)
+#   /etc/systemd/system/node-agent-layout.service
+#                                     the declared GPU layout restored at
+#                                     boot (doc/gpus.md), pulled in by
+#                                     node-agent.service
 #   /etc/systemd/system/node-agent-api.service
 #                                     the accelerator API's unit, not
 #                                     enabled (doc/accelerators.md)
@@ -84,6 +88,7 @@ ETC=/etc/node-agent
 STATE=/var/lib/node-agent
 UNIT=/etc/systemd/system/node-agent.service
 API_UNIT=/etc/systemd/system/node-agent-api.service
+LAYOUT_UNIT=/etc/systemd/system/node-agent-layout.service
 DOC=/usr/share/doc/node-agent
 BINDIR=/usr/bin
 COMMANDS="node-agent node-agent-manage node-agent-api"
@@ -250,6 +255,8 @@ do_install() {
     install -m 0644 "$SRC"/doc/*.md "$ROOT$DOC/doc/"
     install -D -m 0644 "$SRC/systemd/node-agent.service" "$ROOT$UNIT"
     install -D -m 0644 "$SRC/systemd/node-agent-api.service" "$ROOT$API_UNIT"
+    install -D -m 0644 "$SRC/systemd/node-agent-layout.service" \
+        "$ROOT$LAYOUT_UNIT"
     daemon_reload
 
     say "installed node-agent" \
@@ -267,8 +274,9 @@ do_uninstall() {
     if systemd_running; then
         systemctl disable --now node-agent.service 2>/dev/null || true
         systemctl disable --now node-agent-api.service 2>/dev/null || true
+        systemctl disable node-agent-layout.service 2>/dev/null || true
     fi
-    rm -f "$ROOT$UNIT" "$ROOT$API_UNIT"
+    rm -f "$ROOT$UNIT" "$ROOT$API_UNIT" "$ROOT$LAYOUT_UNIT"
     for c in $COMMANDS; do
         if [ -L "$ROOT$BINDIR/$c" ]; then rm -f "$ROOT$BINDIR/$c"; fi
     done

@@ -72,6 +72,7 @@ def reload_conf(argv, rt):
 
 def main(argv=None):
     from node_agent import metrics
+    from node_agent.gpu_layout import startup as gpu_startup
     from node_agent.placement import adapter as adapter_mod
     from node_agent.tracker import exit_policy
     from node_agent.tracker import factory
@@ -97,6 +98,7 @@ def main(argv=None):
                     metrics=agent_metrics) as rt:
             if conf.once:
                 return run_once(conf, rt)
+            gpu_startup.restore(conf, rt, notifier)
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
                     conf, on_remove=rt.host().note_removed),

@@ -36,6 +36,7 @@ _MODULES = (
     'api',
     'api_database',
     'accelerator',
+    'gpu_layout',
 )
 # The shipped drivers' groups: each driver's list_opts() names its own.
 _DRIVER_MODULES = (

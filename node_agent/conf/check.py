@@ -31,6 +31,7 @@ from oslo_config import types
 from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import devices
+from node_agent.conf import gpu_layout
 
 # What a value that does not convert at all is not, per option type.
 _KINDS = (
@@ -189,6 +190,7 @@ def validate(conf):
     """
     # The [mdev_<type>] sections exist once the types are known.
     devices.register_dynamic_opts(conf)
+    gpu_layout.register_dynamic_opts(conf)
     read_all(conf)
     check_state_path(conf.state_path)
     check_placement(conf)

@@ -38,8 +38,9 @@ applies the rule of ``oslo-config-validator`` with public APIs: every
 :mod:`oslo_config.iniparser`) must be a registered option of its group, a
 deprecated name of one, an option of the ``[placement]`` auth plugin in
 use or one of oslo.messaging's; ``[mdev_<type>]`` groups take the mdev
-options whatever the type.  What is left is warned about at start, naming
-the file, the line, the group and the option; it is never an error (a
+options whatever the type, ``[gpu_layout:<device>]`` groups the layout's.
+What is left is warned about at start, naming the file, the line, the
+group and the option; it is never an error (a
 file shared with a newer agent may carry options this one lacks).
 """
 
@@ -57,6 +58,7 @@ from node_agent import exception
 from node_agent.conf import check
 from node_agent.conf import default as default_opts
 from node_agent.conf import devices
+from node_agent.conf import gpu_layout
 
 # (group or None for [DEFAULT], option): options naming a file or a
 # directory, resolved against their config file's directory.
@@ -300,6 +302,8 @@ def unknown_names(conf):
         for line, group, key in _names(path):
             if group.startswith(prefix):
                 names = mdev
+            elif group.startswith(gpu_layout.PREFIX):
+                names = gpu_layout.OPTION_NAMES
             elif group in known:
                 names = known[group]
             else:

@@ -144,9 +144,14 @@ def test_install_creates_the_service_layout(root):
     api_unit = root / 'etc' / 'systemd' / 'system' / 'node-agent-api.service'
     with open(os.path.join(REPO, 'systemd', 'node-agent-api.service')) as f:
         assert api_unit.read_text() == f.read()
+    layout_unit = (root / 'etc' / 'systemd' / 'system'
+                   / 'node-agent-layout.service')
+    with open(os.path.join(REPO, 'systemd',
+                           'node-agent-layout.service')) as f:
+        assert layout_unit.read_text() == f.read()
     result = subprocess.run(
         ['systemd-analyze', 'verify', f'--root={root}', 'node-agent.service',
-         'node-agent-api.service'],
+         'node-agent-api.service', 'node-agent-layout.service'],
         capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout + result.stderr == ''
@@ -224,6 +229,8 @@ def test_rerun_upgrades_and_uninstall_keeps_config_and_state(root):
                 'node-agent.service').exists()
     assert not (root / 'etc' / 'systemd' / 'system' /
                 'node-agent-api.service').exists()
+    assert not (root / 'etc' / 'systemd' / 'system' /
+                'node-agent-layout.service').exists()
     assert not (root / 'usr' / 'share' / 'doc' / 'node-agent').exists()
     assert conf.read_text() == '[DEFAULT]\nhost = compute1\n'
     assert state_file.read_text() == 'claims'

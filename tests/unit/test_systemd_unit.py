@@ -105,3 +105,52 @@ def test_stop_timeout_covers_graceful_shutdown():
     assert c.graceful_shutdown_timeout <= 10
     stop_timeout = int(_unit()['Service']['TimeoutStopSec'])
     assert stop_timeout > c.graceful_shutdown_timeout
+
+
+LAYOUT_UNIT = os.path.join(os.path.dirname(UNIT), 'node-agent-layout.service')
+
+
+def _layout_unit():
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    parser.read(LAYOUT_UNIT)
+    return parser
+
+
+def test_layout_unit_verifies(tmp_path):
+    with open(LAYOUT_UNIT) as f:
+        text = f.read()
+    shipped = 'ExecStart=/usr/bin/node-agent-manage '
+    assert shipped in text
+    manage = os.path.join(os.path.dirname(_agent_executable()),
+                          'node-agent-manage')
+    unit = tmp_path / 'node-agent-layout.service'
+    unit.write_text(text.replace(shipped, f'ExecStart={manage} '))
+    result = subprocess.run(['systemd-analyze', 'verify', str(unit)],
+                            capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert 'node-agent-layout.service' not in output, output
+
+
+def test_the_layout_is_restored_before_guests_and_nova_compute():
+    unit = _layout_unit()
+    assert unit['Service']['Type'] == 'oneshot'
+    assert unit['Service']['ExecStart'].endswith(' layout apply')
+    # Root's to write (sriov_numvfs, NVML's setters): no User=, no sandbox.
+    assert 'User' not in unit['Service']
+    assert 'ProtectKernelTunables' not in unit['Service']
+    assert unit['Unit']['Before'].split() == [
+        'libvirt-guests.service', 'nova-compute.service',
+        'node-agent.service']
+    # The NVIDIA driver and libvirt (which guests hold what) first.
+    after = unit['Unit']['After'].split()
+    assert {'nvidia-vgpu-mgr.service', 'libvirtd.service'} <= set(after)
+    # A failed step holds nothing up: ordering only, never Requires=.
+    agent = _unit()['Unit']
+    assert 'node-agent-layout.service' in agent['After'].split()
+    assert 'node-agent-layout.service' in agent['Wants'].split()
+    assert 'Requires' not in agent and 'Requires' not in unit['Unit']
+    # The daemon waits for nova-compute's compute node before READY on a
+    # first start: ordered before nova-compute, it would wait forever.
+    assert 'Before' not in agent

@@ -19,7 +19,7 @@ from node_agent import exception
 LOG = logging.getLogger(__name__)
 PROGRAM = 'node-agent-manage'
 CATEGORIES = ('hardware', 'tree', 'reshape', 'placement', 'db', 'claims',
-              'device', 'api_db')
+              'device', 'api_db', 'layout')
 
 
 def _add_command_parsers(subparsers):

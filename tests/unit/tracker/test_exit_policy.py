@@ -42,6 +42,9 @@ POLICY = {
     'NodeAgentError': exit_policy.ERROR,
     'HardwareError': exit_policy.ERROR,
     'SysfsReadError': exit_policy.ERROR,
+    # A write to a device refused or not read back: layout apply and a
+    # bind report it; were one to escape the daemon's start: exit 1.
+    'SettingNotApplied': exit_policy.ERROR,
     'PlacementError': exit_policy.ERROR,
     'PlacementAPIError': exit_policy.ERROR,
     'ResourceProviderNotFound': exit_policy.ERROR,

@@ -1,0 +1,52 @@
+"""layout commands: restore the GPU layout the configuration declares
+([gpu_layout:...] sections: VFs, vGPU types, MIG), or show the steps.
+
+    layout apply [--dry-run]
+
+Prints each step taken (or, with ``--dry-run``, each it would take), each
+refused with why (a guest, a drain, a claim or an allocation holds the
+device), each failed with the read-back that failed.  Exit status: 0 when
+the host has the declared layout at the end, 1 when a step is left,
+refused or failed (doc/gpus.md), 78 for a section that does not fit the
+host.
+"""
+
+import os
+
+from node_agent.gpu_layout import run
+from node_agent.gpu_layout import startup
+from node_agent.hardware import discovery
+from node_agent.hardware import settings as settings_mod
+
+
+def add_parsers(subparsers):
+    parser = subparsers.add_parser(
+        'apply', help='Take the steps from the host\'s GPU layout to the '
+                      'declared one, each read back.')
+    parser.add_argument('--dry-run', action='store_true',
+                        help='Print the steps it would take and those it '
+                             'refuses; change nothing.')
+    parser.set_defaults(action_fn=apply)
+
+
+def apply(conf):
+    from node_agent.cmd import manage
+    dry_run = conf.category.dry_run
+    with discovery.Discovery(conf) as d:
+        settings = settings_mod.DeviceSettings(conf.hardware.sysfs_root,
+                                               nvml=d.nvml)
+        result = run.restore(conf, d.scan, settings, dry_run=dry_run,
+                             claims=_claimed(conf))
+    print(run.render(result, dry_run=dry_run))
+    return 0 if result.holds else manage.EXIT_FAILED
+
+
+def _claimed(conf):
+    """The devices the claim database's claims hold, read as it is (none
+    when no agent has made it)."""
+    from node_agent.claims import manager
+    from node_agent.tracker import factory
+    if not os.path.exists(manager.db_path(conf)):
+        return {}
+    return startup.claimed(factory.claim_manager(conf, upgrade=False,
+                                                 repair=False))
