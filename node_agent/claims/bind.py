@@ -15,14 +15,27 @@ device profile group.  The bind here:
    XML and of claims: :mod:`node_agent.claims.fit` and the drivers) and
    records the claim with the ARQ's uuid in one transaction
    (:meth:`node_agent.claims.arq.ArqClaims.bind`);
-4. answers the attach handle nova-compute attaches: ``PCI`` with the
+4. prepares the device where its kind needs it: an NVIDIA vendor-VFIO VF
+   gets the vGPU type of its pool (the provider's type trait, the
+   claimed device's ``mdev_type``) written to ``nvidia/current_vgpu_type``
+   and read back (:class:`node_agent.hardware.settings.DeviceSettings`);
+5. answers the attach handle nova-compute attaches: ``PCI`` with the
    device's address (a whole GPU or accelerator, a vendor-VFIO VF), or
    ``MDEV`` with the mdev's parent (the GPU, or the VF of an SR-IOV vGPU
    card), its type (``asked_type``) and the mdev's uuid.
 
+The type is written after the claim's transaction, never before nor
+inside it: the committed claim is what keeps every other bind off that
+VF (a second bind racing for the card takes another VF, or none), and the
+database is not held locked across a driver write.  A VF is written only
+when it holds no type: one that holds another type since the last scan
+may be in a guest's hands, and is refused, not cleared.  A write that
+fails or does not read back releases the claim (the VF keeps the type it
+had: the writer puts it back) and refuses the bind.
+
 The same ARQ bound again answers the same handle.  Any refusal is
 :class:`~node_agent.exception.BindRejected` naming the ARQ, the provider
-and why; nothing is claimed then.
+and why (with the VF, for a type not set); nothing is claimed then.
 """
 
 import dataclasses
@@ -32,6 +45,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent.claims import fit
+from node_agent.hardware import settings as settings_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -45,6 +59,9 @@ class Host:
     allocations: typing.Callable
     #: ``() -> {PCI address: Health}`` of the devices withheld now
     withheld: typing.Callable
+    #: the writer of device settings (a VF's vGPU type); None: one over
+    #: ``[hardware] sysfs_root``
+    settings: typing.Any = None
 
 
 def requested(group):
@@ -116,9 +133,35 @@ def bind(manager, last, host, arq_uuid, instance_uuid, provider_uuid,
             withheld=set(withheld))
     except (exception.ClaimRejected, exception.InvalidClaimRequest) as exc:
         raise refuse(str(exc)) from None
+    _prepare(manager, last.snapshot, host, arq_uuid, claim.devices[0])
     answer = handle(claim.devices[0])
     LOG.info('ARQ %s (device profile %s, group %s) of instance %s bound '
              'on %s: %s %s', arq_uuid, device_profile_name, group_id,
              instance, label, answer['attach_handle_type'],
              claim.devices[0].key)
     return answer
+
+
+def _prepare(manager, snapshot, host, arq_uuid, device):
+    """Write the vGPU type of a claimed vendor-VFIO VF (``mdev_type``
+    ``nvidia-<id>``, no mdev) unless it holds it already; a failure
+    releases the ARQ's claim and refuses the bind, naming the VF."""
+    pci = snapshot.pci_device(device.address) if device.address else None
+    if device.mdev_uuid or pci is None or pci.current_vgpu_type is None:
+        return
+    wanted = int(device.mdev_type.rsplit('-', 1)[-1])
+    settings = host.settings or settings_mod.DeviceSettings(
+        manager.conf.hardware.sysfs_root)
+    try:
+        _, current = settings.vgpu_types(device.address)
+        if current not in (0, wanted):
+            raise exception.SettingNotApplied(
+                device.address, settings_mod.CURRENT_VGPU_TYPE, wanted,
+                current, 'it holds another type since the last scan: '
+                'not cleared under a guest')
+        settings.set_vgpu_type(device.address, wanted)
+    except exception.SettingNotApplied as exc:
+        manager.unbind(arq_uuid)
+        raise exception.BindRejected(
+            arq_uuid, device.provider, f'vGPU type {device.mdev_type} not '
+            f'set on VF {exc}; nothing claimed') from None

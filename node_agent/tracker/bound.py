@@ -6,7 +6,7 @@ A claim bound for an ARQ (:mod:`node_agent.claims.arq`) names the instance
 (``<hostdev type='pci'>``) or an mdev uuid (``<hostdev type='mdev'>``).
 Nova gives the device to the guest once, at spawn; after a host reboot its
 ``resume_state_on_host_boot`` never passes the ARQs, and the guest comes
-back ACTIVE without it, nothing said anywhere.  Two checks follow every
+back ACTIVE without it, nothing said anywhere.  Three checks follow every
 sync (the startup's and each audit's)::
 
     claim bound to ARQ A, instance I, device D
@@ -37,6 +37,16 @@ sync (the startup's and each audit's)::
    other projects' ARQs), releases nothing and is said once, as is its
    end.  Without
    ``auth_type`` the check is skipped, said once at INFO.
+3. **Allocations a guest lacks**, after every claims check, from the
+   allocations it read (:mod:`node_agent.tracker.claims_check`: no call
+   of its own): a running guest whose consumer holds units of a device
+   provider the agent owns (a GPU, a VF, a card's pool) while its domain
+   XML names fewer of that device's units (the device, its VFs, mdevs on
+   them) is said as a missing bound device is, the allocation named
+   where the ARQ would be (``arq`` empty in the metric and the
+   notification): nova-compute attached it at spawn, a reboot lost it.
+   Units an ARQ of the instance is bound on are the first check's; nothing
+   is written either.
 """
 
 import dataclasses
@@ -45,8 +55,10 @@ import time
 from oslo_log import log as logging
 
 from node_agent import exception
+from node_agent import identity
 from node_agent import text
 from node_agent.conf import base as conf_base
+from node_agent.hardware import holders
 from node_agent.tracker import guests as guests_mod
 
 LOG = logging.getLogger(__name__)
@@ -56,6 +68,9 @@ PRESENT = 'present'
 METRIC = 'node_agent_arq_device_missing'
 TITLE = 'accelerator device'
 GROUP = 'accelerator'
+#: Resource classes a device's provider has as amounts, not as units a
+#: guest's XML names one by one (a NIC's bandwidth, a GPU's MIG slices).
+AMOUNTS_ONLY = ('NET_BW_', 'NET_PACKET_RATE_', 'CUSTOM_MIG_')
 #: The roles node-agent-api shows every project's ARQs to.
 SEES_ALL = frozenset({'admin', 'service'})
 
@@ -66,12 +81,13 @@ class Lost:
 
     instance: str
     name: str
-    arq: str
+    arq: str            # '' for an allocation (``allocated`` says it)
     device: str         # as an operator reads it
+    allocated: str = ''
 
     def text(self):
-        return f'{self.name}/{self.instance} lacks {self.device} ' \
-               f'(ARQ {self.arq})'
+        why = f'ARQ {self.arq}' if self.arq else self.allocated
+        return f'{self.name}/{self.instance} lacks {self.device} ({why})'
 
     def payload(self, host, state):
         return {'host': host, 'instance': self.instance,
@@ -114,6 +130,41 @@ def lost(claims, domains):
             found.append(Lost(claim.consumer_uuid, domain.name,
                               claim.arq_uuid, label(device)))
     return tuple(sorted(found, key=lambda f: (f.instance, f.arq)))
+
+
+def unheld(consumers, tree, owned, snapshot, bound):
+    """The :class:`Lost` of running guests whose consumers (``{consumer:
+    {'allocations': {rp: {'resources': {rc: n}}}}}``) hold more units of
+    a device provider of ``owned`` (uuids) in ``tree`` than their domain
+    XML names of that device; ``bound``: claims bound to ARQs (theirs
+    are :func:`lost`'s).  Pure."""
+    up = running(snapshot.domains if snapshot else ())
+    parents = {m: p for m, (p, _) in holders.mdevs(snapshot).items()}
+    physfns = holders.physfns(snapshot)
+    arqs = {(c.consumer_uuid, rp) for c in bound for rp in c.resources}
+    found = []
+    for consumer, record in sorted((consumers or {}).items()):
+        domain = up.get(consumer.lower())
+        if domain is None:
+            continue
+        sites = [a.lower() for a in domain.hostdevs]
+        sites += [parents[m] for m in domain.mdevs if m in parents]
+        for rp, alloc in sorted(record.get('allocations', {}).items()):
+            provider = tree.get(rp) if rp in owned else None
+            device = provider and identity.device_of(provider, tree)
+            if not device or (consumer.lower(), rp) in arqs:
+                continue
+            units = sum(1 for a in sites
+                        if device[1] in (a, physfns.get(a)))
+            amounts = alloc.get('resources', {})
+            if sum(n for rc, n in amounts.items()
+                   if not rc.startswith(AMOUNTS_ONLY)) > units:
+                found.append(Lost(
+                    consumer.lower(), domain.name, '', device[1],
+                    'allocation ' + ', '.join(
+                        f'{rc}: {n}' for rc, n in sorted(amounts.items()))
+                    + f' on {provider.name}, {units} attached'))
+    return tuple(found)
 
 
 def idle(claims, domains):
@@ -192,6 +243,7 @@ class BoundClaims:
         self.send = send
         self.clock = clock
         self.lost = ()
+        self.unheld = ()
         self._reader = None             # ArqReader, False: not configured
         self._asked_at = None
         self._doubt = None
@@ -211,25 +263,49 @@ class BoundClaims:
         if bound is None:
             return
         found = lost(bound, snapshot.domains if snapshot else ())
+        self.lost = self._said(self.lost, found, nodename, 'the device '
+                               'bound to its accelerator request')
+
+    def check_allocations(self, done, consumers, guest_notes):
+        """Allocations a guest lacks (:func:`unheld`) in round ``done``
+        against ``consumers`` (the claims check's read), said once per
+        change; the round, its guest notes (``guest_notes``, then this
+        check's) as they are now."""
+        bound = self._bound() if self.claims is not None else None
+        if bound is None or done.tree is None:
+            return done
+        root = done.tree.roots[0]
+        owned = {p.uuid for p in done.tree.providers()
+                 if identity.owned(p, root, done.ownership)}
+        found = unheld(consumers, done.tree, owned, done.snapshot, bound)
+        before = self.unheld
+        self.unheld = self._said(before, found, done.nodename,
+                                 'a device its allocation names')
+        if self.unheld == before:
+            return done
+        return done.replace(guest_notes=tuple(guest_notes) + self.notes())
+
+    def _said(self, before, found, nodename, what):
         for f in found:
-            if f not in self.lost:
-                LOG.warning('%s: the guest of instance %s lacks the device '
-                            'bound to its accelerator request: %s',
-                            nodename, f.instance, f.text())
+            if f not in before:
+                LOG.warning('%s: the guest of instance %s lacks %s: %s',
+                            nodename, f.instance, what, f.text())
                 self.send('error', f.payload(nodename, MISSING))
-        for f in self.lost:
+        for f in before:
             if f not in found:
                 LOG.info('%s: %s: the device is in its guest again, or '
-                         'the claim is gone', nodename, f.text())
+                         'the %s is gone', nodename, f.text(),
+                         'claim' if f.arq else 'allocation')
                 self.send('info', f.payload(nodename, PRESENT))
-        self.lost = found
+        return found
 
     def notes(self):
         """The status line's note, if a device is missing."""
-        if not self.lost:
+        missing = self.lost + self.unheld
+        if not missing:
             return ()
-        return (f'{text.plural(len(self.lost), TITLE)} missing from its '
-                'guest: ' + text.listed(f.text() for f in self.lost),)
+        return (f'{text.plural(len(missing), TITLE)} missing from its '
+                'guest: ' + text.listed(f.text() for f in missing),)
 
     def release_gone(self, snapshot, nodename, startup):
         """Release the claims of gone ARQs whose guest does not run."""
@@ -292,10 +368,10 @@ class _Collector:
     def collect(self):
         from prometheus_client import core
         family = core.GaugeMetricFamily(
-            METRIC, 'Devices bound to an accelerator request that the '
-            'running guest of its instance lacks (1 each): re-attach them '
-            '(a hard reboot of the instance).',
+            METRIC, 'Devices bound to an accelerator request, or allocated '
+            '(arq ""), that the running guest of its instance lacks (1 '
+            'each): re-attach them (a hard reboot of the instance).',
             labels=['instance', 'arq', 'device'])
-        for f in self.bound.lost:
+        for f in self.bound.lost + self.bound.unheld:
             family.add_metric([f.instance, f.arq, f.device], 1)
         return [family]

@@ -59,6 +59,7 @@ class ClaimsCheck:
         self._gone_lock = threading.Lock()
         self._full_period = self._draw_full_period()
         self.unclaimed = {}             # allocations with no claim nor guest
+        self.allocations = {}           # the last read: {consumer: {...}}
         self._unclaimed_since = {}      # consumer -> monotonic first sight
         self._startup_due = False       # a startup check put off
 
@@ -157,6 +158,7 @@ class ClaimsCheck:
         self._full_read_requested = False
         full = rebuild or requested or self._full_read_due(root_uuid)
         read = self.report_client.tree_allocations(root_uuid, full=full)
+        self.allocations = read.consumers
         if full:
             self._watch_gone(read.consumers)
         if not (startup or full or read.changed

@@ -130,11 +130,14 @@ def claims_rpc(conf, rt, adapter=None):
         return None
     from node_agent.claims import bind
     from node_agent.claims import rpc
+    from node_agent.hardware import settings
     host = None
     if adapter is not None:
         placement = report_client(conf, adapter, stateful=False)
         host = bind.Host(allocations=placement.consumer_allocations,
-                         withheld=rt.unhealthy)
+                         withheld=rt.unhealthy,
+                         settings=settings.DeviceSettings(
+                             conf.hardware.sysfs_root))
     return functools.partial(rpc.start_server, conf, claims,
                              lambda: rt.round, host)
 

@@ -30,15 +30,14 @@ Rules:
 - A mode that owns the root (standalone) writes nothing while another
   service writes it (``RootShared``: fatal at startup, an audit skipped;
   :meth:`node_agent.beside_nova.root.RootFinder.other_writer`).
-- A reshape happens at startup only.  ``ReshapeConflict`` (409: someone
-  wrote in between), and Placement refusing the reshape (400/409), are
-  retried from fresh data ``[audit] reshape_retries`` times; a conflict
-  still there after them is raised as it is, contention the daemon waits
-  out with capped backoff before it starts again (never an exit 78);
-  ``ReshapeFailed`` (drivers cannot place a consumer, or Placement
-  refused the reshape for good) is logged with its providers and consumers
-  and raised: the daemon exits non-zero rather than run on a tree that does
-  not match Placement.
+- A reshape happens at startup only.  ``ReshapeConflict`` (409: someone wrote
+  in between), and Placement refusing the reshape (400/409), are retried from
+  fresh data ``[audit] reshape_retries`` times; a conflict still there after
+  them is raised as it is, contention the daemon waits out with capped backoff
+  before it starts again (never an exit 78); ``ReshapeFailed`` (drivers cannot
+  place a consumer, or Placement refused the reshape for good) is logged with
+  its providers and consumers and raised: the daemon exits non-zero rather than
+  run on a tree that does not match Placement.
 - ``ReshapeNeeded`` during an audit never reshapes.  The tracker logs that a
   restart is required, shows ``restart required: reshape pending``, and
   keeps syncing the *last good tree*: the desired tree of its last
@@ -273,8 +272,7 @@ class ResourceTracker:
         except exception.RootShared as exc:     # the status line says it
             self._skip(round_mod.Problem.of(exc), say=False)
             raise
-        self._check_claims(done, startup=True)
-        return done
+        return self._check_claims(done, startup=True)
 
     def audit(self):
         """One periodic pass; returns its
@@ -294,8 +292,7 @@ class ResourceTracker:
             LOG.error('%s: audit skipped, nothing written: %s',
                       self._nodename, exc)
             return self._skip(round_mod.Problem.of(exc))
-        self._check_claims(done, startup=False)
-        return done
+        return self._check_claims(done, startup=False)
 
     def plan(self, startup=True):
         """What the next startup (or audit) would do; writes nothing."""
@@ -307,6 +304,9 @@ class ResourceTracker:
         self._claims_check.run(done.snapshot, done.tree, done.nodename,
                                startup=startup, ownership=done.ownership)
         self._bound.release_gone(done.snapshot, done.nodename, startup)
+        self._round = done = self._bound.check_allocations(
+            done, self._claims_check.allocations, self._guests.notes())
+        return done
 
     def _skip(self, problem, say=True):
         """The round that wrote nothing: the last sync's, with why."""

@@ -1,9 +1,16 @@
-"""The pure rules of :mod:`node_agent.tracker.bound`: which bound device a
-running guest lacks, and which bound claims have no guest holding them."""
+"""The pure rules of :mod:`node_agent.tracker.bound`: which bound device or
+allocated unit a running guest lacks, and which bound claims have no guest
+holding them."""
 
+import dataclasses
+
+from node_agent import identity
+from node_agent import provider_tree as ptree
 from node_agent.claims import model
+from node_agent.drivers import layout
 from node_agent.hardware import snapshot
 from node_agent.tracker import bound
+from tests.fixtures import hosts
 
 RP = 'r0000000-0000-4000-8000-000000000001'
 I1 = '11111111-0000-4000-8000-000000000001'
@@ -57,3 +64,53 @@ def test_only_an_admin_or_a_service_user_sees_which_arqs_are_gone():
     assert bound.blind_to_other_projects(['admin']) is None
     assert 'neither the admin nor the service role' in \
         bound.blind_to_other_projects(['member', 'reader'])
+
+
+def test_a_running_guest_lacks_the_units_its_allocation_has_on_a_device():
+    """The allocation check (:func:`bound.unheld`), on recorded host 4's
+    A10 (a pooled card: its VFs' mdevs and passed-through VFs count for
+    it) and L40S: a unit allocated and not in the guest's XML is said;
+    a NIC's bandwidth or a MIG slice, amounts only, is not a unit."""
+    snap = hosts.discover('host4')
+    root_uuid = identity.legacy_uuid('compute1')
+    tree = ptree.ProviderTree()
+    tree.new_root('compute1', root_uuid)
+    rps = {}
+    for address in ('0000:3b:00.0', '0000:af:00.0'):
+        rps[address] = identity.child_uuid(root_uuid, identity.pci_id(
+            address))
+        tree.new_child(identity.child_name('compute1', identity.pci_id(
+            address)), root_uuid, rps[address]).inventory = {
+            'CUSTOM_NA_VGPU': layout.record(4)}
+    a10, l40s = rps['0000:3b:00.0'], rps['0000:af:00.0']
+    held_mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'     # on 3b:00.4
+
+    def alloc(**by_rp):
+        return {'allocations': {rp: {'resources': r}
+                                for rp, r in by_rp.items()}}
+
+    consumers = {
+        I1: alloc(**{a10: {'CUSTOM_NA_VGPU': 2}, root_uuid: {'VCPU': 2}}),
+        I2: alloc(**{l40s: {'CUSTOM_NA_VGPU': 1, 'CUSTOM_MIG_1G_10GB': 3}}),
+    }
+    owned = {a10, l40s}
+    domains = (domain(I1, mdevs=(held_mdev,), hostdevs=('0000:3B:00.5',)),
+               domain(I2, hostdevs=('0000:af:00.6',)))
+    snap = dataclasses.replace(snap, domains=domains)
+    assert bound.unheld(consumers, tree, owned, snap, []) == ()
+    # One of the A10's two units gone, the L40S's VF gone.
+    lacking = (domain(I1, mdevs=(held_mdev,)), domain(I2))
+    snap = dataclasses.replace(snap, domains=lacking)
+    name = identity.child_name('compute1', identity.pci_id('0000:3b:00.0'))
+    assert bound.unheld(consumers, tree, owned, snap, [])[0] == bound.Lost(
+        I1, 'vm', '', '0000:3b:00.0',
+        f'allocation CUSTOM_NA_VGPU: 2 on {name}, 1 attached')
+    assert [lost.instance for lost in bound.unheld(
+        consumers, tree, owned, snap, [])] == [I1, I2]
+    # Not the agent's provider, or the ARQ check's: not this one's.
+    assert bound.unheld(consumers, tree, set(), snap, []) == ()
+    bound_there = [model.Claim(1, 'compute1', 'compute1', I2, 'instance',
+                               {l40s: {'CUSTOM_NA_VGPU': 1}}, (),
+                               arq_uuid='a2')]
+    assert [lost.instance for lost in bound.unheld(
+        consumers, tree, owned, snap, bound_there)] == [I1]
