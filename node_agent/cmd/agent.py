@@ -98,7 +98,7 @@ def main(argv=None):
                     metrics=agent_metrics) as rt:
             if conf.once:
                 return run_once(conf, rt)
-            gpu_startup.restore(conf, rt, notifier)
+            gpu_startup.restore(conf, rt, notifier, adapter)
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
                     conf, on_remove=rt.host().note_removed),

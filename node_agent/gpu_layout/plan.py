@@ -26,6 +26,9 @@ Refused (named with who holds what, and the rest still planned):
 
 import dataclasses
 
+from node_agent import identity
+from node_agent.drivers.gpu import offers as offers_mod
+from node_agent.drivers.gpu import passthrough
 from node_agent.gpu_layout import target as target_mod
 from node_agent.hardware import holders as holders_mod
 
@@ -38,6 +41,8 @@ SET_MIG_MODE = 'mig_mode'
 DESTROY_GPU_INSTANCE = 'gpu_instance_destroy'
 CREATE_GPU_INSTANCE = 'gpu_instance_create'
 CREATE_COMPUTE_INSTANCE = 'compute_instance_create'
+
+_MIG_PREFIX = offers_mod.mig_class('')        # CUSTOM_MIG_
 
 
 @frozen
@@ -88,6 +93,49 @@ def holds(snapshot, **others):
             label = f'{kind.rstrip("s")} {who}'
             found[address.lower()] = found.get(address.lower(), ()) + (
                 label,)
+    return found
+
+
+def allocated(tree, view, snapshot):
+    """``{PCI address or MIG uuid: "consumer, ..."}``: the devices the
+    allocations on ``tree``'s providers hold (``view``: ``{provider
+    uuid: ProviderAllocations}``), for :func:`holds`' ``allocations=``.
+
+    A VF's provider holds that VF; a GPU's, by class: a MIG class its
+    MIG devices of that profile, a passthrough class the GPU, any other
+    (pooled vGPUs: Placement does not say which VF) every VF of an
+    SR-IOV GPU, else the GPU.  What a reboot cleared (VFs, MIG devices)
+    is held by nothing, so restoring it is never refused.
+    """
+    physfns = snapshot.physfns()
+    found = {}
+    for uuid, held in sorted(view.items()):
+        provider = tree.find(uuid)
+        device = provider and identity.device_of(provider, tree)
+        if not device or not held.consumers:
+            continue
+        for consumer, resources in sorted(held.consumers.items()):
+            for address in _held_by(device[1], set(resources), snapshot,
+                                    physfns):
+                found.setdefault(address, []).append(consumer)
+    return {a: ', '.join(sorted(set(c))) for a, c in found.items()}
+
+
+def _held_by(address, classes, snapshot, physfns):
+    gpu = None if address in physfns else snapshot.gpu(address)
+    if gpu is None:
+        return {address}
+    found = set()
+    pci = snapshot.pci_device(address)
+    for rc in classes:
+        if rc.startswith(_MIG_PREFIX):
+            found.update(m.uuid for m in gpu.mig_devices
+                         if offers_mod.mig_class(m.profile) == rc)
+        elif rc not in passthrough.PASSTHROUGH_CLASSES and pci and \
+                pci.sriov_totalvfs:
+            found.update(vf.address for vf in gpu.vfs)
+        else:
+            found.add(address)
     return found
 
 
@@ -143,6 +191,10 @@ def _vf_steps(target, gpu, snapshot, held, modes, steps, refused):
                     types[index] = 0
             steps.append(step)
     known = target_mod.known_types(gpu)
+    # Unknown (not declared, not read): off, as a reboot leaves it.
+    mixed = bool(target.heterogeneous if target.heterogeneous is not None
+                 else modes.get(gpu.address))
+    wants = {}
     for index, wanted in enumerate(target.vf_types or ()):
         if isinstance(wanted, str):
             # Named where no type was listed: resolved once one is.
@@ -158,9 +210,33 @@ def _vf_steps(target, gpu, snapshot, held, modes, steps, refused):
         if who:
             _refuse(refused, step, who, f'VF {vf_addresses[index]}')
             continue
-        if types[index] and wanted:
-            steps.append(Step(gpu.address, SET_VGPU_TYPE, 0, index))
-        steps.append(step)
+        wants[index] = step
+    _one_type(gpu, types, wants, mixed, refused)
+    # Every VF cleared before any takes its type: without the
+    # heterogeneous mode a card lists a new type only once no VF holds
+    # the old one.
+    steps.extend(Step(gpu.address, SET_VGPU_TYPE, 0, index)
+                 for index, step in sorted(wants.items())
+                 if types[index] and step.value)
+    steps.extend(step for _, step in sorted(wants.items()))
+
+
+def _one_type(gpu, types, wants, mixed, refused):
+    """Without the heterogeneous mode a card holds one vGPU type: a VF
+    that keeps a type (held, or not declared) refuses another type on its
+    free siblings, which keep theirs (none is cleared for nothing)."""
+    if mixed:
+        return
+    kept = {i: t for i, t in enumerate(types) if t and i not in wants}
+    for index, step in sorted(wants.items()):
+        other = next(((i, t) for i, t in sorted(kept.items())
+                      if step.value and t != step.value), None)
+        if other is not None:
+            refused.append(Refusal(step, (
+                f'{gpu.address} holds one vGPU type without '
+                f'vgpu_heterogeneous, and its VF {other[0]} keeps type '
+                f'{other[1]}')))
+            del wants[index]
 
 
 def _mig_steps(target, gpu, held, steps, refused):

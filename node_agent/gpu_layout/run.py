@@ -44,16 +44,22 @@ def _plan(conf, snapshot, settings, targets, holders):
                          held(conf, snapshot, **holders), modes=modes)
 
 
-def restore(conf, scan, settings, dry_run=False, **holders):
+def restore(conf, scan, settings, dry_run=False, allocated=None,
+            **holders):
     """The :class:`Result` of restoring the declared layout.
 
     ``scan``: returns the host's snapshot; ``settings``: a
     DeviceSettings (read for the modes even on a dry run); ``holders``:
-    :func:`held`'s ``claims`` and ``allocations``.  A section that does
-    not fit the host raises ConfigError before anything is written.
+    :func:`held`'s ``claims`` and ``allocations``; ``allocated``:
+    ``allocated(snapshot)`` gives ``allocations`` from the first scan
+    (read once: they refuse the steps planned after the apply too).  A
+    section that does not fit the host raises ConfigError before
+    anything is written.
     """
     snapshot = scan()
     targets = target_mod.targets(conf, snapshot)
+    if allocated is not None:
+        holders['allocations'] = allocated(snapshot)
     planned = _plan(conf, snapshot, settings, targets, holders)
     if dry_run or not planned.steps:
         return Result(planned, None, planned, snapshot)

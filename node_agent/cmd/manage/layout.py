@@ -11,12 +11,19 @@ refused or failed (doc/gpus.md), 78 for a section that does not fit the
 host.
 """
 
+import contextlib
+import functools
 import os
 
+from oslo_log import log as logging
+
+from node_agent import exception
 from node_agent.gpu_layout import run
 from node_agent.gpu_layout import startup
 from node_agent.hardware import discovery
 from node_agent.hardware import settings as settings_mod
+
+LOG = logging.getLogger(__name__)
 
 
 def add_parsers(subparsers):
@@ -32,11 +39,13 @@ def add_parsers(subparsers):
 def apply(conf):
     from node_agent.cmd import manage
     dry_run = conf.category.dry_run
-    with discovery.Discovery(conf) as d:
+    with discovery.Discovery(conf) as d, \
+            contextlib.ExitStack() as stack:
         settings = settings_mod.DeviceSettings(conf.hardware.sysfs_root,
                                                nvml=d.nvml)
         result = run.restore(conf, d.scan, settings, dry_run=dry_run,
-                             claims=_claimed(conf))
+                             claims=_claimed(conf),
+                             allocated=_allocated(conf, stack))
     print(run.render(result, dry_run=dry_run))
     return 0 if result.holds else manage.EXIT_FAILED
 
@@ -50,3 +59,18 @@ def _claimed(conf):
         return {}
     return startup.claimed(factory.claim_manager(conf, upgrade=False,
                                                  repair=False))
+
+
+def _allocated(conf, stack):
+    """``allocated(snapshot)``: the devices Placement's allocations hold
+    (:func:`~node_agent.gpu_layout.startup.allocated`); None where no
+    agent made the embedded Placement (nothing can be allocated)."""
+    from node_agent.cmd import manage
+    try:
+        adapter = stack.enter_context(manage.placement_adapter(conf))
+    except exception.NodeAgentError as exc:
+        if not conf.placement.embedded:
+            raise
+        LOG.info('GPU layout: no allocation read: %s', exc)
+        return None
+    return functools.partial(startup.allocated, conf, adapter)
