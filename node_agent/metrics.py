@@ -62,6 +62,7 @@ What is exported, all prefixed ``node_agent_``::
                                                 drained; none: healthy)
     health_source_restarts_total{source}        health sources restarted
                                                 after an unexpected error
+    gpu_layout_steps{device,state}              gauge: layout steps untaken
     one_time_use{address,state}                 gauge: 1 per one-time-use
                                                 device nova left reserved
                                                 (by node_agent.one_time_use)
@@ -115,8 +116,7 @@ RESHAPE_FAILED = 'failed'
 # A request that got no answer (connection refused, timeout).
 STATUS_ERROR = 'error'
 
-# An audit with nothing changed takes well under a second; a first sync or
-# a reshape of many consumers takes minutes.
+# A quiet audit takes well under a second; a first sync or reshape, minutes.
 AUDIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -179,6 +179,8 @@ _INSTRUMENTS = (
     ('_source_restarts', 'Counter', 'health_source_restarts',
      'Health sources started again after they stopped on an unexpected '
      'error, by source.', ('source',), {}),
+    ('gpu_layout_steps', 'Gauge', 'gpu_layout_steps', 'GPU layout steps '
+     'not taken: refused, failed or pending.', ('device', 'state'), {}),
 )
 
 
@@ -260,11 +262,9 @@ class Metrics:
         # -- device health (node_agent.health.model) --
         self._health = _HealthCollector(core.GaugeMetricFamily)
         self._problems = _ProblemCollector(core.GaugeMetricFamily)
-        for collector in (self._tree, self._claims, self._health,
-                          self._problems):
-            self.registry.register(collector)
-        self._endpoint_problem = None
-        self._on_problem = None
+        for c in (self._tree, self._claims, self._health, self._problems):
+            self.registry.register(c)
+        self._endpoint_problem = self._on_problem = None
 
     def placement_request(self, method, status, seconds):
         self._requests.labels(method, str(status)).inc()

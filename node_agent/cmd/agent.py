@@ -98,13 +98,14 @@ def main(argv=None):
                     metrics=agent_metrics) as rt:
             if conf.once:
                 return run_once(conf, rt)
-            gpu_startup.restore(conf, rt, notifier, adapter)
+            layout = gpu_startup.restore(conf, rt, notifier, adapter)
             return service.run(conf, service.AgentService(
                 conf, rt, notifier, udev_monitor=factory.udev_monitor(
                     conf, on_remove=rt.host().note_removed),
                 claims_rpc=factory.claims_rpc(conf, rt, adapter),
                 domain_events=factory.domain_events(conf, rt),
-                device_health=factory.device_health(conf, rt, agent_metrics),
+                device_health=factory.device_health(
+                    conf, rt, agent_metrics, gpu_layout=layout),
                 load_conf=functools.partial(reload_conf, argv, rt),
                 reload_placement=getattr(adapter, 'reload', None),
                 metrics=agent_metrics))

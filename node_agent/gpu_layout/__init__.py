@@ -11,5 +11,7 @@ host's GPUs (:mod:`.target`), the steps it needs are planned in the order
 the hardware needs them, and refused where they would disturb a device
 something holds (:mod:`.plan`, pure), then taken one by one through the
 one module that writes a device's settings, each read back (:mod:`.apply`).
-``node-agent-manage layout apply`` and the daemon's start both run it.
+``node-agent-manage layout apply`` and the daemon's start both run it;
+then the daemon keeps the devices not as declared reserved and names every
+step not taken (:mod:`.readiness`).
 """

@@ -53,6 +53,8 @@ class HealthMonitor:
         #: says it while what Placement showed reserved is kept).
         self.state_problem = None
         self._kept = False              # keep_reserved() has run
+        #: A clause per source for the status line (``{source: text}``).
+        self.notes = {}
         if store is not None:
             self._records, self._counters, self.state_problem = \
                 store.load(self.offset())
@@ -107,6 +109,7 @@ class HealthMonitor:
         for source, count in restarts:
             parts.append(f'health source {source} restarted '
                          f'{text.plural(count, "time")}')
+        parts += [note for _, note in sorted(self.notes.items())]
         return '; '.join(p for p in parts if p)
 
     def observe(self, address, observation, source=None):
@@ -179,6 +182,16 @@ class HealthMonitor:
             return {a: health.observe(r, kept(found[a]), now, KEPT)
                     for a, r in known.items()
                     if not health.health_of(r).reserves}
+        self._update(change)
+
+    def ended(self, source, addresses):
+        """The standing condition ``source`` isolated ``addresses`` for
+        is over: their isolation by it ends now, with no quiet period."""
+        def change(records, now):
+            return {a: dataclasses.replace(
+                r, isolate=None, isolate_at=None, isolate_since=None,
+                isolate_by=None) for a, r in records.items()
+                if a in addresses and r.isolate_by == source}
         self._update(change)
 
     def settle(self, source=None, looked=None):

@@ -152,7 +152,7 @@ def domain_events(conf, rt):
                              conf.libvirt.connection_uri)
 
 
-def device_health(conf, rt, metrics=None, clock=None):
+def device_health(conf, rt, metrics=None, clock=None, gpu_layout=None):
     """``make(callback) -> watcher`` of device health, or None when no
     health source applies.
 
@@ -166,7 +166,9 @@ def device_health(conf, rt, metrics=None, clock=None):
     hear every device's state and, with a transport configured, a
     ``node_agent.device.health`` notification goes out
     (:mod:`node_agent.health.notifier`).  ``clock``: the monitor's (default:
-    monotonic time).
+    monotonic time).  ``gpu_layout``: the start's restore (its
+    :class:`~node_agent.gpu_layout.run.Result`), whose devices not as
+    declared are withheld (:mod:`node_agent.gpu_layout.readiness`).
     """
     from node_agent import metrics as metrics_mod
     from node_agent.health import monitor as health_monitor
@@ -191,7 +193,8 @@ def device_health(conf, rt, metrics=None, clock=None):
             store=health_state.HealthStore.from_conf(conf))
         rt.use_health(monitor)
         return health_monitor.Supervisor(
-            _health_sources(conf, rt, monitor, nvml),
+            _health_sources(conf, rt, monitor, nvml) + _layout_source(
+                conf, rt, monitor, gpu_layout, metrics),
             monitor, conf.health.source_restart_delay,
             on_restart=metrics.health_source_restarted,
             on_stop=notifier and notifier.close)
@@ -222,6 +225,17 @@ def _health_sources(conf, rt, monitor, nvml):
         sysfs.look()
         sources.append(sysfs)
     return sources
+
+
+def _layout_source(conf, rt, monitor, result, metrics):
+    """The declared layout's source, looked at once before the startup
+    sync (a device not ready is never offered); [] without a layout."""
+    if result is None:
+        return []
+    from node_agent.gpu_layout import readiness
+    source = readiness.LayoutSource(conf, rt, monitor, result, metrics)
+    source.look()
+    return [source]
 
 
 def watched_devices(rt, monitor=None):

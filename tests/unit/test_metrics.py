@@ -72,7 +72,8 @@ def test_every_metric_is_prefixed_and_documented():
         'node_agent_device_unhealthy', 'node_agent_problem_since_seconds',
         'node_agent_device_health', 'node_agent_health_source_restarts',
         'node_agent_root_shared', 'node_agent_evidence_unreadable',
-        'node_agent_guest_devices', 'node_agent_second_writer'}
+        'node_agent_guest_devices', 'node_agent_second_writer',
+        'node_agent_gpu_layout_steps'}
     for name, (kind, doc) in families.items():
         assert doc, name
 

@@ -44,13 +44,13 @@ def apply(conf):
         settings = settings_mod.DeviceSettings(conf.hardware.sysfs_root,
                                                nvml=d.nvml)
         result = run.restore(conf, d.scan, settings, dry_run=dry_run,
-                             claims=_claimed(conf),
+                             claims=claimed(conf),
                              allocated=_allocated(conf, stack))
     print(run.render(result, dry_run=dry_run))
     return 0 if result.holds else manage.EXIT_FAILED
 
 
-def _claimed(conf):
+def claimed(conf):
     """The devices the claim database's claims hold, read as it is (none
     when no agent has made it)."""
     from node_agent.claims import manager

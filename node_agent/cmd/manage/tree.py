@@ -18,13 +18,17 @@ the nova or Neutron option that would make it attachable, then the whole
 devices nova's configuration does not select, each with the nova.conf
 lines that would (JSON: ``not_offered_beside_nova_compute``).  Beside
 nova-compute the table folds the root's traits (nova-compute's capability
-traits, ~80) into one line; ``--long`` and the JSON list them.
+traits, ~80) into one line; ``--long`` and the JSON list them.  Last,
+the declared GPU layout's steps not taken, by device: refused (and who
+holds the device) or pending (the daemon keeps the device reserved until
+it reads back as declared; JSON: ``gpu_layout``).
 """
 
 import json
 import os
 import sys
 
+from node_agent.gpu_layout import readiness
 from node_agent.health import drains
 from node_agent import exception
 from node_agent.tracker import factory
@@ -95,6 +99,7 @@ def show(conf):
               file=sys.stderr)
     drained = _drained(conf)
     not_offered = _not_offered(conf, tree, snapshot)
+    untaken = _layout(conf, snapshot)
     if conf.category.format == 'json':
         body = json.loads(status.render_json(tree, usages, unclaimed))
         if drained:
@@ -104,6 +109,8 @@ def show(conf):
         if not_offered:
             body['not_offered_beside_nova_compute'] = [
                 {'provider': ours, 'why': why} for ours, why in not_offered]
+        if untaken:
+            body['gpu_layout'] = [vars(e) for e in untaken]
         print(json.dumps(body, indent=2, sort_keys=True))
     else:
         print(status.render_table(tree, usages, unclaimed,
@@ -117,7 +124,22 @@ def show(conf):
         if not_offered:
             print('\n'.join(['', f'{NOT_OFFERED_TITLE}:'] + [
                 f'  {ours}: {why}' for ours, why in not_offered]))
+        if untaken:
+            print('\n'.join(['', f'{readiness.TITLE}:']
+                            + readiness.render(untaken)))
     return 0
+
+
+def _layout(conf, snapshot):
+    """The declared GPU layout's steps not taken (:mod:`node_agent.
+    gpu_layout.readiness`); () when the host could not be scanned."""
+    from node_agent.cmd.manage import layout
+    from node_agent.hardware import discovery as discovery_mod
+    if snapshot is None:
+        return ()
+    with discovery_mod.Discovery(conf) as discovery:
+        return readiness.for_host(conf, snapshot, layout.claimed(conf),
+                                  discovery.nvml)
 
 
 def guest_devices(conf, tree, allocations, snapshot):
