@@ -72,7 +72,7 @@ def reload_conf(argv, rt):
 
 def main(argv=None):
     from node_agent import metrics
-    from node_agent.gpu_layout import startup as gpu_startup
+    from node_agent.tracker import layout_start as gpu_startup
     from node_agent.placement import adapter as adapter_mod
     from node_agent.tracker import exit_policy
     from node_agent.tracker import factory

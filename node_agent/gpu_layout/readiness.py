@@ -32,7 +32,6 @@ from node_agent import exception
 from node_agent import text
 from node_agent.gpu_layout import plan as plan_mod
 from node_agent.gpu_layout import run
-from node_agent.gpu_layout import startup
 from node_agent.hardware import settings as settings_mod
 from node_agent.health import model as health
 
@@ -143,7 +142,7 @@ class LayoutSource:
     def look(self):
         snapshot = self.rt.round.snapshot or self._start_snapshot
         try:
-            found = for_host(self.conf, snapshot, startup.claimed(
+            found = for_host(self.conf, snapshot, run.claimed(
                 self.rt.claim_manager()), self.rt.host().nvml)
         except exception.NodeAgentError as exc:
             if str(exc) != self._problem:

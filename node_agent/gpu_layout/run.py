@@ -85,3 +85,16 @@ def render(result, dry_run=False):
     elif result.outcome is not None and result.left.steps:
         lines += [f'left: {s}' for s in result.left.steps]
     return '\n'.join(lines)
+
+
+def claimed(claim_manager):
+    """``{PCI address: "consumer <uuid>"}``: the devices claims hold."""
+    if claim_manager is None:
+        return {}
+    found = {}
+    for claim in claim_manager.list():
+        for device in claim.devices:
+            address = device.address or device.parent
+            if address:
+                found[address] = f'consumer {claim.consumer_uuid}'
+    return found

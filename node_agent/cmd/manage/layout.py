@@ -19,7 +19,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent.gpu_layout import run
-from node_agent.gpu_layout import startup
+from node_agent.tracker import layout_start
 from node_agent.hardware import discovery
 from node_agent.hardware import settings as settings_mod
 
@@ -57,13 +57,13 @@ def claimed(conf):
     from node_agent.tracker import factory
     if not os.path.exists(manager.db_path(conf)):
         return {}
-    return startup.claimed(factory.claim_manager(conf, upgrade=False,
-                                                 repair=False))
+    return run.claimed(factory.claim_manager(conf, upgrade=False,
+                                             repair=False))
 
 
 def _allocated(conf, stack):
     """``allocated(snapshot)``: the devices Placement's allocations hold
-    (:func:`~node_agent.gpu_layout.startup.allocated`); None where no
+    (:func:`~node_agent.gpu_layout.layout_start.allocated`); None where no
     agent made the embedded Placement (nothing can be allocated)."""
     from node_agent.cmd import manage
     try:
@@ -73,4 +73,4 @@ def _allocated(conf, stack):
             raise
         LOG.info('GPU layout: no allocation read: %s', exc)
         return None
-    return functools.partial(startup.allocated, conf, adapter)
+    return functools.partial(layout_start.allocated, conf, adapter)

@@ -14,7 +14,7 @@ import pytest
 from node_agent import cmd
 from node_agent import metrics as metrics_mod
 from node_agent.cmd import manage
-from node_agent.gpu_layout import startup as gpu_startup
+from node_agent.tracker import layout_start as gpu_startup
 from node_agent.hardware import settings as settings_mod
 from node_agent.health import drains
 from node_agent.tracker import factory

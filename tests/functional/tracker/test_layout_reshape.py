@@ -10,7 +10,7 @@ import pytest
 from node_agent.cmd import agent
 from node_agent.cmd import manage
 from node_agent.conf import devices
-from node_agent.gpu_layout import startup as gpu_startup
+from node_agent.tracker import layout_start as gpu_startup
 from node_agent.tracker import factory
 from node_agent.tracker import systemd
 from tests.fixtures import allocations as allocs
@@ -127,8 +127,8 @@ def test_free_devices_change_shape_in_one_post_reshaper(
     _start(_conf(tmp_path, host4, _layout(*[1155] * 4), 'pooled'),
            placement_adapter)
     result, layout_calls, writes = _start(
-        _conf(tmp_path, host4, _layout(1156, 1156, 1155, 1155) + 'vgpu_heterogeneous = true\n',
-                'pooled'),
+        _conf(tmp_path, host4, _layout(1156, 1156, 1155, 1155)
+              + 'vgpu_heterogeneous = true\n', 'pooled'),
         placement_adapter)
     assert result.holds and _types(host4) == [1156, 1156, 1155, 1155]
     # Two types on one card: one provider per VF, so the card's units

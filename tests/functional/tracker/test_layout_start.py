@@ -6,7 +6,7 @@ host 4 (tests/fixtures/gpu_behaviour.py) and a real Placement in-process.
 import pytest
 
 from node_agent.cmd import agent
-from node_agent.gpu_layout import startup as gpu_startup
+from node_agent.tracker import layout_start as gpu_startup
 from node_agent.tracker import factory
 from node_agent.tracker import service
 from node_agent.tracker import systemd

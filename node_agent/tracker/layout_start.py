@@ -19,21 +19,10 @@ from node_agent.conf import gpu_layout as opts
 from node_agent.gpu_layout import plan as plan_mod
 from node_agent.gpu_layout import run
 from node_agent.hardware import settings as settings_mod
+from node_agent.tracker import factory
+from node_agent.tracker import tracker as tracker_mod
 
 LOG = logging.getLogger(__name__)
-
-
-def claimed(claim_manager):
-    """``{PCI address: "consumer <uuid>"}``: the devices claims hold."""
-    if claim_manager is None:
-        return {}
-    found = {}
-    for claim in claim_manager.list():
-        for device in claim.devices:
-            address = device.address or device.parent
-            if address:
-                found[address] = f'consumer {claim.consumer_uuid}'
-    return found
 
 
 def allocated(conf, adapter, snapshot):
@@ -45,8 +34,6 @@ def allocated(conf, adapter, snapshot):
     restart with nothing allocated since).  Placement not read: every VF
     and MIG device there is now is held (a change is refused, what a
     reboot cleared is restored)."""
-    from node_agent.tracker import factory
-    from node_agent.tracker import tracker as tracker_mod
     client = factory.report_client(conf, adapter, stateful=False,
                                    read_state=True)
     try:
@@ -76,7 +63,7 @@ def restore(conf, rt, notifier, adapter=None):
     settings = settings_mod.DeviceSettings(conf.hardware.sysfs_root,
                                            nvml=discovery.nvml)
     result = run.restore(
-        conf, discovery.scan, settings, claims=claimed(rt.claim_manager()),
+        conf, discovery.scan, settings, claims=run.claimed(rt.claim_manager()),
         allocated=(functools.partial(allocated, conf, adapter)
                    if adapter is not None else None))
     for refusal in result.plan.refused:
