@@ -64,28 +64,40 @@ def shape_queries(recorded, shapes):
 
 
 def measure(servers, queries, repetitions, bound, order, microversion):
-    """``{shape: {flavor: figures}}`` on ``servers`` (``{shape:
-    server}``), paired and bounded (:func:`multi.measure`)."""
-    keyed = {(shape, 'defaults'): server for shape, server in servers.items()}
-    found = multi.measure(keyed, {key: queries[key[0]] for key in keyed},
+    """``{shape: {conf: {flavor: figures}}}`` on ``servers`` (``{(shape,
+    Placement configuration): server}``, the configurations of
+    :data:`multi.PLACEMENT_CONFS`), paired and bounded
+    (:func:`multi.measure`)."""
+    found = multi.measure(servers, {key: queries[key[0]] for key in servers},
                           repetitions, bound, order, microversion,
                           list(COUNTS), catalog=COUNTS)
-    return {shape: found[shape, conf] for shape, conf in found}
+    out = {}
+    for (shape, conf), figures in found.items():
+        out.setdefault(shape, {})[conf] = figures
+    return out
+
+
+def _figures(per, shape, conf, name):
+    return per.get(shape, {}).get('profiles', {}).get(conf, {}).get(name)
 
 
 def table(per):
-    """Markdown: per flavor and shape, the figures and the p99 ratio to
-    Nova's tree in the same run."""
-    lines = ['| flavor | shape | candidates | response | p50 | p99 '
-             "| p99 / Nova's tree |", '|---|---|---:|---:|---:|---:|---:|']
+    """Markdown: per flavor, shape and Placement configuration, the
+    figures and the p99 ratio to Nova's tree under the same configuration
+    in the same run."""
+    lines = ['| flavor | shape | Placement | candidates | response | p50 '
+             "| p99 | p99 / Nova's tree |",
+             '|---|---|---|---:|---:|---:|---:|---:|']
     for name in COUNTS:
-        nova = per.get('nova', {}).get('profiles', {}).get(name)
         for shape in SHAPES:
-            f = per.get(shape, {}).get('profiles', {}).get(name)
-            if f is not None:
-                lines.append(f'| {name} | {shape} | '
-                             + ' | '.join(multi.cell(f)) + ' | '
-                             + multi.ratio(f, nova) + ' |')
+            for conf in multi.PLACEMENT_CONFS:
+                f = _figures(per, shape, conf, name)
+                if f is not None:
+                    lines.append(
+                        f'| {name} | {shape} | {conf} | '
+                        + ' | '.join(multi.cell(f)) + ' | '
+                        + multi.ratio(f, _figures(per, 'nova', conf, name))
+                        + ' |')
     return '\n'.join(lines)
 
 
@@ -94,14 +106,25 @@ def verdict(per):
     at Placement's defaults."""
     if not all('profiles' in per.get(s, {}) for s in SHAPES):
         return []
-    ours, nova = per['accelerator']['profiles'], per['nova']['profiles']
-    one = multi.ratio(ours['dp_vgpu1'], nova['dp_vgpu1'])
-    lines = ['Device-profile flavors, the agent\'s pooled tree against '
-             "Nova's per-VF tree (p99):", '',
-             f'- dp_vgpu1: {one} of Nova\'s (goal <= 0.2)']
-    four = ours['dp_vgpu4']
-    answered = 'not answered' if 'not_done_s' in four else 'answered'
-    lines.append(f'- dp_vgpu4: {answered} on the pooled tree; Nova\'s '
-                 f'tree: {" ".join(multi.cell(nova["dp_vgpu4"])[:2])}; ratio '
-                 + multi.ratio(four, nova['dp_vgpu4']))
+    lines = ["Device-profile flavors, the agent's pooled tree against "
+             "Nova's per-VF tree (p99, the same Placement configuration):",
+             '']
+    for conf in multi.PLACEMENT_CONFS:
+        ours, nova = (_figures(per, 'accelerator', conf, 'dp_vgpu1'),
+                      _figures(per, 'nova', conf, 'dp_vgpu1'))
+        if ours is None:
+            continue
+        lines.append(f'- {conf}, dp_vgpu1: {multi.ratio(ours, nova)} of '
+                     "Nova's (goal <= 0.2)")
+        four = _figures(per, 'accelerator', conf, 'dp_vgpu4')
+        theirs = _figures(per, 'nova', conf, 'dp_vgpu4')
+        lines.append(f'- {conf}, dp_vgpu4: pooled tree {_said(four)}; '
+                     f"Nova's tree {_said(theirs)}")
     return lines + ['']
+
+
+def _said(f):
+    if 'not_done_s' in f:
+        return f'not done in {f["not_done_s"]:g} s'
+    p99 = f' in {f["p99_ms"]:.0f} ms p99' if 'p99_ms' in f else ''
+    return f'answered{p99} ({f["candidates"]} candidates)'

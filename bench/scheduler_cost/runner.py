@@ -376,19 +376,21 @@ def run_size(hosts, kinds, args, pg, workdir, queries):
             results[shape].setdefault('multi', {})[conf] = figures
         print(f'  N={hosts}: multi-vGPU flavors: '
               f'{time.time() - since:.0f} s', file=sys.stderr, flush=True)
-        measure_profiles(servers, queries, args, results)
+        measure_profiles(both, queries, args, results)
     return results, queries
 
 
-def measure_profiles(servers, queries, args, results):
+def measure_profiles(both, queries, args, results):
     """The device-profile flavors on the accelerator path's tree and
-    Nova's, paired and bounded, at Placement's defaults."""
-    shapes = [s for s in profiles.SHAPES if s in servers]
+    Nova's, paired and bounded, at Placement's defaults and with its
+    limits (``both``: :func:`with_limits`)."""
+    shapes = [s for s in profiles.SHAPES if (s, 'defaults') in both]
     if len(shapes) < len(profiles.SHAPES):
         return
     since = time.time()
     for shape, figures in profiles.measure(
-            {s: servers[s] for s in shapes},
+            {key: server for key, server in both.items()
+             if key[0] in shapes},
             profiles.shape_queries(queries[NOVA], shapes),
             args.profile_repetitions, args.bound, sending_order,
             MICROVERSION).items():
@@ -509,8 +511,9 @@ def profiles_section(per, args):
         return []
     return ['#### Device-profile flavors', '',
             f'{args.profile_repetitions} requests per flavor and shape, '
-            f'paired, each bounded at {args.bound:g} s, Placement\'s '
-            'defaults; the queries Nova 34 built for a profile of '
+            f'paired, each bounded at {args.bound:g} s, at Placement\'s '
+            'defaults and with its *limits* (above); the queries Nova 34 '
+            'built for a profile of '
             '`CUSTOM_NA_VGPU` groups (*accelerator*) and of `VGPU` groups '
             "(Nova's tree).", '', profiles.table(per), ''
             ] + profiles.verdict(per)

@@ -44,7 +44,8 @@ SMOKE = {
     # fleet is written in bulk (test_bulk.py: the same rows as through
     # the API).
     # The device-profile flavors (the accelerator path's tree against
-    # Nova's) are sent twice each, the first unmeasured.
+    # Nova's, at Placement's defaults and with its limits) are sent twice
+    # each, the first unmeasured.
     'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
                        '--server-processes', '1', '--vfs-per-gpu', '2',
                        '--multi-repetitions', '0', '--write', 'bulk',
@@ -371,7 +372,7 @@ def test_scheduler_cost_device_profile_flavors(scheduler_cost_figures):
     tree, ``VGPU`` on Nova's.  The candidates are exact: the pooled tree
     offers one per card (8 cards of 2 units at the smoke size) for one
     vGPU where Nova's per-VF tree offers one per VF (16); four groups hit
-    Nova's ``limit=1000`` on both."""
+    Nova's ``limit=1000`` on both; Placement's limits change none."""
     queries = scheduler_cost_figures['queries']
     for tree, asked in (('accelerator', 'CUSTOM_NA_VGPU'), ('nova', 'VGPU')):
         four = queries[f'dp_vgpu4@{tree}']
@@ -381,11 +382,13 @@ def test_scheduler_cost_device_profile_flavors(scheduler_cost_figures):
     assert 'requireddevice_profile_0=CUSTOM_NA_VGPU_TYPE_NVIDIA_700' in \
         queries['dp_vgpu1@accelerator']
     per = scheduler_cost_figures['results']['4']
-    assert {shape: {flavor: f['candidates']
-                    for flavor, f in per[shape]['profiles'].items()}
-            for shape in per if 'profiles' in per[shape]} == {
-        'accelerator': {'dp_vgpu1': 8, 'dp_vgpu4': 1000},
-        'nova': {'dp_vgpu1': 16, 'dp_vgpu4': 1000}}
-    for shape in ('accelerator', 'nova'):
-        for flavor in ('dp_vgpu1', 'dp_vgpu4'):
-            assert len(per[shape]['profiles'][flavor]['samples_ms']) == 1
+    for conf in ('defaults', 'limits'):
+        assert {shape: {flavor: f['candidates'] for flavor, f in
+                        per[shape]['profiles'][conf].items()}
+                for shape in per if 'profiles' in per[shape]} == {
+            'accelerator': {'dp_vgpu1': 8, 'dp_vgpu4': 1000},
+            'nova': {'dp_vgpu1': 16, 'dp_vgpu4': 1000}}, conf
+        for shape in ('accelerator', 'nova'):
+            for flavor in ('dp_vgpu1', 'dp_vgpu4'):
+                assert len(per[shape]['profiles'][conf][flavor][
+                    'samples_ms']) == 1
