@@ -112,19 +112,24 @@ class Bounded:
 
 
 def measure(servers, queries, repetitions, bound, order, microversion,
-            flavors=FLAVORS):
+            flavors=FLAVORS, catalog=None):
     """``{key: {flavor: figures}}`` for ``flavors`` of :data:`FLAVORS`
     (*vgpu1* always) on each server of ``servers`` (``{key: server}``;
     ``queries``: ``{key: {flavor: query}}``), paired as the other flavors
     are (``order`` is the runner's sending order); a flavor a server did
     not answer within ``bound`` gets ``{'not_done_s': bound, 'answered':
     n}`` instead.  With no ``repetitions``, only the unmeasured first
-    request: the candidates and the response size."""
+    request: the candidates and the response size.  ``catalog``: the
+    flavors' names in order when not :data:`FLAVORS`' (all of
+    ``flavors`` sent, no *vgpu1* added)."""
     client = Bounded(servers, bound, microversion)
     out = collections.defaultdict(dict)
     bodies = {}
-    flavors = [name for name in FLAVORS
-               if name == 'vgpu1' or name in flavors]
+    if catalog is None:
+        flavors = [name for name in FLAVORS
+                   if name == 'vgpu1' or name in flavors]
+    else:
+        flavors = [name for name in catalog if name in flavors]
     try:
         for name in flavors:
             for shape in servers:
@@ -177,7 +182,7 @@ def _figures(servers, queries, since, bodies, out, repetitions, flavors):
     return dict(out)
 
 
-def _cell(f):
+def cell(f):
     if 'not_done_s' in f:
         return (f'not done in {f["not_done_s"]:g} s',
                 f'({f["answered"]} answered)', '-', '-')
@@ -206,13 +211,13 @@ def table(per, shapes):
                 if f is None:
                     continue
                 lines.append(f'| {name} | {shape} | {conf} | '
-                             + ' | '.join(_cell(f)) + ' | '
-                             + _ratio(f, confs[conf]['vgpu1']) + ' | '
-                             + _ratio(f, nova) + ' |')
+                             + ' | '.join(cell(f)) + ' | '
+                             + ratio(f, confs[conf]['vgpu1']) + ' | '
+                             + ratio(f, nova) + ' |')
     return '\n'.join(lines)
 
 
-def _ratio(f, to):
+def ratio(f, to):
     """``f``'s p99 over ``to``'s; where ``to`` was not done, a bound."""
     if not to or 'p99_ms' not in f:
         return '-'

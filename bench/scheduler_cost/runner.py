@@ -23,7 +23,12 @@ cost it, for the same hardware in three shapes
   which a difference between the trees is not one;
 - *standalone*: node-agent's tree in the ``standalone`` mode (CPU and
   memory on the NUMA providers, VFs pooled: ``vf_providers = auto``), for
-  schedulers other than Nova's.
+  schedulers other than Nova's;
+- *accelerator*: node-agent's tree beside nova-compute with
+  ``[accelerator] enabled = true`` and a nova.conf naming no vGPU type:
+  the vGPUs pooled per card as ``CUSTOM_NA_VGPU``, for device profiles
+  only; the device-profile flavors of :mod:`bench.scheduler_cost.profiles`
+  are measured on it against Nova's tree.
 
 A fleet of N hosts, the four kinds of :mod:`bench.scheduler_cost.hosts` in
 turn (generated at run time), is written in each shape into its own fresh
@@ -72,6 +77,7 @@ from bench import _results
 from bench.scheduler_cost import bulk
 from bench.scheduler_cost import hosts as kinds_mod
 from bench.scheduler_cost import multi
+from bench.scheduler_cost import profiles
 from bench.scheduler_cost import trees
 from tests.clients import harness
 from tests.fixtures import placement_server as ps
@@ -79,7 +85,7 @@ from tests.fixtures import postgres
 
 TITLE = 'Scheduler cost'
 MULTI_TITLE = 'Scheduler cost: multi-vGPU flavors'
-SHAPES = ('node-agent', 'nova', 'nova-again', 'standalone')
+SHAPES = ('node-agent', 'nova', 'nova-again', 'standalone', 'accelerator')
 NOVA, CONTROL = 'nova', 'nova-again'
 BESIDE = 'beside_nova_compute'      # the default deployment mode
 MICROVERSION = '1.36'       # what Nova 34's scheduler asks candidates at
@@ -109,7 +115,10 @@ def host_name(i):
 # vf_providers).  Nova's tree is made from the per-VF standalone one.
 CONFS = {'node-agent': (BESIDE, 'auto'),
          'standalone': ('standalone', 'auto'),
-         'per-vf': ('standalone', 'per_vf')}
+         'per-vf': ('standalone', 'per_vf'),
+         'accelerator': (BESIDE, 'auto')}
+#: Options of a configuration besides its host kind's.
+EXTRA = {'accelerator': [('accelerator', 'enabled', True)]}
 
 
 class Kinds:
@@ -125,7 +134,8 @@ class Kinds:
             confs = {name: trees.conf_for(
                          kind, root, uri, kinds_mod.options(kind)
                          + [('gpu', 'vf_providers', vfs),
-                            ('nova', 'config_file', nova_conf)], mode)
+                            ('nova', 'config_file', nova_conf)]
+                         + EXTRA.get(name, []), mode)
                      for name, (mode, vfs) in CONFS.items()}
             self.kinds.append(
                 (kind, confs, trees.snapshot(kind, confs['node-agent'])))
@@ -138,6 +148,8 @@ class Kinds:
         tree = trees.ours(confs[shape], snap, host_name(i))
         if shape == 'standalone':
             return trees.as_rows(tree)
+        if shape == 'accelerator':
+            return trees.accelerator_path(tree, per_vf, snap)
         return trees.beside_nova(tree, per_vf, snap)
 
 
@@ -205,6 +217,8 @@ def nova_queries(server, workdir):
             request = harness.flavor_request(
                 'plain', port_resource_request=port) | {'name': name}
         requests.append(request)
+    for tree in profiles.SHAPES:
+        requests += profiles.requests(tree)
     found = {}
     for upgraded in (True, False):
         found[upgraded] = {}
@@ -362,7 +376,27 @@ def run_size(hosts, kinds, args, pg, workdir, queries):
             results[shape].setdefault('multi', {})[conf] = figures
         print(f'  N={hosts}: multi-vGPU flavors: '
               f'{time.time() - since:.0f} s', file=sys.stderr, flush=True)
+        measure_profiles(both, queries, args, results)
     return results, queries
+
+
+def measure_profiles(both, queries, args, results):
+    """The device-profile flavors on the accelerator path's tree and
+    Nova's, paired and bounded, at Placement's defaults and with its
+    limits (``both``: :func:`with_limits`)."""
+    shapes = [s for s in profiles.SHAPES if (s, 'defaults') in both]
+    if len(shapes) < len(profiles.SHAPES):
+        return
+    since = time.time()
+    for shape, figures in profiles.measure(
+            {key: server for key, server in both.items()
+             if key[0] in shapes},
+            profiles.shape_queries(queries[NOVA], shapes),
+            args.profile_repetitions, args.bound, sending_order,
+            MICROVERSION).items():
+        results[shape]['profiles'] = figures
+    print(f'  device-profile flavors: {time.time() - since:.0f} s',
+          file=sys.stderr, flush=True)
 
 
 def with_limits(servers, urls, args, stack, workdir):
@@ -468,7 +502,21 @@ def report(results, args, queries, wall):
                   table(results, hosts), ''] + verdict(results, hosts)
         lines += ['#### Multi-vGPU flavors', '', multi.head(args), '',
                   multi.table(per, [s for s in SHAPES if s in per]), '']
+        lines += profiles_section(per, args)
     return '\n'.join(lines + queries_text(queries))
+
+
+def profiles_section(per, args):
+    if not any('profiles' in figures for figures in per.values()):
+        return []
+    return ['#### Device-profile flavors', '',
+            f'{args.profile_repetitions} requests per flavor and shape, '
+            f'paired, each bounded at {args.bound:g} s, at Placement\'s '
+            'defaults and with its *limits* (above); the queries Nova 34 '
+            'built for a profile of '
+            '`CUSTOM_NA_VGPU` groups (*accelerator*) and of `VGPU` groups '
+            "(Nova's tree).", '', profiles.table(per), ''
+            ] + profiles.verdict(per)
 
 
 def sizes(per):
@@ -500,7 +548,7 @@ def multi_report(results, args, queries, wall):
             lines += [f'### N = {hosts} hosts', '',
                       f'Trees: {sizes(per)}.', '',
                       multi.table(per, [s for s in SHAPES if s in per]),
-                      '']
+                      ''] + profiles_section(per, args)
     return '\n'.join(lines + queries_text(queries))
 
 
@@ -544,6 +592,9 @@ def main(argv=None):
                         default=list(multi.FLAVORS),
                         help='the multi-vGPU flavors sent (vgpu1 is '
                              'always sent: the ratios are to it)')
+    parser.add_argument('--profile-repetitions', type=int, default=20,
+                        help='requests per device-profile flavor and shape '
+                             '(the accelerator path\'s tree and Nova\'s)')
     parser.add_argument('--write', choices=('api', 'bulk'), default='api',
                         help="how each fleet is written: through "
                              "Placement's API, or its rows in one "

@@ -124,8 +124,10 @@ def nova(tree, snap):
     root = tree.roots[0]
     name = root.name
     inventory = dict(root.inventory)
+    # COMPUTE_ACCELERATORS: the libvirt driver's "supports_accelerators"
+    # capability, which nova-compute reports as a trait of its root.
     traits = ((set(root.traits) - {identity.OWNER_TRAIT})
-              | {'COMPUTE_NODE', 'OWNER_NOVA'})
+              | {'COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_ACCELERATORS'})
     rows = []
     ifnames = {n.pci_address: n.name for n in snap.nics
                if getattr(n, 'pci_address', None)}
@@ -191,6 +193,18 @@ def beside_nova(tree, standalone, snap):
     rows = nova(standalone, snap)
     theirs = [r for r in rows[1:] if 'VGPU' in r['inventory']
               or f':{NEUTRON_AGENT}' in r['name']]
+    return _with_root(as_rows(tree), rows[0]) + theirs
+
+
+def accelerator_path(tree, standalone, snap):
+    """node-agent's tree beside nova-compute with ``[accelerator]
+    enabled = true`` (``tree``, built so), as Placement holds it:
+    nova-compute's root (as in :func:`beside_nova`), Neutron's SR-IOV
+    agent providers and the agent's children, its vGPUs pooled per card
+    as ``CUSTOM_NA_VGPU`` for device profiles.  nova.conf names no vGPU
+    type here: nova-compute has no vGPU providers of its own."""
+    rows = nova(standalone, snap)
+    theirs = [r for r in rows[1:] if f':{NEUTRON_AGENT}' in r['name']]
     return _with_root(as_rows(tree), rows[0]) + theirs
 
 

@@ -31,10 +31,12 @@ class ArqClaims:
         """Claim ``allocation`` (one device) for accelerator request
         ``arq_uuid`` of instance ``consumer_uuid``; returns the Claim.
 
-        The same ARQ asked again for the same instance and resources gets
-        the claim it holds.  ``allowed``: ``{rc: amount}`` the instance
-        holds in Placement on the provider, which its ARQs' claims there
-        may not exceed.  ``withheld``: PCI addresses never handed out.
+        The same ARQ asked again for the same instance and resources on
+        its provider gets the claim it holds (also after a reconcile made
+        the claim follow the instance's other allocations on this host).
+        ``allowed``: ``{rc: amount}`` the instance holds in Placement on
+        the provider, which its ARQs' claims there may not exceed.
+        ``withheld``: PCI addresses never handed out.
         BindRejected when it cannot be had (nothing is written);
         ClaimRejected and InvalidClaimRequest as :meth:`claim`.
         """
@@ -48,8 +50,11 @@ class ArqClaims:
         with self.store.transaction() as txn:
             held = txn.by_arq(arq_uuid)
             if held is not None:
-                if (held.consumer_uuid, held.resources) == (
-                        request.consumer_uuid, request.resources):
+                # Its own provider's part: a reconcile since the bind
+                # (a restart, an audit) made the claim follow all of the
+                # instance's allocations on this host.
+                if (held.consumer_uuid, held.resources.get(provider)) == (
+                        request.consumer_uuid, request.resources[provider]):
                     return held
                 raise exception.BindRejected(
                     arq_uuid, provider, f'already bound as claim {held.id} '

@@ -43,9 +43,13 @@ SMOKE = {
     # (--multi-repetitions 0): their candidates, not their times.  The
     # fleet is written in bulk (test_bulk.py: the same rows as through
     # the API).
+    # The device-profile flavors (the accelerator path's tree against
+    # Nova's, at Placement's defaults and with its limits) are sent twice
+    # each, the first unmeasured.
     'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
                        '--server-processes', '1', '--vfs-per-gpu', '2',
-                       '--multi-repetitions', '0', '--write', 'bulk'],
+                       '--multi-repetitions', '0', '--write', 'bulk',
+                       '--profile-repetitions', '1'],
     'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
     'fault-to-reserved': ['--runs', '1'],
     'accel-bind': ['--hosts', '6', '--agents', '3',
@@ -230,11 +234,14 @@ def test_scheduler_cost(scheduler_cost_figures):
     # every H100 (MIG on or not) as PGPU, Neutron's agent and its 8
     # bandwidth providers (the control, nova-again, the same tree in a
     # database of its own).  Standalone (where [gpu] vf_providers = auto
-    # pools) adds the NUMA nodes and the NIC cards.
+    # pools) adds the NUMA nodes and the NIC cards.  The accelerator
+    # path (nova.conf naming no vGPU type) pools the vGPU host's VFs per
+    # card (8 providers of CUSTOM_NA_VGPU) where nova has none.
     nova = {'vgpu': 17, 'mig': 9, 'nic': 10, 'plain': 1}
     assert {shape: per[shape]['by_kind'] for shape in per} == {
         'node-agent': {'vgpu': 17, 'mig': 9, 'nic': 18, 'plain': 1},
         'standalone': {'vgpu': 11, 'mig': 11, 'nic': 15, 'plain': 2},
+        'accelerator': {'vgpu': 9, 'mig': 9, 'nic': 18, 'plain': 1},
         'nova': nova, 'nova-again': nova}
     # The data the trees carry, every row of which each request reads:
     # node-agent's default tree as many inventory rows as Nova's (the
@@ -242,19 +249,25 @@ def test_scheduler_cost(scheduler_cost_figures):
     # rows more: its 8 PFs, which offer nothing beside nova-compute (no
     # bandwidth, and the NIC host's nova.conf gives every port's VFs to
     # nova's PCI tracker, so no SRIOV_NET_VF either; standalone, without
-    # Nova, offers both) but keep their traits.
+    # Nova, offers both) but keep their traits.  nova-compute's roots
+    # carry COMPUTE_ACCELERATORS.
     assert {shape: (per[shape]['inventories'], per[shape]['traits'])
             for shape in per} == {
-        'node-agent': (56, 238), 'nova': (56, 205),
-        'nova-again': (56, 205),
+        'node-agent': (56, 242), 'nova': (56, 209),
+        'nova-again': (56, 209), 'accelerator': (48, 266),
         'standalone': (65, 349)}
+    profiles = {'dp_vgpu1@accelerator', 'dp_vgpu4@accelerator',
+                'dp_vgpu1@nova', 'dp_vgpu4@nova'}
     assert set(figures['queries']) == {
         'plain', 'vgpu', 'pgpu', 'pcpu', 'qos_port', 'numa_granular',
-        'vgpu1', 'vgpu_x2', 'vgpu2', 'vgpu4', 'vgpu_x4'}
+        'vgpu1', 'vgpu_x2', 'vgpu2', 'vgpu4', 'vgpu_x4'} | profiles
     # Nova 34 with every compute upgraded asks for OWNER_NOVA on the root
-    # (owner_nova_filter); a cloud without Nova (standalone) does not.
+    # (owner_nova_filter), and for COMPUTE_ACCELERATORS with a device
+    # profile (accelerators_filter); a cloud without Nova (standalone)
+    # does not ask for OWNER_NOVA.
     for flavor, query in figures['queries'].items():
-        assert 'root_required=OWNER_NOVA%2C' in query, flavor
+        asked = 'COMPUTE_ACCELERATORS%2C' if flavor in profiles else ''
+        assert f'root_required={asked}OWNER_NOVA%2C' in query, flavor
         assert figures['standalone_queries'][flavor] == query.replace(
             'OWNER_NOVA%2C', '')
     # What Placement answers is exact.  node-agent's default tree offers
@@ -268,9 +281,12 @@ def test_scheduler_cost(scheduler_cost_figures):
                   for shape in per}
     ours = {'plain': 4, 'vgpu': 16, 'pgpu': 6, 'pcpu': 4, 'qos_port': 4,
             'numa_granular': 0}
+    # The accelerator path offers no VGPU nor PGPU: those flavors find
+    # nothing on it.
     assert candidates == {
         'node-agent': ours, 'nova': dict(ours, pgpu=8),
         'nova-again': dict(ours, pgpu=8),
+        'accelerator': dict(ours, vgpu=0, pgpu=0),
         'standalone': {'plain': 13, 'vgpu': 32, 'pgpu': 24, 'pcpu': 13,
                        'qos_port': 16, 'numa_granular': 16}}
     # What Placement sends back (every provider of every tree with a
@@ -339,9 +355,40 @@ def test_scheduler_cost_multi_vgpu(scheduler_cost_figures):
     # candidate per host as in test_scheduler_cost (13 standalone).
     expected = {
         'node-agent': per_vf, 'nova': per_vf, 'nova-again': per_vf,
+        'accelerator': {'vgpu1': 0, 'vgpu_x2': 0, 'vgpu2': 0, 'vgpu4': 0,
+                        'vgpu_x4': 0, 'plain': 4},
         'standalone': {'vgpu1': 32, 'vgpu_x2': 32, 'vgpu2': 256,
                        'vgpu4': 1000, 'vgpu_x4': 0, 'plain': 13}}
     for conf in ('defaults', 'limits'):
         assert {shape: {flavor: f['candidates']
                         for flavor, f in per[shape]['multi'][conf].items()}
                 for shape in per} == expected, conf
+
+
+def test_scheduler_cost_device_profile_flavors(scheduler_cost_figures):
+    """Issue 47's device-profile flavors, built by Nova 34's own code: one
+    group ``_device_profile_<N>`` per profile group, each asking the
+    accelerator path's class and the vGPU type's trait on the agent's
+    tree, ``VGPU`` on Nova's.  The candidates are exact: the pooled tree
+    offers one per card (8 cards of 2 units at the smoke size) for one
+    vGPU where Nova's per-VF tree offers one per VF (16); four groups hit
+    Nova's ``limit=1000`` on both; Placement's limits change none."""
+    queries = scheduler_cost_figures['queries']
+    for tree, asked in (('accelerator', 'CUSTOM_NA_VGPU'), ('nova', 'VGPU')):
+        four = queries[f'dp_vgpu4@{tree}']
+        assert [f'resourcesdevice_profile_{i}={asked}%3A1' in four
+                for i in range(5)] == [True] * 4 + [False]
+        assert 'group_policy=none' in four
+    assert 'requireddevice_profile_0=CUSTOM_NA_VGPU_TYPE_NVIDIA_700' in \
+        queries['dp_vgpu1@accelerator']
+    per = scheduler_cost_figures['results']['4']
+    for conf in ('defaults', 'limits'):
+        assert {shape: {flavor: f['candidates'] for flavor, f in
+                        per[shape]['profiles'][conf].items()}
+                for shape in per if 'profiles' in per[shape]} == {
+            'accelerator': {'dp_vgpu1': 8, 'dp_vgpu4': 1000},
+            'nova': {'dp_vgpu1': 16, 'dp_vgpu4': 1000}}, conf
+        for shape in ('accelerator', 'nova'):
+            for flavor in ('dp_vgpu1', 'dp_vgpu4'):
+                assert len(per[shape]['profiles'][conf][flavor][
+                    'samples_ms']) == 1
