@@ -47,6 +47,7 @@ RESULTS_RUNS = (
           'vgpu1', 'vgpu2', 'vgpu4', 'vgpu_x4']))),
     ('health-sysfs', ['--runs', '500', '--host', 'host2', 'h100-vm']),
     ('fault-to-reserved', ['--runs', '10']),
+    ('layout-start', ['--runs', '10']),
     ('accel-bind', ['--hosts', '1000', '--agents', '100',
                     '--agent-processes', '4', '--cycles', '400',
                     '--in-flight', '20', '--api-processes', '2']),

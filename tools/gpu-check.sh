@@ -12,6 +12,16 @@
 # gpu-check.log, report.json and recording.tar.gz; further arguments go
 # to `python -m tools.gpu_check` (--help lists them).
 #
+#   bash tools/gpu-check.sh OUT_DIR --layout-config /etc/node-agent/node-agent.conf
+#
+# compares the GPU layout that file's [gpu_layout:...] sections declare
+# with the live GPUs', read only: the plan `node-agent-manage layout
+# apply --dry-run` makes, against the check's scan (what holds, each step
+# an apply would take, each it would refuse and why), in gpu-check.log
+# and report.json ("layout").  It writes no sysfs file and calls no NVML
+# setter; layout changes are tested on the recorded hosts only.  Without
+# the option it says so in one line and skips it.
+#
 # Python: the repository's .venv when it has what the check needs, else
 # $GPU_CHECK_PYTHON (default python3) with the wheels in tools/wheels/ (or
 # $GPU_CHECK_WHEELS) installed offline into a temporary directory, and

@@ -52,6 +52,7 @@ SMOKE = {
                        '--profile-repetitions', '1'],
     'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
     'fault-to-reserved': ['--runs', '1'],
+    'layout-start': ['--runs', '1'],
     'accel-bind': ['--hosts', '6', '--agents', '3',
                    '--agent-processes', '1', '--cycles', '6',
                    '--warmup', '2', '--in-flight', '3'],

@@ -18,12 +18,16 @@ import pytest
 
 from node_agent import exception
 from node_agent.hardware import nvml as nvml_source
+from node_agent.hardware import settings
 from node_agent.hardware import snapshot
+from tests.fixtures import gpu_behaviour
 from tests.fixtures import hosts
+from tests.fixtures import layout_commands
 from tests.fixtures import recorded_nvml
 from tools import gpu_check
 from tools.gpu_check import calls
 from tools.gpu_check import compare
+from tools.gpu_check import layout
 from tools.gpu_check import queries
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -39,15 +43,17 @@ HEALTH_CALLS = [
     'nvmlEventSetFree', 'nvmlShutdown']
 
 
-def check(out_dir, host='h100-vm', nvml='recorded', **kwargs):
-    """``(status, output lines)`` of the check over recorded ``host``."""
+def check(out_dir, host='h100-vm', nvml='recorded', sysfs_root=None,
+          **kwargs):
+    """``(status, output lines)`` of the check over recorded ``host``
+    (its sysfs at ``sysfs_root``: a copy's)."""
     lines = []
     with pytest.MonkeyPatch.context() as patch:
         if nvml == 'recorded':
             nvml = hosts.nvml(host)
         patch.setattr(nvml_source, 'import_pynvml', lambda: nvml)
         status = gpu_check.Check(
-            str(out_dir), sysfs_root=hosts.sysfs_root(host),
+            str(out_dir), sysfs_root=sysfs_root or hosts.sysfs_root(host),
             libvirt_uri=kwargs.pop('libvirt_uri', hosts.libvirt_uri(host)),
             event_wait=0.5, name='fresh',
             say=lines.append, **kwargs).run()
@@ -288,7 +294,108 @@ def test_the_check_never_names_an_nvml_setter():
         for name in sorted(os.listdir(os.path.join(REPO, 'tools',
                                                    'gpu_check')))
         if name.endswith('.py')]
-    assert len(sources) == 8           # the script and its 7 modules
+    assert len(sources) == 9           # the script and its 8 modules
     text = ''.join(open(path).read() for path in sources)
     assert 'nvmlDeviceGet' in text
     assert re.findall(r'nvmlDevice(?:Set|Clear)\w*', text) == []
+
+
+# -- step 5: the declared GPU layout, compared read only ---------------------
+
+SETTERS = ('set_numvfs', 'set_vgpu_type', 'set_heterogeneous_mode',
+           'set_mig_mode', 'create_mig_instance', 'destroy_mig_instance')
+
+
+@pytest.fixture
+def setters_called(monkeypatch):
+    """Every DeviceSettings setter and sysfs write, recorded, not made."""
+    called = []
+    for name in SETTERS:
+        monkeypatch.setattr(
+            settings.DeviceSettings, name,
+            lambda self, *args, _name=name: called.append((_name, args)))
+    monkeypatch.setattr(settings, 'write_file',
+                        lambda path, text: called.append((path, text)))
+    return called
+
+
+def _layout_check(tmp_path, host, text, model=None):
+    """The check over ``host`` (its behaviour ``model`` where given) with
+    ``text`` as the declared layout; ``(status, step 5's lines,
+    report)``."""
+    config = tmp_path / 'layout.conf'
+    config.write_text(text)
+    out = tmp_path / 'out'
+    out.mkdir()
+    kwargs = {}
+    if model is not None:
+        kwargs = dict(nvml=model.nvml, sysfs_root=model.root,
+                      libvirt_uri=f'test://{model.host_dir}/libvirt.xml')
+    status, lines = check(out, host=host, layout_config=str(config),
+                          **kwargs)
+    with open(out / gpu_check.REPORT) as f:
+        report = json.load(f)
+    start = lines.index('== 5. the declared GPU layout (read only)')
+    return status, lines[start + 1:lines.index('== summary')], report
+
+
+@pytest.mark.parametrize('reboot', [True, False])
+def test_host4_declared_vfs_compared_with_its_gpus_read_only(
+        tmp_path, setters_called, reboot):
+    model = gpu_behaviour.on_copy('host4', tmp_path / 'host')
+    if reboot:
+        model.reboot()
+    a10, l40s = layout_commands.A10, layout_commands.L40S
+    status, lines, report = _layout_check(
+        tmp_path, 'host4', layout_commands.LAYOUT, model)
+    assert status == 0
+    declared = (f'declared: [gpu_layout:{a10}], [gpu_layout:{l40s}]')
+    if reboot:
+        steps = [f'{a10}: sriov_numvfs = 4', f'{l40s}: sriov_numvfs = 4',
+                 f'{l40s} VF 0: current_vgpu_type = 1155']
+        assert lines == [declared] + [f'would take: {s}' for s in steps] + [
+            'the declared layout does not hold: 3 step(s) a layout apply '
+            'would take, 0 refused (nothing was changed)', '']
+        assert (report['layout']['holds'],
+                report['layout']['would_take']) == (False, steps)
+    else:
+        assert lines == [declared, 'the GPU layout holds', '']
+        assert report['layout']['holds'] is True
+    # Nothing was written: no setter, no sysfs file, the VFs as they were.
+    assert setters_called == [] and model.writes == []
+    assert [len(model.vfs(a)) for a in (a10, l40s)] == 2 * [
+        0 if reboot else 4]
+
+
+def test_h100_declared_mig_compared_with_its_gpu_read_only(
+        tmp_path, setters_called):
+    gpu = '0000:00:06.0'
+    status, lines, report = _layout_check(
+        tmp_path, 'h100-vm', f'[gpu_layout:{gpu}]\nmig_mode = true\n'
+        'mig_instances = 3g.40gb:1, 1g.10gb:2\n')
+    assert status == 0
+    assert lines[0] == f'declared: [gpu_layout:{gpu}]'
+    # MIG mode, then the GPU instances, then a compute instance each.
+    assert report['layout']['would_take'] == [f'{gpu}: mig_mode = True'] + [
+        f'{gpu}: {step}_instance_create = {profile}'
+        for step in ('gpu', 'compute')
+        for profile in ('1g.10gb', '1g.10gb', '3g.40gb')]
+    assert report['layout']['refused'] == []
+    assert setters_called == []
+
+
+def test_a_layout_that_does_not_fit_the_host_is_not_done(tmp_path):
+    status, lines, report = _layout_check(
+        tmp_path, 'h100-vm', '[gpu_layout:0000:99:00.0]\nsriov_vfs = 2\n')
+    assert status == 0
+    assert lines == [
+        'COULD NOT compare the declared GPU layout: '
+        '[gpu_layout:0000:99:00.0]: names no GPU of this host (its GPUs: '
+        '0000:00:06.0)', '']
+    assert 'layout' not in report
+
+
+def test_without_a_declared_layout_the_comparison_is_skipped(h100_run):
+    _, lines, _ = h100_run
+    assert lines[lines.index('== 5. the declared GPU layout (read only)')
+                 + 1] == layout.SKIPPED

@@ -3,13 +3,17 @@ the recorded H100's sysfs (no NVML library here) it runs the agent, says
 what it could not do, and leaves what a GPU machine hands back: a few
 files, side by side."""
 
+import json
 import os
 import re
 import subprocess
 
 import pytest
 
+from tests.fixtures import gpu_behaviour
 from tests.fixtures import hosts
+from tests.fixtures import layout_commands
+from tools.gpu_check import layout
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +53,49 @@ def test_a_gpu_without_nvml_is_checked_as_far_as_it_goes(tmp_path):
         'not done: record NVML answers: NVML did not start: NVML Shared '
         'Library Not Found']
     assert lines[-1] == 'the agent ran; 2 thing(s) not done (above)'
+    assert lines[lines.index('== 5. the declared GPU layout (read only)')
+                 + 1] == layout.SKIPPED
+
+
+def test_a_rebooted_host4_compared_with_its_declared_layout(tmp_path):
+    # The script passes --layout-config on; the rebooted copy's files
+    # are read, never written (no NVML library here: the VFs need none).
+    model = gpu_behaviour.on_copy('host4', tmp_path / 'host')
+    model.reboot()
+    config = tmp_path / 'layout.conf'
+    config.write_text(layout_commands.LAYOUT)
+    before = _tree_files(model.root)
+    out = tmp_path / 'out'
+    result = run(model.root, str(out), '--event-wait', '0.5',
+                 '--layout-config', str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index('== 5. the declared GPU layout (read only)')
+    a10, l40s = layout_commands.A10, layout_commands.L40S
+    assert lines[start + 1:lines.index('== summary')] == [
+        f'declared: [gpu_layout:{a10}], [gpu_layout:{l40s}]',
+        f'would take: {a10}: sriov_numvfs = 4',
+        f'would take: {l40s}: sriov_numvfs = 4',
+        f'would take: {l40s} VF 0: current_vgpu_type = 1155',
+        'the declared layout does not hold: 3 step(s) a layout apply '
+        'would take, 0 refused (nothing was changed)', '']
+    with open(out / 'report.json') as f:
+        assert json.load(f)['layout']['holds'] is False
+    assert _tree_files(model.root) == before
+
+
+def _tree_files(root):
+    """Every file under ``root`` with its content (links as links)."""
+    found = {}
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                found[path] = os.readlink(path)
+            else:
+                with open(path, 'rb') as f:
+                    found[path] = f.read()
+    return found
 
 
 def test_without_the_agent_or_wheels_it_says_what_to_build(tmp_path):

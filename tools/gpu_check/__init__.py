@@ -11,7 +11,11 @@ On a machine with an NVIDIA GPU, read only (never an NVML setter):
    (:mod:`tools.gpu_check.compare`);
 4. a fresh recording in the recorded hosts' format, packed as
    ``recording.tar.gz`` in the output directory
-   (:mod:`tools.gpu_check.record`), with ``report.json``.
+   (:mod:`tools.gpu_check.record`), with ``report.json``;
+5. given a configuration file with ``[gpu_layout:...]`` sections, the
+   declared GPU layout compared with the live GPU's: what holds and the
+   steps ``layout apply`` would take, planned as a dry run, nothing
+   written (:mod:`tools.gpu_check.layout`).
 
 It lives in ``tools/``, not in ``node_agent/``: it checks the repository
 against its own recordings (``tests/fixtures/hosts/h100-vm``) and writes
@@ -39,6 +43,7 @@ from node_agent.tracker import status
 from tools.gpu_check import agent
 from tools.gpu_check import calls
 from tools.gpu_check import compare
+from tools.gpu_check import layout
 from tools.gpu_check import queries
 from tools.gpu_check import record
 
@@ -53,7 +58,8 @@ class Check:
 
     def __init__(self, out_dir, sysfs_root='/sys', libvirt_uri=None,
                  event_wait=30.0, reference=REFERENCE, name='gpu-host',
-                 config=agent.CONFIG, say=print, logging=False):
+                 config=agent.CONFIG, say=print, logging=False,
+                 layout_config=None):
         self.out_dir = out_dir
         self.sysfs_root = sysfs_root
         self.libvirt_uri = libvirt_uri
@@ -66,6 +72,8 @@ class Check:
         self.config = config
         self.say = say
         self.logging = logging
+        self.layout_config = layout_config
+        self.snapshot = None
         self.could_not = []
         self.failed = []
         self.agent_ran = False
@@ -108,6 +116,8 @@ class Check:
             self.step_compare(recording)
             self.say('\n== 4. the recording')
             self.step_record(recording)
+        self.say('\n== 5. the declared GPU layout (read only)')
+        self.step_layout(nvml)
         return self.summary()
 
     def summary(self):
@@ -143,6 +153,7 @@ class Check:
             beside_tree, not_offered = agent.beside_nova(beside, result,
                                                          self.say)
             self.agent_ran = True
+            self.snapshot = result.snapshot
             self.report.update(
                 snapshot=snapshot.as_dict(result.snapshot),
                 standalone=json.loads(status.render_json(result.tree,
@@ -235,3 +246,23 @@ class Check:
                  'nvml_raw.json, facts.json, README.md')
         for line in copied['unreadable']:
             self.say(f'  unreadable: {line}')
+
+    def step_layout(self, nvml):
+        """Step 5: the declared layout planned against step 1's scan."""
+        if self.layout_config is None:
+            self.say(layout.SKIPPED)
+            return
+        if self.snapshot is None:
+            self.not_done('compare the declared GPU layout', 'the agent '
+                          'did not scan the host (step 1)')
+            return
+        try:
+            conf = layout.load_conf(self.config, self.layout_config,
+                                    self.sysfs_root)
+            report, lines = layout.compare(conf, self.snapshot, nvml)
+        except exception.ConfigError as exc:
+            self.not_done('compare the declared GPU layout', exc)
+            return
+        for line in lines:
+            self.say(line)
+        self.report['layout'] = report

@@ -32,6 +32,11 @@ def parse(argv):
     parser.add_argument('--name', default='gpu-host',
                         help='the recording\'s directory name in the '
                              'archive (default: %(default)s)')
+    parser.add_argument('--layout-config', default=None, metavar='FILE',
+                        help='a configuration file with [gpu_layout:...] '
+                             'sections: the declared GPU layout compared '
+                             'with this host\'s, read only (default: '
+                             'skipped)')
     return parser.parse_args(argv)
 
 
@@ -47,7 +52,8 @@ def main(argv=None):
     return gpu_check.Check(
         out_dir, sysfs_root=args.sysfs_root, libvirt_uri=args.libvirt_uri,
         event_wait=args.event_wait, reference=args.reference,
-        name=args.name, say=say, logging=True).run()
+        name=args.name, say=say, logging=True,
+        layout_config=args.layout_config).run()
 
 
 if __name__ == '__main__':
