@@ -12,7 +12,7 @@ keeps it, so the MIG mode change host 2 recorded as pending on
 0000:3a:00.0, which the reboot settles, is in neither case); then the
 measured restart, as the daemon makes it (``node-agent``:
 :func:`node_agent.tracker.factory.tracker`, the declared layout restored
-by :func:`node_agent.gpu_layout.startup.restore`, the startup sync), from
+by :func:`node_agent.tracker.layout_start.restore`, the startup sync), from
 the tracker's construction to the end of the startup sync (where the
 daemon says READY).  Cases:
 
@@ -46,7 +46,7 @@ import pytest  # noqa: E402
 
 from bench import _results  # noqa: E402
 from node_agent.cmd import agent  # noqa: E402
-from node_agent.gpu_layout import startup as gpu_startup  # noqa: E402
+from node_agent.tracker import layout_start as gpu_startup  # noqa: E402
 from node_agent.placement import embedded  # noqa: E402
 from node_agent.tracker import factory  # noqa: E402
 from node_agent.tracker import systemd  # noqa: E402
