@@ -108,3 +108,39 @@ def test_a_section_naming_no_gpu_stops_the_start_with_78(
     assert '[gpu_layout:0000:99:00.0]: names no GPU of this host' in \
         capsys.readouterr().err
     assert host4.writes == []
+
+
+H100 = '0000:00:06.0'
+MIG_LAYOUT = (f'[gpu_layout:{H100}]\nmig_mode = true\n'
+              'mig_instances = 1g.10gb:2, 2g.20gb:1\n')
+
+
+def test_a_rebooted_h100_gets_its_mig_layout_and_the_same_tree_back(
+        tmp_path, monkeypatch, placement_adapter):
+    """The recorded H100 host: MIG mode and its instances, lost at the
+    reboot, are back before the startup sync, which finds the tree it
+    left in Placement."""
+    model = layout_commands.on_copy('h100-vm', tmp_path, monkeypatch)
+    conf = gpu_layouts.conf_with(tmp_path, MIG_LAYOUT)
+    state = tmp_path / 'state'
+    state.mkdir()
+    conf.set_override('state_path', str(state))
+    conf.set_override('host', 'compute1')
+    conf.set_override('sysfs_root', model.root, 'hardware')
+    conf.set_override('nvml_enabled', True, 'hardware')
+    # Given to guests: with MIG on, its MIG devices per profile.
+    conf.set_override('passthrough_devices', [H100], 'gpu')
+    conf.set_override('udev_monitor', False, 'hardware')
+    conf.set_override('connection_uri',
+                      f'test://{model.host_dir}/libvirt.xml', 'libvirt')
+    result, _writes = _start(conf, placement_adapter, model)
+    assert result.holds and len(result.outcome.done) == 7
+    tree = _tree(placement_adapter)
+    assert sum(1 for inventory in tree.values() for rc in inventory
+               if rc.startswith('CUSTOM_MIG_')) == 2
+    model.reboot()
+    model.nvml.reboot()
+    result, writes = _start(conf, placement_adapter, model)
+    assert result.holds and len(result.outcome.done) == 7
+    assert writes == []
+    assert _tree(placement_adapter) == tree
