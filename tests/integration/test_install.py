@@ -135,6 +135,11 @@ def test_install_creates_the_service_layout(root):
         assert unit.read_text() == f.read()
     assert 'Documentation=file:///usr/share/doc/node-agent/README.md\n' in (
         unit.read_text())
+    # udev's rule that lets the agent write a VF's vGPU type at bind.
+    rule = root / 'etc' / 'udev' / 'rules.d' / '70-node-agent-vgpu.rules'
+    with open(os.path.join(REPO, 'systemd', rule.name)) as f:
+        assert rule.read_text() == f.read()
+    assert 'udev is not running here: no udevadm trigger' in out
     doc = root / 'usr' / 'share' / 'doc' / 'node-agent'
     assert {p.name for p in doc.iterdir()} == {
         'README.md', 'node-agent.conf.sample', 'doc'}
@@ -144,11 +149,6 @@ def test_install_creates_the_service_layout(root):
     api_unit = root / 'etc' / 'systemd' / 'system' / 'node-agent-api.service'
     with open(os.path.join(REPO, 'systemd', 'node-agent-api.service')) as f:
         assert api_unit.read_text() == f.read()
-    # udev's rule that lets the agent write a VF's vGPU type at bind.
-    rule = root / 'etc' / 'udev' / 'rules.d' / '70-node-agent-vgpu.rules'
-    with open(os.path.join(REPO, 'systemd', rule.name)) as f:
-        assert rule.read_text() == f.read()
-    assert 'udev is not running here: no udevadm trigger' in out
     result = subprocess.run(
         ['systemd-analyze', 'verify', f'--root={root}', 'node-agent.service',
          'node-agent-api.service'],
@@ -223,6 +223,8 @@ def test_rerun_upgrades_and_uninstall_keeps_config_and_state(root):
     assert ('kept /etc/node-agent, /var/lib/node-agent and the user '
             'node-agent') in out
     assert not venv.exists()
+    assert not (root / 'etc' / 'udev' / 'rules.d' /
+                '70-node-agent-vgpu.rules').exists()
     for name in COMMANDS:
         assert not os.path.lexists(root / 'usr' / 'bin' / name)
     assert not (root / 'etc' / 'systemd' / 'system' /
@@ -230,8 +232,6 @@ def test_rerun_upgrades_and_uninstall_keeps_config_and_state(root):
     assert not (root / 'etc' / 'systemd' / 'system' /
                 'node-agent-api.service').exists()
     assert not (root / 'usr' / 'share' / 'doc' / 'node-agent').exists()
-    assert not (root / 'etc' / 'udev' / 'rules.d' /
-                '70-node-agent-vgpu.rules').exists()
     assert conf.read_text() == '[DEFAULT]\nhost = compute1\n'
     assert state_file.read_text() == 'claims'
     assert (root / 'etc' / 'node-agent' / 'provider_config').is_dir()
