@@ -13,6 +13,10 @@
 #   /etc/systemd/system/node-agent-api.service
 #                                     the accelerator API's unit, not
 #                                     enabled (doc/accelerators.md)
+#   /etc/udev/rules.d/70-node-agent-vgpu.rules
+#                                     a vendor-VFIO VF's vGPU type file
+#                                     writable by group node-agent (the
+#                                     agent writes it at bind)
 #   /etc/node-agent/node-agent.conf   from the sample, never overwritten
 #   /etc/node-agent/provider_config/  provider override files
 #   /var/lib/node-agent/              state (claims, sync state)
@@ -92,6 +96,7 @@ LAYOUT_UNIT=/etc/systemd/system/node-agent-layout.service
 DOC=/usr/share/doc/node-agent
 BINDIR=/usr/bin
 COMMANDS="node-agent node-agent-manage node-agent-api"
+UDEV_RULE=/etc/udev/rules.d/70-node-agent-vgpu.rules
 VENV=$ROOT$PREFIX
 
 say() { echo "install.sh: $*"; }
@@ -102,6 +107,20 @@ if [ -z "$ROOT" ] && [ "$(id -u)" != 0 ]; then
 fi
 
 systemd_running() { [ -z "$ROOT" ] && [ -d /run/systemd/system ]; }
+
+# The udev rule applies to the VFs the nvidia driver binds from now on;
+# those already bound get it from a trigger.
+udev_reload() {
+    if [ -z "$ROOT" ] && command -v udevadm >/dev/null \
+            && [ -d /run/udev ]; then
+        udevadm control --reload
+        udevadm trigger --action=add --subsystem-match=pci \
+            --attr-match=vendor=0x10de
+        say "udevadm: rules reloaded, NVIDIA PCI devices triggered"
+    else
+        say "udev is not running here: no udevadm trigger"
+    fi
+}
 
 daemon_reload() {
     if systemd_running; then
@@ -248,6 +267,9 @@ do_install() {
         say "wrote $ETC/node-agent.conf from the sample: edit it"
     fi
     install -d -m 0750 "${state_own[@]}" "$ROOT$STATE"
+    install -D -m 0644 "$SRC/systemd/70-node-agent-vgpu.rules" \
+        "$ROOT$UDEV_RULE"
+    udev_reload
 
     install -d "$ROOT$DOC" "$ROOT$DOC/doc"
     install -m 0644 "$SRC/README.md" \
@@ -281,6 +303,7 @@ do_uninstall() {
         if [ -L "$ROOT$BINDIR/$c" ]; then rm -f "$ROOT$BINDIR/$c"; fi
     done
     rm -rf "$ROOT$DOC"
+    rm -f "$ROOT$UDEV_RULE"
     rm -rf "$VENV"
     daemon_reload
     say "removed node-agent; kept $ETC, $STATE and the user $ACCOUNT"

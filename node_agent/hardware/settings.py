@@ -64,6 +64,15 @@ CREATABLE_VGPU_TYPES = 'nvidia/creatable_vgpu_types'
 MIG_MODE = 'mig_mode'
 GPU_INSTANCE = 'gpu_instance'
 
+#: What to do when the service may not write a VF's type: the shipped
+#: node-agent.service runs as user node-agent with /sys read-only but for
+#: /sys/devices, and the udev rule makes that one file the group's.
+NOT_PERMITTED_HINT = (
+    'the agent writes a VF\'s vGPU type as its own user: install '
+    '/etc/udev/rules.d/70-node-agent-vgpu.rules with tools/install.sh and '
+    'keep /sys/devices in node-agent.service\'s ReadWritePaths')
+_NOT_PERMITTED = (errno.EACCES, errno.EPERM, errno.EROFS)
+
 
 @dataclasses.dataclass(frozen=True)
 class Change:
@@ -254,9 +263,11 @@ class DeviceSettings:
         try:
             self._write(self.reader.path(rel), f'{type_id}\n')
         except OSError as exc:
+            why = exc.strerror or str(exc)
+            if exc.errno in _NOT_PERMITTED:
+                why += f': {NOT_PERMITTED_HINT}'
             raise exception.SettingNotApplied(
-                vf_address, CURRENT_VGPU_TYPE, type_id, old,
-                exc.strerror or str(exc)) from None
+                vf_address, CURRENT_VGPU_TYPE, type_id, old, why) from None
         got = self._read(vf_address, CURRENT_VGPU_TYPE, type_id)
         if got != type_id:
             raise exception.SettingNotApplied(vf_address, CURRENT_VGPU_TYPE,

@@ -135,6 +135,11 @@ def test_install_creates_the_service_layout(root):
         assert unit.read_text() == f.read()
     assert 'Documentation=file:///usr/share/doc/node-agent/README.md\n' in (
         unit.read_text())
+    # udev's rule that lets the agent write a VF's vGPU type at bind.
+    rule = root / 'etc' / 'udev' / 'rules.d' / '70-node-agent-vgpu.rules'
+    with open(os.path.join(REPO, 'systemd', rule.name)) as f:
+        assert rule.read_text() == f.read()
+    assert 'udev is not running here: no udevadm trigger' in out
     doc = root / 'usr' / 'share' / 'doc' / 'node-agent'
     assert {p.name for p in doc.iterdir()} == {
         'README.md', 'node-agent.conf.sample', 'doc'}
@@ -223,6 +228,8 @@ def test_rerun_upgrades_and_uninstall_keeps_config_and_state(root):
     assert ('kept /etc/node-agent, /var/lib/node-agent and the user '
             'node-agent') in out
     assert not venv.exists()
+    assert not (root / 'etc' / 'udev' / 'rules.d' /
+                '70-node-agent-vgpu.rules').exists()
     for name in COMMANDS:
         assert not os.path.lexists(root / 'usr' / 'bin' / name)
     assert not (root / 'etc' / 'systemd' / 'system' /

@@ -2,6 +2,7 @@
 behaviour model of the kernel and driver on a copy of host 4 (and once
 with the production ``write`` on plain files)."""
 
+import errno
 import logging
 import shutil
 
@@ -188,3 +189,23 @@ def test_a_device_without_vgpu_type_files_is_named(model, address, why):
     with pytest.raises(exception.SettingNotApplied, match=why):
         writer(model).set_vgpu_type(address, 1155)
     assert model.writes == []
+
+
+@pytest.mark.parametrize('error', [
+    PermissionError(errno.EACCES, 'Permission denied'),
+    OSError(errno.EROFS, 'Read-only file system')])
+def test_a_type_the_service_may_not_write_says_what_to_install(model, error):
+    """As user node-agent under the shipped unit, without the udev rule
+    (EACCES) or with /sys/devices read-only (EROFS)."""
+    def write(path, text):
+        if path.endswith(TYPE):
+            raise error
+        model.write(path, text)
+    ds = settings.DeviceSettings(model.root, write=write, sleep=Naps())
+    with pytest.raises(exception.SettingNotApplied) as err:
+        ds.set_vgpu_type(L40S_VFS[1], 1155)
+    assert str(err.value) == (
+        f'{L40S_VFS[1]}: {TYPE}: wanted 1155, read 0 ({error.strerror}: '
+        f'{settings.NOT_PERMITTED_HINT})')
+    assert '70-node-agent-vgpu.rules' in str(err.value)
+    assert ds.vgpu_types(L40S_VFS[1]) == ((1155, 1156, 1160), 0)
