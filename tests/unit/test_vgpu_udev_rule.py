@@ -122,7 +122,11 @@ def test_the_unit_leaves_the_vgpu_type_writable_and_no_capability():
     # ReadWritePaths mounts writable again.  With no capability the
     # agent writes there only what the rule made its group's.
     assert svc['ProtectKernelTunables'] == 'yes'
-    assert '/sys/devices' in svc['ReadWritePaths'].split()
+    # Writable: the state directory and /sys/devices, nothing else.
+    assert sorted(svc['ReadWritePaths'].split()) == [
+        '/sys/devices', '/var/lib/node-agent']
+    assert svc['NoNewPrivileges'] == 'yes'
+    assert svc['ProtectSystem'] == 'strict'
     assert svc['CapabilityBoundingSet'] == ''
     assert svc['AmbientCapabilities'] == ''
     assert svc['User'] == svc['Group'] == 'node-agent'
