@@ -16,9 +16,16 @@ resource class:
   card (:func:`bench.scheduler_cost.trees.accelerator_path`);
 - on Nova's tree the same profile asks ``VGPU``: one provider per VF.
 
-*dp_vgpu1* has one group of one vGPU, *dp_vgpu4* four groups of one
-(``group_policy=none``: a one-unit VF serves one group anyway, a pooled
-card several).  Each request is bounded as the multi-vGPU flavors are
+*dp_vgpu1* has one group of one vGPU.  *dp_vgpu4* is written for each
+tree as its operator would (doc/accelerators.md): on the agent's pooled
+tree ONE group ``resources:CUSTOM_NA_VGPU=4`` with the type's trait,
+which one card's pool serves (8 candidates per host of 8 cards), and
+which ``node-agent-api`` makes 4 ARQs of, one unit each; on Nova's
+per-VF tree four groups of one ``VGPU`` (``group_policy=none``), as a VF
+provider has one unit.  Runs before issue 47's one-group profile built
+four groups of one on both trees: 8^4 combinations per host on the
+pooled tree, which Placement did not answer in 60 s at its defaults.
+Each request is bounded as the multi-vGPU flavors are
 (:mod:`bench.scheduler_cost.multi`): a four-vGPU request on Nova's
 per-VF tree may not answer within ``--bound`` seconds.
 """
@@ -38,21 +45,31 @@ GROUPS = {
 COUNTS = {'dp_vgpu1': 1, 'dp_vgpu4': 4}
 
 
+def groups(tree, count):
+    """The device profile's groups for ``count`` vGPUs on ``tree``: one
+    group of ``count`` units on the pooled tree (a card's pool serves
+    it), ``count`` groups of one on Nova's per-VF tree."""
+    if tree == 'accelerator':
+        return [dict(GROUPS[tree], **{'resources:CUSTOM_NA_VGPU':
+                                      str(count)})]
+    return [dict(GROUPS[tree])] * count
+
+
 def requests(tree):
     """The nova_scheduler driver's requests for :data:`COUNTS`' flavors,
-    each naming a device profile of groups for ``tree`` (a key of
-    :data:`GROUPS`)."""
+    each naming a device profile of :func:`groups` for ``tree`` (a key
+    of :data:`GROUPS`)."""
     out = []
     for name, count in COUNTS.items():
         profile = f'{name}-{tree}'
         specs = {'accel:device_profile': profile}
-        if count > 1:
+        asked = groups(tree, count)
+        if len(asked) > 1:
             specs['group_policy'] = 'none'
         out.append({'name': f'{name}@{tree}', 'flavor': {
             'vcpus': 2, 'memory_mb': 2048, 'root_gb': 20,
             'extra_specs': specs},
-            'device_profile': {'name': profile,
-                               'groups': [dict(GROUPS[tree])] * count}})
+            'device_profile': {'name': profile, 'groups': asked}})
     return out
 
 

@@ -30,6 +30,8 @@ class ArqClaims:
              snapshot=None, allowed=None, withheld=()):
         """Claim ``allocation`` (one device) for accelerator request
         ``arq_uuid`` of instance ``consumer_uuid``; returns the Claim.
+        A device profile group of N units is N ARQs, each asking one
+        unit here (:func:`node_agent.claims.bind.requested`).
 
         The same ARQ asked again for the same instance and resources on
         its provider gets the claim it holds (also after a reconcile made

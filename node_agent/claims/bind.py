@@ -6,8 +6,10 @@ instance's resources, on the provider Placement chose for the ARQ's
 device profile group.  The bind here:
 
 1. reads the instance's allocations in Placement, once (:attr:`Host.
-   allocations`): the group's resources must be allocated to the
-   instance on that provider, more than its other ARQs there took;
+   allocations`): the ARQ binds ONE unit of its group's resource class
+   (a group of N units has N ARQs, :func:`requested`), which must be
+   allocated to the instance on that provider, more than its other ARQs
+   there took;
 2. refuses a provider whose device is withheld (isolated for its health
    or drained: :attr:`Host.withheld`), and never hands out a withheld
    device of a pool;
@@ -65,22 +67,34 @@ class Host:
 
 
 def requested(group):
-    """``{rc: amount}`` a device profile group asks for
-    (``{"resources:CUSTOM_X": "1", "trait:T": "required"}``)."""
-    asked = {}
+    """``{rc: 1}``: what ONE accelerator request of a device profile group
+    (``{"resources:CUSTOM_X": "4", "trait:T": "required"}``) binds.
+
+    ``node-agent-api`` makes one ARQ per unit of the group, as Cyborg
+    does, all bound on the provider Placement chose for the group: each
+    binds one unit (one device) of the group's resource class, and the
+    instance's allocation there bounds how many are bound.  A group
+    naming several classes is refused: which class an ARQ of it stands
+    for is not said, and one unit of each would be several devices.
+    """
+    classes = []
     for key, value in sorted(group.items()):
         if not key.startswith(RESOURCES):
             continue
-        rc = key[len(RESOURCES):]
         amount = int(value) if str(value).isdigit() else 0
         if not 1 <= amount <= 2 ** 31 - 1:
             raise exception.InvalidClaimRequest(
                 f'group.{key}', f'{value!r} is not an amount from 1')
-        asked[rc] = amount
-    if not asked:
+        classes.append(key[len(RESOURCES):])
+    if not classes:
         raise exception.InvalidClaimRequest(
             'group', 'asks for no resources ("resources:<class>" keys)')
-    return asked
+    if len(classes) > 1:
+        raise exception.InvalidClaimRequest(
+            'group', f'names {len(classes)} resource classes '
+            f'({", ".join(classes)}): an accelerator request binds one '
+            'unit of one class, one device; write one group per class')
+    return {classes[0]: 1}
 
 
 def handle(device):

@@ -368,18 +368,26 @@ def test_scheduler_cost_multi_vgpu(scheduler_cost_figures):
 
 def test_scheduler_cost_device_profile_flavors(scheduler_cost_figures):
     """Issue 47's device-profile flavors, built by Nova 34's own code: one
-    group ``_device_profile_<N>`` per profile group, each asking the
-    accelerator path's class and the vGPU type's trait on the agent's
-    tree, ``VGPU`` on Nova's.  The candidates are exact: the pooled tree
-    offers one per card (8 cards of 2 units at the smoke size) for one
-    vGPU where Nova's per-VF tree offers one per VF (16); four groups hit
-    Nova's ``limit=1000`` on both; Placement's limits change none."""
+    group ``_device_profile_<N>`` per profile group.  On the agent's
+    pooled tree dp_vgpu4 is ONE group of 4 ``CUSTOM_NA_VGPU`` with the
+    vGPU type's trait; on Nova's per-VF tree four groups of one ``VGPU``
+    (``group_policy=none``).  The candidates are exact: the smoke size's
+    vGPU host has 8 cards of 2 units (``--vfs-per-gpu 2``), so the pooled
+    tree offers one per card (8) for one vGPU and none for four (no card
+    holds 4 units), where Nova's per-VF tree offers one per VF (16) for
+    one vGPU and 16^4 combinations for four, cut at Nova's
+    ``limit=1000``; Placement's limits change none."""
     queries = scheduler_cost_figures['queries']
-    for tree, asked in (('accelerator', 'CUSTOM_NA_VGPU'), ('nova', 'VGPU')):
-        four = queries[f'dp_vgpu4@{tree}']
-        assert [f'resourcesdevice_profile_{i}={asked}%3A1' in four
-                for i in range(5)] == [True] * 4 + [False]
-        assert 'group_policy=none' in four
+    pooled = queries['dp_vgpu4@accelerator']
+    assert [f'resourcesdevice_profile_{i}=CUSTOM_NA_VGPU%3A4' in pooled
+            for i in range(2)] == [True, False]
+    assert 'requireddevice_profile_0=CUSTOM_NA_VGPU_TYPE_NVIDIA_700' in \
+        pooled
+    assert 'group_policy' not in pooled
+    four = queries['dp_vgpu4@nova']
+    assert [f'resourcesdevice_profile_{i}=VGPU%3A1' in four
+            for i in range(5)] == [True] * 4 + [False]
+    assert 'group_policy=none' in four
     assert 'requireddevice_profile_0=CUSTOM_NA_VGPU_TYPE_NVIDIA_700' in \
         queries['dp_vgpu1@accelerator']
     per = scheduler_cost_figures['results']['4']
@@ -387,7 +395,7 @@ def test_scheduler_cost_device_profile_flavors(scheduler_cost_figures):
         assert {shape: {flavor: f['candidates'] for flavor, f in
                         per[shape]['profiles'][conf].items()}
                 for shape in per if 'profiles' in per[shape]} == {
-            'accelerator': {'dp_vgpu1': 8, 'dp_vgpu4': 1000},
+            'accelerator': {'dp_vgpu1': 8, 'dp_vgpu4': 0},
             'nova': {'dp_vgpu1': 16, 'dp_vgpu4': 1000}}, conf
         for shape in ('accelerator', 'nova'):
             for flavor in ('dp_vgpu1', 'dp_vgpu4'):

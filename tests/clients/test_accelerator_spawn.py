@@ -56,6 +56,9 @@ PROFILES = {
     'gpu-h100': {'resources:CUSTOM_NA_PGPU': '1',
                  'trait:CUSTOM_GPU_NVIDIA_H100_80GB_HBM3': 'required'},
     'fpga': {'resources:CUSTOM_NA_ACCELERATOR': '1'},
+    # Two vGPUs of one pooled A10 as ONE group of two units: two ARQs.
+    'a10-vgpu-x2': {'resources:CUSTOM_NA_VGPU': '2',
+                    'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_588': 'required'},
 }
 # Recorded host 4's idle nvidia-588 mdev on the A10's VF .4.
 IDLE_A10_MDEV = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'
@@ -353,3 +356,50 @@ def test_novas_own_vgpu_type_beside_the_agents_pool(conf, broker, cloud,
                              for vf in A10_VFS]
     assert all(inv == {'VGPU': 1} for inv, _ in novas.values())
     pci_guest(spawned, arq)
+
+
+def test_a_two_unit_group_gives_the_guest_two_distinct_mdevs(
+        conf, broker, cloud, api):
+    """A profile of one group of 2 ``CUSTOM_NA_VGPU`` on the pooled A10:
+    Placement serves the group from the card's pool, node-agent-api makes
+    two ARQs of it (one per unit, as Cyborg), each binds one VF of the
+    card (one claim each) and the guest gets two distinct mdevs of the
+    type, one per VF; the delete releases both."""
+    kind = dataclasses.replace(KINDS['a10-pooled-vgpu'],
+                               profile='a10-vgpu-x2')
+    boot = Boot(cloud, api, 'spawn-x2', kind)
+    with boot.agent(conf, broker) as svc:
+        placed = boot.schedule_and_bind()
+        assert placed['error'] is None, placed
+        [query] = placed['queries']
+        assert 'resourcesdevice_profile_0=CUSTOM_NA_VGPU%3A2' in query
+        assert 'device_profile_1' not in query
+        [(provider, asked)] = [
+            (p, a['resources']) for p, a in placed['selected'][
+                'allocation_request']['allocations'].items()
+            if 'CUSTOM_NA_VGPU' in a['resources']]
+        assert (boot.device_of(provider), asked) == (
+            A10, {'CUSTOM_NA_VGPU': 2})
+        assert [a['device_rp_uuid'] for a in placed['arqs']] == [provider] * 2
+        claims = svc.tracker.claim_manager().list()
+        spawned = boot.build(placed['consumer'])
+        assert 'error' not in spawned, spawned
+        bind_rpc.wait_for(lambda: svc.tracker.claim_manager().list() == [],
+                          'the claims released')
+    arqs = spawned['arqs']
+    assert sorted(a['uuid'] for a in arqs) == sorted(
+        a['uuid'] for a in placed['arqs'])
+    assert {(a['state'], a['attach_handle_type']) for a in arqs} == {
+        ('Bound', 'MDEV')}
+    vfs = sorted(address_of(a) for a in arqs)
+    assert len(set(vfs)) == 2 and set(vfs) <= set(A10_VFS)
+    assert sorted((c.arq_uuid, gpu_claims.site(c.devices[0]))
+                  for c in claims) == \
+        sorted((a['uuid'], address_of(a)) for a in arqs)
+    assert [c.resources for c in claims] == [
+        {provider: {'CUSTOM_NA_VGPU': 1}}] * 2
+    held = sorted(hostdevs(spawned['xml']))
+    assert held == sorted(('mdev', a['attach_handle_uuid']) for a in arqs)
+    assert len({uuid for _, uuid in held}) == 2
+    assert boot.arqs(placed['consumer']) == (200, [])
+    assert boot.usage(provider) == {'CUSTOM_NA_VGPU': 0}
