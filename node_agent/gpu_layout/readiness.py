@@ -1,8 +1,9 @@
 """Not ready, not offered: the declared layout's steps not taken, named
 and, where they leave a device not as declared, withheld.
 
-After the start's restore (:mod:`.startup`, handed in as its
-:class:`~node_agent.gpu_layout.run.Result`), :class:`LayoutSource` is
+After the start's restore (:mod:`node_agent.tracker.layout_start`,
+handed in as its :class:`~node_agent.gpu_layout.run.Result`),
+:class:`LayoutSource` is
 one of the health sources (:mod:`node_agent.health.monitor`): at each
 look it plans the declared layout again against the host as the
 tracker last scanned it (a dry run: nothing is written) and

@@ -1,7 +1,7 @@
 """The declared layout restored on this host: scan, plan, apply, scan
 again and plan again (the layout holds when nothing is left to take or
 refuse).  ``node-agent-manage layout apply`` and the daemon's start
-(:mod:`.startup`) both run :func:`restore`.
+(:mod:`node_agent.tracker.layout_start`) both run :func:`restore`.
 """
 
 import dataclasses
