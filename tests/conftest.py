@@ -16,6 +16,7 @@ from node_agent import conf as na_conf
 from tests.fixtures import placement_server as ps
 from tests.fixtures import scheduling
 from tests.fixtures.hosts import make_hosts
+from tests.fixtures.placement_server import shared_placement  # noqa: F401
 from tests.fixtures.postgres import postgres  # noqa: F401
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')

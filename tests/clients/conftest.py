@@ -9,11 +9,10 @@ from tests.integration import test_agent_service as svc
 
 
 @pytest.fixture(scope='module')
-def server(tmp_path_factory):
-    srv = ps.PlacementServer(tmp_path_factory.mktemp('placement'))
-    srv.start()
-    yield srv
-    srv.stop()
+def server(shared_placement):
+    """The worker's one Placement server, emptied for each test module
+    (``PlacementServer.fresh``)."""
+    return ps.fresh(shared_placement)
 
 
 @pytest.fixture

@@ -249,3 +249,44 @@ def test_fifty_schedulers_race_for_the_last_ten_vfs(
                 if r.method == 'PUT' and r.path.startswith('/allocations/')]
         assert len(puts) >= 50
         assert sorted(r.status for r in puts)[:10] == [204] * 10
+
+
+def test_fresh_empties_the_running_server(placement_server):  # noqa: F811
+    """fresh(): what tests wrote is gone, the request log is empty, the
+    custom trait and class stay usable (the server caches them), and the
+    same process serves on."""
+    adapter = admin_adapter(placement_server.url)
+    pid = placement_server.pid
+    root = _create_provider(adapter, 'compute1')
+    for path in ('/traits/CUSTOM_KEPT', '/resource_classes/CUSTOM_KEPT'):
+        assert adapter.put(path, microversion='1.7').status_code == 201
+    inventory = {'resource_provider_generation': 0, 'inventories': {
+        'CUSTOM_KEPT': {'total': 2}}}
+    resp = adapter.put(f'/resource_providers/{root}/inventories',
+                       json=inventory, microversion='1.20')
+    assert resp.status_code == 200, resp.text
+    project = str(uuid.uuid4())
+    resp = adapter.put(f'/allocations/{uuid.uuid4()}', json={
+        'allocations': {root: {'resources': {'CUSTOM_KEPT': 1}}},
+        'project_id': project, 'user_id': str(uuid.uuid4()),
+        'consumer_generation': None}, microversion='1.28')
+    assert resp.status_code == 204, resp.text
+    assert placement_server.requests()
+
+    placement_server.fresh()
+
+    assert placement_server.requests() == []
+    assert _provider_names(adapter) == set()
+    usages = adapter.get('/usages?project_id=' + project, microversion='1.9')
+    assert usages.json()['usages'] == {}
+    assert placement_server.pid == pid
+    traits = adapter.get('/traits?name=in:CUSTOM_KEPT', microversion='1.6')
+    assert traits.json()['traits'] == ['CUSTOM_KEPT']
+    again = _create_provider(adapter, 'compute1')
+    resp = adapter.put(f'/resource_providers/{again}/inventories',
+                       json=inventory, microversion='1.20')
+    assert resp.status_code == 200, resp.text
+    assert placement_server.requests() == [
+        'GET /resource_providers', 'GET /usages?project_id=' + project,
+        'GET /traits?name=in:CUSTOM_KEPT', 'POST /resource_providers',
+        f'PUT /resource_providers/{again}/inventories']

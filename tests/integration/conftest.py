@@ -13,12 +13,10 @@ from tests.fixtures import rabbitmq
 
 
 @pytest.fixture
-def server(tmp_path):
-    """A real Placement server process, fresh for each test."""
-    srv = ps.PlacementServer(tmp_path / 'placement')
-    srv.start()
-    yield srv
-    srv.stop()
+def server(shared_placement):
+    """A real Placement server process with a fresh database for each test:
+    the worker's one server, emptied (``PlacementServer.fresh``)."""
+    return ps.fresh(shared_placement)
 
 
 @pytest.fixture
