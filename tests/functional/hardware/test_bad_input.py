@@ -148,8 +148,9 @@ def test_libvirt_xml_without_expected_elements(tmp_path, caplog):
     with open(os.path.join(hosts.host_dir('host1'), 'libvirt.xml')) as f:
         xml = f.read()
     # libvirt itself rejects a node device without availableInstances or a
-    # bus (see test_libvirt_parsers for those); what it lets through: a
-    # domain without a uuid, node devices without <numa> or type names.
+    # bus (tests/unit/hardware/test_libvirt_host_and_domain_parsers.py has
+    # those); what it lets through: a domain without a uuid, node devices
+    # without <numa> or type names.
     xml = xml.replace('<uuid>5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002</uuid>',
                       '', 1)
     xml = xml.replace("<numa node='1'/>", '')

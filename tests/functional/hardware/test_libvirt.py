@@ -82,7 +82,7 @@ def test_invented_host_takes_this_machines_cpu(tmp_path, caplog):
     cpuinfo, and the log names the test driver and both sources."""
     import platform
 
-    from tests.unit.hardware.test_cpuinfo import CPUINFO_X86
+    from tests.fixtures.cpuinfo import CPUINFO_X86
     cpuinfo = tmp_path / 'cpuinfo'
     cpuinfo.write_text(CPUINFO_X86)
     host = libvirt_host.LibvirtHost(libvirt_host.INVENTED_HOST,

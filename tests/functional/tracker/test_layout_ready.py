@@ -20,7 +20,6 @@ from node_agent.health import drains
 from node_agent.tracker import factory
 from node_agent.tracker import systemd
 from tests.fixtures import layout_commands
-from tests.functional.tracker import test_layout_start as started
 
 A10, L40S = layout_commands.A10, layout_commands.L40S
 TYPE = 'nvidia/current_vgpu_type'
@@ -58,8 +57,8 @@ def _vgpus(adapter, address):
 
 def _tree_show(tmp_path, host4, adapter, monkeypatch, capsys, *args):
     conf_file = tmp_path / 'manage.conf'
-    # The daemon's configuration (started._conf), its Placement this
-    # test's.
+    # The daemon's configuration (layout_commands.daemon_conf), its
+    # Placement this test's.
     conf_file.write_text(layout_commands.conf_text(
         tmp_path, host4, layout_commands.LAYOUT).replace(
             f'state_path = {tmp_path}', f'state_path = {tmp_path}/state')
@@ -84,7 +83,7 @@ def _said(caplog):
 def test_a_vf_whose_type_fails_read_back_stays_reserved_until_it_is_right(
         tmp_path, host4, placement_adapter, monkeypatch, capsys, caplog):
     caplog.set_level(logging.INFO, 'node_agent.gpu_layout.readiness')
-    conf = started._conf(tmp_path, host4)
+    conf = layout_commands.daemon_conf(tmp_path, host4)
     vf0 = host4.vfs(L40S)[0]
     host4.stuck(vf0, TYPE)          # the write is taken, the type stays 0
     host4.reboot()
@@ -129,7 +128,7 @@ def test_a_vf_whose_type_fails_read_back_stays_reserved_until_it_is_right(
 
 def test_a_step_refused_under_a_drain_is_named_and_not_reserved_for_it(
         tmp_path, host4, placement_adapter, monkeypatch, capsys):
-    conf = started._conf(tmp_path, host4)
+    conf = layout_commands.daemon_conf(tmp_path, host4)
     host4.reboot()
     drains.drain(drains.path_for(conf), A10, 'fan swap')
     with daemon(conf, placement_adapter) as (rt, result, source, metrics):

@@ -17,7 +17,7 @@ from tests.fixtures import allocations as allocs
 from tests.fixtures import counting
 from tests.fixtures import gpu_layouts
 from tests.fixtures import layout_commands
-from tests.functional.tracker import test_layout_start as layout_start
+from tests.fixtures import placement_state
 
 L40S = layout_commands.L40S
 VFS = [f'0000:af:00.{f}' for f in range(4, 8)]
@@ -68,7 +68,7 @@ def _start(conf, adapter):
 def _vgpus(adapter):
     """``{provider name: {class: total}}`` of the L40S's providers."""
     return {name: inventory for name, inventory in
-            layout_start._tree(adapter).items()
+            placement_state.totals(adapter).items()
             if name.startswith('compute1_pci_0000_af')}
 
 

@@ -13,6 +13,7 @@ from node_agent.tracker import systemd
 from tests.fixtures import counting
 from tests.fixtures import gpu_layouts
 from tests.fixtures import layout_commands
+from tests.fixtures import placement_state
 
 A10, L40S, LAYOUT = layout_commands.A10, layout_commands.L40S, \
     layout_commands.LAYOUT
@@ -21,34 +22,6 @@ A10, L40S, LAYOUT = layout_commands.A10, layout_commands.L40S, \
 @pytest.fixture
 def host4(tmp_path, monkeypatch):
     return layout_commands.host4(tmp_path, monkeypatch)
-
-
-def _conf(tmp_path, model):
-    conf = gpu_layouts.conf_with(tmp_path, LAYOUT)
-    state = tmp_path / 'state'
-    state.mkdir(exist_ok=True)
-    conf.set_override('state_path', str(state))
-    conf.set_override('host', 'compute1')
-    conf.set_override('sysfs_root', model.root, 'hardware')
-    conf.set_override('udev_monitor', False, 'hardware')
-    # The L40S's VFs offer the type VF 0 holds (one provider each).
-    conf.set_override('enabled_mdev_types', ['nvidia-1155'], 'devices')
-    conf.set_override('connection_uri',
-                      f'test://{model.host_dir}/libvirt.xml', 'libvirt')
-    return conf
-
-
-def _tree(adapter):
-    """Every provider's name and inventory, as Placement has them."""
-    found = {}
-    for rp in adapter.get('/resource_providers').json()[
-            'resource_providers']:
-        inventories = adapter.get(
-            f'/resource_providers/{rp["uuid"]}/inventories').json()
-        found[rp['name']] = {
-            rc: inv['total']
-            for rc, inv in inventories['inventories'].items()}
-    return found
 
 
 def _start(conf, adapter, model):
@@ -64,11 +37,11 @@ def _start(conf, adapter, model):
 
 def test_a_rebooted_host_gets_its_layout_and_the_same_tree_back(
         tmp_path, host4, placement_adapter):
-    conf = _conf(tmp_path, host4)
+    conf = layout_commands.daemon_conf(tmp_path, host4)
     host4.reboot()
     result, writes = _start(conf, placement_adapter, host4)
     assert result.holds and len(result.outcome.done) == 3
-    tree = _tree(placement_adapter)
+    tree = placement_state.totals(placement_adapter)
     host4.reboot()
     host4.nvml.reboot()
     result, writes = _start(conf, placement_adapter, host4)
@@ -78,7 +51,7 @@ def test_a_rebooted_host_gets_its_layout_and_the_same_tree_back(
     assert result.holds
     # The restart finds the tree it left: no Placement write at all.
     assert writes == []
-    assert _tree(placement_adapter) == tree
+    assert placement_state.totals(placement_adapter) == tree
 
 
 def test_the_daemon_restores_the_layout_before_its_service_starts(
@@ -110,9 +83,7 @@ def test_a_section_naming_no_gpu_stops_the_start_with_78(
     assert host4.writes == []
 
 
-H100 = '0000:00:06.0'
-MIG_LAYOUT = (f'[gpu_layout:{H100}]\nmig_mode = true\n'
-              'mig_instances = 1g.10gb:2, 2g.20gb:1\n')
+H100, MIG_LAYOUT = gpu_layouts.H100, gpu_layouts.MIG_LAYOUT
 
 
 def test_a_rebooted_h100_gets_its_mig_layout_and_the_same_tree_back(
@@ -135,7 +106,7 @@ def test_a_rebooted_h100_gets_its_mig_layout_and_the_same_tree_back(
                       f'test://{model.host_dir}/libvirt.xml', 'libvirt')
     result, _writes = _start(conf, placement_adapter, model)
     assert result.holds and len(result.outcome.done) == 7
-    tree = _tree(placement_adapter)
+    tree = placement_state.totals(placement_adapter)
     assert sum(1 for inventory in tree.values() for rc in inventory
                if rc.startswith('CUSTOM_MIG_')) == 2
     model.reboot()
@@ -143,4 +114,4 @@ def test_a_rebooted_h100_gets_its_mig_layout_and_the_same_tree_back(
     result, writes = _start(conf, placement_adapter, model)
     assert result.holds and len(result.outcome.done) == 7
     assert writes == []
-    assert _tree(placement_adapter) == tree
+    assert placement_state.totals(placement_adapter) == tree

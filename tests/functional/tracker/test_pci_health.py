@@ -36,7 +36,7 @@ from tests.fixtures import recorded_nvml
 from tests.functional.tracker import conftest as tc
 from tests.functional.tracker.test_device_health import Clock
 from tests.functional.tracker.test_device_health import wait_for
-from tests.unit.hardware.test_pci_health import aer_text
+from tests.fixtures.aer import aer_text
 
 H100 = '0000:00:06.0'
 GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))

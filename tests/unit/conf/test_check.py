@@ -6,18 +6,11 @@ import tempfile
 
 import pytest
 
-from node_agent import cmd
 from node_agent import exception
 from node_agent.conf import check
 from node_agent.drivers import registry
 from tests.fixtures import unprivileged
-
-
-def conf_from(tmp_path, text):
-    path = tmp_path / 'agent.conf'
-    path.write_text(text)
-    conf = cmd.make_conf(['--config-file', str(path)])
-    return conf
+from tests.fixtures.conf_files import conf_from
 
 
 @pytest.mark.parametrize('text, message', [

@@ -4,7 +4,7 @@ import pytest
 
 from node_agent import exception
 from node_agent.conf import check
-from tests.unit.conf.test_check import conf_from
+from tests.fixtures.conf_files import conf_from
 
 
 def test_good_entries_are_read_in_order(tmp_path):

@@ -13,7 +13,7 @@ from node_agent.hardware import sysfs
 from node_agent.one_time_use import cleaning
 from node_agent.one_time_use import policy
 from tests.fixtures import hosts
-from tests.unit.hardware.test_pci_health import aer_text
+from tests.fixtures.aer import aer_text
 
 H100 = '0000:00:06.0'
 

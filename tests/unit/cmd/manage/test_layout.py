@@ -10,6 +10,7 @@ import pytest
 from node_agent.cmd import manage
 from node_agent.health import drains
 from tests.fixtures import hosts
+from tests.fixtures import gpu_layouts
 from tests.fixtures import layout_commands
 
 A10, L40S, LAYOUT = layout_commands.A10, layout_commands.L40S, \
@@ -181,9 +182,7 @@ def test_a_section_naming_no_gpu_is_a_config_error(tmp_path, host4,
     assert host4.writes == []
 
 
-H100 = '0000:00:06.0'
-MIG_LAYOUT = (f'[gpu_layout:{H100}]\nmig_mode = true\n'
-              'mig_instances = 1g.10gb:2, 2g.20gb:1\n')
+H100, MIG_LAYOUT = gpu_layouts.H100, gpu_layouts.MIG_LAYOUT
 
 
 def test_mig_on_the_h100_dry_run_apply_and_after_a_reboot(

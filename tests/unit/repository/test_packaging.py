@@ -15,7 +15,8 @@ from importlib import metadata
 
 from setuptools.config import setupcfg
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..',
+                                    '..'))
 EMBEDDED = {'openstack-placement', 'wsgi-intercept'}
 
 

@@ -17,8 +17,8 @@ docstring included.
 import ast
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 PACKAGE = 'node_agent'
 MAX_LINES = 500
 MAX_FUNCTION_LINES = 60
@@ -224,3 +224,136 @@ def test_no_function_is_too_long():
                      for name, n in long_functions(path).items()})
     assert long == {}, (f'functions over {MAX_FUNCTION_LINES} lines: '
                         f'{long}')
+
+
+# -- tests follow the code ---------------------------------------------------
+
+UNIT = os.path.join(ROOT, 'tests', 'unit')
+#: Tests of the repository itself (its layout, packaging, shipped unit
+#: files, the test fixtures): no module of node_agent to sit beside.
+REPOSITORY_TESTS = os.path.join(UNIT, 'repository')
+
+
+def unit_tests_away_from_their_module(unit=UNIT, package=PACKAGE):
+    """Unit test files that sit at no module's path: ``tests/unit/<dir>/
+    test_<name>.py`` tests ``node_agent/<dir>/<module>`` (a file or a
+    package) where ``<name>`` is ``<module>`` or ``<module>_<aspect>``."""
+    away = []
+    for dirpath, _, files in os.walk(unit):
+        if os.path.commonpath([dirpath, REPOSITORY_TESTS]) == \
+                REPOSITORY_TESTS:
+            continue
+        rel = os.path.relpath(dirpath, unit)
+        beside = os.path.join(ROOT, package, '' if rel == '.' else rel)
+        modules = [m.removesuffix('.py') for m in (
+            os.listdir(beside) if os.path.isdir(beside) else ())
+            if m != '__init__.py' and (
+                m.endswith('.py') or os.path.isdir(os.path.join(beside, m)))]
+        for name in files:
+            if not (name.startswith('test_') and name.endswith('.py')):
+                continue
+            tested = name[len('test_'):-len('.py')]
+            if not any(tested == m or tested.startswith(m + '_')
+                       for m in modules):
+                away.append(os.path.relpath(os.path.join(dirpath, name),
+                                            ROOT))
+    return sorted(away)
+
+
+def test_the_path_check_sees_a_test_away_from_its_module(tmp_path):
+    (tmp_path / 'tracker').mkdir()
+    for name in ('test_tracker_surface.py', 'test_watched.py'):
+        (tmp_path / 'tracker' / name).write_text('')
+    assert [os.path.basename(p) for p in unit_tests_away_from_their_module(
+        str(tmp_path))] == ['test_watched.py']
+
+
+def test_unit_tests_sit_at_the_paths_of_their_modules():
+    assert unit_tests_away_from_their_module() == []
+
+
+#: Test modules other tests still import as libraries (what they share
+#: belongs in tests/fixtures/): a ratchet, never to grow.  Moving one's
+#: shared parts out takes it off this list, which the test below then
+#: asks for.
+TEST_MODULES_IMPORTED = frozenset((
+    'tests.bench.test_smoke',
+    'tests.clients.test_accelerator_offers',
+    'tests.clients.test_attachable',
+    'tests.clients.test_gpu_hosts',
+    'tests.clients.test_nova_pci_health',
+    'tests.clients.test_shipped_defaults',
+    'tests.functional.claims.test_manager',
+    'tests.functional.drivers.test_gpu_pools',
+    'tests.functional.drivers.test_gpu_trees',
+    'tests.functional.drivers.test_scheduling',
+    'tests.functional.placement.test_adapter',
+    'tests.functional.placement.test_report_client',
+    'tests.functional.tracker.test_allocations_behind',
+    'tests.functional.tracker.test_device_health',
+    'tests.functional.tracker.test_modes',
+    'tests.functional.tracker.test_offline_cpus',
+    'tests.functional.tracker.test_pci_health',
+    'tests.functional.tracker.test_reshape',
+    'tests.functional.tracker.test_service_events',
+    'tests.integration.test_agent_rpc',
+    'tests.integration.test_agent_service',
+    'tests.integration.test_arq_devices',
+    'tests.integration.test_bind_beside_nova',
+    'tests.integration.test_bind_rpc',
+    'tests.integration.test_claims_rpc',
+    'tests.integration.test_faults',
+    'tests.integration.test_guests',
+    'tests.integration.test_health_notifications',
+    'tests.integration.test_local_state',
+    'tests.integration.test_quickstart',
+    'tests.integration.test_reshape_crash',
+))
+
+
+def imported_test_modules(root=os.path.join(ROOT, 'tests')):
+    """``{test module imported: [importing file, ...]}`` over ``root``."""
+    found = {}
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            if not name.endswith('.py'):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path) as f:
+                tree = ast.parse(f.read(), path)
+            for imported in _test_imports(tree):
+                found.setdefault(imported, []).append(
+                    os.path.relpath(path, ROOT))
+    return found
+
+
+def _test_imports(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names
+                        if _is_test_module(a.name))
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.split('.')[0] == 'tests':
+            if _is_test_module(node.module):
+                yield node.module
+            else:
+                yield from (f'{node.module}.{a.name}' for a in node.names
+                            if a.name.startswith('test_'))
+
+
+def _is_test_module(name):
+    parts = name.split('.')
+    return parts[0] == 'tests' and parts[-1].startswith('test_')
+
+
+def test_the_import_check_sees_a_test_module_imported(tmp_path):
+    (tmp_path / 'test_a.py').write_text(
+        'from tests.integration import test_b as b\n'
+        'from tests.fixtures import sync\n'
+        'import tests.unit.test_c\n')
+    assert sorted(imported_test_modules(str(tmp_path))) == [
+        'tests.integration.test_b', 'tests.unit.test_c']
+
+
+def test_no_test_module_is_imported_beyond_the_ratchet():
+    assert set(imported_test_modules()) == TEST_MODULES_IMPORTED

@@ -17,18 +17,12 @@ from node_agent.health import monitor as health_monitor
 from node_agent.health import pci as pci_health
 from node_agent.hardware import sysfs
 from tests.fixtures import hosts
+from tests.fixtures.aer import aer_text
 
 H100 = '0000:00:06.0'
 PF = '0000:5e:00.0'
 QUIET = 60
 WINDOW = 30
-
-
-def aer_text(name, total):
-    kind = {'aer_dev_fatal': 'FATAL', 'aer_dev_nonfatal': 'NONFATAL',
-            'aer_dev_correctable': 'COR'}[name]
-    lines = ['Undefined 0', 'DLP 0', 'SDES 0', f'TLP {total}', 'FCP 0']
-    return '\n'.join(lines + [f'TOTAL_ERR_{kind} {total}']) + '\n'
 
 
 class Host:

@@ -16,7 +16,7 @@ import subprocess
 from node_agent.hardware import settings
 from tests.fixtures import hosts
 
-REPO = os.path.join(os.path.dirname(__file__), '..', '..')
+REPO = os.path.join(os.path.dirname(__file__), '..', '..', '..')
 RULE = os.path.join(REPO, 'systemd', '70-node-agent-vgpu.rules')
 UNIT = os.path.join(REPO, 'systemd', 'node-agent.service')
 # The VFs of host 4's L40S (NVIDIA vendor-specific VFIO); the A10's VFs

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 ARTEFACT = re.compile(
     r'\.(whl|egg|tar|tar\.gz|tgz|tar\.bz2|tar\.xz|zip|pyc|so)$'
     r'|^\.[a-z-]*venv(/|$)')

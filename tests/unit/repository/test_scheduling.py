@@ -6,7 +6,8 @@ import os
 
 from tests.fixtures import scheduling
 
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 REPO = os.path.dirname(TESTS)
 
 
@@ -42,7 +43,7 @@ def test_every_test_of_a_per_worker_fixture_is_in_its_group():
 
 
 def test_any_other_test_is_a_unit_of_its_own():
-    nodeid = 'tests/unit/test_scheduling.py::test_any_other_test'
+    nodeid = 'tests/unit/repository/test_scheduling.py::test_any_other_test'
     assert scheduling.group_of(nodeid) == nodeid
     assert scheduling.group_of(
         'tests/bench/test_smoke.py::test_fleet') == \

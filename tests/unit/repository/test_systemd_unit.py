@@ -11,7 +11,7 @@ from node_agent import conf as na_conf
 from node_agent.tracker import exit_policy
 from node_agent.tracker import service
 
-UNIT = os.path.join(os.path.dirname(__file__), '..', '..', 'systemd',
+UNIT = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'systemd',
                     'node-agent.service')
 
 
