@@ -5,7 +5,7 @@ import pytest
 
 from tests.clients import harness
 from tests.fixtures import placement_server as ps
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 
 
 @pytest.fixture(scope='module')

@@ -42,7 +42,7 @@ from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 from tests.fixtures import prometheus
 from tests.fixtures.hosts import make_hosts
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
 

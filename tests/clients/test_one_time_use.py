@@ -36,7 +36,7 @@ from tests.functional.tracker import conftest as tc
 from tests.functional.tracker import test_pci_health as pci
 from tests.functional.tracker.test_device_health import Clock
 from tests.functional.tracker import test_device_health
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 from tests.integration import test_health_notifications as notifications
 
 H100 = nova_pci.H100

@@ -26,7 +26,7 @@ from tests.clients import harness
 from tests.clients import test_accelerator_offers as offers
 from tests.clients import test_attachable as attachable
 from tests.clients import test_gpu_hosts as gpu_hosts
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
 

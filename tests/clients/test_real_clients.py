@@ -10,7 +10,7 @@ boot-from-volume flavor under nova-scheduler, and Nova 34's
 import pytest
 
 from tests.clients import harness
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
 

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from tests.fixtures import fault_proxy
+from tests.fixtures.agent_daemon import agent  # noqa: F401
 from tests.fixtures import keystone_server
 from tests.fixtures import libvirtd as libvirtd_fixture
 from tests.fixtures import placement_server as ps

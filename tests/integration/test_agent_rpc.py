@@ -21,7 +21,7 @@ import pytest
 from node_agent import exception
 from node_agent import identity
 from node_agent.claims import rpc
-from tests.integration import test_agent_service as service_tests
+from tests.fixtures import agent_daemon as service_tests
 from tests.integration import test_claims_rpc as rpc_tests
 
 pytestmark = pytest.mark.integration

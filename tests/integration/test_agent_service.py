@@ -10,34 +10,27 @@ which is how writes are counted.
 """
 
 import os
-import re
-import shutil
 import signal
 import socket
 import sqlite3
-import subprocess
-import sys
-import tempfile
 import time
 
 import pytest
 
-from node_agent import identity
-from tests.conftest import FIXTURES
-from tests.fixtures import allocations as allocs
 from tests.fixtures import placement_server as ps
-from tests.fixtures import provider_names as names
+from tests.fixtures.agent_daemon import DOMAINS
+from tests.fixtures.agent_daemon import GPU0
+from tests.fixtures.agent_daemon import GPU1
+from tests.fixtures.agent_daemon import ROOT
+from tests.fixtures.agent_daemon import allocations
+from tests.fixtures.agent_daemon import api
+from tests.fixtures.agent_daemon import flat_with_consumers
+from tests.fixtures.agent_daemon import generations
+from tests.fixtures.agent_daemon import put_allocations
+from tests.fixtures.agent_daemon import totals
 
 pytestmark = pytest.mark.integration
 
-HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
-BIN = os.path.dirname(sys.executable)
-ROOT = identity.legacy_uuid('compute1')
-GPU0 = names.uuid_of('compute1_pci_0000_3b_00_0')
-GPU1 = names.uuid_of('compute1_pci_0000_af_00_0')
-DOMAINS = ('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001',   # guest-numa0
-           '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002')   # guest-numa1
-OTHER = '0d6b1f3e-2c4a-4e8f-9b7d-1a2b3c4d5e6f'
 # The issue's scenario: Placement comes up long after the agent, which
 # goes on trying with capped backoff (startup_backoff_max = 2 below).
 # Placement starts once the agent's log shows this many attempts at the
@@ -47,201 +40,6 @@ OTHER = '0d6b1f3e-2c4a-4e8f-9b7d-1a2b3c4d5e6f'
 # loaded machine the test waits for the attempts, however long they take.
 ATTEMPTS_AT_THE_CAP = 4
 AT_THE_CAP = 'next attempt in 2.0 s'
-WRITE_RE = re.compile(r'curl -g -i -X (POST|PUT|DELETE|PATCH) ')
-
-
-def write_conf(path, url, state_path, nested, direct_db=None, log=None,
-               extra=()):
-    lines = [
-        '[DEFAULT]',
-        'host = compute1',
-        'deployment = standalone',
-        f'state_path = {state_path}',
-        'debug = true',
-        'default_log_levels = keystoneauth=DEBUG,stevedore=WARN,'
-        'oslo_service=WARN,urllib3=WARN',
-        '[placement]',
-        'auth_type = admin_token',
-        f'endpoint = {url}',
-        'token = admin',
-        'noauth_roles = admin,service',
-        'connect_retries = 1',
-        'connect_retry_delay = 0.2',
-        '[hardware]',
-        f'sysfs_root = {os.path.join(HOST1, "sys")}',
-        'nvml_enabled = false',
-        'udev_monitor = false',
-        '[libvirt]',
-        f'connection_uri = test://{os.path.join(HOST1, "libvirt.xml")}',
-        '[devices]',
-        'enabled_mdev_types = nvidia-222',
-        '[gpu]',
-        f'per_gpu_providers = {nested}',
-        '[numa]',
-        f'enabled = {nested}',
-        '[audit]',
-        'interval = 3600',
-        'startup_backoff_initial = 0.5',
-        'startup_backoff_max = 2',
-        'startup_splay = 0',
-    ]
-    if log:
-        lines[1:1] = [f'log_file = {log}']
-    if direct_db:
-        lines += ['[placement_direct]', f'connection = sqlite:///{direct_db}']
-    # ('[section]', 'option = value', ...): later lines win.
-    lines += list(extra)
-    with open(path, 'w') as f:
-        f.write('\n'.join(lines) + '\n')
-
-
-class Agent:
-    """``node-agent`` as a child process with a real notify socket."""
-
-    def __init__(self, workdir):
-        self.workdir = str(workdir)
-        # AF_UNIX paths are short: keep the socket out of deep tmp dirs.
-        self._sockdir = tempfile.mkdtemp(prefix='na-notify-')
-        self.sock_path = os.path.join(self._sockdir, 'notify')
-        self.conf = os.path.join(self.workdir, 'agent.conf')
-        self.state = os.path.join(self.workdir, 'state')
-        self.proc = None
-        self.sock = None
-        self.messages = []
-        self.runs = 0
-
-    def configure(self, url, nested, direct_db=None, extra=()):
-        self.runs += 1
-        self.log = os.path.join(self.workdir, f'agent-{self.runs}.log')
-        write_conf(self.conf, url, self.state, nested, direct_db, self.log,
-                   extra)
-
-    def use_default(self, option, section=None):
-        """Drop ``option`` (of ``[section]`` only, when given) from the
-        config file: its shipped default."""
-        lines, current = [], None
-        with open(self.conf) as f:
-            for line in f:
-                if line.startswith('['):
-                    current = line.strip()[1:-1]
-                if line.startswith(f'{option} =') and \
-                        section in (None, current):
-                    continue
-                lines.append(line)
-        with open(self.conf, 'w') as f:
-            f.writelines(lines)
-
-    def start(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        if os.path.exists(self.sock_path):
-            os.unlink(self.sock_path)
-        self.sock.bind(self.sock_path)
-        self.messages = []
-        env = dict(os.environ, NOTIFY_SOCKET=self.sock_path)
-        self.proc = subprocess.Popen(
-            [os.path.join(BIN, 'node-agent'), '--config-file', self.conf],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, cwd=self.workdir)
-
-    def wait_for(self, line, timeout=60):
-        """Wait for a notify message carrying ``line``; all seen so far."""
-        deadline = time.monotonic() + timeout
-        while not any(line in m for m in self.messages):
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                raise AssertionError(
-                    f'no {line!r} from the agent (exit {self.proc.poll()}); '
-                    f'got {self.messages}\n{self.log_text()[-3000:]}')
-            self.sock.settimeout(min(left, 1.0))
-            try:
-                self.messages.append(self.sock.recv(4096).decode())
-            except TimeoutError:
-                pass
-        return self.messages
-
-    def stop(self):
-        """SIGTERM; the exit status (the agent must be gone in 10 s)."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=10)
-        finally:
-            self.close()
-
-    def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-    def log_text(self):
-        try:
-            with open(self.log) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ''
-
-    def writes(self):
-        return WRITE_RE.findall(self.log_text())
-
-    def run_manage(self, *args):
-        return subprocess.run(
-            [os.path.join(BIN, 'node-agent-manage'), '--config-file',
-             self.conf, *args], capture_output=True, text=True, timeout=120,
-            cwd=self.workdir)
-
-    def run_once(self):
-        return subprocess.run(
-            [os.path.join(BIN, 'node-agent'), '--config-file', self.conf,
-             '--once'], capture_output=True, text=True, timeout=120,
-            cwd=self.workdir)
-
-    def cleanup(self):
-        self.close()
-        shutil.rmtree(self._sockdir, ignore_errors=True)
-
-
-@pytest.fixture
-def agent(tmp_path):
-    a = Agent(tmp_path)
-    yield a
-    a.cleanup()
-
-
-def api(server):
-    return ps.admin_adapter(server.url)
-
-
-def put_allocations(adapter, consumer, resources):
-    allocs.put(adapter, consumer, resources, 'p1', 'u1')
-
-
-allocations = allocs.get
-totals = allocs.totals
-
-
-def generations(adapter):
-    resp = adapter.get(f'/resource_providers?in_tree={ROOT}',
-                       microversion='1.14')
-    assert resp.status_code == 200, resp.text
-    return {p['name']: p['generation']
-            for p in resp.json()['resource_providers']}
-
-
-def flat_with_consumers(agent, server):
-    """Flat tree from a first agent run, three consumers on the root."""
-    agent.configure(server.url, nested=False)
-    agent.start()
-    agent.wait_for('READY=1')
-    assert agent.stop() == 0
-    adapter = api(server)
-    for consumer in DOMAINS:
-        put_allocations(adapter, consumer,
-                        {ROOT: {'VCPU': 4, 'MEMORY_MB': 8192, 'VGPU': 1}})
-    put_allocations(adapter, OTHER, {ROOT: {'VCPU': 2, 'MEMORY_MB': 1024,
-                                            'VGPU': 2}})
-    return {c: allocations(adapter, c) for c in DOMAINS + (OTHER,)}
 
 
 def test_restart_reshapes_and_second_restart_writes_nothing(agent, server):

@@ -20,7 +20,7 @@ import pytest
 
 from node_agent.tracker import systemd
 from tests.fixtures import placement_state
-from tests.integration import test_agent_service as service_tests
+from tests.fixtures import agent_daemon as service_tests
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.fixtures.postgres import postgres  # noqa: F401
 from tests.functional.placement.test_adapter import free_port
-from tests.integration import test_agent_service as service_tests
+from tests.fixtures import agent_daemon as service_tests
 from tests.integration import test_agent_rpc as rpc_tests
 from tests.integration import test_claims_rpc as claims_tests
 from tests.integration.test_agent_rpc import wait_for_log

@@ -17,9 +17,8 @@ import time
 import pytest
 
 from tests.fixtures import full_disk
-from tests.integration.test_agent_service import agent  # noqa: F401
-from tests.integration.test_agent_service import DOMAINS
-from tests.integration.test_agent_service import ROOT
+from tests.fixtures.agent_daemon import DOMAINS
+from tests.fixtures.agent_daemon import ROOT
 from tests.integration.test_local_state import first_sync
 
 pytestmark = pytest.mark.integration

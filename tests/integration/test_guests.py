@@ -22,8 +22,7 @@ from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 from tests.fixtures.hosts import make_hosts
-from tests.integration import test_agent_service as svc
-from tests.integration.test_agent_service import agent  # noqa: F401
+from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from node_agent import exception
 from tests.fixtures import keystone_server as ks
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 from tests.integration.test_agent_rpc import LISTENING
 from tests.integration.test_agent_rpc import wait_for_log
 from tests.integration.test_faults import assert_not_reshaped

@@ -18,12 +18,11 @@ import pytest
 
 from node_agent.claims import versions
 from tests.fixtures import placement_state
-from tests.integration.test_agent_service import agent  # noqa: F401
-from tests.integration.test_agent_service import api
-from tests.integration.test_agent_service import BIN
-from tests.integration.test_agent_service import DOMAINS
-from tests.integration.test_agent_service import put_allocations
-from tests.integration.test_agent_service import ROOT
+from tests.fixtures.agent_daemon import api
+from tests.fixtures.agent_daemon import BIN
+from tests.fixtures.agent_daemon import DOMAINS
+from tests.fixtures.agent_daemon import put_allocations
+from tests.fixtures.agent_daemon import ROOT
 
 pytestmark = pytest.mark.integration
 

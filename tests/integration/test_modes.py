@@ -13,7 +13,7 @@ import pytest
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.functional.tracker import test_modes as modes
-from tests.integration import test_agent_service as service
+from tests.fixtures import agent_daemon as service
 
 pytestmark = pytest.mark.integration
 

@@ -1,8 +1,7 @@
 """What an operator sees of a running daemon: its log and its metrics.
 
 The agent runs as a real process against a real Placement server process,
-both on 127.0.0.1 (the fixtures of :mod:`tests.integration.
-test_agent_service`).
+both on 127.0.0.1 (:mod:`tests.fixtures.agent_daemon`).
 """
 
 import re
@@ -16,10 +15,9 @@ from tests.fixtures import placement_state
 from tests.fixtures import prometheus
 from tests.integration import test_agent_rpc as agent_rpc
 from tests.integration import test_claims_rpc as claims_rpc
-from tests.integration.test_agent_service import agent  # noqa: F401
-from tests.integration.test_agent_service import api
-from tests.integration.test_agent_service import flat_with_consumers
-from tests.integration.test_agent_service import generations
+from tests.fixtures.agent_daemon import api
+from tests.fixtures.agent_daemon import flat_with_consumers
+from tests.fixtures.agent_daemon import generations
 
 pytestmark = pytest.mark.integration
 

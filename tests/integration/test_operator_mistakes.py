@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 from tests.integration.test_agent_rpc import wait_for_log
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from tests.fixtures import provider_names as names
-from tests.integration import test_agent_service as svc
+from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
 

@@ -40,7 +40,7 @@ from tests.fixtures import allocations as allocs
 from tests.fixtures import legacy_tree
 from tests.fixtures import provider_names as names
 from tests.fixtures import sync
-from tests.integration import test_agent_service as service_tests
+from tests.fixtures import agent_daemon as service_tests
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.fixtures import placement_state
-from tests.integration import test_agent_service as service_tests
+from tests.fixtures import agent_daemon as service_tests
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,7 @@ import pytest
 from node_agent.health import drains
 from node_agent.health import state as health_state
 from tests.fixtures import placement_server as ps
-from tests.integration import test_agent_service as svc
-from tests.integration.test_agent_service import agent  # noqa: F401
+from tests.fixtures import agent_daemon as svc
 from tests.fixtures.aer import aer_text
 
 pytestmark = pytest.mark.integration
