@@ -252,9 +252,9 @@ def test_fifty_schedulers_race_for_the_last_ten_vfs(
 
 
 def test_fresh_empties_the_running_server(placement_server):  # noqa: F811
-    """fresh(): what tests wrote is gone, the request log is empty, the
-    custom trait and class stay usable (the server caches them), and the
-    same process serves on."""
+    """fresh(): what tests wrote is gone, custom traits and classes
+    included (and can be made again), the request log holds only the check
+    that the server is up, and the same process serves on."""
     adapter = admin_adapter(placement_server.url)
     pid = placement_server.pid
     root = _create_provider(adapter, 'compute1')
@@ -275,18 +275,22 @@ def test_fresh_empties_the_running_server(placement_server):  # noqa: F811
 
     placement_server.fresh()
 
-    assert placement_server.requests() == []
+    assert placement_server.requests() == ['GET /']
     assert _provider_names(adapter) == set()
     usages = adapter.get('/usages?project_id=' + project, microversion='1.9')
     assert usages.json()['usages'] == {}
     assert placement_server.pid == pid
     traits = adapter.get('/traits?name=in:CUSTOM_KEPT', microversion='1.6')
-    assert traits.json()['traits'] == ['CUSTOM_KEPT']
+    assert traits.json()['traits'] == []
+    for path in ('/traits/CUSTOM_KEPT', '/resource_classes/CUSTOM_KEPT'):
+        assert adapter.put(path, microversion='1.7').status_code == 201
     again = _create_provider(adapter, 'compute1')
     resp = adapter.put(f'/resource_providers/{again}/inventories',
                        json=inventory, microversion='1.20')
     assert resp.status_code == 200, resp.text
     assert placement_server.requests() == [
-        'GET /resource_providers', 'GET /usages?project_id=' + project,
-        'GET /traits?name=in:CUSTOM_KEPT', 'POST /resource_providers',
+        'GET /', 'GET /resource_providers',
+        'GET /usages?project_id=' + project,
+        'GET /traits?name=in:CUSTOM_KEPT', 'PUT /traits/CUSTOM_KEPT',
+        'PUT /resource_classes/CUSTOM_KEPT', 'POST /resource_providers',
         f'PUT /resource_providers/{again}/inventories']

@@ -22,39 +22,18 @@ from node_agent import exception
 from node_agent import identity
 from node_agent.claims import rpc
 from tests.fixtures import agent_daemon as service_tests
+from tests.fixtures.agent_daemon import LISTENING
+from tests.fixtures.agent_daemon import wait_for_log
+from tests.fixtures.agent_rpc import C1
+from tests.fixtures.agent_rpc import C2
+from tests.fixtures.agent_rpc import HOST
+from tests.fixtures.agent_rpc import PF
+from tests.fixtures.agent_rpc import PF_RP
+from tests.fixtures.agent_rpc import PF_VFS
+from tests.fixtures.agent_rpc import configure
 from tests.integration import test_claims_rpc as rpc_tests
 
 pytestmark = pytest.mark.integration
-
-HOST = 'compute1'
-PF = '0000:5e:00.0'
-PF_RP = identity.child_uuid(identity.legacy_uuid(HOST), identity.pci_id(PF))
-PF_VFS = ('0000:5e:00.2', '0000:5e:00.3', '0000:5e:00.4', '0000:5e:00.5')
-C1 = 'aaaaaaaa-0000-4000-8000-0000000000a1'
-C2 = 'bbbbbbbb-0000-4000-8000-0000000000b2'
-MAPPINGS = 'physnet0:ens1f0,physnet1:ens1f1,physnet0:ens2f0,physnet1:ens2f1'
-LISTENING = 'Claims RPC server listening'
-
-
-agent = service_tests.agent
-
-
-def configure(agent, placement_url, transport_url):
-    agent.configure(placement_url, nested=True)
-    with open(agent.conf, 'a') as f:
-        f.write('[DEFAULT]\n'
-                f'transport_url = {transport_url}\n'
-                '[nic]\n'
-                f'physical_device_mappings = {MAPPINGS}\n')
-
-
-def wait_for_log(agent, text, timeout=30):
-    deadline = time.monotonic() + timeout
-    while text not in agent.log_text():
-        assert agent.proc.poll() is None, agent.log_text()[-3000:]
-        assert time.monotonic() < deadline, (
-            f'no {text!r} in the agent log:\n{agent.log_text()[-3000:]}')
-        time.sleep(0.2)
 
 
 def test_remote_claims_through_the_daemon(agent, server, broker,  # noqa: F811

@@ -23,14 +23,15 @@ import time
 
 import pytest
 
+from node_agent.claims import rpc
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.fixtures.postgres import postgres  # noqa: F401
 from tests.functional.placement.test_adapter import free_port
 from tests.fixtures import agent_daemon as service_tests
-from tests.integration import test_agent_rpc as rpc_tests
+from tests.fixtures import agent_rpc as rpc_tests
 from tests.integration import test_claims_rpc as claims_tests
-from tests.integration.test_agent_rpc import wait_for_log
+from tests.fixtures.agent_daemon import wait_for_log
 
 pytestmark = pytest.mark.integration
 
@@ -474,11 +475,11 @@ def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
     broker.ctl('add_user', 'agent', 'secret')
     broker.ctl('set_permissions', '-p', broker.vhost, 'agent', '.*', '.*',
                '.*')
-    wait_for_log(agent, rpc_tests.LISTENING)
+    wait_for_log(agent, service_tests.LISTENING)
     wait_for_log(agent, 'claims RPC server started after')
     assert 'claims RPC' not in statuses(agent)[-1]
     assert statuses(agent)[-1].startswith('in sync: ')
-    client = rpc_tests.rpc.ClaimClient(
+    client = rpc.ClaimClient(
         claims_tests.make_conf(tmp_path / 'client', broker.url), timeout=30)
     try:
         assert client.list(rpc_tests.HOST) == []

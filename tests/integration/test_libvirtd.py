@@ -25,7 +25,7 @@ from node_agent.tracker import factory
 from tests.fixtures import libvirtd as lv
 from tests.functional.claims.test_manager import placement_allocations
 from tests.fixtures import agent_daemon as svc
-from tests.integration.test_agent_rpc import wait_for_log
+from tests.fixtures.agent_daemon import wait_for_log
 from tests.integration.test_faults import statuses
 from tests.unit.claims import host
 

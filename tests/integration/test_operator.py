@@ -13,7 +13,7 @@ import pytest
 from node_agent.claims import rpc
 from tests.fixtures import placement_state
 from tests.fixtures import prometheus
-from tests.integration import test_agent_rpc as agent_rpc
+from tests.fixtures import agent_rpc
 from tests.integration import test_claims_rpc as claims_rpc
 from tests.fixtures.agent_daemon import api
 from tests.fixtures.agent_daemon import flat_with_consumers

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from tests.fixtures import agent_daemon as svc
-from tests.integration.test_agent_rpc import wait_for_log
+from tests.fixtures.agent_daemon import wait_for_log
 
 pytestmark = pytest.mark.integration
 

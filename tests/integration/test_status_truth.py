@@ -29,7 +29,7 @@ from tests.fixtures import prometheus
 from tests.fixtures import provider_names as names
 from tests.functional.tracker import test_modes as modes
 from tests.fixtures import agent_daemon as service_tests
-from tests.integration.test_agent_rpc import wait_for_log
+from tests.fixtures.agent_daemon import wait_for_log
 
 pytestmark = pytest.mark.integration
 

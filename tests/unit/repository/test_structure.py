@@ -296,7 +296,6 @@ TEST_MODULES_IMPORTED = frozenset((
     'tests.functional.tracker.test_pci_health',
     'tests.functional.tracker.test_reshape',
     'tests.functional.tracker.test_service_events',
-    'tests.integration.test_agent_rpc',
     'tests.integration.test_arq_devices',
     'tests.integration.test_bind_beside_nova',
     'tests.integration.test_bind_rpc',
