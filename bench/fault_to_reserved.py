@@ -44,8 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import _results  # noqa: E402
 from tests.fixtures import placement_server as ps  # noqa: E402
-from tests.integration import test_agent_service as svc  # noqa: E402
-from tests.unit.hardware.test_pci_health import aer_text  # noqa: E402
+from tests.fixtures import agent_daemon as svc  # noqa: E402
+from tests.fixtures.aer import aer_text  # noqa: E402
 
 TITLE = 'Fault to reserved: device health through the shipped daemon'
 GPU = '0000:3b:00.0'

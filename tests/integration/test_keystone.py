@@ -28,8 +28,8 @@ from tests.fixtures import keystone_server as ks
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.fixtures import agent_daemon as svc
-from tests.integration.test_agent_rpc import LISTENING
-from tests.integration.test_agent_rpc import wait_for_log
+from tests.fixtures.agent_daemon import LISTENING
+from tests.fixtures.agent_daemon import wait_for_log
 from tests.integration.test_faults import assert_not_reshaped
 from tests.integration.test_faults import statuses
 

@@ -309,10 +309,13 @@ TEST_MODULES_IMPORTED = frozenset((
 ))
 
 
-def imported_test_modules(root=os.path.join(ROOT, 'tests')):
-    """``{test module imported: [importing file, ...]}`` over ``root``."""
+def imported_test_modules(*roots):
+    """``{test module imported: [importing file, ...]}`` over ``roots``
+    (default: the tests, the benchmarks and the tools)."""
     found = {}
-    for dirpath, _, files in os.walk(root):
+    for dirpath, _, files in (walked for root in roots or (
+            os.path.join(ROOT, d) for d in ('tests', 'bench', 'tools'))
+            for walked in os.walk(root)):
         for name in files:
             if not name.endswith('.py'):
                 continue
