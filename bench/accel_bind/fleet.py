@@ -38,7 +38,6 @@ import time
 import uuid as uuidlib
 
 from oslo_config import cfg
-from requests.adapters import HTTPAdapter
 
 from node_agent import conf as na_conf
 from node_agent import drivers
@@ -49,6 +48,8 @@ from node_agent.claims import rpc
 from node_agent.tracker import factory
 from node_agent.tracker import round as round_mod
 
+from bench.accel_bind import client
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 API_SERVER = os.path.join(HERE, 'api_server.py')
 AGENTS_SERVER = os.path.join(HERE, 'agents_server.py')
@@ -57,7 +58,8 @@ GROUP = {'resources:VGPU': '1'}
 GPUS = ('0000:3b:00.0', '0000:af:00.0')
 PROJECT = 'bbbbbbbb-0000-4000-8000-00000000000b'
 USER = 'bbbbbbbb-0000-4000-8000-00000000000c'
-ALLOC_MV = '1.38'
+PLACEMENT_HEADERS = dict(client.PLACEMENT_HEADERS, **{
+    'OpenStack-API-Version': 'placement 1.38'})
 START_TIMEOUT = 90
 
 
@@ -336,7 +338,6 @@ class Fleet:
         from tests.fixtures import placement_server as ps
         from tests.fixtures import postgres
         from tests.fixtures import rabbitmq
-        from tests.fixtures.placement_admin import admin_adapter
         stack = self._stack
         if self.pg is None:
             self.pg = postgres.PostgresServer().start()
@@ -348,14 +349,6 @@ class Fleet:
             processes=self.placement_processes)
         self.placement.start()
         stack.callback(self.placement.stop)
-        # The scheduler's side: one connection per cycle in flight.  A
-        # kept-alive connection the server closes as idle (cheroot's
-        # timeout, as Apache's KeepAliveTimeout) while a request goes out
-        # on it is reset: sent again, as nova's [placement]
-        # connect_retries does.
-        self.adapter = admin_adapter(self.placement.url, connect_retries=2)
-        self.adapter.session.session.mount('http://', HTTPAdapter(
-            pool_connections=4, pool_maxsize=64))
         conf = base_conf(self.workdir, 'fleet')
         self.snapshot = recorded.discover('host1', recorded.make_conf())
         driver_set = drivers.DriverSet(conf, self.snapshot)
@@ -386,10 +379,9 @@ class Fleet:
     # -- what nova does ----------------------------------------------------
 
     def session(self):
-        import requests
-        s = requests.Session()
-        s.headers['Content-Type'] = 'application/json'
-        return s
+        """Nova's client for one thread (:mod:`bench.accel_bind.client`),
+        for node-agent-api and Placement alike."""
+        return client.Client()
 
     def create_profile(self):
         resp = self.session().post(
@@ -397,33 +389,54 @@ class Fleet:
             json=[{'name': PROFILE, 'groups': [GROUP]}])
         assert resp.status_code == 201, resp.text
 
-    def allocate(self, instance, provider):
-        resp = self.adapter.put(
-            f'/allocations/{instance}', microversion=ALLOC_MV,
-            json={'allocations': {provider: {'resources': {'VGPU': 1}}},
-                  'project_id': PROJECT, 'user_id': USER,
-                  'consumer_generation': None,
-                  'consumer_type': 'INSTANCE'})
+    def placed(self, i):
+        """Where cycle ``i`` binds: ``(host, provider)``, host ``i %
+        agents``, its GPUs in turn."""
+        host = self.agent_names[i % len(self.agent_names)]
+        gpu = GPUS[(i // len(self.agent_names)) % len(GPUS)]
+        return host, gpu_provider(host, gpu)
+
+    def allocate(self, session, i, instance=None):
+        """The scheduler's claim for cycle ``i``'s instance (a new one
+        unless given): one VGPU on :meth:`placed`'s provider; the
+        instance."""
+        instance = instance or str(uuidlib.uuid4())
+        resp = session.put(
+            f'{self.placement.url}/allocations/{instance}',
+            headers=PLACEMENT_HEADERS,
+            json={'allocations': {self.placed(i)[1]: {
+                'resources': {'VGPU': 1}}},
+                'project_id': PROJECT, 'user_id': USER,
+                'consumer_generation': None, 'consumer_type': 'INSTANCE'})
         if resp.status_code != 204:
             raise RuntimeError(f'allocation of {instance}: '
                                f'{resp.status_code} {resp.text[:300]}')
+        return instance
 
-    def cycle(self, session, i, delete=True, race=False):
-        """One instance's ARQ created, bound on host ``i % agents``,
+    def deallocate(self, session, instance):
+        """The instance's allocation dropped, as nova does at delete."""
+        resp = session.delete(f'{self.placement.url}/allocations/{instance}',
+                              headers=PLACEMENT_HEADERS)
+        assert resp.status_code == 204, resp.text
+
+    def cycle(self, session, i, delete=True, race=False, instance=None):
+        """One instance's ARQ created, bound on :meth:`placed`'s provider,
         read back and (``delete``) deleted; returns a :class:`Cycle`.
+        ``instance``: one the scheduler placed already (:meth:`allocate`),
+        whose allocation the cycle leaves; None: the cycle makes the
+        allocation after the create and drops it after the delete.
         ``race``: the same bind is sent to two API processes at once."""
         urls = self.api.urls
         url = urls[i % len(urls)]
-        host = self.agent_names[i % len(self.agent_names)]
-        provider = gpu_provider(host, GPUS[(i // len(self.agent_names))
-                                           % len(GPUS)])
-        instance = str(uuidlib.uuid4())
+        host, provider = self.placed(i)
+        in_cycle = instance is None
         started = time.monotonic()
         resp = session.post(url + '/v2/accelerator_requests',
                             json={'device_profile_name': PROFILE})
         assert resp.status_code == 201, resp.text
         arq = resp.json()['arqs'][0]['uuid']
-        self.allocate(instance, provider)
+        if in_cycle:
+            instance = self.allocate(session, i)
         patch = {arq: [
             {'op': 'add', 'path': '/hostname', 'value': host},
             {'op': 'add', 'path': '/device_rp_uuid', 'value': provider},
@@ -440,8 +453,8 @@ class Fleet:
             resp = session.delete(url + f'/v2/accelerator_requests?instance='
                                         f'{instance}')
             assert resp.status_code == 204, resp.text
-            resp = self.adapter.delete(f'/allocations/{instance}')
-            assert resp.status_code == 204, resp.text
+            if in_cycle:
+                self.deallocate(session, instance)
         return Cycle(arq, instance, host, provider, statuses, got, bind_time,
                      time.monotonic() - started)
 
@@ -457,11 +470,10 @@ def _patch(session, urls, patch):
     if len(urls) == 1:
         return [session.patch(urls[0] + '/v2/accelerator_requests',
                               json=patch).status_code]
-    import requests
     statuses = [None] * len(urls)
 
     def send(k):
-        with requests.Session() as s:
+        with client.Client() as s:
             statuses[k] = s.patch(urls[k] + '/v2/accelerator_requests',
                                   json=patch).status_code
 
