@@ -41,7 +41,8 @@ Threads and signals::
 
 The event sources (udev, libvirt domain events, device health) start
 within a bound each, or are done without
-(:mod:`node_agent.tracker.watchers`).
+(:mod:`node_agent.tracker.watchers`).  The splay, the startup's waits
+and the back-off every retry uses: :mod:`node_agent.tracker.startup`.
 
 Beside nova-compute, a compute node root nova-compute has not created yet
 is waited for in the same way, the status line saying ``waiting for
@@ -74,12 +75,10 @@ Exit status, and which errors are waited out:
 import contextlib
 import functools
 import logging as std_logging
-import random
 import signal
 import threading
 import time
 
-import tenacity
 from oslo_log import log as logging
 from oslo_service import backend
 
@@ -91,11 +90,11 @@ from oslo_service import service  # noqa: E402
 from node_agent import exception  # noqa: E402
 from node_agent import local_state  # noqa: E402
 from node_agent import metrics as metrics_mod  # noqa: E402
-from node_agent import text  # noqa: E402
 from node_agent.conf import reload as conf_reload  # noqa: E402
 from node_agent.tracker import claims_server  # noqa: E402
 from node_agent.tracker import exit_policy  # noqa: E402
 from node_agent.tracker import problems  # noqa: E402
+from node_agent.tracker import startup  # noqa: E402
 from node_agent.tracker import watchers  # noqa: E402
 
 LOG = logging.getLogger(__name__)
@@ -140,21 +139,23 @@ class AgentService(service.Service):
                                               reload_placement)
         self.exit_code = exit_policy.EXIT_OK
         self._stop = threading.Event()
-        self.claims_server = claims_server.ClaimsServer(
-            claims_rpc, notifier, self.metrics, self._stop, self._backoff)
         self._wake = threading.Event()
         self._reload = threading.Event()
         self._early = threading.Event()
         self._done = threading.Event()
         self._syncing = threading.Event()   # a startup or audit under way
-        self._waited_for = None     # what the startup waits for, if any
-        self._away = None           # (since, failed audits) Placement away
         self._thread = None
         # A stop ends a sync before its next Placement request.
         tracker.stop_when(self._stop.is_set)
         # What is wrong now, in the status line and the metrics.
         self._problems = problems.Problems(notifier, self.metrics)
         self.metrics.listen(self._problems.note)
+        self._pacing = startup.Pacing(conf.audit, notifier, self._problems,
+                                      self._sleep, self._stop.is_set)
+        self._away = startup.Away()
+        self.claims_server = claims_server.ClaimsServer(
+            claims_rpc, notifier, self.metrics, self._stop,
+            self._pacing.backoff)
 
     # -- oslo.service interface ---------------------------------------------
 
@@ -205,8 +206,8 @@ class AgentService(service.Service):
             self._start_udev()
             self._start_domain_events()
             self._start_device_health()
-            self._splay()
-            self._startup()
+            self._pacing.splay()
+            self._pacing.startup(self._startup_once)
             self._problems.solved('startup')
             self._show_state_faults()
             self.notifier.ready(status=self.tracker.status_line())
@@ -283,48 +284,6 @@ class AgentService(service.Service):
         if self.tracker.request_full_read(domain_uuid):  # offered again now
             self.early_audit()
 
-    def _splay(self):
-        """Wait a random time within ``[audit] startup_splay`` seconds."""
-        window = self.conf.audit.startup_splay
-        if window <= 0:
-            return
-        delay = random.uniform(0, window)
-        self.notifier.set_status(f'starting in {delay:.1f} s '
-                                 '([audit] startup_splay)')
-        LOG.info('waiting %.1f s before the first Placement read '
-                 '([audit] startup_splay = %s)', delay, window)
-        self._sleep(delay)
-        if self._stop.is_set():
-            raise watchers.Stopped()
-
-    def _startup(self):
-        self.notifier.set_status('starting: scanning the host and reading '
-                                 'Placement')
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type(
-                exit_policy.WAIT_ERRORS),
-            wait=self._startup_wait,
-            sleep=self._sleep,
-            before_sleep=self._waiting,
-            reraise=True)
-        result = retrying(self._startup_once)
-        attempts = retrying.statistics.get('attempt_number', 1)
-        if attempts > 1:
-            # The end of the wait _waiting announced, once.
-            LOG.info('waited for %s: the startup went through at attempt '
-                     '%d, after %.1f s', self._waited_for, attempts,
-                     retrying.statistics.get('delay_since_first_attempt',
-                                             0.0))
-        return result
-
-    def _startup_wait(self, retry_state):
-        """Capped exponential backoff, jittered by up to one initial
-        step: min(max, initial * 2**(n-1) + U(0, initial))."""
-        audit = self.conf.audit
-        return min(audit.startup_backoff_max,
-                   self._backoff(retry_state.attempt_number)
-                   + random.uniform(0, audit.startup_backoff_initial))
-
     def _startup_once(self):
         self._handle_reload()
         if self._stop.is_set():
@@ -339,28 +298,6 @@ class AgentService(service.Service):
             yield
         finally:
             self._syncing.clear()
-
-    def _backoff(self, failures):
-        """Seconds to wait after ``failures`` failed attempts in a row."""
-        audit = self.conf.audit
-        return min(audit.startup_backoff_max,
-                   audit.startup_backoff_initial * 2 ** (failures - 1))
-
-    def _waiting(self, retry_state):
-        """The status line at every failed attempt; the log once when a
-        wait starts (or waits on something else), at DEBUG after; what
-        each error says: ``exit_policy.STARTUP_WAITS``."""
-        exc = retry_state.outcome.exception()
-        wait = exit_policy.startup_wait(exc)
-        what = wait.what(exc)
-        since = (self._problems.problem('startup', str(exc))
-                 if wait.problem else None)
-        self.notifier.set_status(wait.status(exc, what, since))
-        level = logging.DEBUG if what == self._waited_for else wait.level
-        self._waited_for = what
-        if wait.log is not None:
-            form, args = wait.log(what, exc, retry_state.next_action.sleep)
-            LOG.log(level, form, *args)
 
     def _sleep(self, seconds):
         deadline = time.monotonic() + seconds
@@ -394,7 +331,7 @@ class AgentService(service.Service):
                 failures = 0 if self._audit() else failures + 1
                 wait = self.conf.audit.interval
                 if failures:
-                    wait = min(wait, self._backoff(failures))
+                    wait = min(wait, self._pacing.backoff(failures))
                 next_audit = time.monotonic() + wait
 
     def _handle_reload(self):
@@ -436,7 +373,7 @@ class AgentService(service.Service):
         finally:
             self.metrics.audit(outcome.result, time.monotonic() - start)
             self._show_state_faults()
-        return self._audit_logged(failure)
+        return self._away.after(failure)
 
     def _say_audit(self, outcome):
         """The status line and the problems as ``outcome`` says."""
@@ -451,26 +388,6 @@ class AgentService(service.Service):
             self.notifier.set_status(f'{detail} (since {since})')
         elif how is not None:
             self._problems.audit(how, detail)
-
-    def _audit_logged(self, failure):
-        """Said outside the except blocks (oslo.log would say it twice)."""
-        if isinstance(failure, exception.PlacementUnavailable):
-            # Once when the wait starts, once when it ends (below).
-            since, failed = self._away or (time.monotonic(), 0)
-            LOG.log(logging.DEBUG if failed else logging.WARNING,
-                    'audit: %s is not reachable (%s); trying again with '
-                    'backoff', failure.service, failure.cause)
-            self._away = (since, failed + 1)
-            return False
-        if failure is not None:
-            LOG.error('audit failed: %s', failure)
-        if self._away is not None:
-            since, failed = self._away
-            self._away = None
-            LOG.info('audit: Placement answered again after %s, %.1f s',
-                     text.plural(failed, 'failed audit'),
-                     time.monotonic() - since)
-        return True
 
 
 class _OneProcessIsTheDesign(std_logging.Filter):

@@ -18,7 +18,7 @@ from node_agent import cmd
 from node_agent.tracker import service
 from node_agent.tracker import systemd
 
-LOGGER = 'node_agent.tracker.service'
+LOGGER = 'node_agent.tracker.startup'
 
 
 def _refuse(times):
