@@ -123,7 +123,7 @@ def nvml_xid(server, workdir, runs):
     XID 79 once the benchmark opens the gate."""
     from node_agent import identity
     from tests.fixtures import hosts
-    from tests.functional.tracker import test_device_health as dh
+    from tests.fixtures import device_health as dh
     adapter = ps.admin_adapter(server.url)
     times = []
     for n in range(runs):

@@ -49,6 +49,7 @@ from node_agent.tracker import factory
 from node_agent.tracker import round as round_mod
 
 from bench.accel_bind import client
+from tests.fixtures.ports import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 API_SERVER = os.path.join(HERE, 'api_server.py')
@@ -222,13 +223,6 @@ def api_conf_text(state_path, port, database, placement_url,
         '[placement]', 'auth_type = admin_token',
         f'endpoint = {placement_url}', 'token = admin',
         'noauth_roles = admin,service', '']) + '\n'
-
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 class ApiServers:

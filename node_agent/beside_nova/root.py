@@ -106,6 +106,16 @@ def root_name(conf):
     return conf.nova.hypervisor_hostname or conf.host
 
 
+def read_tree(conf, report_client, ensure=True):
+    """This host's tree in Placement, its root found as ``[DEFAULT]
+    deployment`` says (:class:`RootFinder`).
+
+    ``ensure=False`` writes nothing: a missing root gives the tree that
+    ensuring it would create.
+    """
+    return RootFinder(conf, report_client).read(ensure)
+
+
 class RootFinder:
     """Finds (and where the mode allows, creates) this host's root."""
 

@@ -96,6 +96,10 @@ class UdevMonitor:
                                         name='udev-monitor', daemon=True)
         self._thread.start()
 
+    def running(self):
+        """Whether the monitor's thread reads events now."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self):
         self._stop.set()
         if self._thread is not None:

@@ -16,11 +16,11 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent.conf import gpu_layout as opts
+from node_agent.beside_nova import root
 from node_agent.gpu_layout import plan as plan_mod
 from node_agent.gpu_layout import run
 from node_agent.hardware import settings as settings_mod
 from node_agent.tracker import factory
-from node_agent.tracker import tracker as tracker_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def allocated(conf, adapter, snapshot):
     client = factory.report_client(conf, adapter, stateful=False,
                                    read_state=True)
     try:
-        tree = tracker_mod.read_tree(conf, client, ensure=False)
+        tree = root.read_tree(conf, client, ensure=False)
         if tree.roots[0].generation is None:
             return {}               # no tree in Placement: nothing held
         view = client.tree_allocations(tree.roots[0].uuid).view

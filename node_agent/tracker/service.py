@@ -186,6 +186,19 @@ class AgentService(service.Service):
     def reset(self):
         self.reload()
 
+    def wait_stopped(self, timeout=None):
+        """Wait for the worker to end (stopped, or a fatal error: see
+        :attr:`exit_code`); whether it has."""
+        return self._done.wait(timeout)
+
+    def stopping(self):
+        """Whether a stop was asked for (the worker may still run)."""
+        return self._stop.is_set()
+
+    def syncing(self):
+        """Whether a startup or an audit is under way."""
+        return self._syncing.is_set()
+
     # -- events ---------------------------------------------------------------
 
     def reload(self, *args):
@@ -328,7 +341,7 @@ class AgentService(service.Service):
                 self._early.clear()
                 next_audit = time.monotonic()
             if time.monotonic() >= next_audit:
-                failures = 0 if self._audit() else failures + 1
+                failures = 0 if self.audit() else failures + 1
                 wait = self.conf.audit.interval
                 if failures:
                     wait = min(wait, self._pacing.backoff(failures))
@@ -351,9 +364,10 @@ class AgentService(service.Service):
         self.tracker.forget_placement()
         return True
 
-    def _audit(self):
-        """One audit; False when Placement was away (try again soon).
-        What its round or error means: ``exit_policy.AUDIT_OUTCOMES``."""
+    def audit(self):
+        """One audit, in the caller's thread; False when Placement was
+        away (try again soon).  What its round or error means:
+        ``exit_policy.AUDIT_OUTCOMES``."""
         start = time.monotonic()
         outcome, failure = exit_policy.AUDIT_CUT_SHORT, None
         try:
@@ -373,6 +387,10 @@ class AgentService(service.Service):
         finally:
             self.metrics.audit(outcome.result, time.monotonic() - start)
             self._show_state_faults()
+        if failure is not None and not isinstance(
+                failure, exception.PlacementUnavailable):
+            # Outside the except block: oslo.log would say it twice.
+            LOG.error('audit failed: %s', failure)
         return self._away.after(failure)
 
     def _say_audit(self, outcome):

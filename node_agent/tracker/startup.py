@@ -123,8 +123,9 @@ class Away:
         self._since = None          # (since, failed audits)
 
     def after(self, failure):
-        """Log what the audit that ended with ``failure`` (None: it went
-        through) means; False when Placement was away (try again soon)."""
+        """Log what the audit that ended with ``failure`` (None: none)
+        means for the wait; False when Placement was away (try again
+        soon).  Another failure is the caller's to log."""
         if isinstance(failure, exception.PlacementUnavailable):
             since, failed = self._since or (self.clock(), 0)
             LOG.log(logging.DEBUG if failed else logging.WARNING,
@@ -132,8 +133,6 @@ class Away:
                     'backoff', failure.service, failure.cause)
             self._since = (since, failed + 1)
             return False
-        if failure is not None:
-            LOG.error('audit failed: %s', failure)
         if self._since is not None:
             since, failed = self._since
             self._since = None

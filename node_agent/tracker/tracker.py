@@ -105,15 +105,6 @@ def _drivers(conf, snapshot, health=None):
     return drivers.DriverSet(conf, snapshot, health)
 
 
-def read_tree(conf, report_client, ensure=True):
-    """This host's tree in Placement (:mod:`node_agent.beside_nova.root`).
-
-    ``ensure=False`` writes nothing: a missing root gives the tree that
-    ensuring it would create.
-    """
-    return root_mod.RootFinder(conf, report_client).read(ensure)
-
-
 def _reread_may_cure(exc):
     """A reshape conflict, or Placement refusing a reshape (400/409) that
     data read again may fix; not a reshape the drivers found impossible."""
@@ -463,6 +454,14 @@ class ResourceTracker:
     def use_health(self, monitor):
         """Reserve ``monitor``'s unhealthy devices from now on."""
         self._health = monitor
+
+    def health(self):
+        """The device health monitor (:meth:`use_health`), or None."""
+        return self._health
+
+    def root(self):
+        """How this host's root is found and named (its RootFinder)."""
+        return self._root
 
     def use_clock(self, clock):
         """The claim checks' clock (seconds since the epoch)."""

@@ -37,7 +37,8 @@ from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
 from tests.integration import test_bind_beside_nova as beside
-from tests.integration import test_bind_rpc as bind_rpc
+from tests.fixtures import bind_daemon
+from tests.fixtures import waiting
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +157,7 @@ class Boot:
                                 self.cloud.nova_compute_id_path(self.host))
         for group, name, value in self.kind.agent:
             conf.set_override(name, value, group)
-        return bind_rpc.serving(conf, broker)
+        return bind_daemon.serving(conf, broker)
 
     @contextlib.contextmanager
     def agent(self, conf, broker):
@@ -168,10 +169,10 @@ class Boot:
                 recorded = hosts.nvml(self.kind.recorded)
                 patch.setattr(nvml_source, 'import_pynvml',
                               lambda: recorded)
-            with bind_rpc.daemon(self.agent_conf(conf, broker),
-                                 ps.admin_adapter(
-                                     self.cloud.server.url)) as svc:
-                bind_rpc.wait_for(lambda: names <= set(
+            with bind_daemon.daemon(self.agent_conf(conf, broker),
+                                    ps.admin_adapter(
+                                        self.cloud.server.url)) as svc:
+                waiting.wait_for(lambda: names <= set(
                     self.cloud.names().values()),
                     'the agent offers its providers')
                 yield svc
@@ -293,8 +294,8 @@ def boot_delete(boot, svc):
         # A provider per device: the device bound is the one chosen.
         assert address_of(arq) == chosen
     # Deleted: released on the host, nothing left in the API or Placement.
-    bind_rpc.wait_for(lambda: svc.tracker.claim_manager().list() == [],
-                      'the claim released')
+    waiting.wait_for(lambda: svc.tracker.claim_manager().list() == [],
+                     'the claim released')
     assert boot.arqs(consumer) == (200, [])
     assert boot.usage(provider) == {rc: 0}
     assert boot.offered(provider, rc)
@@ -384,8 +385,8 @@ def test_a_two_unit_group_gives_the_guest_two_distinct_mdevs(
         claims = svc.tracker.claim_manager().list()
         spawned = boot.build(placed['consumer'])
         assert 'error' not in spawned, spawned
-        bind_rpc.wait_for(lambda: svc.tracker.claim_manager().list() == [],
-                          'the claims released')
+        waiting.wait_for(lambda: svc.tracker.claim_manager().list() == [],
+                         'the claims released')
     arqs = spawned['arqs']
     assert sorted(a['uuid'] for a in arqs) == sorted(
         a['uuid'] for a in placed['arqs'])

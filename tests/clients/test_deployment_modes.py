@@ -40,6 +40,7 @@ from tests.clients import harness
 from tests.functional.tracker import test_offline_cpus as offline_cpus
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
+from tests.fixtures import ports
 from tests.fixtures import prometheus
 from tests.fixtures.hosts import make_hosts
 from tests.fixtures import agent_daemon as svc
@@ -400,7 +401,7 @@ def test_standalone_started_first_refuses_once_nova_compute_runs(
     the operator's choice of mode, not ours to mend), and the agent's
     next audit sees nova's compute_id, refuses, naming nova-compute, and
     writes nothing; restarted, it exits 78 saying the same."""
-    port = prometheus.free_port()
+    port = ports.free_port()
     url = f'http://127.0.0.1:{port}/metrics'
     configure(agent, server, cloud, 'standalone', extra=(
         '[audit]', 'interval = 1', '[metrics]', 'enabled = true',

@@ -30,12 +30,12 @@ from tests.fixtures import keystone_server as ks_mod
 from tests.fixtures import nova_events
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
-from tests.integration import test_bind_rpc as bind_rpc
+from tests.fixtures import bind_daemon
 
 pytestmark = pytest.mark.integration
 
 keystone = ks_mod.keystone
-host1 = bind_rpc.host1
+host1 = bind_daemon.host1
 PROFILE = {'name': 'vgpu-and-gpu', 'groups': [
     {'resources:VGPU': '1', 'trait:CUSTOM_GPU_NVIDIA_TESLA_T4': 'required'},
     {'resources:PGPU': '1'}]}
@@ -139,7 +139,7 @@ def test_nova_drives_every_call(host1, server, broker, keystone, accounts,
     api = api_server.ApiServer(tmp_path / 'api',
                                _api_sections(ks, server, broker))
     with nova_events.NovaEvents(validate=accounts.roles_of) as nova, \
-            api, bind_rpc.daemon(host1, placement) as svc:
+            api, bind_daemon.daemon(host1, placement) as svc:
         accounts.service('accelerator', api.url + '/v2')
         accounts.service('compute', nova.url)
         operator = ks_adapter.Adapter(
@@ -149,12 +149,12 @@ def test_nova_drives_every_call(host1, server, broker, keystone, accounts,
         assert resp.status_code == 201, resp.text
         instance = str(uuid.uuid4())
         allocations.put(placement, instance, {
-            bind_rpc.VGPU_RP: {'VGPU': 1}, bind_rpc.PGPU_RP: {'PGPU': 1}},
-            project['id'], user['id'])
+            bind_daemon.VGPU_RP: {'VGPU': 1},
+            bind_daemon.PGPU_RP: {'PGPU': 1}}, project['id'], user['id'])
 
         result = harness.drive('nova_cyborg', {
             'workdir': str(tmp_path / 'nova'),
-            'placement_url': server.url, 'host': bind_rpc.HOST,
+            'placement_url': server.url, 'host': bind_daemon.HOST,
             'auth_url': ks.auth_url, 'region': ks_mod.REGION,
             'user': {'username': user['name'],
                      'password': accounts.passwords[user['name']],
@@ -164,8 +164,8 @@ def test_nova_drives_every_call(host1, server, broker, keystone, accounts,
                 'password': accounts.passwords[nova_user['name']],
                 'project_name': ks_mod.SERVICE_PROJECT},
             'profile': PROFILE['name'], 'instance': instance,
-            'rg_rp_map': {'device_profile_0': [bind_rpc.VGPU_RP],
-                          'device_profile_1': [bind_rpc.PGPU_RP]}})
+            'rg_rp_map': {'device_profile_0': [bind_daemon.VGPU_RP],
+                          'device_profile_1': [bind_daemon.PGPU_RP]}})
         events = nova.wait_for(2)
         left = svc.tracker.claim_manager().list()
 
@@ -176,8 +176,8 @@ def test_nova_drives_every_call(host1, server, broker, keystone, accounts,
          'required_traits': []}]
     created = result['created']
     assert [(a['device_profile_group_id'], a['device_rp_uuid'], a['state'])
-            for a in created] == [(0, bind_rpc.VGPU_RP, 'Initial'),
-                                  (1, bind_rpc.PGPU_RP, 'Initial')]
+            for a in created] == [(0, bind_daemon.VGPU_RP, 'Initial'),
+                                  (1, bind_daemon.PGPU_RP, 'Initial')]
     # Resolved when nova-compute first asks: it need not wait.
     resolved = {a['uuid']: a for a in result['resolved']}
     assert sorted(resolved) == sorted(a['uuid'] for a in created)
@@ -190,7 +190,7 @@ def test_nova_drives_every_call(host1, server, broker, keystone, accounts,
         'domain': '0000', 'bus': 'af', 'device': '00', 'function': '0'}
     assert {(a['hostname'], a['instance_uuid'], a['project_id'])
             for a in resolved.values()} == {
-        (bind_rpc.HOST, instance, project['id'])}
+        (bind_daemon.HOST, instance, project['id'])}
     assert result['by_uuid']['uuid'] == created[0]['uuid']
     assert 'returned no accelerator requests' in result['after_delete']
     assert len(result['second']) == 2

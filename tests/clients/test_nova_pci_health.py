@@ -16,8 +16,8 @@ from node_agent.tracker import service
 from tests.clients import harness
 from tests.fixtures import placement_server as ps
 from tests.functional.tracker import test_pci_health as pci
-from tests.functional.tracker.test_device_health import Clock
-from tests.functional.tracker.test_device_health import wait_for
+from tests.fixtures.device_health import Clock
+from tests.fixtures.waiting import wait_for
 
 H100 = '0000:00:06.0'
 PCI_CLASS = 'CUSTOM_PCI_10DE_2330'
@@ -117,7 +117,7 @@ def test_beside_nova_an_unhealthy_device_nova_reports_is_reserved(
 
         pci.aer(sys_root, 'aer_dev_fatal', 1)
         wait_for(lambda: reserved(api, uuid) == 1, "nova's provider reserved")
-        assert agent.rt._health.health(H100).state == 'isolated'
+        assert agent.rt.health().health(H100).state == 'isolated'
         assert agent.writes() == [
             ('PUT', f'/resource_providers/{uuid}/inventories')]
 

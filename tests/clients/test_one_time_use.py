@@ -34,8 +34,8 @@ from tests.fixtures import rabbitmq
 from tests.fixtures.hosts import make_hosts
 from tests.functional.tracker import conftest as tc
 from tests.functional.tracker import test_pci_health as pci
-from tests.functional.tracker.test_device_health import Clock
-from tests.functional.tracker import test_device_health
+from tests.fixtures import waiting
+from tests.fixtures.device_health import Clock
 from tests.fixtures import agent_daemon as svc
 from tests.integration import test_health_notifications as notifications
 
@@ -63,7 +63,7 @@ esac
 def wait_for(condition, what, timeout=90):
     """A clean reads libvirt twice and Placement three times: on a busy
     machine that takes a while."""
-    test_device_health.wait_for(condition, what, timeout)
+    waiting.wait_for(condition, what, timeout)
 
 
 def inventory(api, uuid):
@@ -181,7 +181,7 @@ def audit_until(agent, condition, what):
     agent.svc.early_audit()
 
     def done():
-        if len(agent.adapter.calls) <= calls or agent.svc._syncing.is_set() \
+        if len(agent.adapter.calls) <= calls or agent.svc.syncing() \
                 or not agent.rt.one_time_use().wait(0):
             return False
         if condition():

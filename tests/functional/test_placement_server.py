@@ -20,7 +20,7 @@ from tests.fixtures.placement_server import PlacementServerError
 from tests.fixtures.placement_server import admin_adapter
 from tests.fixtures.placement_server import placement_server  # noqa: F401
 from tests.fixtures.placement_server import read_request_log
-from tests.fixtures.prometheus import free_port
+from tests.fixtures.ports import free_port
 
 OVER_EACH_DATABASE = pytest.mark.parametrize('database', DATABASES)
 

@@ -31,7 +31,7 @@ from tests.fixtures.agent_rpc import PF
 from tests.fixtures.agent_rpc import PF_RP
 from tests.fixtures.agent_rpc import PF_VFS
 from tests.fixtures.agent_rpc import configure
-from tests.integration import test_claims_rpc as rpc_tests
+from tests.fixtures import claims_conf
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +43,7 @@ def test_remote_claims_through_the_daemon(agent, server, broker,  # noqa: F811
     agent.wait_for('READY=1')
     wait_for_log(agent, LISTENING)
     client = rpc.ClaimClient(
-        rpc_tests.make_conf(tmp_path / 'client', broker.url), timeout=30)
+        claims_conf.make_conf(tmp_path / 'client', broker.url), timeout=30)
     try:
         claim = client.claim(HOST, C1, {PF_RP: {'resources': {
             'SRIOV_NET_VF': 1}}})
@@ -124,7 +124,7 @@ def test_a_broker_outage_is_said_and_no_claim_outlives_its_caller(
     agent.start()
     agent.wait_for('READY=1')
     wait_for_log(agent, LISTENING)
-    conf = rpc_tests.make_conf(tmp_path / 'client', broker.url)
+    conf = claims_conf.make_conf(tmp_path / 'client', broker.url)
     client = rpc.ClaimClient(conf, timeout=30)
     impatient = rpc.ClaimClient(conf, timeout=2)
     vf = {PF_RP: {'resources': {'SRIOV_NET_VF': 1}}}

@@ -1,6 +1,6 @@
 """node-agent-api binds on the host: the application as the factory
 builds it, over a real in-process Placement, calls the agent daemon of
-recorded host 1 (as ``node-agent`` builds it, test_bind_rpc.py's
+recorded host 1 (as ``node-agent`` builds it, tests/fixtures/bind_daemon.py's
 ``daemon``) over a private RabbitMQ on 127.0.0.1, and tells a stand-in
 for nova's events endpoint.  The instance's allocation is written to
 Placement first, as nova's scheduler does before the conductor binds.
@@ -14,19 +14,20 @@ from tests.fixtures import nova_events
 from tests.functional.api.conftest import Client
 from tests.functional.api.conftest import binding
 from tests.functional.api.conftest import fault
-from tests.integration import test_claims_rpc as rpc_tests
-from tests.integration.test_bind_rpc import HOST
-from tests.integration.test_bind_rpc import PGPU_RP
-from tests.integration.test_bind_rpc import ROOT
-from tests.integration.test_bind_rpc import VGPU_GPU
-from tests.integration.test_bind_rpc import VGPU_RP
-from tests.integration.test_bind_rpc import allocate
-from tests.integration.test_bind_rpc import daemon
-from tests.integration import test_bind_rpc as bind_rpc
+from tests.fixtures import claims_conf
+from tests.fixtures.bind_daemon import HOST
+from tests.fixtures.bind_daemon import PGPU_RP
+from tests.fixtures.bind_daemon import ROOT
+from tests.fixtures.bind_daemon import VGPU_GPU
+from tests.fixtures.bind_daemon import VGPU_RP
+from tests.fixtures.bind_daemon import allocate
+from tests.fixtures.bind_daemon import daemon
+from tests.fixtures import bind_daemon
+from tests.fixtures import waiting
 
 pytestmark = pytest.mark.integration
 
-host1 = bind_rpc.host1
+host1 = bind_daemon.host1
 
 I1 = '11111111-0000-4000-8000-000000000001'
 PROFILE = {'name': 'vgpu-t4', 'groups': [
@@ -42,7 +43,7 @@ def nova():
 
 @pytest.fixture
 def api(broker, placement_adapter, nova, tmp_path):
-    conf = rpc_tests.make_conf(tmp_path / 'api', broker.url)
+    conf = claims_conf.make_conf(tmp_path / 'api', broker.url)
     conf.set_override('bind_timeout', 2, 'api')
     migration.sync(conf)
     app = wsgi.init_application(conf, placement=placement_adapter,
@@ -191,5 +192,5 @@ def test_a_release_its_host_missed_is_done_when_its_agent_is_back(
                ).status_code == 204
     assert api('GET', '/v2/accelerator_requests').json['arqs'] == []
     with daemon(host1, placement_adapter) as svc:
-        bind_rpc.wait_for(lambda: svc.tracker.claim_manager().list() == [],
-                          'the claims released')
+        waiting.wait_for(lambda: svc.tracker.claim_manager().list() == [],
+                         'the claims released')

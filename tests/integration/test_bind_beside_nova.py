@@ -10,7 +10,7 @@ service is built as ``node-agent`` builds it
 (:func:`node_agent.tracker.factory.tracker`, ``claims_rpc``) over a real
 in-process Placement and a private RabbitMQ on 127.0.0.1; the caller is
 :class:`~node_agent.claims.rpc.ClaimClient`, as ``node-agent-api`` calls
-it (``tests/integration/test_bind_rpc.py``).  Each card's vGPUs are one
+it (``tests/fixtures/bind_daemon.py``).  Each card's vGPUs are one
 pooled provider of ``CUSTOM_NA_VGPU``: a bind picks a free VF of it.
 """
 
@@ -26,11 +26,12 @@ from node_agent.conf import devices as devices_conf
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.functional.tracker import test_modes as modes
-from tests.integration import test_bind_rpc as bind_rpc
+from tests.fixtures import bind_daemon
+from tests.fixtures import waiting
 
 pytestmark = pytest.mark.integration
 
-HOST = bind_rpc.HOST
+HOST = bind_daemon.HOST
 ROOT = modes.NOVA_UUID
 A10, L40S = '0000:3b:00.0', '0000:af:00.0'
 A10_RP = identity.child_uuid(ROOT, identity.pci_id(A10))
@@ -72,8 +73,9 @@ def accelerator_path(conf, recorded, types, nodename, nova_conf,
 
 
 def beside_nova(conf, tmp_path, adapter, types, recorded='host4'):
-    """``conf`` (test_bind_rpc's ``host1``, its broker and claims RPC) for
-    ``recorded`` host beside nova-compute with the accelerator path,
+    """``conf`` (the ``host1`` of tests/fixtures/bind_daemon.py, its broker
+    and claims RPC) for ``recorded`` host beside nova-compute with the
+    accelerator path,
     the agent's vGPU ``types`` (``{type: device_addresses}``), nova's
     root in Placement and its compute_id and (empty) nova.conf."""
     nova_conf = tmp_path / 'nova.conf'
@@ -110,7 +112,7 @@ def fpga_host(host1, tmp_path, placement_adapter):
 def allocate(adapter, n, provider, rc):
     allocs.put(adapter, INSTANCES[n], {ROOT: {'VCPU': 1},
                                        provider: {rc: 1}},
-               bind_rpc.PROJECT, bind_rpc.USER)
+               bind_daemon.PROJECT, bind_daemon.USER)
 
 
 def bind(client, n, provider, group):
@@ -127,7 +129,7 @@ def pci(address, **extra):
 
 def test_a_pooled_a10_vgpu_binds_an_mdev_on_a_vf(
         vgpus, placement_adapter, client):
-    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+    with bind_daemon.daemon(vgpus, placement_adapter) as svc:
         allocate(placement_adapter, 0, A10_RP, 'CUSTOM_NA_VGPU')
         handle = bind(client, 0, A10_RP, A10_GROUP)
         [claim] = svc.tracker.claim_manager().list()
@@ -143,7 +145,7 @@ def test_a_pooled_a10_vgpu_binds_an_mdev_on_a_vf(
 
 def test_an_l40s_vendor_vfio_vgpu_binds_a_vf_by_pci(
         vgpus, placement_adapter, client):
-    with bind_rpc.daemon(vgpus, placement_adapter):
+    with bind_daemon.daemon(vgpus, placement_adapter):
         allocate(placement_adapter, 0, L40S_RP, 'CUSTOM_NA_VGPU')
         handle = bind(client, 0, L40S_RP, L40S_GROUP)
     vf = handle['device_address']
@@ -154,7 +156,7 @@ def test_an_l40s_vendor_vfio_vgpu_binds_a_vf_by_pci(
 
 
 def test_a_whole_gpu_binds_by_pci(whole_l40s, placement_adapter, client):
-    with bind_rpc.daemon(whole_l40s, placement_adapter):
+    with bind_daemon.daemon(whole_l40s, placement_adapter):
         allocate(placement_adapter, 0, L40S_RP, 'CUSTOM_NA_PGPU')
         handle = bind(client, 0, L40S_RP, PGPU_GROUP)
     assert handle == {'attach_handle_type': 'PCI',
@@ -167,14 +169,14 @@ def test_concurrent_binds_on_a_pooled_card_take_distinct_vfs(
     """The A10's pool has 4 units: 4 instances bound at once take its 4
     VFs, one each; a fifth allocation is refused by Placement, and its
     bind finds nothing allocated."""
-    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+    with bind_daemon.daemon(vgpus, placement_adapter) as svc:
         for n in range(4):
             allocate(placement_adapter, n, A10_RP, 'CUSTOM_NA_VGPU')
         fifth = placement_adapter.put(
             f'/allocations/{INSTANCES[4]}', microversion=allocs.MICROVERSION,
             json={'allocations': {A10_RP: {'resources': {
                 'CUSTOM_NA_VGPU': 1}}},
-                'project_id': bind_rpc.PROJECT, 'user_id': bind_rpc.USER,
+                'project_id': bind_daemon.PROJECT, 'user_id': bind_daemon.USER,
                 'consumer_generation': None, 'consumer_type': 'INSTANCE'})
         assert fifth.status_code == 409, fifth.text
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -190,15 +192,15 @@ def test_concurrent_binds_on_a_pooled_card_take_distinct_vfs(
     assert len({h['attach_handle_uuid'] for h in handles}) == 4
 
 
-client = bind_rpc.client
-host1 = bind_rpc.host1
+client = bind_daemon.client
+host1 = bind_daemon.host1
 
 
 def test_an_accelerator_binds_by_pci(fpga_host, placement_adapter, client):
     """Host 1's FPGA, ``CUSTOM_NA_ACCELERATOR``: bound by its address,
     once."""
     provider = identity.child_uuid(ROOT, identity.pci_id(FPGA))
-    with bind_rpc.daemon(fpga_host, placement_adapter):
+    with bind_daemon.daemon(fpga_host, placement_adapter):
         allocate(placement_adapter, 0, provider, 'CUSTOM_NA_ACCELERATOR')
         handle = bind(client, 0, provider, FPGA_GROUP)
         with pytest.raises(exception.BindRejected) as err:
@@ -223,10 +225,10 @@ def test_a_drained_vf_of_a_pooled_card_is_reserved_and_never_bound(
     of the A10 reserves one unit of its card's pool, and the binds of
     the three units left take the three other VFs."""
     drained = A10_VFS[1]
-    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+    with bind_daemon.daemon(vgpus, placement_adapter) as svc:
         assert reserved(placement_adapter, A10_RP, 'CUSTOM_NA_VGPU') == 0
         drains.drain(drains.path_for(vgpus), drained, 'fan replacement')
-        bind_rpc.wait_for(lambda: reserved(
+        waiting.wait_for(lambda: reserved(
             placement_adapter, A10_RP, 'CUSTOM_NA_VGPU') == 1,
             'the drained VF reserved')
         for n in range(3):

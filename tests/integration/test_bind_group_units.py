@@ -15,7 +15,7 @@ import pytest
 from node_agent import exception
 from tests.fixtures import allocations as allocs
 from tests.integration import test_bind_beside_nova as nova
-from tests.integration import test_bind_rpc as bind_rpc
+from tests.fixtures import bind_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -23,15 +23,15 @@ GROUP4 = dict(nova.A10_GROUP, **{'resources:CUSTOM_NA_VGPU': '4'})
 INSTANCE = nova.INSTANCES[0]
 ARQS = [f'bbbbbbb{n}-2222-4000-8000-00000000000{n}' for n in range(6)]
 
-client = bind_rpc.client
-host1 = bind_rpc.host1
+client = bind_daemon.client
+host1 = bind_daemon.host1
 vgpus = nova.vgpus
 
 
 def allocate(adapter, units):
     allocs.put(adapter, INSTANCE, {nova.ROOT: {'VCPU': 1},
                                    nova.A10_RP: {'CUSTOM_NA_VGPU': units}},
-               bind_rpc.PROJECT, bind_rpc.USER)
+               bind_daemon.PROJECT, bind_daemon.USER)
 
 
 def bind(client, arq, group=GROUP4, index=0):
@@ -44,7 +44,7 @@ def test_a_group_of_four_vgpus_binds_four_vfs_one_claim_each(
     """4 ARQs of the group take the A10's 4 VFs, one claim of one unit
     each; the same ARQ again answers its handle; a 5th ARQ is refused:
     the instance holds 4 units there, all bound."""
-    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+    with bind_daemon.daemon(vgpus, placement_adapter) as svc:
         allocate(placement_adapter, 4)
         handles = [bind(client, arq) for arq in ARQS[:4]]
         again = bind(client, ARQS[2])
@@ -66,7 +66,7 @@ def test_other_arqs_of_the_instance_count_against_its_allocation(
         vgpus, placement_adapter, client):
     """An allocation of 2 units: a 1-unit group's ARQ and one ARQ of a
     2-unit group bind; the group's second ARQ is refused."""
-    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+    with bind_daemon.daemon(vgpus, placement_adapter) as svc:
         allocate(placement_adapter, 2)
         bind(client, ARQS[0], nova.A10_GROUP, 0)
         group2 = dict(nova.A10_GROUP, **{'resources:CUSTOM_NA_VGPU': '2'})
@@ -80,7 +80,7 @@ def test_other_arqs_of_the_instance_count_against_its_allocation(
 
 def test_a_group_of_two_classes_is_refused_by_name(
         vgpus, placement_adapter, client):
-    with bind_rpc.daemon(vgpus, placement_adapter) as svc:
+    with bind_daemon.daemon(vgpus, placement_adapter) as svc:
         allocate(placement_adapter, 1)
         with pytest.raises(exception.InvalidClaimRequest) as err:
             bind(client, ARQS[0], dict(GROUP4, **{

@@ -38,12 +38,13 @@ from tests.fixtures import placement_server as ps
 from tests.functional.api.conftest import Client
 from tests.functional.api.conftest import binding
 from tests.integration import test_bind_beside_nova as beside
-from tests.integration import test_bind_rpc as bind_rpc
-from tests.integration import test_claims_rpc as rpc_tests
+from tests.fixtures import bind_daemon
+from tests.fixtures import waiting
+from tests.fixtures import claims_conf
 
 pytestmark = pytest.mark.integration
 
-host1 = bind_rpc.host1
+host1 = bind_daemon.host1
 ARQ, INSTANCE = beside.ARQS[0], beside.INSTANCES[0]
 
 
@@ -58,7 +59,7 @@ def _serve_and_die_after_the_claim(conf, url, ready):
         return claim                    # not reached
 
     arq_mod.ArqClaims.bind = dying
-    with bind_rpc.daemon(conf, placement_admin.admin_adapter(url)):
+    with bind_daemon.daemon(conf, placement_admin.admin_adapter(url)):
         ready.set()
         signal.pause()
     os._exit(0)     # not reached: killed by the bind
@@ -114,7 +115,7 @@ def killed(conf, child, arq=ARQ):
 def test_a_bind_killed_after_its_claim_then_retried_holds_one_claim(
         host1, broker, tmp_path):
     client = rpc.ClaimClient(
-        rpc_tests.make_conf(tmp_path / 'client', broker.url), timeout=5)
+        claims_conf.make_conf(tmp_path / 'client', broker.url), timeout=5)
     try:
         with dying_agent(host1, tmp_path) as (conf, api, child):
             before = placement_view(api)
@@ -122,7 +123,7 @@ def test_a_bind_killed_after_its_claim_then_retried_holds_one_claim(
                 beside.bind(client, 0, beside.A10_RP, beside.A10_GROUP)
             died_with = killed(conf, child)
 
-            with bind_rpc.daemon(conf, api) as svc:
+            with bind_daemon.daemon(conf, api) as svc:
                 handle = beside.bind(client, 0, beside.A10_RP,
                                      beside.A10_GROUP)
                 claims = svc.tracker.claim_manager().list()
@@ -154,7 +155,7 @@ def test_a_bind_the_api_asked_killed_after_its_claim_is_released(
     is BindFailed once, nova is told ``failed`` once, and the agent,
     started again, releases the claim from the unbind the API left in
     its queue; Placement is as the scheduler left it."""
-    api_conf = rpc_tests.make_conf(tmp_path / 'api', broker.url)
+    api_conf = claims_conf.make_conf(tmp_path / 'api', broker.url)
     api_conf.set_override('bind_timeout', 5, 'api')
     migration.sync(api_conf)
     profile = {'name': 'a10-vgpu', 'groups': [beside.A10_GROUP]}
@@ -175,8 +176,8 @@ def test_a_bind_the_api_asked_killed_after_its_claim_is_released(
                          + arq['uuid']).json
             killed(conf, child, arq['uuid'])
 
-            with bind_rpc.daemon(conf, placement) as svc:
-                bind_rpc.wait_for(
+            with bind_daemon.daemon(conf, placement) as svc:
+                waiting.wait_for(
                     lambda: svc.tracker.claim_manager().list() == [],
                     'the claim released')
             events = nova.wait_for(1)

@@ -12,127 +12,29 @@ straight to Placement, as nova's scheduler does before the conductor
 binds.
 """
 
-import contextlib
 import time
 
 import pytest
 
 from node_agent import exception
-from node_agent import identity
 from node_agent.claims import rpc
 from node_agent.health import drains
-from node_agent.tracker import factory
-from node_agent.tracker import service
-from node_agent.tracker import systemd
-from tests.fixtures import allocations as allocs
-from tests.fixtures import hosts
-from tests.integration import test_claims_rpc as rpc_tests
+from tests.fixtures import bind_daemon
+from tests.fixtures.bind_daemon import (
+    HOST, PGPU_GROUP, PGPU_RP, ROOT, VGPU_GPU, VGPU_GROUP, VGPU_RP, WHOLE_GPU,
+    allocate, bind, daemon)
+from tests.fixtures.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-HOST = 'compute1'
-ROOT = identity.legacy_uuid(HOST)
-VGPU_GPU = '0000:3b:00.0'
-WHOLE_GPU = '0000:af:00.0'
-VGPU_RP = identity.child_uuid(ROOT, identity.pci_id(VGPU_GPU))
-PGPU_RP = identity.child_uuid(ROOT, identity.pci_id(WHOLE_GPU))
-PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'
-USER = 'a0b1c2d3-0000-4000-8000-000000000002'
 I1 = '11111111-0000-4000-8000-000000000001'
 I2 = '22222222-0000-4000-8000-000000000002'
 ARQ1 = 'aaaaaaaa-1111-4000-8000-000000000001'
 ARQ2 = 'aaaaaaaa-2222-4000-8000-000000000002'
 ARQ3 = 'aaaaaaaa-3333-4000-8000-000000000003'
-VGPU_GROUP = {'resources:VGPU': '1', 'trait:CUSTOM_GPU_NVIDIA_TESLA_T4':
-              'required'}
-PGPU_GROUP = {'resources:PGPU': '1'}
 
-
-def wait_for(condition, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f'no {what} in {timeout} s'
-        time.sleep(0.05)
-
-
-#: guest-numa1's mdev on the GPU given whole, in recorded host 1.
-WHOLE_GPU_MDEV = (
-    "      <hostdev mode='subsystem' type='mdev' model='vfio-pci'>\n"
-    "        <source><address uuid='b1c6c2a1-3e5f-4c6b-9a2d-2f1e5d4c3b02'/>"
-    "</source>\n"
-    "      </hostdev>\n")
-
-
-def whole_gpu_free(tmp_path):
-    """Host 1's libvirt with guest-numa1's mdev on ``WHOLE_GPU`` taken
-    out: a GPU a guest has an mdev on is never bound whole
-    (:mod:`node_agent.hardware.holders`)."""
-    path = hosts.libvirt_uri('host1')[len('test://'):]
-    with open(path) as f:
-        text = f.read()
-    assert WHOLE_GPU_MDEV in text
-    copy = tmp_path / 'host1-libvirt.xml'
-    copy.write_text(text.replace(WHOLE_GPU_MDEV, ''))
-    return f'test://{copy}'
-
-
-@pytest.fixture
-def host1(conf, broker, tmp_path):
-    conf.set_override('sysfs_root', hosts.sysfs_root('host1'), 'hardware')
-    conf.set_override('connection_uri', whole_gpu_free(tmp_path),
-                      'libvirt')
-    conf.set_override('nvml_enabled', False, 'hardware')
-    conf.set_override('udev_monitor', False, 'hardware')
-    conf.set_override('enabled_mdev_types', ['nvidia-222'], 'devices')
-    conf.set_override('passthrough_devices', [WHOLE_GPU], 'gpu')
-    return serving(conf, broker)
-
-
-def serving(conf, broker):
-    """``conf`` for the agent service with its claims RPC on
-    ``broker``: no audit during a test."""
-    service.register_opts(conf)
-    conf.set_override('interval', 3600, 'audit')
-    conf.set_override('startup_splay', 0, 'audit')
-    rpc.register_transport_opts(conf)
-    conf.set_override('transport_url', broker.url)
-    return conf
-
-
-@contextlib.contextmanager
-def daemon(conf, adapter):
-    """The agent service as ``node-agent`` builds it, started, synced and
-    serving claims; stopped on exit."""
-    with factory.tracker(conf, adapter) as rt:
-        svc = service.AgentService(
-            conf, rt, systemd.Notifier(environ={}),
-            claims_rpc=factory.claims_rpc(conf, rt, adapter),
-            device_health=factory.device_health(conf, rt))
-        svc.start()
-        try:
-            wait_for(lambda: svc.claims_server.server is not None,
-                     'claims RPC server')
-            yield svc
-        finally:
-            svc.stop()
-            assert svc._done.wait(15)
-
-
-@pytest.fixture
-def client(broker, tmp_path):
-    c = rpc.ClaimClient(rpc_tests.make_conf(tmp_path / 'client', broker.url),
-                        timeout=30)
-    yield c
-    c.transport.cleanup()
-
-
-def allocate(adapter, instance, resources_by_rp):
-    allocs.put(adapter, instance, resources_by_rp, PROJECT, USER)
-
-
-def bind(client, arq, instance, provider, group, group_id=0):
-    return client.bind(HOST, arq, instance, provider, 'gpu-profile',
-                       group_id, group)
+host1 = bind_daemon.host1
+client = bind_daemon.client
 
 
 def test_bind_is_idempotent_and_unbind_releases(host1, placement_adapter,

@@ -22,7 +22,7 @@ from node_agent import exception
 from node_agent.hardware import settings
 from tests.fixtures import gpu_behaviour
 from tests.integration import test_bind_beside_nova as beside
-from tests.integration import test_bind_rpc as bind_rpc
+from tests.fixtures import bind_daemon
 
 pytestmark = pytest.mark.integration
 
@@ -31,8 +31,8 @@ GROUP = beside.L40S_GROUP
 TYPE = settings.CURRENT_VGPU_TYPE
 RC = 'CUSTOM_NA_VGPU'
 
-client = bind_rpc.client
-host1 = bind_rpc.host1
+client = bind_daemon.client
+host1 = bind_daemon.host1
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def current(model, vf):
 def test_a_bind_writes_the_pools_type_to_a_vf_without_one(
         l40s, placement_adapter, client, model, caplog):
     caplog.set_level(logging.INFO, logger='node_agent.hardware.settings')
-    with bind_rpc.daemon(l40s, placement_adapter) as svc:
+    with bind_daemon.daemon(l40s, placement_adapter) as svc:
         assert beside.reserved(placement_adapter, L40S_RP, RC) == 0
         beside.allocate(placement_adapter, 0, L40S_RP, RC)
         handle = beside.bind(client, 0, L40S_RP, GROUP)
@@ -81,7 +81,7 @@ def test_a_bind_writes_the_pools_type_to_a_vf_without_one(
 
 def test_concurrent_binds_write_each_vf_once(
         l40s, placement_adapter, client, model):
-    with bind_rpc.daemon(l40s, placement_adapter) as svc:
+    with bind_daemon.daemon(l40s, placement_adapter) as svc:
         for n in range(4):
             beside.allocate(placement_adapter, n, L40S_RP, RC)
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -98,7 +98,7 @@ def test_a_type_that_does_not_read_back_refuses_the_bind(
         l40s, placement_adapter, client, model):
     for vf in L40S_VFS:
         model.stuck(vf, TYPE)
-    with bind_rpc.daemon(l40s, placement_adapter) as svc:
+    with bind_daemon.daemon(l40s, placement_adapter) as svc:
         beside.allocate(placement_adapter, 0, L40S_RP, RC)
         with pytest.raises(exception.BindRejected) as err:
             beside.bind(client, 0, L40S_RP, GROUP)
@@ -119,7 +119,7 @@ def test_a_vf_that_took_another_type_since_the_scan_is_not_written(
         l40s, placement_adapter, client, model):
     """VF .4 (the first a bind takes) gets nvidia-1156 behind the agent's
     back, after its last scan: a guest may hold it; it is not cleared."""
-    with bind_rpc.daemon(l40s, placement_adapter) as svc:
+    with bind_daemon.daemon(l40s, placement_adapter) as svc:
         model.write(os.path.join(model.root, 'bus/pci/devices', L40S_VFS[0],
                                  TYPE), '1156\n')
         beside.allocate(placement_adapter, 0, L40S_RP, RC)

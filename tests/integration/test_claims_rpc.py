@@ -9,32 +9,18 @@ import logging
 
 import oslo_messaging
 import pytest
-from oslo_config import cfg
 
-from node_agent import conf as na_conf
 from node_agent import exception
 from node_agent.tracker import round as round_mod
 from node_agent.claims import rpc
 from node_agent.tracker import factory
+from tests.fixtures.claims_conf import make_conf
 from tests.unit.claims import host
 
 pytestmark = pytest.mark.integration
 
 C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
 C2 = 'bbbbbbbb-0000-4000-8000-000000000002'
-
-
-def make_conf(state_path, url=None):
-    c = cfg.ConfigOpts()
-    na_conf.register_opts(c)
-    c([], project='node-agent', default_config_files=[])
-    c.set_override('host', host.HOST)
-    c.set_override('deployment', 'standalone')
-    c.set_override('state_path', str(state_path))
-    rpc.register_transport_opts(c)
-    if url:
-        c.set_override('transport_url', url)
-    return c
 
 
 @pytest.fixture

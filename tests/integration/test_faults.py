@@ -27,11 +27,13 @@ from node_agent.claims import rpc
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.fixtures.postgres import postgres  # noqa: F401
-from tests.functional.placement.test_adapter import free_port
+from tests.fixtures.ports import free_port
 from tests.fixtures import agent_daemon as service_tests
 from tests.fixtures import agent_rpc as rpc_tests
-from tests.integration import test_claims_rpc as claims_tests
+from tests.fixtures import claims_conf
+from tests.fixtures.agent_daemon import statuses
 from tests.fixtures.agent_daemon import wait_for_log
+from tests.fixtures.placement_state import assert_not_reshaped
 
 pytestmark = pytest.mark.integration
 
@@ -48,14 +50,6 @@ def read(server):
     return placement_state.read(service_tests.api(server))
 
 
-def held(state):
-    """What each consumer holds where, and its generation."""
-    return {consumer: (record['consumer_generation'], {
-        rp: alloc['resources']
-        for rp, alloc in record['allocations'].items()})
-        for consumer, record in state['consumers'].items()}
-
-
 def assert_reshaped(before, server):
     """Every consumer of ``before`` holds the same amounts, off the root."""
     adapter = service_tests.api(server)
@@ -63,19 +57,6 @@ def assert_reshaped(before, server):
         after = service_tests.allocations(adapter, consumer)
         assert service_tests.totals(after) == service_tests.totals(record)
         assert ROOT not in after['allocations'], consumer
-
-
-def assert_not_reshaped(before, after):
-    """The reshape is one atomic call: no consumer changed (its provider
-    generations aside), no inventory moved.  What the plan writes before
-    it (new providers, empty, and their traits) is all that changed."""
-    assert held(after) == held(before)
-    for uuid, provider in after['providers'].items():
-        was = before['providers'].get(uuid)
-        if was is None:
-            assert provider['inventories'] == {}, provider['name']
-        else:
-            assert provider['inventories'] == was['inventories']
 
 
 def first_sync(agent, server, nested=True):
@@ -445,18 +426,6 @@ def test_watchdog_is_fed_while_auditing_and_starves_on_a_hung_call(
 
 # -- the broker ---------------------------------------------------------------
 
-def statuses(agent):
-    """Every STATUS the agent sent so far, in order."""
-    agent.sock.settimeout(1.0)
-    while True:
-        try:
-            agent.messages.append(agent.sock.recv(4096).decode())
-        except TimeoutError:
-            break
-    return [line[len('STATUS='):] for m in agent.messages
-            for line in m.split('\n') if line.startswith('STATUS=')]
-
-
 def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
                                                     tmp_path):
     # A user the broker does not know yet: every login is refused.
@@ -480,7 +449,7 @@ def test_broker_refusing_login_is_retried_and_shown(agent, server, broker,
     assert 'claims RPC' not in statuses(agent)[-1]
     assert statuses(agent)[-1].startswith('in sync: ')
     client = rpc.ClaimClient(
-        claims_tests.make_conf(tmp_path / 'client', broker.url), timeout=30)
+        claims_conf.make_conf(tmp_path / 'client', broker.url), timeout=30)
     try:
         assert client.list(rpc_tests.HOST) == []
     finally:

@@ -84,8 +84,8 @@ def test_a_drain_and_a_fault_are_notified(conf, listening):
         'recommended_action': 'undrain when the work is done'}
     assert changes == [1]
 
-    rt._health.drained({})
-    rt._health.observe('0000:3b:00.0', health.Observation(
+    rt.health().drained({})
+    rt.health().observe('0000:3b:00.0', health.Observation(
         health.WARN, 'PCIe link width 8 below its maximum 16',
         health.LINK, 'reseat the device'))
     priority, _, _, payload = heard.next()

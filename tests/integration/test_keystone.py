@@ -30,8 +30,8 @@ from tests.fixtures import placement_state
 from tests.fixtures import agent_daemon as svc
 from tests.fixtures.agent_daemon import LISTENING
 from tests.fixtures.agent_daemon import wait_for_log
-from tests.integration.test_faults import assert_not_reshaped
-from tests.integration.test_faults import statuses
+from tests.fixtures.agent_daemon import statuses
+from tests.fixtures.placement_state import assert_not_reshaped
 
 pytestmark = pytest.mark.integration
 # How long a step may take on a loaded machine before the test fails: a
@@ -161,15 +161,17 @@ def test_placement_down_behind_a_live_keystone_is_placements(
     """Signed in, Placement unreachable: the wait names Placement."""
     from node_agent.placement import adapter as adapter_mod
     from node_agent.placement import client
+    from tests.fixtures import placement_conf
+    from tests.fixtures import ports
     from tests.fixtures import sync
-    from tests.functional.placement import test_adapter as ta
     options = dict(line.split(' = ', 1)
                    for line in keystone.placement_conf_lines()[1:])
-    conf = ta.make_conf(tmp_path, endpoint_override=f'http://127.0.0.1:'
-                        f'{ta.free_port()}', **options, **ta.FAST_RETRIES)
+    conf = placement_conf.make_conf(
+        tmp_path, endpoint_override=f'http://127.0.0.1:'
+        f'{ports.free_port()}', **options, **placement_conf.FAST_RETRIES)
     rc = client.ReportClient(adapter_mod.get_adapter(conf))
     with pytest.raises(exception.PlacementUnavailable) as err:
-        sync.ensure_root(rc, ta.HOST)
+        sync.ensure_root(rc, 'compute1')
     assert type(err.value) is exception.PlacementUnavailable
     assert err.value.service == 'Placement'
     assert err.value.reason.endswith(': ConnectFailure'), err.value.reason

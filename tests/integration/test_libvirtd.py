@@ -23,10 +23,10 @@ from node_agent.hardware import domain_events
 from node_agent.hardware import libvirt_host
 from node_agent.tracker import factory
 from tests.fixtures import libvirtd as lv
-from tests.functional.claims.test_manager import placement_allocations
+from tests.fixtures.allocations import placement_allocations
 from tests.fixtures import agent_daemon as svc
 from tests.fixtures.agent_daemon import wait_for_log
-from tests.integration.test_faults import statuses
+from tests.fixtures.agent_daemon import statuses
 from tests.unit.claims import host
 
 pytestmark = pytest.mark.integration

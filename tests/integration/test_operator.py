@@ -12,9 +12,10 @@ import pytest
 
 from node_agent.claims import rpc
 from tests.fixtures import placement_state
+from tests.fixtures import ports
 from tests.fixtures import prometheus
 from tests.fixtures import agent_rpc
-from tests.integration import test_claims_rpc as claims_rpc
+from tests.fixtures import claims_conf
 from tests.fixtures.agent_daemon import api
 from tests.fixtures.agent_daemon import flat_with_consumers
 from tests.fixtures.agent_daemon import generations
@@ -84,7 +85,7 @@ def placement_inventory(adapter):
 def test_metrics_match_what_happened(agent, server):  # noqa: F811
     flat_with_consumers(agent, server)       # a first run, metrics off
     adapter = api(server)
-    port = prometheus.free_port()
+    port = ports.free_port()
     agent.configure(server.url, nested=True)
     url = with_metrics(agent, port)
     agent.start()
@@ -161,14 +162,14 @@ def test_metrics_match_what_happened(agent, server):  # noqa: F811
 def test_metrics_show_remote_claims_and_the_rpc_server(
         agent, server, broker, tmp_path):  # noqa: F811
     agent_rpc.configure(agent, server.url, broker.url)
-    url = with_metrics(agent, prometheus.free_port(), interval=3600)
+    url = with_metrics(agent, ports.free_port(), interval=3600)
     agent.start()
     agent.wait_for('READY=1')
     up = scrape_when(url, lambda s: s.value('node_agent_rpc_server_up'))
     assert up.value('node_agent_rpc_server_up') == 1
     assert up.value('node_agent_claims', state='pending') == 0
     client = rpc.ClaimClient(
-        claims_rpc.make_conf(tmp_path / 'client', broker.url), timeout=30)
+        claims_conf.make_conf(tmp_path / 'client', broker.url), timeout=30)
     try:
         client.claim(agent_rpc.HOST, agent_rpc.C1, {agent_rpc.PF_RP: {
             'resources': {'SRIOV_NET_VF': 1}}})

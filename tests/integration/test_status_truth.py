@@ -25,6 +25,7 @@ import time
 import pytest
 
 from tests.fixtures import allocations as allocs
+from tests.fixtures import ports
 from tests.fixtures import prometheus
 from tests.fixtures import provider_names as names
 from tests.functional.tracker import test_modes as modes
@@ -54,21 +55,10 @@ providers: []
 agent = service_tests.agent
 
 
-def _statuses(agent):
-    agent.sock.settimeout(0.5)
-    while True:
-        try:
-            agent.messages.append(agent.sock.recv(4096).decode())
-        except TimeoutError:
-            break
-    return [line[len('STATUS='):] for m in agent.messages
-            for line in m.split('\n') if line.startswith('STATUS=')]
-
-
 def _wait_status(agent, predicate, timeout=30):
     deadline = time.monotonic() + timeout
     while True:
-        statuses = _statuses(agent)
+        statuses = service_tests.statuses(agent, quiet=0.5)
         if statuses and predicate(statuses[-1]):
             return statuses[-1]
         assert agent.proc.poll() is None, agent.log_text()[-3000:]
@@ -185,7 +175,7 @@ def test_a_nova_conf_that_cannot_be_read_is_a_warning_until_it_reads(
     compute_id.write_text(modes.NOVA_UUID + '\n')
     nova_conf = tmp_path / 'nova' / 'nova.conf'
     nova_conf.mkdir()           # root reads any file: a directory cannot
-    port = prometheus.free_port()
+    port = ports.free_port()
     _configure(agent, server.url, port, (
         '[DEFAULT]', 'deployment = beside_nova_compute',
         '[nova]', f'compute_id_path = {compute_id}',

@@ -141,10 +141,10 @@ def show(conf):
 
 def _read_tree(conf):
     from node_agent.cmd import manage
-    from node_agent.tracker import tracker
+    from node_agent.beside_nova import root
     with manage.placement_adapter(conf) as adapter:
         rc = factory.report_client(conf, adapter, stateful=False)
-        return tracker.read_tree(conf, rc, ensure=False)
+        return root.read_tree(conf, rc, ensure=False)
 
 
 def _scan(conf):

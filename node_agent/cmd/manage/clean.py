@@ -28,8 +28,8 @@ def add_parser(subparsers, address_type):
 def _provider(conf, report_client, address):
     from node_agent.one_time_use import policy
     from node_agent.beside_nova import nova_pci
-    from node_agent.tracker import tracker
-    tree = tracker.read_tree(conf, report_client, ensure=False)
+    from node_agent.beside_nova import root
+    tree = root.read_tree(conf, report_client, ensure=False)
     provider = nova_pci.nova_devices(tree, tree.roots[0]).get(address)
     if provider is None or policy.ONE_TIME_USE_TRAIT not in provider.traits:
         raise exception.CommandRefused(

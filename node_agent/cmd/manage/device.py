@@ -168,7 +168,7 @@ def _offered_by(conf, address):
     from node_agent import identity
     from node_agent.beside_nova import nova_pci
     from node_agent.placement import client
-    from node_agent.tracker import tracker
+    from node_agent.beside_nova import root as root_mod
     reader = sysfs_mod.SysfsReader(conf.hardware.sysfs_root)
     devices = {address}
     try:
@@ -177,7 +177,7 @@ def _offered_by(conf, address):
         pass                            # not a VF
     try:
         with manage.placement_adapter(conf) as adapter:
-            tree = tracker.read_tree(
+            tree = root_mod.read_tree(
                 conf, client.ReportClient.from_conf(conf, adapter),
                 ensure=False)
     except exception.NodeAgentError:

@@ -28,13 +28,13 @@ import json
 import os
 import sys
 
+from node_agent.beside_nova import root as root_mod
 from node_agent.gpu_layout import readiness
 from node_agent.health import drains
 from node_agent import exception
 from node_agent.tracker import factory
 from node_agent.tracker import guests
 from node_agent.tracker import status
-from node_agent.tracker import tracker
 
 
 def add_parsers(subparsers):
@@ -56,7 +56,7 @@ def read_tree(conf, adapter):
 
 def _read(conf, adapter):
     rc = factory.report_client(conf, adapter, stateful=False)
-    tree = tracker.read_tree(conf, rc, ensure=False)
+    tree = root_mod.read_tree(conf, rc, ensure=False)
     root = tree.roots[0]
     if root.generation is None:     # not in Placement yet
         return tree, {}

@@ -11,6 +11,7 @@ import pytest
 from node_agent import exception
 from node_agent.hardware import snapshot as snap
 from node_agent.tracker import factory
+from tests.fixtures.allocations import placement_allocations
 from tests.unit.claims import host
 
 C1 = 'aaaaaaaa-0000-4000-8000-000000000001'
@@ -177,12 +178,6 @@ def test_audit_confirms_claims_whose_guest_is_seen(mgr):
     assert [c.id for c in confirmed] == [claim.id]
     assert released == []
     assert mgr.show(claim.id).state == 'active'
-
-
-def placement_allocations(**consumers):
-    return {c: {'allocations': a, 'consumer_generation': 1,
-                'project_id': 'p', 'user_id': 'u'}
-            for c, a in consumers.items()}
 
 
 def test_rebuild_from_domains_and_allocations(mgr):

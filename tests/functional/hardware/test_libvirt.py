@@ -1,18 +1,12 @@
 """The libvirt source against the real libvirt (test driver, remote client)."""
 
-import socket
 
 import pytest
 
 from node_agent import exception
 from node_agent.hardware import libvirt_host
 from tests.fixtures import hosts
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+from tests.fixtures.ports import free_port
 
 
 def test_missing_test_driver_file_names_uri_and_fix(tmp_path):
@@ -26,7 +20,7 @@ def test_missing_test_driver_file_names_uri_and_fix(tmp_path):
 
 
 def test_nothing_listening_names_uri_and_fix():
-    uri = f'qemu+tcp://127.0.0.1:{_free_port()}/system'
+    uri = f'qemu+tcp://127.0.0.1:{free_port()}/system'
     with pytest.raises(exception.LibvirtConnectionError) as info:
         libvirt_host.LibvirtHost(uri).collect()
     assert uri in str(info.value)

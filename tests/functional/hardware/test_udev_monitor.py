@@ -12,7 +12,7 @@ def test_monitor_starts_and_stops():
     except (OSError, ImportError) as exc:
         pytest.skip(f'no udev netlink socket here: {exc}')
     try:
-        assert monitor._thread.is_alive()
+        assert monitor.running()
     finally:
         monitor.stop()
-    assert monitor._thread is None
+    assert not monitor.running()

@@ -9,13 +9,10 @@ down: what is tested is the retry bound and the error mapping.
 
 import http.server
 import logging
-import socket
 import threading
 
 import pytest
-from oslo_config import cfg
 
-from node_agent import conf as na_conf
 from node_agent import exception
 from node_agent.placement import adapter as adapter_mod
 from node_agent.placement import client
@@ -23,35 +20,14 @@ from tests.fixtures import counting
 from tests.fixtures import fault_proxy
 from tests.fixtures import placement_server
 from tests.fixtures import sync
+from tests.fixtures.placement_conf import FAST_RETRIES
+from tests.fixtures.placement_conf import make_conf
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
+from tests.fixtures.ports import free_port
 
 SECRET_TOKEN = 'tok-3f9d2c1b-very-secret'
 SECRET_PASSWORD = 'pw-hunter2-very-secret'
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def make_conf(tmp_path, **placement):
-    lines = ['[DEFAULT]', f'state_path = {tmp_path / "state"}',
-             '[placement]']
-    lines += [f'{k} = {v}' for k, v in placement.items()]
-    path = tmp_path / 'node-agent.conf'
-    path.write_text('\n'.join(lines) + '\n')
-    conf = cfg.ConfigOpts()
-    na_conf.register_opts(conf)
-    conf(['--config-file', str(path)], project='node-agent',
-         default_config_files=[])
-    return conf
-
-
-FAST_RETRIES = dict(connect_retries=2, connect_retry_delay=0.01,
-                    status_code_retries=2, status_code_retry_delay=0.01,
-                    timeout=5)
 
 
 def test_noauth2_http_placement_with_service_role(tmp_path):

@@ -10,6 +10,7 @@ from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent.placement import client
 from tests.fixtures import placement_server as ps
+from tests.fixtures import ports
 from tests.fixtures import prometheus
 from tests.fixtures import sync
 from tests.functional.placement import test_report_client as scenarios
@@ -75,7 +76,7 @@ def test_a_conflict_that_never_stops(rc, counted, metrics, placement_adapter):
 
 def test_no_answer_is_counted_as_error(metrics):
     adapter = ps.admin_adapter(
-        f'http://127.0.0.1:{prometheus.free_port()}', connect_retries=0)
+        f'http://127.0.0.1:{ports.free_port()}', connect_retries=0)
     rc = client.ReportClient(adapter, metrics=metrics)
     with pytest.raises(exception.PlacementUnavailable):
         sync.ensure_root(rc, HOST)

@@ -13,8 +13,8 @@ from tests.fixtures import fault_proxy
 from tests.fixtures import placement_server
 from tests.fixtures import sync
 from tests.functional.placement.conftest import HOST
-from tests.functional.placement.test_adapter import FAST_RETRIES
-from tests.functional.placement.test_adapter import make_conf
+from tests.fixtures.placement_conf import FAST_RETRIES
+from tests.fixtures.placement_conf import make_conf
 
 
 def _client(tmp_path, url):

@@ -18,6 +18,7 @@ from node_agent.tracker import tracker
 from tests.conftest import FIXTURES
 from tests.fixtures import allocations as allocs
 from tests.fixtures import counting
+from tests.fixtures.device_health import running  # noqa: F401
 
 HOST1 = os.path.join(FIXTURES, 'hosts', 'host1')
 PROJECT = 'a0b1c2d3-0000-4000-8000-000000000001'

@@ -25,7 +25,8 @@ from node_agent.tracker import service
 from tests.fixtures import allocations as allocs
 from tests.fixtures import counting
 from tests.functional.tracker import conftest as h
-from tests.functional.tracker import test_service_events as events
+from tests.fixtures import waiting
+from tests.fixtures.status_notifier import Notifier
 
 GUEST = '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001'      # guest-numa0, on 3b
 OTHER = '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002'      # guest-numa1, on af
@@ -53,12 +54,12 @@ class Daemon:
         self._tracker = factory.tracker(conf, self.adapter,
                                         metrics=self.metrics)
         self.tracker = self._tracker.__enter__()
-        self.notifier = events.Notifier()
+        self.notifier = Notifier()
         self.service = service.AgentService(conf, self.tracker,
                                             self.notifier,
                                             metrics=self.metrics)
         self.service.start()
-        events.wait_until(lambda: self.audits() is not None)
+        waiting.wait_for(lambda: self.audits() is not None)
 
     def audits(self):
         """Audits done (None before the startup sync is done)."""
@@ -72,12 +73,12 @@ class Daemon:
         before = self.audits()
         self.adapter.reset()
         self.service.early_audit()
-        events.wait_until(lambda: self.audits() == before + 1)
+        waiting.wait_for(lambda: self.audits() == before + 1)
         return self.adapter.summary()
 
     def stop(self):
         self.service.stop()
-        assert self.service._done.wait(10)
+        assert self.service.wait_stopped(10)
         self._tracker.__exit__(None, None, None)
 
 
@@ -96,7 +97,7 @@ def daemon(host1, placement_adapter):
         return made[-1]
     yield make
     for d in made:
-        if not d.service._done.is_set():
+        if not d.service.wait_stopped(0):
             d.stop()
 
 

@@ -8,140 +8,15 @@ interval is an hour: every write here comes from the early audits a health
 change starts.
 """
 
-import threading
 import time
 
-import pynvml
 import pytest
 
-from node_agent import identity
-from node_agent import metrics as metrics_mod
 from node_agent.drivers import layout
-from node_agent.placement import client
-from node_agent.placement import state
-from node_agent.tracker import exit_policy
-from node_agent.tracker import factory
-from node_agent.tracker import service
-from node_agent.tracker import systemd
-from node_agent.tracker import tracker
-from tests.fixtures import counting
-from tests.fixtures import hosts
-from tests.fixtures import provider_names as names
+from tests.fixtures.device_health import (
+    FAMILY_TRAIT, GPU, H100, HEALTH_TRAITS, QUIET, REASON, pgpu)
+from tests.fixtures.waiting import wait_for
 from tests.functional.tracker import conftest as tc
-
-H100 = '0000:00:06.0'
-GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))
-QUIET = 600
-REASON = 'XID 79 (GPU has fallen off the bus)'
-FAMILY_TRAIT = 'CUSTOM_NODE_AGENT_HEALTH_GPU_LOST'
-HEALTH_TRAITS = {layout.UNHEALTHY_TRAIT, FAMILY_TRAIT}
-
-
-def paced(nvml, gate):
-    """The recording's waits, held until ``gate`` opens, then paced (a
-    replayed timeout returns at once: the thread must not spin)."""
-    wait = nvml.nvmlEventSetWait
-
-    def held(event_set, timeout_ms):
-        gate.wait()
-        time.sleep(0.05)
-        return wait(event_set, timeout_ms)
-
-    nvml.nvmlEventSetWait = held
-    return nvml
-
-
-def configure(conf):
-    """The H100 given whole, a quiet period of QUIET, audits only early."""
-    conf.set_override('passthrough_devices', [H100], 'gpu')
-    conf.set_override('quiet_period', QUIET, 'health')
-    conf.set_override('udev_monitor', False, 'hardware')
-    service.register_opts(conf)
-    conf.set_override('interval', 3600, 'audit')
-    conf.set_override('startup_splay', 0, 'audit')
-
-
-def start_service(conf, placement_adapter, nvml, clock, metrics=None):
-    """The service as the daemon builds it over the H100 host and ``nvml``,
-    started and synced: ``(service, tracker, counting adapter)``; stop it
-    with :func:`stop_service`."""
-    adapter = counting.CountingAdapter(placement_adapter)
-    discovery = hosts.discovery_for('h100-vm', conf, nvml=nvml)
-    metrics = metrics or metrics_mod.Metrics()
-    rt = tracker.ResourceTracker(
-        conf, client.ReportClient.from_conf(
-            conf, adapter, state=state.SyncState.from_conf(conf)),
-        discovery, metrics=metrics)
-    svc = service.AgentService(
-        conf, rt, systemd.Notifier(environ={}),
-        device_health=factory.device_health(conf, rt, metrics, clock))
-    svc.start()
-    try:
-        wait_for(lambda: rt.round.tree is not None, 'the startup sync')
-    except AssertionError:
-        stop_service(svc)
-        raise
-    return svc, rt, adapter
-
-
-def stop_service(svc):
-    svc.stop()
-    assert svc._done.wait(15)
-    svc.tracker.host().close()
-    assert svc.exit_code == exit_policy.EXIT_OK
-
-
-def xid(number):
-    return dict(bus_id='00000000:00:06.0',
-                event_type=pynvml.nvmlEventTypeXidCriticalError,
-                event_data=number)
-
-
-@pytest.fixture
-def running(conf, placement_adapter, request):
-    """The service over the H100 host; NVML replays one XID (79 unless the
-    test's parameter says otherwise, or the test's events) once the test
-    opens the gate."""
-    configure(conf)
-    gate = threading.Event()
-    param = getattr(request, 'param', 79)
-    events = param if isinstance(param, list) else [xid(param)]
-    nvml = paced(hosts.nvml('h100-vm', events=events), gate)
-    replayed = threading.Event()
-    nvml.on_exhausted = replayed.set
-    metrics = metrics_mod.Metrics()
-    clock = Clock()
-    svc, rt, adapter = start_service(conf, placement_adapter, nvml, clock,
-                                     metrics)
-    try:
-        yield rt, adapter, gate, metrics, clock, replayed
-    finally:
-        gate.set()
-        stop_service(svc)
-
-
-class Clock:
-    """The health monitor's clock: moved by the test alone."""
-
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def wait_for(condition, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f'no {what} in {timeout} s'
-        time.sleep(0.05)
-
-
-def pgpu(adapter):
-    resp = adapter.get(f'/resource_providers/{GPU}/inventories',
-                       microversion='1.26')
-    record = resp.json()['inventories']['PGPU']
-    return record['total'], record['reserved']
 
 
 def traits(adapter):
@@ -225,7 +100,7 @@ def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
     rt, adapter, gate, metrics, clock, replayed = running
     adapter.reset()
     gate.set()
-    wait_for(lambda: rt._health.health(H100).state == 'unmonitored',
+    wait_for(lambda: rt.health().health(H100).state == 'unmonitored',
              'the GPU unmonitored')
     assert rt.status_line() == (
         f'in sync: 3 providers; 1 device unmonitored: {H100}: NVML events: '
@@ -238,7 +113,7 @@ def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
              '(Unknown Error)",severity="",state="unmonitored"} 1.0')
     wait_for(lambda: gauge in metrics.exposition(), 'the health gauge set')
     # The next wait works (the recording times out): watched again.
-    wait_for(lambda: rt._health.health(H100).state == 'healthy',
+    wait_for(lambda: rt.health().health(H100).state == 'healthy',
              'the GPU watched again', timeout=60)
     assert rt.status_line() == 'in sync: 3 providers'
     assert pgpu(placement_adapter) == (1, 0)

@@ -54,7 +54,7 @@ def running(agents, host1):
         yield agent, monitors[0]
     finally:
         svc.stop()
-        assert svc._done.wait(15)
+        assert svc.wait_stopped(15)
     assert svc.exit_code == exit_policy.EXIT_OK
 
 

@@ -19,7 +19,8 @@ from node_agent import metrics as metrics_mod
 from node_agent.tracker import factory
 from node_agent.tracker import service
 from tests.functional.tracker import conftest as h
-from tests.functional.tracker import test_service_events as events
+from tests.fixtures import waiting
+from tests.fixtures.status_notifier import Notifier
 from tests.fixtures.hosts import make_hosts
 
 URI = 'test:///default'
@@ -59,13 +60,13 @@ def test_a_guest_stopped_is_offered_again_at_its_domain_event(
             host1.set_override(name, value, group)
     metrics = metrics_mod.Metrics()
     with factory.tracker(host1, placement_adapter, metrics=metrics) as rt:
-        notifier = events.Notifier()
+        notifier = Notifier()
         svc = service.AgentService(
             host1, rt, notifier,
             domain_events=factory.domain_events(host1, rt))
         svc.start()
         try:
-            events.wait_until(lambda: rt.round.tree is not None)
+            waiting.wait_for(lambda: rt.round.tree is not None)
             uuid = rt.round.tree.find(identity.child_name(
                 rt.round.nodename, identity.pci_id(GPU))).uuid
             assert pgpu(placement_adapter, uuid) == (1, 1)
@@ -81,11 +82,11 @@ def test_a_guest_stopped_is_offered_again_at_its_domain_event(
                     '1.0') in exposed
             time.sleep(0.5)
             guest.destroy()
-            events.wait_until(
+            waiting.wait_for(
                 lambda: pgpu(placement_adapter, uuid) == (1, 0))
             assert note not in rt.status_line()
             assert 'node_agent_guest_devices{' not in \
                 metrics.exposition()
         finally:
             svc.stop()
-            assert svc._done.wait(10)
+            assert svc.wait_stopped(10)

@@ -140,9 +140,9 @@ def test_a_step_refused_under_a_drain_is_named_and_not_reserved_for_it(
         assert (f'node_agent_gpu_layout_steps{{device="{A10}",'
                 'state="refused"} 1.0') in metrics.exposition()
         # Reserved for its drain, not for the layout.
-        assert rt._health.health(A10).state == 'drained'
+        assert rt.health().health(A10).state == 'drained'
         assert not any(r.isolate_by == 'gpu_layout'
-                       for r in rt._health.records().values())
+                       for r in rt.health().records().values())
         body = json.loads(_tree_show(tmp_path, host4, placement_adapter,
                                      monkeypatch, capsys, '--format',
                                      'json'))

@@ -239,7 +239,7 @@ def test_whole_host_under_its_own_compute_id_says_what_nova_needs(
     again = agents()
     assert again.tracker.startup().plan.empty
     assert again.writes() == []
-    assert again.tracker._root.source == nova_path
+    assert again.tracker.root().source == nova_path
     assert again.tracker.status_line().startswith('in sync: 5 providers; ')
 
 

@@ -84,7 +84,7 @@ def run_to_ready(conf, adapter, notify_socket, timeout=60):
             return datagrams, rt.status_line(), rt
         finally:
             svc.stop()
-            assert svc._done.wait(30)
+            assert svc.wait_stopped(30)
 
 
 def test_a_10000_guest_host_says_ready_and_its_status_in_bounds(
@@ -146,13 +146,13 @@ def test_a_directory_in_place_of_the_sync_state_is_waited_out(
                    'a directory, not a file (')
         try:
             said = receive_until(sock, lambda d: d.startswith(waiting))
-            assert not svc._done.is_set()
+            assert not svc.wait_stopped(0)
             assert not any(d == 'READY=1' for d in said)
             os.rmdir(database)
             receive_until(sock, lambda d: d == 'READY=1')
         finally:
             svc.stop()
-            assert svc._done.wait(30)
+            assert svc.wait_stopped(30)
     assert os.path.isfile(database)
 
 

@@ -34,8 +34,8 @@ from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
 from tests.fixtures import recorded_nvml
 from tests.functional.tracker import conftest as tc
-from tests.functional.tracker.test_device_health import Clock
-from tests.functional.tracker.test_device_health import wait_for
+from tests.fixtures.device_health import Clock
+from tests.fixtures.waiting import wait_for
 from tests.fixtures.aer import aer_text
 
 H100 = '0000:00:06.0'
@@ -113,7 +113,7 @@ class Running:
 
     def stop(self):
         self.svc.stop()
-        assert self.svc._done.wait(15)
+        assert self.svc.wait_stopped(15)
         self.discovery.close()
         assert self.svc.exit_code == exit_policy.EXIT_OK
 
@@ -137,7 +137,7 @@ def start(conf, placement_adapter, sys_root):
 
     yield run, clock
     for agent in started:
-        if not agent.svc._done.is_set():
+        if not agent.svc.wait_stopped(0):
             agent.stop()
 
 
@@ -225,7 +225,7 @@ def test_a_warning_marks_the_gpu_degraded_an_unreadable_file_reserves_none(
     with open(os.path.join(sys_root, 'bus/pci/devices', H100,
                            'aer_dev_fatal'), 'w') as f:
         f.write('garbage\n')
-    wait_for(lambda: agent.rt._health.health(H100).state == 'unmonitored',
+    wait_for(lambda: agent.rt.health().health(H100).state == 'unmonitored',
              'the device unmonitored')
     assert agent.rt.status_line().startswith(
         f'in sync: 3 providers; 1 device unmonitored: {H100}: sysfs: '
@@ -274,12 +274,12 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
 
     # A fault comes and goes while drained: the drain stays.
     aer(sys_root, 'aer_dev_fatal', 1)
-    wait_for(lambda: agent.rt._health._records[H100].isolate is not None,
+    wait_for(lambda: agent.rt.health().records()[H100].isolate is not None,
              'the fault seen')
     clock.now += QUIET
-    wait_for(lambda: agent.rt._health._records[H100].isolate is None,
+    wait_for(lambda: agent.rt.health().records()[H100].isolate is None,
              'the fault forgotten')
-    assert agent.rt._health.health(H100).state == 'drained'
+    assert agent.rt.health().health(H100).state == 'drained'
     agent.stop()
 
     agent = run()                               # a restart

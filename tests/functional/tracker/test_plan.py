@@ -133,9 +133,9 @@ def test_startup_refuses_deleting_a_provider_in_use(
         assert time.monotonic() < deadline, notifier.status
         time.sleep(0.05)
     assert 'unsafe plan, nothing written: VGPU on ' in notifier.status
-    assert not svc._done.wait(1)
+    assert not svc.wait_stopped(1)
     svc.stop()
-    assert svc._done.wait(30)
+    assert svc.wait_stopped(30)
     assert svc.exit_code == exit_policy.EXIT_OK
     assert agent.writes() == []
     assert placement_state.read(placement_adapter) == before, \
@@ -165,7 +165,7 @@ def test_audit_keeps_the_last_good_tree_when_the_plan_is_unsafe(
                                systemd.Notifier(environ={}))
     caplog.set_level(logging.ERROR)
     caplog.clear()
-    svc._audit()
+    svc.audit()
     assert agent.writes() == []
     # The tree, the allocations of the GPU whose generation the allocation
     # moved (which account for the move: its content is not re-read), and

@@ -248,7 +248,7 @@ def test_daemon_waits_for_a_silent_libvirt_and_feeds_the_watchdog(
         svc.stop()
         listener.close()
         shutil.rmtree(sock_dir)
-    assert svc._done.wait(15)
+    assert svc.wait_stopped(15)
     assert svc.exit_code == exit_policy.EXIT_OK
     assert 'STATUS=waiting for libvirt: no answer within 1 s ([libvirt] ' \
         'scan_timeout)' in messages

@@ -21,7 +21,8 @@ from node_agent.tracker import factory
 from node_agent.tracker import service
 from tests.fixtures import counting
 from tests.functional.tracker import conftest as tc
-from tests.functional.tracker import test_service_events as events
+from tests.fixtures import waiting
+from tests.fixtures.status_notifier import Notifier
 
 GPU = '0000:3b:00.0'
 STOPPED = ('node_agent_second_writer{action="stopped",evidence="rewritten"} '
@@ -53,24 +54,25 @@ class Daemon:
         self._built = factory.tracker(conf, self.adapter,
                                       metrics=self.metrics)
         self.rt = self._built.__enter__()
-        self.notifier = events.Notifier()
+        self.notifier = Notifier()
         self.svc = service.AgentService(
             conf, self.rt, self.notifier,
             device_health=factory.device_health(conf, self.rt,
                                                 self.metrics))
         self.svc.start()
-        events.wait_until(lambda: self.rt.round.tree is not None, 60)
+        waiting.wait_for(lambda: self.rt.round.tree is not None,
+                         'the startup sync', 60)
 
     def audit(self):
         """One audit of the daemon's own loop, done; the writes it made."""
         before, calls = self.rt.round, len(self.adapter.calls)
         self.svc.early_audit()
-        events.wait_until(lambda: self.rt.round is not before, 60)
+        waiting.wait_for(lambda: self.rt.round is not before, 'an audit', 60)
         return [c for c in self.adapter.calls[calls:] if c.method != 'GET']
 
     def stop(self):
         self.svc.stop()
-        assert self.svc._done.wait(30)
+        assert self.svc.wait_stopped(30)
         self._built.__exit__(None, None, None)
 
 

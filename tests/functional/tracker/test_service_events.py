@@ -11,19 +11,8 @@ import pytest
 from node_agent.tracker import exit_policy
 
 from node_agent.tracker import service
-from node_agent.tracker import systemd
-
-
-class Notifier(systemd.Notifier):
-    """The real notifier (no socket), remembering the status lines."""
-
-    def __init__(self):
-        super().__init__(environ={})
-        self.statuses = []
-
-    def set_status(self, text):
-        self.statuses.append(text)
-        super().set_status(text)
+from tests.fixtures.status_notifier import Notifier
+from tests.fixtures.waiting import wait_for
 
 
 class Watcher:
@@ -61,18 +50,11 @@ def make_service(agents, host1):
         svc.stop()
 
 
-def wait_until(predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, 'timed out'
-        time.sleep(0.05)
-
-
 def test_stop_during_the_splay_reads_nothing(make_service):
     agent, notifier, svc = make_service(splay=3600)
-    wait_until(lambda: any('startup_splay' in s for s in notifier.statuses))
+    wait_for(lambda: any('startup_splay' in s for s in notifier.statuses))
     svc.stop()
-    assert svc._done.wait(10)
+    assert svc.wait_stopped(10)
     assert svc.exit_code == exit_policy.EXIT_OK
     assert agent.adapter.calls == []
     assert agent.tracker.round.tree is None
@@ -80,7 +62,7 @@ def test_stop_during_the_splay_reads_nothing(make_service):
 
 def test_no_splay_syncs_at_once(make_service):
     agent, notifier, svc = make_service(splay=0)
-    wait_until(lambda: agent.tracker.round.tree is not None)
+    wait_for(lambda: agent.tracker.round.tree is not None)
     assert not any('startup_splay' in s for s in notifier.statuses)
 
 
@@ -96,13 +78,13 @@ def test_a_domain_gone_requests_a_full_read(make_service):
     watchers = []
     agent, notifier, svc = make_service(
         splay=0, domain_events=_recording(watchers))
-    wait_until(lambda: agent.tracker.round.tree is not None)
+    wait_for(lambda: agent.tracker.round.tree is not None)
     assert watchers[0].started
     assert not agent.tracker.full_read_requested()
     watchers[0].callback('5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001')
     assert agent.tracker.full_read_requested()
     svc.stop()
-    assert svc._done.wait(10)
+    assert svc.wait_stopped(10)
     assert watchers[0].stopped
 
 
@@ -112,7 +94,7 @@ def test_a_domain_arrived_audits_now(make_service):
     watchers = []
     agent, notifier, svc = make_service(
         splay=0, domain_events=_recording(watchers))
-    wait_until(lambda: agent.tracker.round.tree is not None)
+    wait_for(lambda: agent.tracker.round.tree is not None)
     agent.adapter.reset()
     time.sleep(0.5)
     assert agent.adapter.calls == []
@@ -122,8 +104,8 @@ def test_a_domain_arrived_audits_now(make_service):
     # on (read at every audit).
     audit = {'GET /resource_providers': 1,
              'GET /resource_providers/{id}/allocations': 1}
-    wait_until(lambda: agent.adapter.summary() == audit)
+    wait_for(lambda: agent.adapter.summary() == audit)
     svc.stop()
-    assert svc._done.wait(10)
+    assert svc.wait_stopped(10)
     assert agent.adapter.summary() == audit
     assert not agent.tracker.full_read_requested()

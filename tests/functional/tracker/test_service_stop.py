@@ -46,7 +46,7 @@ def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
         finally:
             release.set()
         stopper.join(15)
-        assert svc._done.wait(15)
+        assert svc.wait_stopped(15)
 
     assert svc.exit_code == exit_policy.EXIT_OK
     # The held write went through and was the last request: the startup

@@ -75,7 +75,7 @@ def test_startup_wait_is_said_when_it_starts_and_when_it_ends(
                 for _, m in _messages(caplog)))
         finally:
             svc.stop()
-        assert svc._done.wait(15)
+        assert svc.wait_stopped(15)
     audits = _messages(caplog)[len(startup):]
     assert [level for level, _ in audits] == [
         logging.WARNING, logging.DEBUG, logging.DEBUG, logging.INFO], audits

@@ -7,7 +7,7 @@ without a scan (the last good tree plus the reservation,
 :mod:`node_agent.tracker.withhold`), and the health source, silent past
 its deadline (``[hardware] scan_timeout``), leaves the GPU said to be
 unmonitored.  The service, tracker, in-process Placement and recorded NVML
-are those of :mod:`tests.functional.tracker.test_device_health`.
+are those of :mod:`tests.fixtures.device_health`.
 """
 
 import threading
@@ -22,17 +22,10 @@ from node_agent.placement import client
 from node_agent.placement import state
 from node_agent.tracker import tracker
 from tests.fixtures import hosts
-from tests.functional.tracker.test_device_health import Clock
-from tests.functional.tracker.test_device_health import configure
-from tests.functional.tracker.test_device_health import H100
-from tests.functional.tracker.test_device_health import paced
-from tests.functional.tracker.test_device_health import pgpu
-from tests.functional.tracker.test_device_health import REASON
-from tests.functional.tracker.test_device_health import running  # noqa
-from tests.functional.tracker.test_device_health import start_service
-from tests.functional.tracker.test_device_health import stop_service
-from tests.functional.tracker.test_device_health import wait_for
-from tests.functional.tracker.test_device_health import xid
+from tests.fixtures.device_health import (
+    Clock, H100, REASON, configure, paced, pgpu, start_service, stop_service,
+    xid)
+from tests.fixtures.waiting import wait_for
 
 #: The calls that still answer on a GPU that fell off the bus: enough to
 #: name the GPU of an event.
