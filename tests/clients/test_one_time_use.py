@@ -37,7 +37,7 @@ from tests.functional.tracker import test_pci_health as pci
 from tests.fixtures import waiting
 from tests.fixtures.device_health import Clock
 from tests.fixtures import agent_daemon as svc
-from tests.integration import test_health_notifications as notifications
+from tests.fixtures import notifications
 
 H100 = nova_pci.H100
 PCI_CLASS = nova_pci.PCI_CLASS

@@ -9,6 +9,7 @@ from tests.fixtures import fault_proxy
 from tests.fixtures.agent_daemon import agent  # noqa: F401
 from tests.fixtures import keystone_server
 from tests.fixtures import libvirtd as libvirtd_fixture
+from tests.fixtures.notifications import listening  # noqa: F401
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
 

@@ -25,7 +25,6 @@ from node_agent.tracker import guests
 from tests.fixtures import counting
 from tests.fixtures.hosts import make_hosts
 from tests.functional.tracker import conftest as h
-from tests.integration.test_health_notifications import listening  # noqa
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +71,7 @@ def audit_cost(rt, adapter, opens):
 
 
 def test_a_bound_device_missing_from_its_guest_is_said_once(
-        conf, placement_adapter, listening, opens, caplog):  # noqa: F811
+        conf, placement_adapter, listening, opens, caplog):
     heard = listening
     host1 = conf
     h.use_host1(host1, nested=True)

@@ -25,7 +25,7 @@ from node_agent.health import drains
 from node_agent.conf import devices as devices_conf
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
-from tests.functional.tracker import test_modes as modes
+from tests.fixtures import nova_compute_root as modes
 from tests.fixtures import bind_daemon
 from tests.fixtures import waiting
 

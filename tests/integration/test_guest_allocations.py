@@ -23,7 +23,6 @@ from node_agent.tracker import guests
 from tests.fixtures import counting
 from tests.functional.tracker import conftest as h
 from tests.integration import test_arq_devices as arq_devices
-from tests.integration.test_health_notifications import listening  # noqa
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +45,7 @@ def test_host():
 
 
 def test_a_device_its_allocation_names_missing_from_a_guest_is_said_once(
-        conf, placement_adapter, listening, opens, caplog,  # noqa: F811
+        conf, placement_adapter, listening, opens, caplog,
         test_host):
     heard = listening
     h.use_host1(conf, nested=True)

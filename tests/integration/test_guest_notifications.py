@@ -8,7 +8,6 @@ import pytest
 from node_agent.tracker import factory
 from node_agent.tracker import guests
 from tests.functional.tracker import conftest as tc
-from tests.integration.test_health_notifications import listening  # noqa
 
 GUESTS = {'5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001': ('guest-numa0',
                                                    '0000:3b:00.0'),
@@ -18,7 +17,7 @@ GUESTS = {'5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001': ('guest-numa0',
 
 @pytest.mark.integration
 def test_a_guest_without_allocation_is_notified(
-        conf, listening, placement_adapter):  # noqa: F811
+        conf, listening, placement_adapter):
     heard = listening
     tc.use_host1(conf, nested=False)
     with factory.tracker(conf, placement_adapter) as rt:

@@ -11,9 +11,7 @@ VFIO VF, with no allocation.  Then a guest charged on the wrong T4.
 """
 
 import json
-import os
 import re
-import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -21,7 +19,6 @@ from node_agent import identity
 from tests.fixtures import allocations as allocs
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
-from tests.fixtures.hosts import make_hosts
 from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
@@ -45,23 +42,6 @@ L40S_VF = '0000:af:00.4'
 ALLOCATION_WRITE = re.compile(
     r'curl -g -i -X (POST|PUT|DELETE) \S*/allocations')
 UNALLOCATED = 'in use by a guest without an allocation'
-
-
-def libvirt_with(tmp_path, host, guests):
-    """A copy of ``host``'s libvirt.xml running ``guests`` alone:
-    ``[(name, uuid, mdevs, hostdevs)]``; its test:// URI."""
-    with open(os.path.join(hosts.host_dir(host), 'libvirt.xml')) as f:
-        text = f.read()
-    text = re.sub(r"\s*<domain type='test'>.*?</domain>", '', text,
-                  flags=re.S)
-    parts = [make_hosts.domain_xml(name, uuid, 2, 4, mdevs=mdevs,
-                                   hostdevs=hostdevs)
-             for name, uuid, mdevs, hostdevs in guests]
-    text = text.replace('</node>', '\n'.join(parts) + '\n</node>')
-    ET.fromstring(text)         # still one well-formed document
-    path = tmp_path / f'{host}-libvirt.xml'
-    path.write_text(text)
-    return f'test://{path}'
 
 
 def inventory(adapter, uuid):
@@ -112,7 +92,7 @@ def tree_show(daemon):
 
 def host1_guest(daemon, server, tmp_path, guests, extra=()):
     daemon.configure(server.url, nested=True, extra=(
-        '[libvirt]', 'connection_uri = ' + libvirt_with(
+        '[libvirt]', 'connection_uri = ' + hosts.libvirt_with(
             tmp_path, 'host1', guests),
         '[gpu]', 'passthrough_devices = 0000:af:00.0',
         '[nic]', 'physical_device_mappings = physnet0:ens1f0')
@@ -168,7 +148,7 @@ def test_vgpu_vfs_held_without_allocations_are_withheld(
         agent, server, tmp_path):  # noqa: F811
     """host4: the A10's mdev VF and the L40S's vendor VFIO VF."""
     api = ps.admin_adapter(server.url)
-    uri = libvirt_with(tmp_path, 'host4', [
+    uri = hosts.libvirt_with(tmp_path, 'host4', [
         ('vgpu-1', GUEST, [A10_MDEV], [L40S_VF])])
     agent.configure(server.url, nested=True, extra=(
         '[hardware]', f'sysfs_root = {hosts.sysfs_root("host4")}',
@@ -188,8 +168,8 @@ def test_vgpu_vfs_held_without_allocations_are_withheld(
 
     agent.configure(server.url, nested=True, extra=(
         '[hardware]', f'sysfs_root = {hosts.sysfs_root("host4")}',
-        '[libvirt]', 'connection_uri = ' + libvirt_with(tmp_path, 'host4',
-                                                        []),
+        '[libvirt]',
+        'connection_uri = ' + hosts.libvirt_with(tmp_path, 'host4', []),
         '[devices]', 'enabled_mdev_types = nvidia-588,nvidia-1155',
         '[mdev_nvidia-1155]', 'device_addresses = 0000:af:00.0',
         '[gpu]', 'vf_providers = per_vf'))

@@ -2,14 +2,8 @@
 health watcher the daemon builds (:func:`factory.device_health`), heard by
 an oslo.messaging notification listener as Ceilometer would hear them."""
 
-import queue
-
-import oslo_messaging
-import pytest
-
 from node_agent.health import drains
 from node_agent.health import notifier as health_notifier
-from node_agent.claims import rpc
 from node_agent.health import model as health
 from node_agent.health import monitor as health_monitor
 from node_agent.tracker import factory
@@ -17,49 +11,6 @@ from node_agent.tracker import tracker
 from tests.fixtures import hosts
 
 H100 = '0000:00:06.0'
-
-
-class Heard:
-    """A notification endpoint: (priority, event type, payload) queued."""
-
-    def __init__(self):
-        self.queue = queue.Queue()
-
-    def _heard(self, priority):
-        def method(ctxt, publisher_id, event_type, payload, metadata):
-            self.queue.put((priority, publisher_id, event_type, payload))
-        return method
-
-    def __getattr__(self, name):
-        if name in ('info', 'warn', 'error'):
-            return self._heard(name)
-        raise AttributeError(name)
-
-    def next(self):
-        return self.queue.get(timeout=30)
-
-
-@pytest.fixture
-def listening(conf, broker):
-    rpc.register_transport_opts(conf)
-    conf.set_override('transport_url', broker.url)
-    conf.set_override('sysfs_enabled', False, 'health')
-    conf.set_override('nvml_enabled', False, 'hardware')
-    notifier = health_notifier.HealthNotifier.from_conf(conf)   # options
-    assert notifier is not None
-    notifier.close()
-    transport = oslo_messaging.get_notification_transport(conf)
-    heard = Heard()
-    listener = oslo_messaging.get_notification_listener(
-        transport, [oslo_messaging.Target(topic='notifications')],
-        [heard], executor='threading')
-    listener.start()
-    try:
-        yield heard
-    finally:
-        listener.stop()
-        listener.wait()
-        transport.cleanup()
 
 
 def test_a_drain_and_a_fault_are_notified(conf, listening):

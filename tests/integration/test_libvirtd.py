@@ -26,6 +26,7 @@ from tests.fixtures import libvirtd as lv
 from tests.fixtures.allocations import placement_allocations
 from tests.fixtures import agent_daemon as svc
 from tests.fixtures.agent_daemon import wait_for_log
+from tests.fixtures.waiting import wait_for
 from tests.fixtures.agent_daemon import statuses
 from tests.unit.claims import host
 
@@ -159,21 +160,15 @@ def test_lifecycle_events_of_real_guests(libvirtd, guests):
         first = guests.define('first', start=True)
         second = guests.define('second', start=True)
         first.destroy()
-        wait_until(lambda: gone == [first.UUIDString()])
+        wait_for(lambda: gone == [first.UUIDString()], 'the stop event',
+                 BOUND)
         second.shutdown()           # boots nothing: ACPI goes unheard
         second.destroy()
         second.undefine()
-        wait_until(lambda: len(gone) == 3)
+        wait_for(lambda: len(gone) == 3, 'the three events', BOUND)
         assert gone == [first.UUIDString()] + [second.UUIDString()] * 2
     finally:
         watcher.stop()
-
-
-def wait_until(predicate, timeout=BOUND):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
 
 
 def agent_config(libvirtd, interval=1):
@@ -253,7 +248,7 @@ def test_gone_guest_releases_its_claim_at_the_next_audit(agent, server,
     resp = api.delete(f'/allocations/{consumer}', microversion='1.28')
     assert resp.status_code == 204
     wait_for_log(agent, f'libvirt domain {consumer} stopped', timeout=BOUND)
-    wait_until(lambda: claims(agent) == {})
+    wait_for(lambda: claims(agent) == {}, 'the claim released', BOUND)
     assert f'GET /resource_providers/{svc.ROOT}/allocations' in \
         server.requests(since)
     assert stop(agent) == 0
@@ -290,7 +285,8 @@ def test_started_guest_confirms_its_pending_claim_at_once(
         dom.create()
         wait_for_log(agent, f'libvirt domain {consumer} started: auditing '
                      'now', timeout=BOUND)
-        wait_until(lambda: claims(agent) == {consumer: 'active'})
+        wait_for(lambda: claims(agent) == {consumer: 'active'},
+                 'the active claim', BOUND)
         # An audit ran for the event (the periodic one is an hour away).
         assert f'GET /resource_providers?in_tree={svc.ROOT}' in \
             server.requests(since)
@@ -331,8 +327,9 @@ def test_libvirtd_restarted_under_the_daemon(agent, server, libvirtd,
     wait_for_log(agent, 'watching libvirt domain events at '
                  f'{libvirtd.uri} again', timeout=BOUND)
     since = len(agent.messages)
-    wait_until(lambda: any(s.startswith('in sync: ')
-                           for s in statuses(agent)[since:]))
+    wait_for(lambda: any(s.startswith('in sync: ')
+                         for s in statuses(agent)[since:]),
+             'an "in sync" status line', BOUND)
     # The guest ran on; its claim stayed.
     conn = libvirtd.connect()
     try:

@@ -2,7 +2,7 @@
 server process; what it sent is read from the server's own request log.
 
 nova-compute is played by plain Placement calls
-(:func:`tests.functional.tracker.test_modes.nova_compute_creates_root`).
+(:func:`tests.fixtures.nova_compute_root.nova_compute_creates_root`).
 """
 
 import os
@@ -12,7 +12,7 @@ import pytest
 
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
-from tests.functional.tracker import test_modes as modes
+from tests.fixtures import nova_compute_root as modes
 from tests.fixtures import agent_daemon as service
 
 pytestmark = pytest.mark.integration

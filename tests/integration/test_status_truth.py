@@ -28,7 +28,7 @@ from tests.fixtures import allocations as allocs
 from tests.fixtures import ports
 from tests.fixtures import prometheus
 from tests.fixtures import provider_names as names
-from tests.functional.tracker import test_modes as modes
+from tests.fixtures import nova_compute_root as modes
 from tests.fixtures import agent_daemon as service_tests
 from tests.fixtures.agent_daemon import wait_for_log
 

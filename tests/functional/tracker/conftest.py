@@ -15,6 +15,7 @@ from node_agent.hardware import discovery
 from node_agent.placement import client
 from node_agent.placement import state
 from node_agent.tracker import tracker
+from node_agent import identity
 from tests.conftest import FIXTURES
 from tests.fixtures import allocations as allocs
 from tests.fixtures import counting
@@ -110,3 +111,26 @@ totals = allocs.totals
 
 def new_consumer():
     return str(uuid.uuid4())
+
+
+# Recorded host 1's root, as the standalone mode names it.
+HOST1_ROOT = identity.legacy_uuid('compute1')
+
+
+@pytest.fixture
+def flat_with_consumers(agents, placement_adapter):
+    """A flat tree synced by a first agent, guests and one other consumer
+    allocated on the root.  Returns {consumer: allocation record}."""
+    agent = agents()
+    agent.tracker.startup()
+    consumers = {}
+    for domain in agent.tracker.round.snapshot.domains:
+        put_allocations(placement_adapter, domain.uuid, {
+            HOST1_ROOT: {'VCPU': 4, 'MEMORY_MB': 8192, 'VGPU': 1}})
+        consumers[domain.uuid] = None
+    other = new_consumer()
+    put_allocations(placement_adapter, other, {
+        HOST1_ROOT: {'VCPU': 2, 'MEMORY_MB': 2048, 'VGPU': 2}})
+    consumers[other] = None
+    assert len(consumers) == 3
+    return {c: get_allocations(placement_adapter, c) for c in consumers}

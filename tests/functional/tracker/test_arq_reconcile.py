@@ -30,7 +30,7 @@ from node_agent.tracker import factory
 from tests.fixtures import api_server
 from tests.fixtures import fault_proxy
 from tests.functional.tracker import conftest as h
-from tests.integration.test_guests import libvirt_with
+from tests.fixtures.hosts import libvirt_with
 
 GPU_RUN, GPU_GONE = '0000:3b:00.0', '0000:af:00.0'
 RUNS = '7e1d2c3b-4a59-4687-9a0b-1c2d3e4f5b01'       # its guest runs here

@@ -9,7 +9,6 @@ OWNER_NOVA.
 
 import logging
 import os
-import uuid
 
 import pytest
 
@@ -20,54 +19,14 @@ from node_agent import provider_tree as ptree
 from node_agent.beside_nova import root as root_mod
 from node_agent import identity
 from tests.fixtures import legacy_tree
+from tests.fixtures.nova_compute_root import (
+    HYPERVISOR, NOVA_UUID, nova_compute_creates_root, nova_reports_pgpu, ok,
+    write_nova_compute_id)
 from tests.fixtures import placement_state
 from tests.fixtures import sync
 from tests.functional.tracker import conftest as h
 
-NOVA_UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'
-HYPERVISOR = 'compute1.example.org'
-NOVA_TRAITS = ['COMPUTE_NODE', 'OWNER_NOVA', 'COMPUTE_STATUS_DISABLED']
-NOVA_INVENTORY = {
-    'VCPU': {'total': 32, 'allocation_ratio': 4.0},
-    'MEMORY_MB': {'total': 131072, 'reserved': 512},
-    'DISK_GB': {'total': 500},
-}
 CPU_CLASSES = {'VCPU', 'PCPU', 'MEMORY_MB'}
-
-
-def _ok(resp, *codes):
-    assert resp.status_code in (codes or (200,)), resp.text
-    return resp.json() if resp.text else None
-
-
-def nova_compute_creates_root(adapter, name=HYPERVISOR, root_uuid=NOVA_UUID):
-    """What nova-compute writes at its first periodic, by hand."""
-    rp = _ok(adapter.post('/resource_providers', microversion='1.20',
-                          json={'name': name, 'uuid': root_uuid}))
-    gen = _ok(adapter.put(
-        f'/resource_providers/{root_uuid}/inventories', microversion='1.26',
-        json={'resource_provider_generation': rp['generation'],
-              'inventories': NOVA_INVENTORY}))['resource_provider_generation']
-    _ok(adapter.put(f'/resource_providers/{root_uuid}/traits',
-                    microversion='1.6',
-                    json={'resource_provider_generation': gen,
-                          'traits': NOVA_TRAITS}))
-
-
-def nova_reports_pgpu(adapter, root_name=HYPERVISOR, root_uuid=NOVA_UUID,
-                      device='pci_0000_3b_00_0', inventories=None):
-    """nova's pGPU provider for ``device`` ([devices] enabled_mdev_types);
-    another service's provider of ``inventories``."""
-    name = f'{root_name}_{device}'
-    rp = _ok(adapter.post('/resource_providers', microversion='1.20',
-                          json={'name': name, 'uuid': str(uuid.uuid4()),
-                                'parent_provider_uuid': root_uuid}))
-    _ok(adapter.put(f'/resource_providers/{rp["uuid"]}/inventories',
-                    microversion='1.26',
-                    json={'resource_provider_generation': rp['generation'],
-                          'inventories': inventories or {
-                              'VGPU': {'total': 16}}}))
-    return name
 
 
 # The T4s' vGPUs (the agent's own [devices] enabled_mdev_types), which
@@ -115,14 +74,6 @@ def modes(host1):
                        os.path.join(host1.state_path, 'nova', 'compute_id'),
                        'nova')
     return host1
-
-
-def write_nova_compute_id(conf, text=NOVA_UUID + '\n'):
-    path = conf.nova.compute_id_path
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        f.write(text)
-    return path
 
 
 # -- standalone --------------------------------------------------------------
@@ -313,7 +264,7 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
     root_uuid = agent.tracker.round.tree.roots[0].uuid
     # nova-compute given the agent's uuid writes the root at its periodic.
     root = tree_of(placement_adapter, root_uuid)['compute1']
-    _ok(placement_adapter.put(
+    ok(placement_adapter.put(
         f'/resource_providers/{root_uuid}/traits', microversion='1.6',
         json={'resource_provider_generation': root['generation'],
               'traits': root['traits'] + ['OWNER_NOVA']}))
@@ -331,7 +282,7 @@ def test_standalone_audit_writes_nothing_once_nova_writes_its_root(
         agent.metrics.exposition()
 
     # nova-compute gone from the root: the next audit syncs again.
-    _ok(placement_adapter.put(
+    ok(placement_adapter.put(
         f'/resource_providers/{root_uuid}/traits', microversion='1.6',
         json={'resource_provider_generation':
               before['providers'][root_uuid]['generation'],
@@ -367,7 +318,7 @@ def test_standalone_corrects_one_edit_of_its_root_and_refuses_a_war(
 
     def someone_writes_disk(total):
         root = tree_of(placement_adapter, root_uuid)['compute1']
-        _ok(placement_adapter.put(
+        ok(placement_adapter.put(
             f'/resource_providers/{root_uuid}/inventories/DISK_GB',
             microversion='1.26',
             json={'resource_provider_generation': root['generation'],
@@ -408,9 +359,9 @@ def test_standalone_goes_on_when_another_writer_adds_its_own_root_trait(
             microversion='1.6').json()
         if 'CUSTOM_FLEET_MONITORED' in got['traits']:
             return
-        _ok(placement_adapter.put('/traits/CUSTOM_FLEET_MONITORED',
-                                  microversion='1.6'), 201, 204)
-        _ok(placement_adapter.put(
+        ok(placement_adapter.put('/traits/CUSTOM_FLEET_MONITORED',
+                                 microversion='1.6'), 201, 204)
+        ok(placement_adapter.put(
             f'/resource_providers/{root_uuid}/traits', microversion='1.6',
             json={'resource_provider_generation':
                   got['resource_provider_generation'],
@@ -581,7 +532,7 @@ def test_beside_nova_leaves_a_device_reported_twice_alone_in_an_audit(
     # agent's, which an audit would otherwise put back.
     theirs = nova_reports_pgpu(placement_adapter, device='pci_0000_d9_00_0',
                                inventories={'PGPU': {'total': 1}})
-    _ok(placement_adapter.put(
+    ok(placement_adapter.put(
         f'/resource_providers/{gpu["uuid"]}/inventories', microversion='1.26',
         json={'resource_provider_generation': gpu['generation'],
               'inventories': {'PGPU': {'total': 1, 'reserved': 1}}}))
@@ -734,7 +685,7 @@ def test_beside_nova_keeps_vfs_in_use_until_released(
     agent = agents()
     agent.tracker.startup()
     pf = tree_of(placement_adapter, NOVA_UUID)[ENS1F0_PF]
-    _ok(placement_adapter.put(
+    ok(placement_adapter.put(
         f'/resource_providers/{pf["uuid"]}/inventories', microversion='1.26',
         json={'resource_provider_generation': pf['generation'],
               'inventories': {'SRIOV_NET_VF': {'total': 4}}}))

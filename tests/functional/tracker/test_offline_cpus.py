@@ -73,8 +73,9 @@ def test_offline_dedicated_cores_change_nothing(agents, host,
                                                 placement_adapter, mode):
     host.set_override('deployment', mode)
     if mode == 'beside_nova_compute':
-        from tests.functional.tracker import test_modes
-        test_modes.nova_compute_creates_root(placement_adapter, 'compute1')
+        from tests.fixtures import nova_compute_root
+        nova_compute_root.nova_compute_creates_root(placement_adapter,
+                                                    'compute1')
     agent = agents()
     agent.tracker.startup()
     synced = cpu_inventory(agent.tracker.round.tree)

@@ -7,7 +7,6 @@ writes nothing: fatal at startup, kept out by an audit.
 """
 
 import logging
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from node_agent.tracker import service
 from node_agent.tracker import systemd
 from node_agent.tracker import tracker as tracker_mod
 from tests.fixtures import placement_state
+from tests.fixtures import waiting
 from tests.functional.tracker import conftest as h
 
 OPERATOR_TRAIT = 'HW_CPU_X86_SVM'
@@ -128,10 +128,9 @@ def test_startup_refuses_deleting_a_provider_in_use(
     # A device that went while a guest holds it may come back, or the
     # guest go: the startup is tried again with backoff, never exit 78,
     # and the status line says why and since when.
-    deadline = time.monotonic() + 30
-    while not (notifier.status or '').startswith('waiting since '):
-        assert time.monotonic() < deadline, notifier.status
-        time.sleep(0.05)
+    waiting.wait_for(
+        lambda: (notifier.status or '').startswith('waiting since '),
+        'status line "waiting since ..."')
     assert 'unsafe plan, nothing written: VGPU on ' in notifier.status
     assert not svc.wait_stopped(1)
     svc.stop()

@@ -23,25 +23,6 @@ NUMA0 = names.uuid_of('compute1_numa_0')
 NUMA1 = names.uuid_of('compute1_numa_1')
 
 
-@pytest.fixture
-def flat_with_consumers(agents, placement_adapter):
-    """A flat tree synced by a first agent, guests and one other consumer
-    allocated on the root.  Returns {consumer: allocation record}."""
-    agent = agents()
-    agent.tracker.startup()
-    consumers = {}
-    for domain in agent.tracker.round.snapshot.domains:
-        h.put_allocations(placement_adapter, domain.uuid, {
-            ROOT: {'VCPU': 4, 'MEMORY_MB': 8192, 'VGPU': 1}})
-        consumers[domain.uuid] = None
-    other = h.new_consumer()
-    h.put_allocations(placement_adapter, other, {
-        ROOT: {'VCPU': 2, 'MEMORY_MB': 2048, 'VGPU': 2}})
-    consumers[other] = None
-    assert len(consumers) == 3
-    return {c: h.get_allocations(placement_adapter, c) for c in consumers}
-
-
 def _snapshot_placement(adapter, consumers):
     records = {c: h.get_allocations(adapter, c) for c in consumers}
     listing = adapter.get(f'/resource_providers?in_tree={ROOT}',

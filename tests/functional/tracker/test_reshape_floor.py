@@ -1,7 +1,7 @@
 """A reshape costs its floor, and the audit after it one call.
 
 Real Placement in-process, recorded host 1 flat with three consumers on
-the root (:func:`tests.functional.tracker.test_reshape.
+the root (:func:`tests.functional.tracker.conftest.
 flat_with_consumers`), switched to nested: a reshape of C = 3 consumers on
 P providers reads the tree once, each provider's allocations once, each
 moving consumer once, and writes one ``POST /reshaper``: P + C + 2 calls,
@@ -11,11 +11,10 @@ audit (one ``GET ?in_tree``, and once the allocations of the providers
 whose units host 1's guests hold) finds them exact.
 """
 
+from node_agent import identity
 from tests.functional.tracker import conftest as h
-from tests.functional.tracker.test_reshape import ROOT
-from tests.functional.tracker.test_reshape import flat_with_consumers
 
-__all__ = ['flat_with_consumers']
+ROOT = identity.legacy_uuid('compute1')
 
 
 def test_reshape_at_the_floor_then_the_listing_and_held_gpus_per_audit(

@@ -15,6 +15,7 @@ from node_agent.tracker import exit_policy
 
 from node_agent.tracker import service
 from node_agent.tracker import systemd
+from tests.fixtures import waiting
 
 WAITING = ('stopping: waiting for the current Placement request; no other '
            'is sent')
@@ -42,7 +43,7 @@ def test_stop_during_a_write_waits_for_it(agents, host1, caplog):
         stopper = threading.Thread(target=svc.stop)
         stopper.start()
         try:
-            assert svc._stop.wait(15)
+            waiting.wait_for(svc.stopping, 'the stop asked for', 15)
         finally:
             release.set()
         stopper.join(15)
