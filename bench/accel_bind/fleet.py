@@ -390,11 +390,10 @@ class Fleet:
         gpu = GPUS[(i // len(self.agent_names)) % len(GPUS)]
         return host, gpu_provider(host, gpu)
 
-    def allocate(self, session, i, instance=None):
-        """The scheduler's claim for cycle ``i``'s instance (a new one
-        unless given): one VGPU on :meth:`placed`'s provider; the
-        instance."""
-        instance = instance or str(uuidlib.uuid4())
+    def allocate(self, session, i):
+        """The scheduler's claim for a new instance of cycle ``i``: one
+        VGPU on :meth:`placed`'s provider; the instance."""
+        instance = str(uuidlib.uuid4())
         resp = session.put(
             f'{self.placement.url}/allocations/{instance}',
             headers=PLACEMENT_HEADERS,
