@@ -219,7 +219,7 @@ def hold_back_unattachable(nova, report_client, drivers, reported, current,
     for_profiles`) is attachable: held back by neither."""
     from node_agent.beside_nova import coexist
     skip = set(skip) | coexist.for_profiles(
-        deployment.layout(drivers.conf), nova, reported)
+        drivers.context.layout, nova, reported)
     vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
                                    nova=nova)
     unattachable = [(ours, None, True, why) for ours, why in vgpus
@@ -435,9 +435,9 @@ def not_attachable_in(conf, snapshot, tree):
     from node_agent import drivers as drivers_mod
     from node_agent.beside_nova import coexist
     from node_agent.drivers import addresses
-    if deployment.layout(conf).owns_root:
-        return []
     drivers = drivers_mod.DriverSet(conf, snapshot)
+    if drivers.context.layout.owns_root:
+        return []
     nova = drivers.nova
     reported = drivers.reported(tree.roots[0])
     novas = {ours for ours, _, _ in coexist.reported_by_nova(
@@ -445,7 +445,7 @@ def not_attachable_in(conf, snapshot, tree):
     for provider in tree.providers():
         if deployment.OWNER_NOVA in provider.traits:
             novas.add(provider.name)
-    novas |= coexist.for_profiles(deployment.layout(conf), nova, reported)
+    novas |= coexist.for_profiles(drivers.context.layout, nova, reported)
     vgpus = coexist.not_attachable(reported, *_vgpu_offers(drivers),
                                    nova=nova)
     pci = coexist.not_attachable_pci(

@@ -99,13 +99,6 @@ def own_compute_id_path(conf):
     return os.path.join(conf.state_path, COMPUTE_ID_FILE)
 
 
-def root_name(conf):
-    """The name the root is looked up or created by."""
-    if deployment.layout(conf).owns_root:
-        return conf.host
-    return conf.nova.hypervisor_hostname or conf.host
-
-
 def read_tree(conf, report_client, ensure=True):
     """This host's tree in Placement, its root found as ``[DEFAULT]
     deployment`` says (:class:`RootFinder`).
@@ -133,6 +126,12 @@ class RootFinder:
         self.note = None
         if self.layout.deprecation:
             LOG.warning('%s', self.layout.deprecation)
+
+    def name(self):
+        """The name the root is looked up or created by."""
+        if self.owns_root:
+            return self.conf.host
+        return self.conf.nova.hypervisor_hostname or self.conf.host
 
     def counted(self, plan):
         """``plan`` with the root the last read created (POSTed before
@@ -175,7 +174,7 @@ class RootFinder:
             return self._existing(self.uuid, 'found before, now gone')
         path = self.conf.nova.compute_id_path
         nova_uuid = read_compute_id(path, '[nova] compute_id_path')
-        name = root_name(self.conf)
+        name = self.name()
         if nova_uuid is not None:
             self.source = path
             try:

@@ -23,12 +23,10 @@ not place.  What the agent does not own is never edited
 (:mod:`node_agent.drivers.layout`).
 """
 
-from node_agent import deployment
 from node_agent import provider_tree as ptree
 from node_agent.drivers import addresses
 from node_agent.drivers import compose
 from node_agent.drivers import limits
-from node_agent.drivers import nova_devices
 from node_agent.drivers import overrides as overrides_mod
 from node_agent.drivers import registry
 
@@ -46,15 +44,15 @@ class DriverSet:
     def __init__(self, conf, snapshot, health=None):
         self.conf = conf
         self.snapshot = snapshot
+        #: What every driver of the set reads
+        #: (:class:`node_agent.drivers.context.Context`).
+        self.context, self.drivers = registry.make(conf, snapshot)
         #: nova-compute's configuration beside it
         #: (:class:`node_agent.conf.nova.NovaReports`), else None.
-        self.nova = registry.read_nova(conf)
+        self.nova = self.context.nova
         #: What it selects for the drivers
         #: (:class:`node_agent.drivers.nova_devices.Selection`).
-        self.selection = nova_devices.select(deployment.layout(conf),
-                                             self.nova, snapshot)
-        self.drivers = registry.create(conf, snapshot,
-                                       selection=self.selection)
+        self.selection = self.context.selection
         self.health = dict(health or {})
         for driver in self.drivers:
             driver.health = self.health

@@ -76,15 +76,15 @@ class AcceleratorDriver(base.Driver):
         return pci_opts.list_opts()
 
     @classmethod
-    def check_options(cls, conf):
+    def check_options(cls, options):
         """Every entry of ``[pci] device_allow_list`` is JSON this driver
         takes (names the entry and the field)."""
-        device_spec.parse_allow_list(conf.pci.device_allow_list)
+        device_spec.parse_allow_list(options.pci.device_allow_list)
 
-    def __init__(self, conf, snapshot, layout=None):
-        super().__init__(conf, snapshot, layout)
+    def __init__(self, context):
+        super().__init__(context)
         self.matchers = device_spec.parse_allow_list(
-            conf.pci.device_allow_list)
+            self.options.pci.device_allow_list)
         self.managed_classes = set(BASE_CLASSES) | {
             m.resource_class for m in self.matchers if m.resource_class}
         self.managed_traits = set().union(*(m.traits for m in self.matchers))
@@ -93,7 +93,7 @@ class AcceleratorDriver(base.Driver):
     def allowed(self):
         """``[(device, matcher)]``: the allow-listed functions, and
         beside nova-compute those nova's configuration selects
-        (:attr:`selection`, given after construction)."""
+        (:attr:`selection`)."""
         found = []
         for device in sorted(self.snapshot.pci_devices,
                              key=lambda d: d.address):
@@ -132,7 +132,7 @@ class AcceleratorDriver(base.Driver):
         wanted = set()
         for device, matcher in self.devices:
             provider = layout.ensure_device(
-                self.conf, self.snapshot, provider_tree, nodename,
+                self.context, provider_tree, nodename,
                 identity.pci_id(device.address), device.numa_node)
             if provider is None:
                 continue

@@ -31,7 +31,9 @@ import re
 from node_agent import exception
 from node_agent.conf import accelerator as accelerator_conf
 from node_agent.conf import devices as devices_conf
+from node_agent.drivers import context
 from node_agent.drivers import device_spec
+from node_agent.drivers.gpu import driver as gpu_driver
 from node_agent.drivers.gpu import types as gpu_types
 
 ANY = (None, None, None, None)
@@ -73,7 +75,8 @@ def typed(conf, overrides=()):
         # "vendor:product" entries name no address.
         if entry.strip() and not PRODUCT.fullmatch(entry.strip().lower()):
             exact('[gpu] passthrough_devices', entry)
-    for type_id, config in gpu_types.type_configs(conf).items():
+    gpu_options = context.options(conf, gpu_driver.GpuDriver)
+    for type_id, config in gpu_types.type_configs(gpu_options).items():
         for address in sorted(config.addresses):
             exact(f'[{devices_conf.group_name(type_id)}] device_addresses',
                   address)

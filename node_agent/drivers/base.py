@@ -1,10 +1,12 @@
 """The driver plugin base class.
 
 A driver owns one part of the provider tree (the root's CPU and memory,
-NUMA nodes, GPUs, NICs, accelerators).  It is constructed with the
-``ConfigOpts`` and a :class:`~node_agent.hardware.snapshot.HostSnapshot`
-(and validates its options there: a bad option is a
-:class:`~node_agent.exception.ConfigError` at construction), answers
+NUMA nodes, GPUs, NICs, accelerators).  It is constructed with its driver
+set's :class:`~node_agent.drivers.context.Context` (the snapshot, the
+layout, whether NUMA nodes are providers, nova's selection) and reads its
+own option groups from :attr:`Driver.options`, never the configuration (a
+bad option is a :class:`~node_agent.exception.ConfigError` at
+construction), answers
 :meth:`Driver.applies` for a host, and :meth:`Driver.build` edits the tree:
 creating or moving the providers it owns and setting on them only what it
 manages (see :mod:`node_agent.drivers.layout`).  It does no I/O.
@@ -20,9 +22,12 @@ says, so that a new kind touches its driver, its options and its tests
 
 - :meth:`Driver.list_opts`: its option groups, which the registry
   registers and the sample config generator writes;
-- :meth:`Driver.check_options`: its options checked up front, with every
-  other option (:func:`node_agent.drivers.registry.validate`, the way
-  os-vif plugins own their options);
+- :meth:`Driver.more_groups`: the option groups it reads that its
+  option values name (``[mdev_<type>]`` for each enabled type);
+- :meth:`Driver.check_options`: its options (the frozen value) checked up
+  front, with every other option
+  (:func:`node_agent.drivers.registry.validate`, the way os-vif plugins
+  own their options);
 - :meth:`Driver.pci_functions` and :meth:`Driver.grant`: the PCI
   functions it would report whole, and those the driver set grants it
   (the drivers ask in the drivers' order, each function goes to the first
@@ -39,9 +44,6 @@ says, so that a new kind touches its driver, its options and its tests
   holds (claims rebuilt from libvirt).
 """
 
-from node_agent import deployment
-from node_agent.drivers import nova_devices
-
 
 class Driver:
     #: Entry point name in the ``node_agent.drivers`` namespace.
@@ -53,28 +55,36 @@ class Driver:
     kinds = ()
     #: ``((group, opts), ...)``: its options, as :meth:`list_opts` gives
     #: them unless it says more.
-    options = ()
+    opts = ()
 
     @classmethod
     def list_opts(cls):
         """``[(group, opts)]``: the options this driver reads, registered
         by the registry and written in the sample config.  Default:
-        :attr:`options`."""
-        return list(cls.options)
+        :attr:`opts`."""
+        return list(cls.opts)
 
     @classmethod
     def register_opts(cls, conf):
         """Register :meth:`list_opts` on ``conf`` (a driver whose groups
-        are templates registers what the configuration names)."""
+        are templates registers what the configuration names): the one
+        place a driver is handed the configuration itself."""
         for group, opts in cls.list_opts():
-            conf.register_opts(opts, group=group)
+            if '$' not in getattr(group, 'name', group):
+                conf.register_opts(opts, group=group)
 
     @classmethod
-    def check_options(cls, conf):
+    def more_groups(cls, options):
+        """Names of the further option groups this driver reads, which
+        the values of its own (``options``) name.  Default: none."""
+        return ()
+
+    @classmethod
+    def check_options(cls, options):
         """Raise ConfigError naming the option when this driver's options
-        cannot work; run for every installed driver before the agent acts
-        on the configuration.  Default: nothing beyond oslo.config's
-        types."""
+        (``options``: :class:`~node_agent.drivers.context.Options`) cannot
+        work; run for every installed driver before the agent acts on the
+        configuration.  Default: nothing beyond oslo.config's types."""
 
     @classmethod
     def hardware_limits(cls, snapshot):
@@ -88,22 +98,25 @@ class Driver:
         Default: none."""
         return {}
 
-    def __init__(self, conf, snapshot, layout=None):
-        self.conf = conf
-        self.snapshot = snapshot
-        #: The deployment's rules (:class:`node_agent.deployment.Layout`),
-        #: given by the registry (:func:`node_agent.drivers.registry.create`);
-        #: read from ``conf`` for a driver made alone.
-        self.layout = deployment.layout(conf) if layout is None else layout
+    def __init__(self, context):
+        #: The driver set's :class:`~node_agent.drivers.context.Context`,
+        #: built by the registry (:func:`node_agent.drivers.registry.
+        #: create`).
+        self.context = context
+        self.snapshot = context.snapshot
+        #: The deployment's rules (:class:`node_agent.deployment.Layout`).
+        self.layout = context.layout
+        #: Its own option groups (:class:`~node_agent.drivers.context.
+        #: Options`).
+        self.options = context.options[self.name]
         #: ``{PCI address: Health}`` of devices to reserve
         #: (:mod:`node_agent.health.model`); the composition gives
         #: such a device's provider its health traits and reserves it
         #: (:func:`node_agent.drivers.layout.apply_health`).
         self.health = {}
         #: What nova-compute's configuration selects beside it
-        #: (:class:`node_agent.drivers.nova_devices.Selection`), given by
-        #: the registry; nothing for a driver made alone.
-        self.selection = nova_devices.NOTHING
+        #: (:class:`node_agent.drivers.nova_devices.Selection`).
+        self.selection = context.selection
         #: The PCI functions granted (:meth:`grant`); None: not granted
         #: yet, every function asked for (a driver run alone).
         self.granted = None

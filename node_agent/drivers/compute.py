@@ -69,14 +69,14 @@ def present_cpus(snapshot):
     return frozenset(cpus)
 
 
-def cpu_sets(conf, snapshot):
-    """``(shared, dedicated)`` CPU ids, validated against the snapshot."""
+def cpu_sets(compute, snapshot):
+    """``(shared, dedicated)`` CPU ids of ``[compute]`` (``compute``),
+    validated against the snapshot."""
     present = present_cpus(snapshot)
-    dedicated = parse_cpu_spec(conf.compute.cpu_dedicated_set,
+    dedicated = parse_cpu_spec(compute.cpu_dedicated_set,
                                'cpu_dedicated_set')
-    if conf.compute.cpu_shared_set is not None:
-        shared = parse_cpu_spec(conf.compute.cpu_shared_set,
-                                'cpu_shared_set')
+    if compute.cpu_shared_set is not None:
+        shared = parse_cpu_spec(compute.cpu_shared_set, 'cpu_shared_set')
     else:
         shared = present - dedicated
     overlap = shared & dedicated
@@ -98,9 +98,9 @@ def format_cpus(cpus):
     return ','.join(str(c) for c in sorted(cpus))
 
 
-def ratios(conf, current, nodename):
-    """Allocation ratios for VCPU, MEMORY_MB and DISK_GB (PCPU is 1.0)."""
-    c = conf.compute
+def ratios(c, current, nodename):
+    """Allocation ratios for VCPU, MEMORY_MB and DISK_GB (PCPU is 1.0) by
+    ``[compute]`` (``c``)."""
     return {
         'VCPU': layout.allocation_ratio(
             c.cpu_allocation_ratio, c.initial_cpu_allocation_ratio,
@@ -138,25 +138,25 @@ class ComputeDriver(base.Driver):
         return {classes: f for classes, f in figures.items() if f[0]}
 
     @classmethod
-    def check_options(cls, conf):
+    def check_options(cls, options):
         """``[compute] cpu_shared_set`` and ``cpu_dedicated_set`` parse and
         do not overlap.  Whether the host has those CPUs is the scan's to
         say."""
-        dedicated = parse_cpu_spec(conf.compute.cpu_dedicated_set,
-                                   'cpu_dedicated_set')
-        if conf.compute.cpu_shared_set is None:
+        c = options.compute
+        dedicated = parse_cpu_spec(c.cpu_dedicated_set, 'cpu_dedicated_set')
+        if c.cpu_shared_set is None:
             return
-        shared = parse_cpu_spec(conf.compute.cpu_shared_set,
-                                'cpu_shared_set')
+        shared = parse_cpu_spec(c.cpu_shared_set, 'cpu_shared_set')
         overlap = shared & dedicated
         if overlap:
             raise exception.ConfigError(
                 '[compute] cpu_shared_set and cpu_dedicated_set overlap on '
                 'CPUs ' + format_cpus(overlap))
 
-    def __init__(self, conf, snapshot, layout=None):
-        super().__init__(conf, snapshot, layout)
-        self.shared, self.dedicated = cpu_sets(conf, snapshot)
+    def __init__(self, context):
+        super().__init__(context)
+        self.shared, self.dedicated = cpu_sets(self.options.compute,
+                                               self.snapshot)
 
     def build(self, provider_tree, nodename, current):
         rules = self.layout
@@ -164,8 +164,8 @@ class ComputeDriver(base.Driver):
             # nova-compute's root: what it carries is nova's to write.
             return {nodename}
         root = provider_tree.get(nodename)
-        c = self.conf.compute
-        ratio = ratios(self.conf, current, nodename)
+        c = self.options.compute
+        ratio = ratios(c, current, nodename)
         inventory = {}
         disk_gb = self.snapshot.host.disk_total_gb
         if disk_gb:
@@ -178,8 +178,7 @@ class ComputeDriver(base.Driver):
             arch_trait = 'COMPUTE_ARCH_' + arch.upper()
             if arch_trait in os_traits.get_traits():
                 traits.add(arch_trait)
-        numa = layout.numa_active(self.conf, self.snapshot)
-        if rules.cpu_on_root(numa):
+        if rules.cpu_on_root(self.context.numa):
             if self.shared:
                 inventory['VCPU'] = layout.record(
                     len(self.shared), c.reserved_host_cpus, ratio['VCPU'])

@@ -21,7 +21,6 @@ Rules kept here so that no driver can break them on its own:
 
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent import identity
 from node_agent import provider_tree as ptree
 
@@ -59,17 +58,6 @@ def kind_of(provider, tree):
     return identity.kind_of(provider, tree)
 
 
-def numa_active(conf, snapshot):
-    """Whether NUMA nodes are providers in the tree being built: ``[numa]
-    enabled``, unset meaning in standalone only (beside nova-compute no
-    request Nova builds from a flavor can ask for them)."""
-    enabled = conf.numa.enabled
-    if enabled is None:
-        enabled = deployment.layout(conf).numa_default
-    return ('numa' in conf.enabled_drivers and enabled
-            and bool(snapshot.numa_nodes))
-
-
 def function_uuid(provider, tree, root_uuid, physfns):
     """The uuid the provider of a VF's physical function has (or would
     have) under ``root_uuid``, whether the VF hangs under it or not; None
@@ -82,12 +70,13 @@ def function_uuid(provider, tree, root_uuid, physfns):
     return identity.child_uuid(root_uuid, identity.pci_id(physfn))
 
 
-def parent_for(conf, snapshot, tree, nodename, numa_node):
+def parent_for(context, tree, nodename, numa_node):
     """The provider a device affined to ``numa_node`` hangs under: its
-    NUMA node's while NUMA modelling is active and that node is in the
-    tree, else the root."""
+    NUMA node's while NUMA modelling is active (``context``: the driver
+    set's :class:`~node_agent.drivers.context.Context`) and that node is
+    in the tree, else the root."""
     root = tree.get(nodename)
-    if numa_node is not None and numa_active(conf, snapshot):
+    if numa_node is not None and context.numa:
         provider = tree.find(identity.child_uuid(
             root.uuid, identity.numa_id(numa_node)))
         if provider is not None:
@@ -95,21 +84,21 @@ def parent_for(conf, snapshot, tree, nodename, numa_node):
     return root
 
 
-def ensure_device(conf, snapshot, tree, nodename, device_id, numa_node):
+def ensure_device(context, tree, nodename, device_id, numa_node):
     """The owned provider of device ``device_id``, under the provider its
     ``numa_node`` affinity gives (see :func:`parent_for`), or None as
     :func:`ensure_child` says."""
     return ensure_child(tree, device_id,
-                        parent_for(conf, snapshot, tree, nodename, numa_node),
-                        nodename, conf)
+                        parent_for(context, tree, nodename, numa_node),
+                        nodename, context.layout.owner_trait)
 
 
-def ensure_child(tree, device_id, parent, nodename, conf):
+def ensure_child(tree, device_id, parent, nodename, owner_trait):
     """The owned child for ``device_id`` under ``parent``, made or moved
     there, named and uuid'ed by :mod:`node_agent.identity`, carrying its
-    owner trait where :attr:`node_agent.deployment.Layout.owner_trait`
-    says so (and losing it where
-    not).
+    owner trait where ``owner_trait``
+    (:attr:`node_agent.deployment.Layout.owner_trait`) says so (and losing
+    it where not).
 
     Found by its uuid: one named otherwise (the root was renamed) takes
     its name again.  A provider of ours under another parent (NUMA
@@ -137,7 +126,7 @@ def ensure_child(tree, device_id, parent, nodename, conf):
         tree.rename(uuid, name)
     if provider.parent_uuid != parent.uuid:
         tree.move(provider.uuid, parent.uuid)
-    if deployment.layout(conf).owner_trait:
+    if owner_trait:
         provider.traits.add(identity.OWNER_TRAIT)
     else:
         provider.traits.discard(identity.OWNER_TRAIT)

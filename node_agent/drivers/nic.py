@@ -178,12 +178,12 @@ def parse_bandwidths(entries, mapped=None):
     return result
 
 
-def check_options(conf):
-    """Every ``[nic]`` option that needs parsing; ConfigError naming the
-    option and the entry (run before the first write)."""
-    mappings = parse_mappings(conf.nic.physical_device_mappings)
-    parse_vnic_types(conf.nic.vnic_types)
-    parse_bandwidths(conf.nic.resource_provider_bandwidths,
+def check_options(nic):
+    """Every ``[nic]`` option (``nic``) that needs parsing; ConfigError
+    naming the option and the entry (run before the first write)."""
+    mappings = parse_mappings(nic.physical_device_mappings)
+    parse_vnic_types(nic.vnic_types)
+    parse_bandwidths(nic.resource_provider_bandwidths,
                      {ifname for _, ifname in mappings})
 
 
@@ -233,16 +233,17 @@ class NicDriver(base.Driver):
         return nic_opts.list_opts()
 
     @classmethod
-    def check_options(cls, conf):
-        check_options(conf)
+    def check_options(cls, options):
+        check_options(options.nic)
 
-    def __init__(self, conf, snapshot, layout=None):
-        super().__init__(conf, snapshot, layout)
-        self.mappings = parse_mappings(conf.nic.physical_device_mappings)
+    def __init__(self, context):
+        super().__init__(context)
+        nic = self.options.nic
+        self.mappings = parse_mappings(nic.physical_device_mappings)
         self.vnic_traits = {vnic_type_trait(v) for v in
-                            parse_vnic_types(conf.nic.vnic_types)}
+                            parse_vnic_types(nic.vnic_types)}
         self.bandwidths = parse_bandwidths(
-            conf.nic.resource_provider_bandwidths,
+            nic.resource_provider_bandwidths,
             {ifname for _, ifname in self.mappings})
 
     def applies(self, snapshot):
@@ -254,7 +255,7 @@ class NicDriver(base.Driver):
         return [pf.address for pf in pfs if pf is not None]
 
     def _pfs(self):
-        bandwidth = self.conf.nic.report_bandwidth
+        bandwidth = self.options.nic.report_bandwidth
         result = []
         for physnet, ifname in self.mappings:
             pf = find_pf(self.snapshot, ifname)
@@ -283,7 +284,7 @@ class NicDriver(base.Driver):
             node = nodes.pop() if len(nodes) == 1 else None
             if self.layout.card_level:
                 card_rp = layout.ensure_device(
-                    self.conf, self.snapshot, provider_tree, nodename,
+                    self.context, provider_tree, nodename,
                     identity.nic_id(card), node)
                 if card_rp is None:
                     continue
@@ -291,12 +292,12 @@ class NicDriver(base.Driver):
                 layout.set_inventory(card_rp, {}, PF_CLASSES)
                 layout.set_traits(card_rp, CARD_TRAITS, CARD_TRAITS)
             else:
-                card_rp = layout.parent_for(self.conf, self.snapshot,
-                                            provider_tree, nodename, node)
+                card_rp = layout.parent_for(self.context, provider_tree,
+                                            nodename, node)
             for pf, physnet in pfs:
                 provider = layout.ensure_child(
                     provider_tree, identity.pci_id(pf.address), card_rp,
-                    nodename, self.conf)
+                    nodename, self.layout.owner_trait)
                 if provider is None:
                     continue
                 wanted.add(provider.name)
@@ -379,7 +380,7 @@ class NicDriver(base.Driver):
         """``(egress, ingress)`` kbps the PF offers (None: not reported)."""
         if pf.ifname in self.bandwidths:
             wanted = self.bandwidths[pf.ifname]
-        elif self.conf.nic.report_bandwidth and pf.speed_mbps:
+        elif self.options.nic.report_bandwidth and pf.speed_mbps:
             wanted = (pf.speed_mbps * 1000,) * 2
         else:
             return (None, None)

@@ -8,7 +8,7 @@
      +-- <root>_numa_1     ...
 
 Active when ``numa`` is an enabled driver, ``[numa] enabled`` is true and
-the snapshot has NUMA nodes (:func:`node_agent.drivers.layout.numa_active`).
+the snapshot has NUMA nodes (:attr:`node_agent.drivers.context.Context.numa`).
 Only with ``[DEFAULT] deployment = standalone`` do the nodes carry CPU and
 memory (the compute driver then leaves them off the root).  Beside
 nova-compute (the default) they are resourceless, ``HW_NUMA_ROOT`` only:
@@ -37,6 +37,7 @@ node that has VCPU or PCPU (resource traits follow their resources).
 from oslo_log import log as logging
 
 from node_agent import identity
+from node_agent.conf import compute as compute_opts
 from node_agent.conf import numa as numa_opts
 from node_agent.drivers import base
 from node_agent.drivers import compute
@@ -76,14 +77,17 @@ class NumaDriver(base.Driver):
 
     @classmethod
     def list_opts(cls):
-        return numa_opts.list_opts()
+        """``[numa]``, and ``[compute]``'s CPU sets, reservations and
+        ratios, which the nodes carry in standalone."""
+        return numa_opts.list_opts() + compute_opts.list_opts()
 
-    def __init__(self, conf, snapshot, layout=None):
-        super().__init__(conf, snapshot, layout)
-        self.shared, self.dedicated = compute.cpu_sets(conf, snapshot)
+    def __init__(self, context):
+        super().__init__(context)
+        self.shared, self.dedicated = compute.cpu_sets(self.options.compute,
+                                                       self.snapshot)
 
     def applies(self, snapshot):
-        return layout.numa_active(self.conf, snapshot)
+        return self.context.numa
 
     def build(self, provider_tree, nodename, current):
         resources = self.layout.cpu_memory
@@ -93,7 +97,7 @@ class NumaDriver(base.Driver):
         for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
             provider = layout.ensure_child(
                 provider_tree, identity.numa_id(node.id), nodename, nodename,
-                self.conf)
+                self.layout.owner_trait)
             if provider is None:
                 continue
             wanted.add(provider.name)
@@ -101,7 +105,7 @@ class NumaDriver(base.Driver):
             if 'MEMORY_MB' in inventory:
                 inventory['MEMORY_MB'] = layout.steady_memory(
                     inventory['MEMORY_MB'], current, provider.name,
-                    self.conf.compute.memory_band_mb)
+                    self.options.compute.memory_band_mb)
             traits = {layout.NUMA_ROOT_TRAIT}
             if 'VCPU' in inventory or 'PCPU' in inventory:
                 traits |= self.snapshot.host.cpu_traits
@@ -121,8 +125,8 @@ class NumaDriver(base.Driver):
 
     def _inventories(self, current, nodename):
         """``{node id: {rc: record}}``: each node's CPU and memory."""
-        c = self.conf.compute
-        ratio = compute.ratios(self.conf, current, nodename)
+        c = self.options.compute
+        ratio = compute.ratios(c, current, nodename)
         node_of = self.snapshot.numa_node_of_cpu
         unplaced = {cpu for cpu in self.shared | self.dedicated
                     if node_of(cpu) is None}

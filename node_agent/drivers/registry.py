@@ -4,6 +4,7 @@
 
     classes = registry.installed()          # every driver class, in order
     drivers = registry.create(conf, snapshot)   # [DEFAULT] enabled_drivers
+    driver = registry.create(conf, snapshot, [GpuDriver])[0]  # one alone
     registry.validate(conf)                 # every option, every driver's
     registry.list_opts()                    # the drivers' options (sample)
 
@@ -16,6 +17,10 @@ needs the driver classes asks this module: the driver set
 commands and the sample config generator (``oslo.config.opts`` entry point
 ``node_agent.drivers``: :func:`list_opts`).  :mod:`node_agent.conf` knows
 no driver.
+
+A driver is handed one frozen value for its set
+(:mod:`node_agent.drivers.context`), built here, and never the
+configuration itself.
 
 The drivers of a set are granted their PCI functions here, in the drivers'
 order (:func:`grant`): each driver says which functions it would take
@@ -31,6 +36,7 @@ from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import check as conf_check
 from node_agent.conf import nova as nova_conf
+from node_agent.drivers import context as context_mod
 from node_agent.drivers import nova_devices
 
 NAMESPACE = 'node_agent.drivers'
@@ -101,9 +107,8 @@ def check(conf, classes=None):
     in the drivers' order; ConfigError naming the first problem."""
     check_enabled(conf)
     classes = installed() if classes is None else classes
-    register_opts(conf, classes)
     for plugin in classes:
-        plugin.check_options(conf)
+        plugin.check_options(context_mod.options(conf, plugin))
 
 
 def validate(conf):
@@ -116,33 +121,39 @@ def validate(conf):
     check(conf, classes)
 
 
-def read_nova(conf):
+def read_nova(conf, layout):
     """nova-compute's configuration (``[nova] config_file``,
     :func:`node_agent.conf.nova.read_nova_reports`) where the agent lives
-    beside it, else None."""
-    if deployment.layout(conf).owns_root:
+    beside it (``layout``), else None."""
+    if layout.owns_root:
         return None
     return nova_conf.read_nova_reports(conf)
 
 
-def create(conf, snapshot, classes=None, selection=nova_devices.NOTHING):
+def create(conf, snapshot, classes=None):
     """The enabled drivers (or ``classes``) made for ``snapshot``, their PCI
-    functions granted (:func:`grant`).
+    functions granted: :func:`make`'s drivers."""
+    return make(conf, snapshot, classes)[1]
 
-    The one place a driver is constructed: what it is given (the
-    configuration, the snapshot, the deployment's
-    :class:`~node_agent.deployment.Layout`, ``selection``: what
-    nova-compute's configuration selects beside it,
-    :mod:`node_agent.drivers.nova_devices`) is decided here.
+
+def make(conf, snapshot, classes=None):
+    """``(context, drivers)``: the enabled drivers (or ``classes``) made for
+    ``snapshot``, their PCI functions granted (:func:`grant`).
+
+    The one place a driver is constructed: what it is given is its set's
+    :class:`~node_agent.drivers.context.Context`, built here once, with
+    nova-compute's configuration beside it (:func:`read_nova`) and what
+    that selects (:mod:`node_agent.drivers.nova_devices`).
     """
     classes = enabled(conf) if classes is None else list(classes)
-    register_opts(conf, classes)
-    rules = deployment.layout(conf)
-    drivers = [plugin(conf, snapshot, layout=rules) for plugin in classes]
-    for driver in drivers:
-        driver.selection = selection
+    layout = deployment.layout(conf)
+    nova = read_nova(conf, layout)
+    context = context_mod.build(
+        conf, snapshot, layout, classes, nova,
+        nova_devices.select(layout, nova, snapshot))
+    drivers = [plugin(context) for plugin in classes]
     grant(drivers)
-    return drivers
+    return context, drivers
 
 
 def grant(drivers):

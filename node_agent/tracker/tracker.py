@@ -140,7 +140,7 @@ class ResourceTracker:
             self._metrics.watch_claims(claims.list)
         self._root = root_mod.RootFinder(conf, report_client)
         # The root's name, once read; the round's when it is recorded.
-        self._nodename = root_mod.root_name(conf)
+        self._nodename = self._root.name()
         self._round = round_mod.Round(nodename=self._nodename)
         self._writers = second_writer.Watch(conf, self._root, self._metrics)
         self._holder = scan_state_mod.Holder(conf, discovery, scan_state)
@@ -383,11 +383,12 @@ class ResourceTracker:
             guest_notes=tuple(self._guests.notes()) + self._bound.notes(),
             **beside)
         self._metrics.synced(done.tree, bool(done.reshape_pending))
+        rules = self._root.layout
         self._one_time_use = withhold.clean_one_time_use(
-            self._conf, self._one_time_use, self._one_time_use_manager,
+            self._conf, rules, self._one_time_use, self._one_time_use_manager,
             done, self.unhealthy())
-        withhold.reserve_beside_nova(self._conf, self._report, self._health,
-                                     done.nodename, done.tree)
+        withhold.reserve_beside_nova(self._conf, rules, self._report,
+                                     self._health, done.nodename, done.tree)
         self._status(self.status_line())
         return done
 

@@ -30,7 +30,6 @@ import time
 
 from oslo_log import log as logging
 
-from node_agent import deployment
 from node_agent.health import state as health_state
 from node_agent.placement import plan as plan_mod
 
@@ -107,13 +106,15 @@ def keep_reserved(checked, monitor, metrics, nodename, current,
     return bool(found), checked
 
 
-def clean_one_time_use(conf, manager, make, last, unhealthy):
-    """Beside nova-compute, nova's one-time-use devices cleaned
+def clean_one_time_use(conf, layout, manager, make, last, unhealthy):
+    """Beside nova-compute (``layout``: the deployment's
+    :class:`~node_agent.deployment.Layout`), nova's one-time-use devices
+    cleaned
     (:mod:`node_agent.one_time_use`) after round ``last``: before the
     health hook, which must not take a one-time-use reservation for its
     own.  The manager (``make()`` makes it at the first clean), or
     ``manager`` as it was."""
-    if deployment.layout(conf).nova_devices:
+    if layout.nova_devices:
         from node_agent import one_time_use
         from node_agent.beside_nova import nova_pci
         return one_time_use.audit(conf, manager, make, last, unhealthy,
@@ -121,10 +122,12 @@ def clean_one_time_use(conf, manager, make, last, unhealthy):
     return manager
 
 
-def reserve_beside_nova(conf, report_client, monitor, nodename, tree):
-    """Beside nova-compute, reserve nova's own PCI providers of the devices
-    ``monitor`` withholds (:mod:`node_agent.beside_nova.nova_pci`)."""
-    if monitor is None or not deployment.layout(conf).nova_devices:
+def reserve_beside_nova(conf, layout, report_client, monitor, nodename,
+                        tree):
+    """Beside nova-compute (``layout``), reserve nova's own PCI providers of
+    the devices ``monitor`` withholds (:mod:`node_agent.beside_nova.
+    nova_pci`)."""
+    if monitor is None or not layout.nova_devices:
         return
     from node_agent.beside_nova import nova_pci
     root = tree.find(nodename)

@@ -28,6 +28,7 @@ import json
 import os
 import sys
 
+from node_agent import deployment
 from node_agent.beside_nova import root as root_mod
 from node_agent.gpu_layout import readiness
 from node_agent.health import drains
@@ -98,7 +99,8 @@ def show(conf):
         print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
               file=sys.stderr)
     drained = _drained(conf)
-    not_offered = _not_offered(conf, tree, snapshot)
+    rules = deployment.layout(conf)
+    not_offered = _not_offered(conf, tree, snapshot, rules)
     untaken = _layout(conf, snapshot)
     if conf.category.format == 'json':
         body = json.loads(status.render_json(tree, usages, unclaimed))
@@ -115,7 +117,7 @@ def show(conf):
     else:
         print(status.render_table(tree, usages, unclaimed,
                                   long=conf.category.long,
-                                  folded=_foreign_root(conf, tree)))
+                                  folded=_foreign_root(tree, rules)))
         if drained:
             print('\n'.join(['', f'{drains.TITLE}:']
                             + drains.render(drained)))
@@ -156,23 +158,22 @@ NOT_OFFERED_TITLE = ('Not offered beside nova-compute (nova-compute '
                      'cannot attach them)')
 
 
-def _not_offered(conf, tree, snapshot):
+def _not_offered(conf, tree, snapshot, rules):
     """``[(provider, why)]`` of :func:`node_agent.beside_nova.coexistence.
     not_attachable_in`; [] when the host could not be scanned (the reason
     is already on stderr)."""
-    from node_agent import deployment
     from node_agent.beside_nova import coexistence
-    if (snapshot is None or deployment.layout(conf).owns_root
+    if (snapshot is None or rules.owns_root
             or tree.roots[0].generation is None):
         return []
     return coexistence.not_attachable_in(conf, snapshot, tree)
 
 
-def _foreign_root(conf, tree):
+def _foreign_root(tree, rules):
     """The root's uuid when another service owns it (nova-compute's,
-    beside it), whose traits the table folds; else nothing."""
-    from node_agent import deployment
-    if deployment.layout(conf).owns_root:
+    beside it: ``rules``, the deployment's layout), whose traits the table
+    folds; else nothing."""
+    if rules.owns_root:
         return frozenset()
     return frozenset({tree.roots[0].uuid})
 

@@ -26,10 +26,11 @@ MIG_PENDING_TRAIT = 'CUSTOM_GPU_MIG_CHANGE_PENDING'
 ALL = ('*',)
 
 
-def check_options(conf):
-    """ConfigError for GPU options that cannot work, before any scan."""
-    gpu_types.type_configs(conf)
-    passthrough_mod.Passthrough(conf)
+def check_options(options):
+    """ConfigError for GPU options (``options``) that cannot work, before
+    any scan."""
+    gpu_types.type_configs(options)
+    passthrough_mod.Passthrough(options.gpu)
 
 
 def _say_once(key, level, message, *args):
@@ -48,12 +49,21 @@ class GpuDriver(base.Driver):
 
     @classmethod
     def register_opts(cls, conf):
+        """``[gpu]``, ``[devices]`` and the ``[mdev_<type>]`` group of
+        each enabled type."""
         gpu_opts.register_opts(conf)
         devices_opts.register_opts(conf)
+        devices_opts.register_dynamic_opts(conf)
 
     @classmethod
-    def check_options(cls, conf):
-        check_options(conf)
+    def more_groups(cls, options):
+        """``[mdev_<type>]`` of each ``[devices] enabled_mdev_types``."""
+        return [devices_opts.group_name(t)
+                for t in dict.fromkeys(options.devices.enabled_mdev_types)]
+
+    @classmethod
+    def check_options(cls, options):
+        check_options(options)
 
     @classmethod
     def hardware_limits(cls, snapshot):
@@ -68,20 +78,20 @@ class GpuDriver(base.Driver):
                 ('VGPU',): (vgpus, 'vGPUs its GPUs can hold'),
                 (deployment.NA_VGPU,): (vgpus, 'vGPUs its GPUs can hold')}
 
-    def __init__(self, conf, snapshot, layout=None):
-        super().__init__(conf, snapshot, layout)
-        passthrough_mod.Passthrough(conf)       # checked at construction
+    def __init__(self, context):
+        super().__init__(context)
+        passthrough_mod.Passthrough(self.options.gpu)   # checked here
         self.types = gpu_types.Types(
-            gpu_types.type_configs(conf),
+            gpu_types.type_configs(self.options),
             deployment.NA_VGPU if self.layout.accelerators else None)
 
     @functools.cached_property
     def passthrough(self):
         """The GPUs given whole: the agent's options, and beside
-        nova-compute those nova's configuration selects (given after
-        construction: :attr:`selection`)."""
+        nova-compute those nova's configuration selects
+        (:attr:`selection`)."""
         return passthrough_mod.Passthrough(
-            self.conf, self.selection.gpus, self.selection.accel_gpus,
+            self.options.gpu, self.selection.gpus, self.selection.accel_gpus,
             deployment.NA_PGPU if self.layout.accelerators else None)
 
     def applies(self, snapshot):
@@ -113,7 +123,7 @@ class GpuDriver(base.Driver):
             {t.resource_class for t in self.types.configs.values()}))
 
     def build(self, provider_tree, nodename, current):
-        per_gpu = self.conf.gpu.per_gpu_providers
+        per_gpu = self.options.gpu.per_gpu_providers
         pools = self.devices.pools
         offers = {}
         for offer in offers_mod.vgpu_offers(
@@ -133,12 +143,11 @@ class GpuDriver(base.Driver):
                 self._say_not_reported(gpu)
                 continue
             if self._vfs_alone(gpu, inventory, device_offers):
-                parent = layout.parent_for(self.conf, self.snapshot,
-                                           provider_tree, nodename,
-                                           gpu.numa_node)
+                parent = layout.parent_for(self.context, provider_tree,
+                                           nodename, gpu.numa_node)
                 wanted.update(self._build_vfs(
                     provider_tree, nodename, parent, device_offers,
-                    traits if self.conf.gpu.vf_traits else ()))
+                    traits if self.options.gpu.vf_traits else ()))
                 continue
             provider = self._ensure_gpu(provider_tree, nodename, gpu)
             if provider is None:
@@ -186,7 +195,8 @@ class GpuDriver(base.Driver):
         made = set()
         for offer in offers:
             child = layout.ensure_child(tree, identity.pci_id(offer.address),
-                                        parent.uuid, nodename, self.conf)
+                                        parent.uuid, nodename,
+                                        self.layout.owner_trait)
             if child is None:
                 continue
             made.add(child.name)
@@ -207,8 +217,8 @@ class GpuDriver(base.Driver):
         for offer in offers:
             by_gpu.setdefault(offer.gpu_address, []).append(offer)
         pools = {}
-        if self.conf.gpu.per_gpu_providers and \
-                offers_mod.vf_shape(self.conf.gpu.vf_providers,
+        if self.options.gpu.per_gpu_providers and \
+                offers_mod.vf_shape(self.options.gpu.vf_providers,
                                     self.layout) == offers_mod.POOLED:
             for address, gpu_offers in by_gpu.items():
                 pool = offers_mod.pool_of(gpu_offers)
@@ -295,15 +305,13 @@ class GpuDriver(base.Driver):
 
     def _ensure_gpu(self, tree, nodename, gpu):
         numa_node = gpu.numa_node
-        if numa_node is None and layout.numa_active(self.conf,
-                                                    self.snapshot):
+        if numa_node is None and self.context.numa:
             _say_once(('numa-unknown', gpu.address), logging.WARNING,
                       'GPU %s: no NUMA node (numa_node is -1 and its '
                       'local_cpulist matches no node); reported under the '
                       'root provider', gpu.address)
-        return layout.ensure_device(self.conf, self.snapshot, tree,
-                                    nodename, identity.pci_id(gpu.address),
-                                    numa_node)
+        return layout.ensure_device(self.context, tree, nodename,
+                                    identity.pci_id(gpu.address), numa_node)
 
     def _say_not_reported(self, gpu):
         """Say once why ``gpu`` is not reported, and the lines that would
@@ -319,7 +327,7 @@ class GpuDriver(base.Driver):
             hint = dict(self.selection.unselected).get(gpu.address)
             held = passthrough_mod.mdev_types_held(gpu)
             if gpu.address in self.selection.accel_gpus and held:
-                files = self.conf.config_file
+                files = self.context.config_files
                 _say_once(('not-reported', gpu.address), logging.INFO,
                           'GPU %s (%s, %s) is not given whole on the '
                           'accelerator path: its mdevs exist (%s); to offer '

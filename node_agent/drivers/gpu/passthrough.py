@@ -26,20 +26,21 @@ DEVICE_SPEC = '[gpu] device_spec'
 class Passthrough:
     """``[gpu] device_spec`` then ``[gpu] passthrough_devices``."""
 
-    def __init__(self, conf, chosen=frozenset(), accel=frozenset(),
+    def __init__(self, gpu, chosen=frozenset(), accel=frozenset(),
                  accel_class=None):
-        rc = conf.gpu.resource_class
+        """``gpu``: the ``[gpu]`` options."""
+        rc = gpu.resource_class
         if not (rc in orc.STANDARDS or orc.is_custom(rc)) or \
                 not re.fullmatch(r'[A-Z0-9_]+', rc):
             raise exception.ConfigError(
                 f'[gpu] resource_class: {rc!r} is neither a standard '
                 'resource class nor CUSTOM_[A-Z0-9_]+')
         self.resource_class = rc
-        self.specs = device_spec.parse_allow_list(conf.gpu.device_spec,
+        self.specs = device_spec.parse_allow_list(gpu.device_spec,
                                                   DEVICE_SPEC)
         self.addresses = set()
         self.products = set()
-        for entry in conf.gpu.passthrough_devices:
+        for entry in gpu.passthrough_devices:
             entry = entry.strip().lower()
             if re.fullmatch(r'[0-9a-f]{4}:[0-9a-f]{4}', entry):
                 self.products.add(entry)

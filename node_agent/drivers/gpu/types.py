@@ -31,20 +31,18 @@ def pci_address(text, option):
     return value
 
 
-def type_configs(conf):
+def type_configs(options):
     """``[devices] enabled_mdev_types`` with their ``[mdev_<type>]``
-    groups, checked: ``{type id: TypeConfig}`` in the listed order."""
-    devices_conf.register_dynamic_opts(conf)
+    groups (``options``: the GPU driver's
+    :class:`~node_agent.drivers.context.Options`), checked: ``{type id:
+    TypeConfig}`` in the listed order."""
     result = {}
     owner = {}
-    for type_id in dict.fromkeys(conf.devices.enabled_mdev_types):
+    for type_id in dict.fromkeys(options.devices.enabled_mdev_types):
         name = devices_conf.group_name(type_id)
-        group = getattr(conf, name)
-        try:
-            values = (group.device_addresses, group.mdev_class,
-                      group.max_instances)
-        except ValueError as e:
-            raise exception.ConfigError(f'[{name}]: {e}') from None
+        group = options[name]
+        values = (group.device_addresses, group.mdev_class,
+                  group.max_instances)
         option = f'[{name}] device_addresses'
         addresses = frozenset(pci_address(a, option)
                               for a in values[0] if a.strip())

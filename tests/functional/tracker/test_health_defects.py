@@ -53,7 +53,8 @@ def test_whole_host_reserves_novas_pci_provider_of_a_drained_device(
     monitor = health_monitor.HealthMonitor(600, lambda a, h: None)
     monitor.drained({H100: 'fan swap'})
 
-    withhold.reserve_beside_nova(conf, report, monitor, 'compute1',
+    withhold.reserve_beside_nova(conf, deployment.layout(conf), report,
+                                 monitor, 'compute1',
                                  report.get_provider_tree(root))
 
     inventory = placement_adapter.get(

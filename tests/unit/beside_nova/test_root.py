@@ -51,7 +51,7 @@ def test_unreadable_file_names_the_file(tmp_path):
 def test_root_name_per_mode(conf, mode, name):
     conf.set_override('deployment', mode)
     conf.set_override('hypervisor_hostname', 'cn1.example.org', 'nova')
-    assert root.root_name(conf) == name
+    assert root.RootFinder(conf, None).name() == name
 
 
 def test_a_file_the_service_user_may_not_read_names_the_permission():

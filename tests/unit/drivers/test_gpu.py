@@ -5,6 +5,8 @@ import pytest
 from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
+from node_agent.drivers import context
+from node_agent.drivers import registry
 from node_agent.drivers.gpu import driver as gpu_driver
 from node_agent.drivers.gpu import offers as gpu_offers
 from node_agent.drivers.gpu import types as gpu_types
@@ -136,7 +138,7 @@ def test_one_address_in_two_types_names_both(tmp_path):
         '[mdev_nvidia-588]\ndevice_addresses = 0000:3b:00.4\n'
         '[mdev_nvidia-592]\ndevice_addresses = 0000:3B:00.4\n'))
     with pytest.raises(exception.ConfigError) as e:
-        gpu_types.type_configs(conf)
+        gpu_types.type_configs(context.options(conf, gpu_driver.GpuDriver))
     assert str(e.value) == (
         '[mdev_nvidia-592] device_addresses: 0000:3b:00.4 is also in '
         '[mdev_nvidia-588] device_addresses; a device offers one type')
@@ -144,18 +146,18 @@ def test_one_address_in_two_types_names_both(tmp_path):
 
 @pytest.mark.parametrize('text,culprit', [
     ('[mdev_nvidia-588]\nmdev_class = vgpu-small\n',
-     r"^\[mdev_nvidia-588\]: .*'vgpu-small'"),
+     r"^\[mdev_nvidia-588\] mdev_class: .*'vgpu-small'"),
     ('[mdev_nvidia-588]\ndevice_addresses = 3b:00.4\n',
      r"^\[mdev_nvidia-588\] device_addresses: '3b:00.4' is not a PCI "
      r"address"),
     ('[mdev_nvidia-588]\nmax_instances = 0\n',
-     r'^\[mdev_nvidia-588\]: .*max_instances'),
+     r'^\[mdev_nvidia-588\] max_instances: '),
 ])
 def test_bad_type_section_names_the_culprit(tmp_path, text, culprit):
     conf = _conf_file(tmp_path, '[devices]\nenabled_mdev_types = '
                                 'nvidia-588\n' + text)
     with pytest.raises(exception.ConfigError, match=culprit):
-        gpu_types.type_configs(conf)
+        gpu_types.type_configs(context.options(conf, gpu_driver.GpuDriver))
 
 
 def test_what_claims_and_reshape_see_of_an_sriov_host(conf):
@@ -164,7 +166,8 @@ def test_what_claims_and_reshape_see_of_an_sriov_host(conf):
     conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
                       'devices')
     conf.set_override('passthrough_devices', ['0000:af:00.0'], 'gpu')
-    devices = gpu_driver.GpuDriver(conf, snapshot).devices
+    gpu = registry.create(conf, snapshot, [gpu_driver.GpuDriver])[0]
+    devices = gpu.devices
     assert [(o.address, o.gpu_address, o.type_id, o.resource_class,
              o.total, o.vendor_vfio, o.existing)
             for o in devices.offers.values()] == [

@@ -8,6 +8,7 @@ import pytest
 from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
+from node_agent.drivers import registry
 from node_agent.drivers.gpu import driver as gpu_driver
 from node_agent.drivers import reshape
 from tests.unit.drivers import hostdata
@@ -239,7 +240,7 @@ def test_single_driver_raises_reshape_needed_too(dconf, snapshot, tree):
     dconf.set_override('per_gpu_providers', False, group='gpu')
     run(dconf, snapshot, tree)
     dconf.set_override('per_gpu_providers', True, group='gpu')
-    driver = gpu_driver.GpuDriver(dconf, snapshot)
+    driver = registry.create(dconf, snapshot, [gpu_driver.GpuDriver])[0]
     with pytest.raises(exception.ReshapeNeeded, match='VGPU'):
         driver.update_provider_tree(tree.copy(), H)
     driver.update_provider_tree(tree, H, allocations={})

@@ -14,7 +14,12 @@ longer than ``MAX_FUNCTION_LINES`` from its ``def`` to its last line,
 docstring included.  The tests follow the code: a unit test sits at the
 path of its module, no test module is imported beyond the ratchet
 (``TEST_MODULES_IMPORTED``, which may only shrink), and no test reads a
-private name of the daemon's parts (``DAEMON_PARTS``).
+private name of the daemon's parts (``DAEMON_PARTS``).  No driver reads
+the configuration: a driver's module names ``conf`` only where it
+registers its options (``register_opts``), and reads its own option
+groups from the frozen value its set hands it
+(:mod:`node_agent.drivers.context`); the driver set's builders
+(``DRIVER_SET_BUILDERS``) are the ones that read ``conf``.
 """
 
 import ast
@@ -387,3 +392,61 @@ def test_the_private_read_check_sees_one(tmp_path):
 
 def test_no_test_reads_a_private_name_of_the_daemons_parts():
     assert private_reads() == []
+
+
+#: The modules of ``node_agent/drivers`` that build a driver set from the
+#: configuration (every other module there is a driver or a helper of
+#: the drivers, and reads no ``conf``).
+DRIVER_SET_BUILDERS = frozenset((
+    '__init__.py',      # DriverSet
+    'registry.py',      # finds, registers, checks and makes the drivers
+    'context.py',       # the frozen value the drivers read
+    'addresses.py',     # the addresses the configuration types, checked
+    'overrides.py',     # the provider override files [provider_overrides]
+))
+
+
+def conf_reads(root=os.path.join(ROOT, PACKAGE, 'drivers'),
+               builders=DRIVER_SET_BUILDERS):
+    """``['path:line', ...]`` where a driver module under ``root`` names
+    ``conf`` outside a ``register_opts``."""
+    found = []
+    for dirpath, _, files in sorted(os.walk(root)):
+        for name in sorted(f for f in files if f.endswith('.py')):
+            path = os.path.join(dirpath, name)
+            if dirpath == root and name in builders:
+                continue
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            allowed = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and \
+                        node.name == 'register_opts':
+                    allowed.update(id(n) for n in ast.walk(node))
+            found.extend(
+                f'{os.path.relpath(path, root)}:{node.lineno}'
+                for node in sorted(ast.walk(tree),
+                                   key=lambda n: getattr(n, 'lineno', 0))
+                if id(node) not in allowed and (
+                    isinstance(node, ast.Name) and node.id == 'conf'
+                    or isinstance(node, ast.arg) and node.arg == 'conf'
+                    or isinstance(node, ast.Attribute)
+                    and node.attr == 'conf'))
+    return found
+
+
+def test_the_conf_check_sees_a_driver_reading_conf(tmp_path):
+    (tmp_path / 'registry.py').write_text('x = conf.gpu\n')
+    (tmp_path / 'kind.py').write_text(
+        'class K:\n'
+        '    def register_opts(cls, conf):\n'
+        '        conf.register_opts([])\n'
+        '    def build(self):\n'
+        '        return self.conf.gpu.vf_traits\n'
+        '    def check(self, conf):\n'
+        '        return self.options.gpu\n')
+    assert conf_reads(str(tmp_path)) == ['kind.py:5', 'kind.py:6']
+
+
+def test_no_driver_reads_conf_outside_its_option_groups():
+    assert conf_reads() == []
