@@ -60,6 +60,7 @@ Rules:
 """
 
 import dataclasses
+import types
 
 from node_agent import text
 
@@ -176,6 +177,29 @@ class Health:
 
 
 HEALTHY_HEALTH = Health()
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What the monitor says of the devices at one moment: published
+    whole at every change (:meth:`node_agent.health.monitor.HealthMonitor.
+    view`), read whole by a round, never in parts.
+
+    ``states``: ``{address: Health}`` of every device not healthy;
+    ``generation`` counts the changes since the monitor was made."""
+    generation: int = 0
+    states: types.MappingProxyType = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}))
+
+    @property
+    def unhealthy(self):
+        """``{address: Health}`` of the devices to reserve, all of them
+        (isolated or drained) or their isolated MIG instances."""
+        return {a: h for a, h in self.states.items() if h.reserves}
+
+
+#: The view of a tracker without a monitor: every device healthy.
+NO_VIEW = View()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ saved at every change before the caller tells Placement.
 import dataclasses
 import threading
 import time
+import types
 
 from oslo_log import log as logging
 
@@ -53,11 +54,13 @@ class HealthMonitor:
         #: says it while what Placement showed reserved is kept).
         self.state_problem = None
         self._kept = False              # keep_reserved() has run
+        self._view = health.NO_VIEW     # published at every change
         #: A clause per source for the status line (``{source: text}``).
         self.notes = {}
         if store is not None:
             self._records, self._counters, self.state_problem = \
                 store.load(self.offset())
+            self._publish()
 
     @classmethod
     def from_conf(cls, conf, on_change, clock=time.monotonic, store=None):
@@ -80,16 +83,19 @@ class HealthMonitor:
         with self._lock:
             return dict(self._records)
 
+    def view(self):
+        """The latest :class:`~node_agent.health.model.View`: a frozen
+        value, replaced whole at every change; what a round reads."""
+        return self._view
+
     def states(self):
         """``{address: Health}`` of every device not healthy now."""
-        with self._lock:
-            said = {a: health.health_of(r) for a, r in self._records.items()}
-        return {a: h for a, h in said.items() if not h.healthy}
+        return dict(self._view.states)
 
     def unhealthy(self):
         """``{address: Health}`` of the devices to reserve now, all of
         them (isolated or drained) or their isolated MIG instances."""
-        return {a: h for a, h in self.states().items() if h.reserves}
+        return self._view.unhealthy
 
     def summary(self):
         """The status line's words for the devices not healthy and the
@@ -241,6 +247,8 @@ class HealthMonitor:
             stored = any(_stored(self._records.get(a, health.EMPTY))
                          != _stored(r) for a, r in new.items())
             self._records.update(new)
+            if changed:
+                self._publish()
             if self.state_problem and self._kept and not any(
                     r.isolate_by == KEPT for r in self._records.values()):
                 self.state_problem = None   # what was kept has ended
@@ -250,6 +258,13 @@ class HealthMonitor:
             if self.log_changes:
                 _log(address, said, self.quiet_period)
             self._on_change(address, said)
+
+    def _publish(self):
+        """Replace the view (under the lock, or before any thread)."""
+        said = {a: health.health_of(r) for a, r in self._records.items()}
+        self._view = health.View(
+            self._view.generation + 1, types.MappingProxyType(
+                {a: h for a, h in said.items() if not h.healthy}))
 
     def _save(self):
         if self.store is not None:

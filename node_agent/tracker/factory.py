@@ -135,7 +135,7 @@ def claims_rpc(conf, rt, adapter=None):
     if adapter is not None:
         placement = report_client(conf, adapter, stateful=False)
         host = bind.Host(allocations=placement.consumer_allocations,
-                         withheld=rt.unhealthy,
+                         withheld=lambda: rt.health_view().unhealthy,
                          settings=settings.DeviceSettings(
                              conf.hardware.sysfs_root))
     return functools.partial(rpc.start_server, conf, claims,

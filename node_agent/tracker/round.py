@@ -113,3 +113,6 @@ class Pending:
     reshape_pending: str = None     # the last good tree kept: why
     beside: dict = dataclasses.field(default_factory=dict)
     incomplete: str = None
+    #: The health view the round built with
+    #: (:class:`~node_agent.health.model.View`).
+    health: object = None

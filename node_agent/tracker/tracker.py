@@ -146,9 +146,9 @@ class ResourceTracker:
         self._holder = scan_state_mod.Holder(conf, discovery, scan_state)
         self._claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
-        self._health = health
-        self._kept_checked = False      # stored health unreadable: kept?
-        self._one_time_use = None       # node_agent.one_time_use's Manager
+        self._withholding = withhold.Withholding(
+            conf, self._root.layout, report_client, self._metrics,
+            self._one_time_use_manager, health)
         self._guests = guests_mod.Guests(conf, report_client, self._metrics)
         self._bound = bound.BoundClaims(conf, claims, self._metrics,
                                         self._guests.notify)
@@ -157,21 +157,21 @@ class ResourceTracker:
 
     # -- the loop -----------------------------------------------------------
 
-    def _prepare(self, startup, dry_run=False):
-        """Discover, read, build and plan: everything but the write."""
+    def _prepare(self, startup, view, dry_run=False):
+        """Discover, read, build and plan: everything but the write; with
+        the health ``view`` the round read."""
         snapshot = self._holder.scan(                             # discover
             self._round.snapshot, self._nodename, dry_run)
         # Options checked against the host before anything is written.
-        drivers = self.drivers_for(snapshot)
+        drivers = self.drivers_for(snapshot, view)
         if startup:
             # A typed address no device has: refused before any write.
             drivers.check_addresses()
         current, ownership = self._read_tree(ensure=not dry_run)  # read
-        kept, self._kept_checked = withhold.keep_reserved(
-            self._kept_checked, self._health, self._metrics, self._nodename,
-            current, ownership)
-        if kept:
-            drivers = self.drivers_for(snapshot)    # kept in this round too
+        if self._withholding.keep(self._nodename, current, ownership):
+            # kept in this round too
+            view = self.health_view()
+            drivers = self.drivers_for(snapshot, view)
         desired = current.copy()
         before = allocations = None
         try:
@@ -180,7 +180,7 @@ class ResourceTracker:
         except exception.ReshapeNeeded as exc:
             if not startup:
                 return self._keep_last_good(exc, snapshot, drivers,
-                                            current, ownership)
+                                            current, ownership, view)
             desired, before, allocations = self._reshaped(
                 exc, drivers, current, ownership)
         beside = {}
@@ -207,7 +207,8 @@ class ResourceTracker:
                 {c: allocations[c] for c in moving})
         return round_mod.Pending(
             snapshot, current, desired, allocations, plan, ownership,
-            beside=beside, incomplete=left_out.incomplete(beside))
+            beside=beside, incomplete=left_out.incomplete(beside),
+            health=view)
 
     def _reshaped(self, exc, drivers, current, ownership):
         """``(desired, allocations before, after)`` of a reshape."""
@@ -223,10 +224,11 @@ class ResourceTracker:
         return desired, before, allocations
 
     def _sync(self, startup):
+        view = self.health_view()       # the round's one read of health
         if not startup:
-            withhold.reserve_first(self._round, self._health,
-                                   self._write_first)
-        pending = self._prepare(startup)
+            self._write_first(withhold.with_reservations(self._round, view),
+                              view)
+        pending = self._prepare(startup, view)
         if pending.plan.reshape:
             self._status('reshaping ' + text.plural(
                 len(pending.plan.consumers), 'consumer'))
@@ -287,7 +289,7 @@ class ResourceTracker:
 
     def plan(self, startup=True):
         """What the next startup (or audit) would do; writes nothing."""
-        return self._prepare(startup, dry_run=True).plan
+        return self._prepare(startup, self.health_view(), dry_run=True).plan
 
     # -- helpers ------------------------------------------------------------
 
@@ -353,7 +355,8 @@ class ResourceTracker:
             raise
         return plan
 
-    def _keep_last_good(self, exc, snapshot, drivers, current, ownership):
+    def _keep_last_good(self, exc, snapshot, drivers, current, ownership,
+                        view):
         reason = exc.reason or 'layout changed'
         if self._round.reshape_pending != reason:
             LOG.warning('%s: a reshape is needed (%s) but reshapes only run '
@@ -364,7 +367,8 @@ class ResourceTracker:
         desired = last_good.copy() if last_good else current.copy()
         plan = self._plan(drivers, current, desired, ownership)
         return round_mod.Pending(snapshot, current, desired, None, plan,
-                                 ownership, reshape_pending=reason)
+                                 ownership, reshape_pending=reason,
+                                 health=view)
 
     def _record(self, pending):
         """The round synced, kept in one assignment; what follows it."""
@@ -383,25 +387,22 @@ class ResourceTracker:
             guest_notes=tuple(self._guests.notes()) + self._bound.notes(),
             **beside)
         self._metrics.synced(done.tree, bool(done.reshape_pending))
-        rules = self._root.layout
-        self._one_time_use = withhold.clean_one_time_use(
-            self._conf, rules, self._one_time_use, self._one_time_use_manager,
-            done, self.unhealthy())
-        withhold.reserve_beside_nova(self._conf, rules, self._report,
-                                     self._health, done.nodename, done.tree)
+        self._withholding.after_round(done, pending.health)
         self._status(self.status_line())
         return done
 
-    def _write_first(self, desired):
-        """:func:`withhold.reserve_first`'s write; the plan written."""
+    def _write_first(self, desired, view):
+        """Write ``desired`` (:func:`withhold.with_reservations`: None,
+        nothing to write) before the scan."""
+        if desired is None:
+            return
         current, ownership = self._read_tree(ensure=False)
-        drivers = self.drivers_for(self._round.snapshot)
+        drivers = self.drivers_for(self._round.snapshot, view)
         plan = self._plan(drivers, current, desired, ownership)
         LOG.info('%s: writing the new reservation before scanning the host',
                  self._nodename)
         self._report.update_from_provider_tree(desired, None, plan)
         self._round = self._round.replace(tree=desired.copy())
-        return plan
 
     def _one_time_use_manager(self):
         from node_agent.one_time_use import manager
@@ -410,23 +411,21 @@ class ResourceTracker:
             on_change=lambda: self._status(self.status_line()),
             clock=lambda: self._claims_check.clock())
 
-    def drivers_for(self, snapshot):
-        """The drivers over ``snapshot``: what is withheld reserved, a
-        degraded device marked."""
-        said = self._health.states() if self._health is not None else {}
-        return _drivers(self._conf, snapshot, said)
+    def drivers_for(self, snapshot, view=None):
+        """The drivers over ``snapshot``: what health ``view`` (default:
+        the latest) withholds reserved, a degraded device marked."""
+        view = self.health_view() if view is None else view
+        return _drivers(self._conf, snapshot, view.states)
 
-    def unhealthy(self):
-        """``{PCI address: Health}`` of the devices to reserve now."""
-        return self._health.unhealthy() if self._health is not None else {}
+    def health_view(self):
+        """The health monitor's latest view (:class:`~node_agent.health.
+        model.View`); every device healthy without a monitor."""
+        return self._withholding.view()
 
     def status_line(self):
         """:func:`node_agent.tracker.status.line` of the last round, with
         what the one-time-use cleans and device health say now."""
-        cleans = self._one_time_use
-        return status.line(
-            self._round, cleans.summary() if cleans is not None else '',
-            self._health.summary() if self._health is not None else '')
+        return status.line(self._round, *self._withholding.summaries())
 
     def _status(self, line):
         if self._notifier is not None:
@@ -454,11 +453,11 @@ class ResourceTracker:
 
     def use_health(self, monitor):
         """Reserve ``monitor``'s unhealthy devices from now on."""
-        self._health = monitor
+        self._withholding.monitor = monitor
 
     def health(self):
         """The device health monitor (:meth:`use_health`), or None."""
-        return self._health
+        return self._withholding.monitor
 
     def root(self):
         """How this host's root is found and named (its RootFinder)."""
@@ -493,7 +492,7 @@ class ResourceTracker:
 
     def one_time_use(self):
         """The one-time-use manager, or None (none made yet)."""
-        return self._one_time_use
+        return self._withholding.one_time_use
 
     def close(self):
         """Close what the tracker opened (the guests' libvirt)."""

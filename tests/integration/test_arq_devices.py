@@ -101,7 +101,8 @@ def test_a_bound_device_missing_from_its_guest_is_said_once(
                                               stateful=False)
             answer = bind_mod.bind(
                 rt.claim_manager(), rt.round, bind_mod.Host(
-                    placement.consumer_allocations, rt.unhealthy),
+                    placement.consumer_allocations,
+                    lambda: rt.health_view().unhealthy),
                 ARQ, INSTANCE, rp, 'whole-t4', 0, {'resources:PGPU': '1'})
             assert (answer['attach_handle_type'],
                     answer['device_address']) == ('PCI', GPU)

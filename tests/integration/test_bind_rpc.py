@@ -109,7 +109,7 @@ def test_a_drained_device_is_never_bound(host1, placement_adapter, client):
     with daemon(host1, placement_adapter) as svc:
         allocate(placement_adapter, I1, {PGPU_RP: {'PGPU': 1}})
         drains.drain(drains.path_for(host1), WHOLE_GPU, 'fan replacement')
-        wait_for(lambda: WHOLE_GPU in svc.tracker.unhealthy(),
+        wait_for(lambda: WHOLE_GPU in svc.tracker.health_view().unhealthy,
                  'the drain seen')
         with pytest.raises(exception.BindRejected) as err:
             bind(client, ARQ1, I1, PGPU_RP, PGPU_GROUP)

@@ -70,7 +70,8 @@ def bind_arq(engine, rt, placement, instance, rp):
         'instance_uuid': instance}}, 'p1') is None
     handle = bind_mod.bind(
         rt.claim_manager(), rt.round, bind_mod.Host(
-            placement.consumer_allocations, rt.unhealthy),
+            placement.consumer_allocations,
+            lambda: rt.health_view().unhealthy),
         arq['uuid'], instance, rp, PROFILE['name'], 0,
         PROFILE['groups'][0])
     done = arq_obj.finish_bind(engine, dict(arq, state=arq_obj.BIND_STARTED),

@@ -88,7 +88,7 @@ def test_an_application_xid_changes_nothing(running, placement_adapter):
     gate.set()
     assert replayed.wait(30), 'the recorded XID 13 was not replayed'
     time.sleep(0.5)                 # an early audit would have started
-    assert rt.unhealthy() == {}
+    assert rt.health_view().unhealthy == {}
     assert pgpu(placement_adapter) == (1, 0)
     assert [c for c in adapter.calls if c.method != 'GET'] == []
     assert rt.status_line() == 'in sync: 3 providers'
@@ -105,7 +105,7 @@ def test_an_nvml_event_wait_error_marks_nothing_unhealthy(
     assert rt.status_line() == (
         f'in sync: 3 providers; 1 device unmonitored: {H100}: NVML events: '
         'waiting on NVML events failed (Unknown Error)')
-    assert rt.unhealthy() == {}
+    assert rt.health_view().unhealthy == {}
     # The monitor holds the state before its change callback has set the
     # gauge: wait for the gauge too.
     gauge = ('node_agent_device_health{action="",address="0000:00:06.0",'

@@ -11,6 +11,7 @@
 import uuid
 
 from node_agent import deployment
+from node_agent import metrics
 from node_agent.health import monitor as health_monitor
 from node_agent.placement import client
 from node_agent.tracker import factory
@@ -53,9 +54,13 @@ def test_whole_host_reserves_novas_pci_provider_of_a_drained_device(
     monitor = health_monitor.HealthMonitor(600, lambda a, h: None)
     monitor.drained({H100: 'fan swap'})
 
-    withhold.reserve_beside_nova(conf, deployment.layout(conf), report,
-                                 monitor, 'compute1',
-                                 report.get_provider_tree(root))
+    conf.set_override('enabled', False, 'one_time_use')   # not its subject
+    withholding = withhold.Withholding(
+        conf, deployment.layout(conf), report, metrics.NOOP,
+        make_manager=None, monitor=monitor)
+
+    withholding.after_round(round_mod.Round(
+        'compute1', tree=report.get_provider_tree(root)), monitor.view())
 
     inventory = placement_adapter.get(
         f'/resource_providers/{child}/inventories',

@@ -19,7 +19,10 @@ the configuration: a driver's module names ``conf`` only where it
 registers its options (``register_opts``), and reads its own option
 groups from the frozen value its set hands it
 (:mod:`node_agent.drivers.context`); the driver set's builders
-(``DRIVER_SET_BUILDERS``) are the ones that read ``conf``.
+(``DRIVER_SET_BUILDERS``) are the ones that read ``conf``.  A
+reservation reaches Placement through one of two entries, called only
+from the modules ``RESERVATION_WRITERS`` lists (and
+:mod:`node_agent.tracker.withhold` documents).
 """
 
 import ast
@@ -450,3 +453,48 @@ def test_the_conf_check_sees_a_driver_reading_conf(tmp_path):
 
 def test_no_driver_reads_conf_outside_its_option_groups():
     assert conf_reads() == []
+
+
+#: ``{writer entry: modules that may call it}``: every reservation the
+#: agent writes (:mod:`node_agent.tracker.withhold`'s docstring).
+RESERVATION_WRITERS = {
+    'update_from_provider_tree': {'node_agent/tracker/tracker.py'},
+    'set_reserved': {'node_agent/beside_nova/nova_pci.py',
+                     'node_agent/one_time_use/cleaning.py'},
+}
+
+
+def writer_calls(root=ROOT, package=PACKAGE, entries=RESERVATION_WRITERS):
+    """``['path: entry', ...]``: calls of a writer entry from a module it
+    does not list (the entry's own definitions in ``placement/`` aside)."""
+    found = []
+    base = os.path.join(root, package)
+    for dirpath, _, files in sorted(os.walk(base)):
+        for name in sorted(f for f in files if f.endswith('.py')):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if rel.startswith(os.path.join(package, 'placement', '')):
+                continue
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call) and isinstance(
+                        node.func, ast.Attribute) and \
+                        node.func.attr in entries and \
+                        rel not in entries[node.func.attr]:
+                    found.append(f'{rel}: {node.func.attr}')
+    return sorted(found)
+
+
+def test_the_writer_check_sees_another_caller(tmp_path):
+    (tmp_path / PACKAGE / 'tracker').mkdir(parents=True)
+    (tmp_path / PACKAGE / 'tracker' / 'tracker.py').write_text(
+        'rc.update_from_provider_tree(t, None, p)\n')
+    (tmp_path / PACKAGE / 'tracker' / 'other.py').write_text(
+        'rc.set_reserved(u, "x", {})\n')
+    assert writer_calls(str(tmp_path)) == [
+        f'{PACKAGE}/tracker/other.py: set_reserved']
+
+
+def test_every_reservation_goes_through_its_listed_entry():
+    assert writer_calls() == []
