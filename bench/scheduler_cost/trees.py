@@ -47,9 +47,9 @@ same type, so the same class and traits) counted on the GPU provider.
 
 import uuid as uuidlib
 
-from node_agent import deployment
 from node_agent import drivers
 from node_agent import identity
+from node_agent import metrics
 from node_agent import provider_tree as ptree
 from node_agent.drivers import layout
 from node_agent.hardware import discovery
@@ -88,19 +88,17 @@ def ours(conf, snap, name):
     """node-agent's tree for host ``name``, built by its drivers, as its
     tracker writes it at a fresh host's first start: beside nova-compute
     without what nova-compute's configuration (``[nova] config_file``)
-    gives nova (:func:`node_agent.beside_nova.coexistence.
-    skip_reported_elsewhere`: nothing of the agent's in Placement yet, so
+    gives nova (:func:`node_agent.beside_nova.coexistence.left_out`:
+    nothing of the agent's in Placement yet, so
     no usage to read)."""
     tree = ptree.ProviderTree()
     tree.new_root(name, uuid=root_uuid(name))
     current = tree.copy()
     driver_set = drivers.DriverSet(conf, snap)
     driver_set.update_provider_tree(tree, name)
-    if not deployment.layout(conf).owns_root:
-        from node_agent.conf import nova as nova_conf
-        coexistence.skip_reported_elsewhere(
-            nova_conf.read_nova_reports(conf), None, driver_set, current,
-            tree, snap, {}, name)
+    if not driver_set.context.layout.owns_root:
+        coexistence.left_out(None, metrics.NOOP, driver_set, current, tree,
+                             {}, name)
     return tree
 
 

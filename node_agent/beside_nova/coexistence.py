@@ -31,6 +31,8 @@ are gone.  The status line and ``tree show`` name the devices and the
 nova option that would make them attachable.
 """
 
+import dataclasses
+
 from oslo_log import log as logging
 
 from node_agent import deployment
@@ -42,28 +44,27 @@ LOG = logging.getLogger(__name__)
 VF_CLASS = 'SRIOV_NET_VF'
 
 
-def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
-                            snapshot, ownership, nodename, before=(),
-                            before_withheld=(), before_not_offered=(),
-                            before_unselected=''):
-    """Edit ``desired`` so that nothing another service reports, and no
-    device nova-compute cannot attach, is offered; ``(skipped, kept,
-    withheld, not_offered, unselected)``.
+def left_out(report_client, metrics, drivers, current, desired, ownership,
+             nodename, last=None):
+    """The round beside nova-compute, in one call: edit ``desired`` so
+    that nothing another service reports, and no device nova-compute
+    cannot attach, is offered; the round's fields (``skipped``, ``kept``,
+    ``withheld``, ``not_attachable``, ``unselected``, ``unreadable``:
+    :class:`~node_agent.tracker.round.Round`).
 
-    ``nova``: what nova-compute's configuration makes it report
-    (:func:`node_agent.conf.nova.read_nova_reports`), or None.
-    ``ownership``: what the agent may touch in ``current``, decided for
-    the round.  ``skipped``: ``(ours, theirs, why)`` of every device
-    another service reports, sorted; ``kept``: the names of the agent's
-    own providers left as they are since they hold allocations;
-    ``withheld``: :func:`withhold_vfs`'s, for the VFs nova-compute hands
-    out; ``not_offered``: ``(ours, why, kept)`` of the agent's vGPU
-    providers nova-compute cannot attach (``kept``: held by allocations,
-    no new unit offered), :func:`_hold_back`; ``unselected``:
-    :func:`unselected_note`.  Each is logged when it differs from the
-    last round's (``before``, ``before_withheld``...).  One usage read
-    per owned provider concerned.
+    nova-compute's configuration is the drivers' (read once for the
+    round: :attr:`node_agent.drivers.DriverSet.nova`), and so is the
+    snapshot.  ``ownership``: what the agent may touch in ``current``,
+    decided for the round.  ``last``: the last round (each field is
+    logged when it differs from it), or None.  ``kept``: the agent's own
+    providers left as they are since they hold allocations;
+    ``withheld``: :func:`withhold_vfs`'s; ``not_attachable``:
+    :func:`hold_back_unattachable`'s; ``unselected``:
+    :func:`unselected_note`; ``unreadable``: :func:`note_unreadable`.
+    One usage read per owned provider concerned.
     """
+    nova, snapshot = drivers.nova, drivers.snapshot
+    before = last or _NO_ROUND
     # Imported late: the drivers pull in stevedore and every plugin, which
     # the manage commands that never build a tree should not pay for.
     from node_agent.beside_nova import coexist
@@ -78,14 +79,14 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     withdrawn, kept = _settle(report_client, conflicts, have, owned,
                               current, desired)
     skipped = tuple(sorted(conflicts))
-    if skipped != before:
+    if skipped != before.skipped:
         mine = {p.name for p in have if p is not None and p.uuid in owned}
         _say_skipped(nodename, skipped, withdrawn, kept, mine)
     withheld = withhold_vfs(
         report_client, reported, current, desired,
         coexist.nova_hands_out_vfs(nova, snapshot), owned,
         skip={ours for ours, _, _ in conflicts})
-    if withheld != before_withheld:
+    if withheld != before.withheld:
         for name, why, in_use in withheld:
             LOG.warning('%s: %s: %s: %s', nodename, name, why,
                         f'{VF_CLASS} kept while it holds allocations'
@@ -94,11 +95,28 @@ def skip_reported_elsewhere(nova, report_client, drivers, current, desired,
     not_offered = hold_back_unattachable(
         nova, report_client, drivers, reported, current, desired, owned,
         {ours for ours, _, _ in conflicts})
-    if not_offered != before_not_offered:
+    if not_offered != before.not_attachable:
         _say_not_offered(nodename, not_offered)
-    unselected = _say_unselected(drivers, reported, desired, skipped,
-                                 before_unselected, nodename)
-    return skipped, tuple(sorted(kept)), withheld, not_offered, unselected
+    return dict(
+        skipped=skipped, kept=tuple(sorted(kept)), withheld=tuple(withheld),
+        not_attachable=tuple(not_offered),
+        unselected=_say_unselected(drivers, reported, desired, skipped,
+                                   before.unselected, nodename),
+        unreadable=note_unreadable(nova, dict(before.unreadable), nodename,
+                                   metrics))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Before:
+    """What :func:`left_out` compares with when there was no round."""
+    skipped: tuple = ()
+    withheld: tuple = ()
+    not_attachable: tuple = ()
+    unselected: str = ''
+    unreadable: tuple = ()
+
+
+_NO_ROUND = _Before()
 
 
 def _say_not_offered(nodename, not_offered):

@@ -1,7 +1,7 @@
 """What a round leaves out of the tree beside nova-compute.
 
-No device is reported twice
-(:func:`node_agent.beside_nova.coexistence.skip_reported_elsewhere`): the
+No device is reported twice (:func:`node_agent.beside_nova.coexistence.
+left_out`, the one entry point beside nova-compute, gives them): the
 fields of the round's :class:`~node_agent.tracker.round.Round` that say
 what was skipped, kept while it holds allocations, withheld from
 nova-compute's PCI tracker or not attachable, and what evidence could not
@@ -16,29 +16,6 @@ unless it holds allocations), nor the SR-IOV VFs nova-compute's PCI
 tracker hands out (no ``SRIOV_NET_VF`` on their PF), and a root not
 created yet is ``ComputeNodeMissing``, which the daemon waits out.
 """
-
-from node_agent.beside_nova import coexistence
-
-
-def skip_reported_elsewhere(conf, report_client, metrics, last, drivers,
-                            current, desired, snapshot, ownership,
-                            nodename):
-    """The round's fields (``skipped``, ``kept``, ``withheld``,
-    ``not_attachable``, ``unselected``, ``unreadable``); ``last``: the
-    last round.  nova-compute's configuration is the drivers' (read once
-    for the round: :attr:`node_agent.drivers.DriverSet.nova`)."""
-    nova = drivers.nova
-    unreadable = coexistence.note_unreadable(
-        nova, dict(last.unreadable), nodename, metrics)
-    skipped, kept, withheld, not_attachable, unselected = \
-        coexistence.skip_reported_elsewhere(
-            nova, report_client, drivers, current, desired, snapshot,
-            ownership, nodename, last.skipped, last.withheld,
-            last.not_attachable, last.unselected)
-    return dict(skipped=tuple(skipped), kept=tuple(kept),
-                withheld=tuple(withheld),
-                not_attachable=tuple(not_attachable), unselected=unselected,
-                unreadable=unreadable)
 
 
 def carried(last, beside):

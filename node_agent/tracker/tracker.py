@@ -87,6 +87,7 @@ from node_agent import text
 from node_agent.placement import plan as plan_mod
 from node_agent.tracker import bound
 from node_agent.tracker import claims_check
+from node_agent.beside_nova import coexistence
 from node_agent.beside_nova import root as root_mod
 from node_agent.tracker import guests as guests_mod
 from node_agent.tracker import left_out
@@ -185,10 +186,9 @@ class ResourceTracker:
                 exc, drivers, current, ownership)
         beside = {}
         if not self._root.owns_root:
-            beside = left_out.skip_reported_elsewhere(
-                self._conf, self._report, self._metrics, self._round,
-                drivers, current, desired, snapshot, ownership,
-                self._nodename)
+            beside = coexistence.left_out(
+                self._report, self._metrics, drivers, current, desired,
+                ownership, self._nodename, self._round)
         self._guests.check(drivers, snapshot, desired, ownership, dry_run,
                            allocations, self._nodename,
                            beside.get('skipped', self._round.skipped))

@@ -1,4 +1,4 @@
-"""Withholding reaches Placement whatever else is going on.
+r"""Withholding reaches Placement whatever else is going on.
 
 Three rules of device health the tracker's round applies here
 (:mod:`node_agent.health.model`, :mod:`node_agent.health.state`), each
