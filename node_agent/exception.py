@@ -492,8 +492,8 @@ class NotCleaned(NodeAgentError):
     """A one-time-use device was not made ready again; it stays reserved.
 
     ``state`` is what ``node_agent_one_time_use`` shows for it
-    (:mod:`node_agent.one_time_use.policy`), ``reason`` the status line's
-    text (``cleaner exit 3``)."""
+    (:mod:`node_agent.beside_nova.one_time_use.policy`), ``reason`` the
+    status line's text (``cleaner exit 3``)."""
 
     def __init__(self, address, state, reason):
         self.address, self.state, self.reason = address, state, reason

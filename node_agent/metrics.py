@@ -65,7 +65,7 @@ What is exported, all prefixed ``node_agent_``::
     gpu_layout_steps{device,state}              gauge: layout steps untaken
     one_time_use{address,state}                 gauge: 1 per one-time-use
                                                 device nova left reserved
-                                                (by node_agent.one_time_use)
+                                                (by beside_nova.one_time_use)
     guest_devices{guest,guest_name,device,      gauge: units a running
                   resource_class,problem,       guest holds that Placement
                   provider,charged_on}          does not charge there

@@ -1,6 +1,6 @@
 """``[one_time_use]`` options: cleaning nova's one-time-use devices.
 
-What the agent does with them is :mod:`node_agent.one_time_use`.
+What the agent does with them is :mod:`node_agent.beside_nova.one_time_use`.
 """
 
 import re

@@ -405,7 +405,7 @@ class ResourceTracker:
         self._round = self._round.replace(tree=desired.copy())
 
     def _one_time_use_manager(self):
-        from node_agent.one_time_use import manager
+        from node_agent.beside_nova.one_time_use import manager
         return manager.for_tracker(
             self._conf, self._discovery, self._report, self._metrics,
             on_change=lambda: self._status(self.status_line()),

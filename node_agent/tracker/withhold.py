@@ -107,7 +107,7 @@ class Withholding:
         self.metrics = metrics
         self.make_manager = make_manager
         self.monitor = monitor
-        #: node_agent.one_time_use's Manager, once made.
+        #: node_agent.beside_nova.one_time_use's Manager, once made.
         self.one_time_use = None
         # False until the stored health was checked unreadable or not;
         # then when what it kept began, True once that ended.
@@ -152,18 +152,17 @@ class Withholding:
     def after_round(self, done, view):
         """Beside nova-compute, after round ``done`` (built with health
         ``view``): nova's one-time-use devices cleaned
-        (:mod:`node_agent.one_time_use`), then **nova's own providers
-        too**: nova's PCI providers of the devices withheld reserved
+        (:mod:`node_agent.beside_nova.one_time_use`), then **nova's own
+        providers too**: nova's PCI providers of the devices withheld reserved
         (:mod:`node_agent.beside_nova.nova_pci`).  The clean comes first:
         a one-time-use reservation is not health's to take."""
         if not self.layout.nova_devices:
             return
-        from node_agent import one_time_use
+        from node_agent.beside_nova import one_time_use
         from node_agent.beside_nova import nova_pci
         unhealthy = view.unhealthy
         self.one_time_use = one_time_use.audit(
-            self.conf, self.one_time_use, self.make_manager, done, unhealthy,
-            nova_pci)
+            self.conf, self.one_time_use, self.make_manager, done, unhealthy)
         root = done.tree.find(done.nodename)
         if root is not None and self.monitor is not None:
             nova_pci.apply(self.report, done.tree, root, unhealthy,

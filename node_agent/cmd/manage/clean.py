@@ -1,7 +1,8 @@
 """``device clean ADDRESS``: clean a one-time-use device nova left
 reserved, check it and give it back, by hand.
 
-It is the clean the daemon runs (:mod:`node_agent.one_time_use`), with
+It is the clean the daemon runs
+(:mod:`node_agent.beside_nova.one_time_use`), with
 the same configuration, lock and records: it refuses a device a guest
 holds, one another process cleans now, and one that is not a
 one-time-use device nova reports under this host's root.  Exit 0 when the
@@ -26,7 +27,7 @@ def add_parser(subparsers, address_type):
 
 
 def _provider(conf, report_client, address):
-    from node_agent.one_time_use import policy
+    from node_agent.beside_nova.one_time_use import policy
     from node_agent.beside_nova import nova_pci
     from node_agent.beside_nova import root
     tree = root.read_tree(conf, report_client, ensure=False)
@@ -42,8 +43,8 @@ def _provider(conf, report_client, address):
 def clean(conf):
     from node_agent.cmd import manage
     from node_agent.hardware import sysfs
-    from node_agent.one_time_use import cleaning
-    from node_agent.one_time_use import record
+    from node_agent.beside_nova.one_time_use import cleaning
+    from node_agent.beside_nova.one_time_use import record
     from node_agent.placement import client
     address = conf.category.address
     records = record.Records.from_conf(conf)
@@ -79,8 +80,8 @@ def clean(conf):
 def list_section(conf):
     """``device list``'s section: the one-time-use devices not ready
     (their state and why), when there are any."""
-    import node_agent.one_time_use as one_time_use
-    from node_agent.one_time_use import record
+    import node_agent.beside_nova.one_time_use as one_time_use
+    from node_agent.beside_nova.one_time_use import record
     lines = one_time_use.render(record.Records.from_conf(conf).load())
     if lines:
         print(f'{one_time_use.TITLE}:')

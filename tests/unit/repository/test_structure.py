@@ -460,7 +460,7 @@ def test_no_driver_reads_conf_outside_its_option_groups():
 RESERVATION_WRITERS = {
     'update_from_provider_tree': {'node_agent/tracker/tracker.py'},
     'set_reserved': {'node_agent/beside_nova/nova_pci.py',
-                     'node_agent/one_time_use/cleaning.py'},
+                     'node_agent/beside_nova/one_time_use/cleaning.py'},
 }
 
 

@@ -35,8 +35,8 @@ from node_agent import exception
 from node_agent.hardware import holders
 from node_agent.hardware import libvirt_host
 from node_agent.health import pci as pci_health
-from node_agent.one_time_use import policy
-from node_agent.one_time_use import record
+from node_agent.beside_nova.one_time_use import policy
+from node_agent.beside_nova.one_time_use import record
 
 LOG = logging.getLogger(__name__)
 

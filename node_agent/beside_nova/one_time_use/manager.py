@@ -17,9 +17,9 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent.hardware import holders
-from node_agent.one_time_use import cleaning
-from node_agent.one_time_use import policy
-from node_agent.one_time_use import record
+from node_agent.beside_nova.one_time_use import cleaning
+from node_agent.beside_nova.one_time_use import policy
+from node_agent.beside_nova.one_time_use import record
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The one-time-use decisions, over values."""
 
-from node_agent.one_time_use import policy
+from node_agent.beside_nova.one_time_use import policy
 from node_agent.provider_tree import Provider
 
 A = '0000:81:00.0'

@@ -14,7 +14,7 @@ the device ready is the operator's job; beside nova-compute the agent does
 it::
 
     audit (tracker, after its sync)
-      nova's PCI providers under the root      (tracker.nova_pci)
+      nova's PCI providers under the root      (beside_nova.nova_pci)
         one-time-use, reserved = total         policy.candidates
         no guest holds the device              hardware.holders: its PCI
                                                hostdev, an mdev on it or
@@ -43,16 +43,18 @@ Rules:
   (:mod:`node_agent.cmd.manage.clean`).
 """
 
+from node_agent.beside_nova import nova_pci
+
 TITLE = 'One-time-use devices not ready'
 
 
-def audit(conf, found, make, last, unhealthy, nova_pci):
+def audit(conf, found, make, last, unhealthy):
     """The tracker's hook, after round ``last`` synced its tree and before
-    its health hook (:mod:`node_agent.beside_nova.nova_pci`, handed in)
-    changes what the tree says of nova's PCI providers; the devices the
-    agent reserved for their health are not one-time-use reservations,
-    never cleaned.  Returns the tracker's manager (``found``, or
-    ``make()``'s at the first call)."""
+    its health hook (:mod:`node_agent.beside_nova.nova_pci`) changes what
+    the tree says of nova's PCI providers; the devices the agent reserved
+    for their health are not one-time-use reservations, never cleaned.
+    Returns the tracker's manager (``found``, or ``make()``'s at the first
+    call)."""
     # A --once run beside the daemon leaves the cleans to the daemon.
     tree = last.tree
     root = tree.find(last.nodename)
@@ -69,7 +71,7 @@ def audit(conf, found, make, last, unhealthy, nova_pci):
 
 def render(records):
     """``device list``'s lines for ``{address: record}``."""
-    from node_agent.one_time_use import policy
+    from node_agent.beside_nova.one_time_use import policy
     return [f'  {address}  {rec["state"]}: {rec["reason"]}'
             for address, rec in sorted(records.items())
             if rec.get('state') != policy.IN_USE]

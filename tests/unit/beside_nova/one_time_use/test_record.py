@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from node_agent.one_time_use import record
+from node_agent.beside_nova.one_time_use import record
 
 A = '0000:81:00.0'
 B = '0000:82:00.0'

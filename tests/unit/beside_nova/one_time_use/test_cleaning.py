@@ -10,8 +10,8 @@ import pytest
 from node_agent import exception
 from node_agent.conf import one_time_use as otu_conf
 from node_agent.hardware import sysfs
-from node_agent.one_time_use import cleaning
-from node_agent.one_time_use import policy
+from node_agent.beside_nova.one_time_use import cleaning
+from node_agent.beside_nova.one_time_use import policy
 from tests.fixtures import hosts
 from tests.fixtures.aer import aer_text
 
