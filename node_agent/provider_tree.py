@@ -25,6 +25,9 @@ providers).
 import copy
 import dataclasses
 
+#: :meth:`ProviderTree.set_fields`: the generation as it is.
+KEEP = object()
+
 INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit', 'step_size',
                     'allocation_ratio')
 
@@ -191,6 +194,25 @@ class ProviderTree:
             raise ValueError(f'a provider named {name!r} is already in the '
                              'tree')
         provider.name = name
+        return provider
+
+    def set_fields(self, name_or_uuid, *, inventory=None, traits=None,
+                   aggregates=None, generation=KEEP):
+        """Write the fields given of a provider, each copied (inventory
+        records as they are, not normalized); ``generation`` too when
+        given (None: not in Placement).  The one way a field of a provider
+        in a tree is written outside this module, as Nova's provider tree
+        writes its ``ProviderData`` (``tests/unit/repository/
+        test_structure.py`` checks it).  Returns the provider."""
+        provider = self.get(name_or_uuid)
+        if inventory is not None:
+            provider.inventory = {rc: dict(r) for rc, r in inventory.items()}
+        if traits is not None:
+            provider.traits = set(traits)
+        if aggregates is not None:
+            provider.aggregates = set(aggregates)
+        if generation is not KEEP:
+            provider.generation = generation
         return provider
 
     def update_inventory(self, name_or_uuid, inventory):

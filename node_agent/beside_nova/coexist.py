@@ -117,9 +117,8 @@ def leave_as_is(desired, current, name):
     if have is None:
         desired.remove(provider.uuid)
         return
-    provider.inventory = {rc: dict(r) for rc, r in have.inventory.items()}
-    provider.traits = set(have.traits)
-    provider.aggregates = set(have.aggregates)
+    desired.set_fields(provider.uuid, inventory=have.inventory,
+                       traits=have.traits, aggregates=have.aggregates)
 
 
 def nova_hands_out_vfs(nova, snapshot):

@@ -280,11 +280,11 @@ def _hold_back(desired, current, name, provider, owned, in_use,
         if classes is None:
             coexist.leave_as_is(desired, current, name)
         else:
-            _drop(desired.find(name), classes, {}, {})
+            _drop(desired, desired.find(name), classes, {}, {})
         return False
     used = in_use.get(provider.uuid, {})
     if classes is not None:
-        return _drop(desired.find(provider.uuid), classes, used,
+        return _drop(desired, desired.find(provider.uuid), classes, used,
                      provider.inventory)
     if not any(used.values()):
         if desired.find(provider.uuid) is not None:
@@ -292,28 +292,32 @@ def _hold_back(desired, current, name, provider, owned, in_use,
         return False
     coexist.leave_as_is(desired, current, provider.name)
     kept = desired.find(provider.uuid)
-    for rc, record in kept.inventory.items():
-        record['reserved'] = max(record.get('reserved', 0),
-                                 record['total'] - used.get(rc, 0))
+    desired.set_fields(kept.uuid, inventory={
+        rc: dict(record, reserved=max(record.get('reserved', 0),
+                                      record['total'] - used.get(rc, 0)))
+        for rc, record in kept.inventory.items()})
     return True
 
 
-def _drop(provider, classes, used, placed):
-    """Take ``classes`` out of ``provider``'s inventory, those ``used``
-    in Placement (``placed``: its inventory there) kept with ``reserved
-    = total - used``; True when one is kept."""
+def _drop(tree, provider, classes, used, placed):
+    """Take ``classes`` out of ``provider``'s inventory (in ``tree``),
+    those ``used`` in Placement (``placed``: its inventory there) kept
+    with ``reserved = total - used``; True when one is kept."""
+    if provider is None:
+        return False
     kept = False
+    inventory = dict(provider.inventory)
     for rc in classes:
-        if provider is None or rc not in provider.inventory:
+        if rc not in inventory:
             continue
         if used.get(rc) and rc in placed:
             record = dict(placed[rc])
-            record['reserved'] = max(record.get('reserved', 0),
-                                     record['total'] - used[rc])
-            provider.inventory[rc] = record
+            inventory[rc] = dict(record, reserved=max(
+                record.get('reserved', 0), record['total'] - used[rc]))
             kept = True
         else:
-            del provider.inventory[rc]
+            del inventory[rc]
+    tree.set_fields(provider.uuid, inventory=inventory)
     return kept
 
 
@@ -373,10 +377,12 @@ def withhold_vfs(report_client, reported, current, desired, handed_out,
     withheld = []
     for provider, why in concerned:
         used = in_use.get(provider.uuid, {}).get(VF_CLASS, 0)
+        inventory = dict(provider.inventory)
         if used:
-            provider.inventory[VF_CLASS] = dict(placed[provider.uuid])
+            inventory[VF_CLASS] = dict(placed[provider.uuid])
         else:
-            del provider.inventory[VF_CLASS]
+            del inventory[VF_CLASS]
+        desired.set_fields(provider.uuid, inventory=inventory)
         withheld.append((provider.name, why, bool(used)))
     return tuple(sorted(withheld))
 

@@ -87,9 +87,9 @@ class DriverSet:
         copy of the root and the providers they make, whatever else
         Placement holds (:mod:`node_agent.beside_nova.coexist`)."""
         tree = ptree.ProviderTree()
-        copy = tree.new_root(root.name, uuid=root.uuid)
-        copy.inventory = {rc: dict(r) for rc, r in root.inventory.items()}
-        copy.traits = set(root.traits)
+        tree.new_root(root.name, uuid=root.uuid)
+        tree.set_fields(root.uuid, inventory=root.inventory,
+                        traits=root.traits)
         compose.compose(self.drivers, self.snapshot, tree, root.name,
                         health=self.health)
         return tree

@@ -138,9 +138,11 @@ class AcceleratorDriver(base.Driver):
                 continue
             wanted.add(provider.name)
             rc = self._class_for(device, matcher)
-            layout.set_inventory(provider, {rc: layout.record(1)},
+            layout.set_inventory(provider_tree, provider,
+                                 {rc: layout.record(1)},
                                  self.managed_classes | {rc})
-            layout.set_traits(provider, matcher.traits, self.managed_traits)
+            layout.set_traits(provider_tree, provider, matcher.traits,
+                              self.managed_traits)
         return wanted
 
     def claim_devices(self, ctx, provider, resource_class, amount):

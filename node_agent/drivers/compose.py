@@ -130,6 +130,6 @@ def _prune(tree, nodename, wanted, kinds, ownership):
                         'children this agent does not own (%s); leaving it '
                         'without inventory', provider.name,
                         ', '.join(sorted(p.name for p in foreign)))
-            provider.inventory = {}
+            tree.set_fields(provider.uuid, inventory={})
             continue
         tree.remove(provider.uuid)

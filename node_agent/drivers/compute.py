@@ -192,6 +192,6 @@ class ComputeDriver(base.Driver):
                     current, nodename, c.memory_band_mb)
             if self.shared or self.dedicated:
                 traits |= self.snapshot.host.cpu_traits
-        layout.set_inventory(root, inventory, ROOT_CLASSES)
-        layout.set_traits(root, traits, ROOT_TRAITS)
+        layout.set_inventory(provider_tree, root, inventory, ROOT_CLASSES)
+        layout.set_traits(provider_tree, root, traits, ROOT_TRAITS)
         return {nodename}

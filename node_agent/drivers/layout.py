@@ -126,10 +126,9 @@ def ensure_child(tree, device_id, parent, nodename, owner_trait):
         tree.rename(uuid, name)
     if provider.parent_uuid != parent.uuid:
         tree.move(provider.uuid, parent.uuid)
-    if owner_trait:
-        provider.traits.add(identity.OWNER_TRAIT)
-    else:
-        provider.traits.discard(identity.OWNER_TRAIT)
+    traits = provider.traits - {identity.OWNER_TRAIT}
+    tree.set_fields(uuid, traits=traits | (
+        {identity.OWNER_TRAIT} if owner_trait else set()))
     return provider
 
 
@@ -148,13 +147,13 @@ def manages(name, managed):
     return False
 
 
-def set_traits(provider, wanted, managed):
+def set_traits(tree, provider, wanted, managed):
     """Make the provider's managed traits exactly ``wanted``; keep others."""
     keep = {t for t in provider.traits if not manages(t, managed)}
-    provider.traits = keep | set(wanted)
+    tree.set_fields(provider.uuid, traits=keep | set(wanted))
 
 
-def set_inventory(provider, wanted, managed):
+def set_inventory(tree, provider, wanted, managed):
     """Make the provider's managed classes exactly ``wanted``; keep others.
 
     ``wanted`` maps resource class to a partial record; Placement's
@@ -164,7 +163,7 @@ def set_inventory(provider, wanted, managed):
                  if not manages(rc, managed)}
     for rc, record in wanted.items():
         inventory[rc] = ptree.normalize_inventory(record)
-    provider.inventory = inventory
+    tree.set_fields(provider.uuid, inventory=inventory)
 
 
 def existing_ratio(current, nodename, resource_class):
@@ -262,14 +261,15 @@ def apply_health(tree, nodename, health, ownership=None, physfns=None):
         physfn = (physfns or {}).get(device[1]) if device else None
         if physfn is not None and physfn not in devices:
             wanted |= health_traits(health.get(physfn))
-        set_traits(provider, wanted, HEALTH_TRAITS)
+        set_traits(tree, provider, wanted, HEALTH_TRAITS)
         if UNHEALTHY_TRAIT not in provider.traits:
             continue
         for member in tree.subtree(provider.uuid):
             if not is_owned(member, nodename, tree, ownership):
                 continue
-            for rc, rec in member.inventory.items():
-                member.inventory[rc] = dict(rec, reserved=rec['total'])
+            tree.set_fields(member.uuid, inventory={
+                rc: dict(rec, reserved=rec['total'])
+                for rc, rec in member.inventory.items()})
             reserved.append(member.name)
     return reserved
 
@@ -297,8 +297,9 @@ def reserve_held(tree, nodename, held, ownership=None):
             rec = provider.inventory.get(rc)
             if rec is None or not units:
                 continue
-            provider.inventory[rc] = dict(
-                rec, reserved=min(rec['total'], rec['reserved'] + units))
+            tree.set_fields(uuid, inventory=dict(provider.inventory, **{
+                rc: dict(rec, reserved=min(rec['total'],
+                                           rec['reserved'] + units))}))
             reserved.append(provider.name)
     return reserved
 

@@ -289,8 +289,9 @@ class NicDriver(base.Driver):
                 if card_rp is None:
                     continue
                 wanted.add(card_rp.name)
-                layout.set_inventory(card_rp, {}, PF_CLASSES)
-                layout.set_traits(card_rp, CARD_TRAITS, CARD_TRAITS)
+                layout.set_inventory(provider_tree, card_rp, {}, PF_CLASSES)
+                layout.set_traits(provider_tree, card_rp, CARD_TRAITS,
+                                  CARD_TRAITS)
             else:
                 card_rp = layout.parent_for(self.context, provider_tree,
                                             nodename, node)
@@ -301,12 +302,12 @@ class NicDriver(base.Driver):
                 if provider is None:
                     continue
                 wanted.add(provider.name)
-                layout.set_inventory(provider, self._inventory(pf, current),
-                                     PF_CLASSES)
+                layout.set_inventory(provider_tree, provider,
+                                     self._inventory(pf, current), PF_CLASSES)
                 traits = {physnet_trait(physnet)} | self.vnic_traits
                 if pf.numvfs:
                     traits.add('HW_NIC_SRIOV')
-                layout.set_traits(provider, traits, PF_TRAITS)
+                layout.set_traits(provider_tree, provider, traits, PF_TRAITS)
         return wanted
 
     # -- the reshape's and the claims' view ------------------------------

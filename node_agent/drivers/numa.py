@@ -109,8 +109,9 @@ class NumaDriver(base.Driver):
             traits = {layout.NUMA_ROOT_TRAIT}
             if 'VCPU' in inventory or 'PCPU' in inventory:
                 traits |= self.snapshot.host.cpu_traits
-            layout.set_inventory(provider, inventory, NUMA_CLASSES)
-            layout.set_traits(provider, traits, NUMA_TRAITS)
+            layout.set_inventory(provider_tree, provider, inventory,
+                                 NUMA_CLASSES)
+            layout.set_traits(provider_tree, provider, traits, NUMA_TRAITS)
         return wanted
 
     def affinity(self, domain):

@@ -274,9 +274,9 @@ class ProviderOverrides:
                             'which this agent does not manage; skipped',
                             o.filename, ident)
                 continue
-            provider.inventory.update(
-                {rc: dict(r) for rc, r in o.inventory.items()})
-            provider.traits |= o.traits
+            tree.set_fields(provider.uuid,
+                            inventory=dict(provider.inventory, **o.inventory),
+                            traits=provider.traits | o.traits)
 
 
 def load(conf):

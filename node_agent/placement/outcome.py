@@ -9,7 +9,6 @@ after a reshape, in the words :meth:`Plan.render` prints (:func:`lines`,
 """
 
 import collections
-import copy
 import dataclasses
 
 from node_agent import provider_tree as ptree
@@ -56,13 +55,8 @@ def apply(current, plan):
     """
     tree = with_names_and_creates(current, plan)
     for change in plan.changes:
-        provider = tree.get(change.uuid)
-        if change.inventory is not None:
-            provider.inventory = copy.deepcopy(change.inventory)
-        if change.traits is not None:
-            provider.traits = set(change.traits)
-        if change.aggregates is not None:
-            provider.aggregates = set(change.aggregates)
+        tree.set_fields(change.uuid, inventory=change.inventory,
+                        traits=change.traits, aggregates=change.aggregates)
     for move in plan.move:
         tree.move(move.uuid, move.parent_uuid)
     for uuid in plan.delete:

@@ -20,7 +20,6 @@ written: read again, and after three tries the lowest generation is
 kept, so the next write conflicts and the next audit re-reads.
 """
 
-import copy
 import dataclasses
 import urllib.parse
 
@@ -202,9 +201,8 @@ class TreeReader:
             else:
                 provider = tree.new_child(rec['name'], parent,
                                           uuid=rec['uuid'], generation=gen)
-            provider.inventory = copy.deepcopy(inv)
-            provider.traits = set(traits)
-            provider.aggregates = set(aggs)
+            tree.set_fields(provider.uuid, inventory=inv, traits=traits,
+                            aggregates=aggs)
 
         for rec in listing:
             add(rec)

@@ -154,18 +154,16 @@ def boundaries(current, plan):
 
     if plan.reshape:
         for change in plan.changes:
-            if change.inventory is not None:
-                tree.get(change.uuid).inventory = copy.deepcopy(
-                    change.inventory)
+            tree.set_fields(change.uuid, inventory=change.inventory)
         for uuid in replaced(plan, current):
-            tree.get(uuid).inventory = {}
+            tree.set_fields(uuid, inventory={})
         step('POST /reshaper')
     else:
         for change in plan.changes:
             have = tree.get(change.uuid)
             lowered = lowered_inventory(have.inventory, change.inventory)
             if lowered is not None:
-                have.inventory = lowered
+                tree.set_fields(have.uuid, inventory=lowered)
                 step(f'lowering {label(change.uuid)}')
     for move in plan.move:
         tree.move(move.uuid, move.parent_uuid)
@@ -177,15 +175,11 @@ def boundaries(current, plan):
     if not plan.reshape:
         for change in plan.changes:
             if change.inventory is not None:
-                tree.get(change.uuid).inventory = copy.deepcopy(
-                    change.inventory)
+                tree.set_fields(change.uuid, inventory=change.inventory)
                 step(f'writing {label(change.uuid)}')
     for change in plan.changes:
-        provider = tree.get(change.uuid)
-        if change.traits is not None:
-            provider.traits = set(change.traits)
-        if change.aggregates is not None:
-            provider.aggregates = set(change.aggregates)
+        tree.set_fields(change.uuid, traits=change.traits,
+                        aggregates=change.aggregates)
     step('the plan')
     return result
 

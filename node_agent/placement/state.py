@@ -275,9 +275,9 @@ class SyncState:
             else:
                 provider = tree.new_child(row[1], parent, uuid=row[0],
                                           generation=row[3])
-            provider.inventory = json.loads(row[4])
-            provider.traits = set(json.loads(row[5]))
-            provider.aggregates = set(json.loads(row[6]))
+            tree.set_fields(provider.uuid, inventory=json.loads(row[4]),
+                            traits=json.loads(row[5]),
+                            aggregates=json.loads(row[6]))
             ownership[row[0]] = identity.Ownership(
                 owned=bool(row[7]),
                 traits=frozenset(json.loads(row[8])),

@@ -252,24 +252,23 @@ class TreeWriter:
             lowered = plan_mod.lowered_inventory(have.inventory,
                                                  change.inventory)
             if lowered is not None:
-                self._put_inventory(have, label, lowered)
+                self._put_inventory(tree, have, label, lowered)
             return
         # A shrink the lowering step wrote already is not written twice.
         if (change.inventory is not None and inventory
                 and change.inventory != have.inventory):
-            self._put_inventory(have, label, change.inventory)
+            self._put_inventory(tree, have, label, change.inventory)
         own = self._reader.own
         if inventory:
             own(have.uuid, resource_classes=set(want.inventory))
         if change.traits is not None:
-            have.traits = self._put_set(have, label, 'traits', change.traits)
+            self._put_set(tree, have, label, 'traits', change.traits)
         own(have.uuid, traits=set(want.traits))
         if change.aggregates is not None:
-            have.aggregates = self._put_set(have, label, 'aggregates',
-                                            change.aggregates)
+            self._put_set(tree, have, label, 'aggregates', change.aggregates)
         own(have.uuid, aggregates=set(want.aggregates))
 
-    def _put_inventory(self, have, label, inventory):
+    def _put_inventory(self, tree, have, label, inventory):
         resp = self._http.request(
             'PUT', f'/resource_providers/{have.uuid}/inventories',
             tr.MV_PROVIDERS,
@@ -277,20 +276,20 @@ class TreeWriter:
              'inventories': inventory})
         errors.check(resp, provider=label, resource_class=', '.join(
             sorted(set(have.inventory) - set(inventory))) or None)
-        have.inventory = copy.deepcopy(inventory)
-        have.generation = resp.json()['resource_provider_generation']
+        tree.set_fields(have.uuid, inventory=inventory,
+                        generation=resp.json()['resource_provider_generation'])
 
-    def _put_set(self, have, label, kind, values):
+    def _put_set(self, tree, have, label, kind, values):
         """Replace a provider's ``traits`` or ``aggregates`` (compare-and-
-        swap on its generation); returns the set now in Placement."""
+        swap on its generation), in Placement and in ``tree``."""
         resp = self._http.request(
             'PUT', f'/resource_providers/{have.uuid}/{kind}',
             tr.MV_PROVIDERS,
             {'resource_provider_generation': have.generation,
              kind: sorted(values)})
         errors.check(resp, provider=label)
-        have.generation = resp.json()['resource_provider_generation']
-        return set(values)
+        tree.set_fields(have.uuid, **{kind: values}, generation=resp.json()[
+            'resource_provider_generation'])
 
     def _bulk_inventories(self, tree, desired, changes):
         """Inventories of providers created in this sync, in one reshape:
@@ -321,7 +320,7 @@ class TreeWriter:
             return
         errors.check(resp)
         for uuid, body in payload.items():
-            tree.get(uuid).inventory = copy.deepcopy(body['inventories'])
+            tree.set_fields(uuid, inventory=body['inventories'])
             self._reader.own(uuid, resource_classes=set(body['inventories']))
         self._learn_generations(tree, changes)
 
@@ -329,7 +328,7 @@ class TreeWriter:
         root_uuid = tree.get(next(iter(uuids))).root_uuid
         for rec in self._reader.list_tree(root_uuid):
             if rec['uuid'] in uuids:
-                tree.get(rec['uuid']).generation = rec['generation']
+                tree.set_fields(rec['uuid'], generation=rec['generation'])
 
     def _reshape_tree(self, tree, desired, changes, allocations, replaced):
         """One ``POST /reshaper``: the changed inventories (``changes``,
@@ -372,16 +371,16 @@ class TreeWriter:
             # Placement knows; unknown generations make the next read
             # re-read these providers instead of trusting a guess.
             for uuid in touched:
-                tree.get(uuid).generation = None
+                tree.set_fields(uuid, generation=None)
             raise
         # What it wrote is known, and so are the generations it left
         # (the answer is a bare 204): no listing follows.
         for uuid, generation in reshaper_mod.reshaped_generations(
                 {u: tree.get(u).generation for u in touched}, body,
                 allocations).items():
-            tree.get(uuid).generation = generation
+            tree.set_fields(uuid, generation=generation)
         for uuid, sent in inventories.items():
-            tree.get(uuid).inventory = copy.deepcopy(sent['inventories'])
+            tree.set_fields(uuid, inventory=sent['inventories'])
             if uuid in desired:
                 self._reader.own(uuid, resource_classes=set(
                     desired.get(uuid).inventory))

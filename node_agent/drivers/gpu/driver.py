@@ -167,16 +167,17 @@ class GpuDriver(base.Driver):
             wanted.update(self._build_vfs(
                 provider_tree, nodename, provider,
                 [o for o in device_offers if o.address != gpu.address], ()))
-            layout.set_inventory(provider, inventory, ALL)
-            layout.set_traits(provider, traits, self._managed_traits())
-        root = provider_tree.get(nodename)
+            layout.set_inventory(provider_tree, provider, inventory, ALL)
+            layout.set_traits(provider_tree, provider, traits,
+                              self._managed_traits())
         layout.set_inventory(
-            root, {rc: layout.record(n) for rc, n in flat.items()},
+            provider_tree, provider_tree.get(nodename),
+            {rc: layout.record(n) for rc, n in flat.items()},
             self.root_classes())
         return wanted
 
     def retire(self, provider_tree, nodename):
-        layout.set_inventory(provider_tree.get(nodename), {},
+        layout.set_inventory(provider_tree, provider_tree.get(nodename), {},
                              self.root_classes())
 
     def _vfs_alone(self, gpu, inventory, offers):
@@ -201,8 +202,9 @@ class GpuDriver(base.Driver):
                 continue
             made.add(child.name)
             layout.set_inventory(
-                child, {offer.resource_class: layout.record(1)}, ALL)
-            layout.set_traits(child, set(traits) | self._type_traits([offer]),
+                tree, child, {offer.resource_class: layout.record(1)}, ALL)
+            layout.set_traits(tree, child,
+                              set(traits) | self._type_traits([offer]),
                               self._managed_traits())
         return made
 

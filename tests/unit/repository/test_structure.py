@@ -22,7 +22,9 @@ groups from the frozen value its set hands it
 (``DRIVER_SET_BUILDERS``) are the ones that read ``conf``.  A
 reservation reaches Placement through one of two entries, called only
 from the modules ``RESERVATION_WRITERS`` lists (and
-:mod:`node_agent.tracker.withhold` documents).
+:mod:`node_agent.tracker.withhold` documents).  A provider's fields
+(``PROVIDER_FIELDS``) are written only by
+:class:`node_agent.provider_tree.ProviderTree`'s methods.
 """
 
 import ast
@@ -498,3 +500,68 @@ def test_the_writer_check_sees_another_caller(tmp_path):
 
 def test_every_reservation_goes_through_its_listed_entry():
     assert writer_calls() == []
+
+
+#: What a provider of a tree holds, written by its tree's methods only.
+PROVIDER_FIELDS = frozenset(('inventory', 'traits', 'aggregates',
+                             'generation', 'parent_uuid', 'root_uuid'))
+_MUTATORS = frozenset(('add', 'discard', 'update', 'pop', 'remove',
+                       'clear', 'setdefault', 'difference_update',
+                       'intersection_update', 'popitem'))
+
+
+def _a_field(node):
+    """Whether ``node`` is ``<not self>.<a provider field>``."""
+    return isinstance(node, ast.Attribute) and \
+        node.attr in PROVIDER_FIELDS and not (
+            isinstance(node.value, ast.Name) and node.value.id == 'self')
+
+
+def field_writes(root=ROOT, package=PACKAGE):
+    """``['path:line', ...]``: a provider field assigned, deleted from or
+    mutated outside ``provider_tree.py``."""
+    found = []
+    base = os.path.join(root, package)
+    for dirpath, _, files in sorted(os.walk(base)):
+        for name in sorted(f for f in files if f.endswith('.py')):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if rel == os.path.join(package, 'provider_tree.py'):
+                continue
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                targets = []
+                if isinstance(node, (ast.Assign, ast.Delete)):
+                    targets = node.targets
+                elif isinstance(node, ast.AugAssign):
+                    targets = [node.target]
+                elif isinstance(node, ast.Call) and isinstance(
+                        node.func, ast.Attribute) and \
+                        node.func.attr in _MUTATORS:
+                    targets = [node.func.value]
+                if any(_a_field(t) or isinstance(t, ast.Subscript)
+                       and _a_field(t.value) for t in targets):
+                    found.append(f'{rel}:{node.lineno}')
+    return sorted(found)
+
+
+def test_the_field_check_sees_a_write_beside_the_tree(tmp_path):
+    (tmp_path / PACKAGE).mkdir()
+    (tmp_path / PACKAGE / 'provider_tree.py').write_text(
+        'provider.traits = set()\n')
+    (tmp_path / PACKAGE / 'driver.py').write_text(
+        'tree.set_fields(p.uuid, traits=t)\n'
+        'p.inventory[rc] = record\n'
+        'p.traits.add(trait)\n'
+        'del p.inventory[rc]\n'
+        'p.generation = 3\n'
+        'self.traits = frozenset()\n'
+        'x = p.inventory.get(rc)\n')
+    assert field_writes(str(tmp_path)) == [
+        f'{PACKAGE}/driver.py:2', f'{PACKAGE}/driver.py:3',
+        f'{PACKAGE}/driver.py:4', f'{PACKAGE}/driver.py:5']
+
+
+def test_provider_fields_are_written_through_the_tree_only():
+    assert field_writes() == []
