@@ -5,6 +5,8 @@ import copy
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from node_agent import exception
+
 
 def register_group_opts(conf, group, opts):
     """Register ``opts`` on ``conf`` under a fresh copy of ``group``.
@@ -64,7 +66,6 @@ def ksa_adapter(conf, group, **kwargs):
     """A keystoneauth1 Adapter from ``group``'s options (``kwargs``: the
     Adapter's own), or None when ``[group] auth_type`` is not set;
     ConfigError naming the group when its auth options are wrong."""
-    from node_agent import exception
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, group)
     except Exception as e:

@@ -45,6 +45,7 @@ import time
 
 from oslo_log import log as logging
 
+from node_agent import identity
 from node_agent.health import drains
 from node_agent import exception
 from node_agent import local_state
@@ -241,7 +242,6 @@ def monitor_for(conf):
 def reserved_in(tree, nodename, ownership=None):
     """``{PCI address: family}`` of the owned device providers ``tree``
     shows reserved for their health (the unhealthy trait)."""
-    from node_agent import identity
     from node_agent.drivers import layout
     found = {}
     for provider in layout.owned_providers(tree, nodename, ownership):

@@ -12,6 +12,8 @@ import os
 
 from oslo_log import log as logging
 
+from node_agent import identity
+
 LOG = logging.getLogger(__name__)
 
 
@@ -245,7 +247,6 @@ def watched_devices(rt, monitor=None):
     and of those nova-compute reports in Placement beside it.  Before the
     first sync: those whose sysfs counters ``monitor`` stored, or that
     it stored as isolated by sysfs."""
-    from node_agent import identity
     from node_agent.beside_nova import nova_pci
     last = rt.round
     tree = last.tree

@@ -61,7 +61,6 @@ def with_reservations(last, view):
     withheld (whole) in health ``view`` reserved too, or None when there
     are none (or nothing was synced)."""
     from node_agent.drivers import layout
-    from node_agent.health import model as health
     if last.tree is None:
         return None
     before = health_state.reserved_in(last.tree, last.nodename,
@@ -72,7 +71,7 @@ def with_reservations(last, view):
         return None
     # What the last good tree reserves stays as it is (a device given back
     # waits for the scan); the new ones are added.
-    withheld = {a: health.Health(health.ISOLATED, family=family)
+    withheld = {a: health_model.Health(health_model.ISOLATED, family=family)
                 for a, family in before.items()}
     withheld.update(new)
     desired = last.tree.copy()

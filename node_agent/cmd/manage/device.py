@@ -31,6 +31,7 @@ is offered for it and that the drain holds once it is.
 
 import argparse
 
+from node_agent import identity
 from node_agent.health import drains
 from node_agent import exception
 from node_agent.health import state as health_state
@@ -165,7 +166,6 @@ def _offered_by(conf, address):
     pooled card), nova's PCI provider of it; None when Placement cannot
     be read (the drain is written all the same)."""
     from node_agent.cmd import manage
-    from node_agent import identity
     from node_agent.beside_nova import nova_pci
     from node_agent.placement import client
     from node_agent.beside_nova import root as root_mod
