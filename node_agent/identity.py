@@ -45,7 +45,7 @@ Ownership (:func:`is_ours`): a provider is ours when it is
 
 In standalone every provider the agent owns carries :data:`OWNER_TRAIT`
 (the drivers put it on the children they make, see
-:func:`node_agent.drivers.layout.ensure_child`), so other services and
+:func:`node_agent.drivers.tree_edits.ensure_child`), so other services and
 operators can see the owner; beside nova-compute the children carry none
 (:attr:`node_agent.deployment.Layout.owner_trait` says why).  The trait is a
 sign, not the rule: an operator may copy a trait, not a uuid.

@@ -51,7 +51,7 @@ from node_agent import drivers
 from node_agent import identity
 from node_agent import metrics
 from node_agent import provider_tree as ptree
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.hardware import discovery
 from node_agent.beside_nova import coexistence
 from tests.fixtures import hosts as recorded
@@ -168,7 +168,7 @@ def nova(tree, snap):
             # knows nothing of MIG and offers a MIG-partitioned GPU whole.
             address = identity.pci_address(identity.device_id(p.name))
             rows.append(_row(f'{name}_{address.upper()}', root.uuid,
-                             {'PGPU': layout.record(1)},
+                             {'PGPU': tree_edits.record(1)},
                              {'OWNER_NOVA', 'COMPUTE_MANAGED_PCI_DEVICE'}))
         elif 'VGPU' in classes and len(classes) == 1:
             rows.append(_row(p.name, root.uuid, dict(p.inventory),

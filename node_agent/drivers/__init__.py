@@ -20,7 +20,7 @@ allocations (``get_allocations_for_provider_tree``'s shape) it moves them
 in place (:mod:`node_agent.drivers.reshape`) or raises
 :class:`~node_agent.exception.ReshapeFailed` naming the consumer it could
 not place.  What the agent does not own is never edited
-(:mod:`node_agent.drivers.layout`).
+(:mod:`node_agent.drivers.tree_edits`).
 """
 
 from node_agent import provider_tree as ptree

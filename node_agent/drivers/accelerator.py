@@ -45,7 +45,7 @@ from node_agent.claims import model
 from node_agent.conf import pci as pci_opts
 from node_agent.drivers import base
 from node_agent.drivers import device_spec
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.drivers import limits
 
 LOG = logging.getLogger(__name__)
@@ -131,18 +131,18 @@ class AcceleratorDriver(base.Driver):
     def build(self, provider_tree, nodename, current):
         wanted = set()
         for device, matcher in self.devices:
-            provider = layout.ensure_device(
+            provider = tree_edits.ensure_device(
                 self.context, provider_tree, nodename,
                 identity.pci_id(device.address), device.numa_node)
             if provider is None:
                 continue
             wanted.add(provider.name)
             rc = self._class_for(device, matcher)
-            layout.set_inventory(provider_tree, provider,
-                                 {rc: layout.record(1)},
-                                 self.managed_classes | {rc})
-            layout.set_traits(provider_tree, provider, matcher.traits,
-                              self.managed_traits)
+            tree_edits.set_inventory(provider_tree, provider,
+                                     {rc: tree_edits.record(1)},
+                                     self.managed_classes | {rc})
+            tree_edits.set_traits(provider_tree, provider, matcher.traits,
+                                  self.managed_traits)
         return wanted
 
     def claim_devices(self, ctx, provider, resource_class, amount):

@@ -9,7 +9,7 @@ bad option is a :class:`~node_agent.exception.ConfigError` at
 construction), answers
 :meth:`Driver.applies` for a host, and :meth:`Driver.build` edits the tree:
 creating or moving the providers it owns and setting on them only what it
-manages (see :mod:`node_agent.drivers.layout`).  It does no I/O.
+manages (see :mod:`node_agent.drivers.tree_edits`).  It does no I/O.
 
 Drivers never decide about reshapes or move allocations themselves:
 :func:`node_agent.drivers.compose.compose` compares the tree before and
@@ -112,7 +112,7 @@ class Driver:
         #: ``{PCI address: Health}`` of devices to reserve
         #: (:mod:`node_agent.health.model`); the composition gives
         #: such a device's provider its health traits and reserves it
-        #: (:func:`node_agent.drivers.layout.apply_health`).
+        #: (:func:`node_agent.drivers.tree_edits.apply_health`).
         self.health = {}
         #: What nova-compute's configuration selects beside it
         #: (:class:`node_agent.drivers.nova_devices.Selection`).

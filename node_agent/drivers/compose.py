@@ -33,7 +33,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import identity
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.drivers import reshape
 
 LOG = logging.getLogger(__name__)
@@ -72,8 +72,8 @@ def compose(drivers, snapshot, provider_tree, nodename, allocations=None,
         overrides.apply(provider_tree, nodename, ownership)
     # Last, so that no override gives an unhealthy device capacity back.
     physfns = snapshot.physfns()
-    layout.apply_health(provider_tree, nodename, health or {}, ownership,
-                        physfns)
+    tree_edits.apply_health(provider_tree, nodename, health or {}, ownership,
+                            physfns)
 
     moves = reshape.find_moves(before, provider_tree, nodename, renames,
                                ownership)
@@ -97,12 +97,12 @@ def successors(before, after, nodename, ownership=None, physfns=None):
     A class the successor does not have is left to the other rules."""
     root = before.get(nodename)
     result = {}
-    for provider in layout.owned_providers(before, nodename, ownership):
+    for provider in tree_edits.owned_providers(before, nodename, ownership):
         device_id = identity.successor_id(provider, root.name)
         if device_id is None or not identity.is_legacy(provider, root.name):
             if provider.uuid not in after:
-                card = layout.function_uuid(provider, before, root.uuid,
-                                            physfns or {})
+                card = tree_edits.function_uuid(provider, before, root.uuid,
+                                                physfns or {})
                 if card in after:
                     result[provider.uuid] = card
                 elif provider.parent_uuid in after:
@@ -116,15 +116,15 @@ def successors(before, after, nodename, ownership=None, physfns=None):
 
 def _prune(tree, nodename, wanted, kinds, ownership):
     # Deepest first, so a parent is empty of our children when we reach it.
-    for provider in reversed(layout.owned_providers(tree, nodename,
-                                                    ownership)):
+    for provider in reversed(tree_edits.owned_providers(tree, nodename,
+                                                        ownership)):
         if provider.name in wanted or provider.is_root:
             continue
-        if kinds is not None and layout.kind_of(provider, tree) \
+        if kinds is not None and tree_edits.kind_of(provider, tree) \
                 not in kinds:
             continue
         foreign = [p for p in tree.subtree(provider.uuid)[1:]
-                   if not layout.is_owned(p, nodename, tree, ownership)]
+                   if not tree_edits.is_owned(p, nodename, tree, ownership)]
         if foreign:
             LOG.warning('Provider %s is no longer reported but keeps '
                         'children this agent does not own (%s); leaving it '

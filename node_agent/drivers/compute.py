@@ -19,7 +19,7 @@ cpupower) take idle dedicated cores offline and online them again for
 the guest pinned to them, so both sets are checked against the present
 CPUs, and a CPU leaves them only when it leaves ``cpu/present`` (after
 the removal rule of :mod:`node_agent.hardware.removal`).  Ratios follow
-Nova's precedence (:func:`node_agent.drivers.layout.allocation_ratio`).
+Nova's precedence (:func:`node_agent.drivers.tree_edits.allocation_ratio`).
 The CPU feature traits follow VCPU/PCPU wherever that inventory lives.
 
 Managed on the root: the classes above, the provider and owner traits of
@@ -36,13 +36,14 @@ from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import compute as compute_opts
 from node_agent.drivers import base
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.hardware import cpulist
 
 CPU_CLASSES = ('VCPU', 'PCPU', 'MEMORY_MB')
 ROOT_CLASSES = CPU_CLASSES + ('DISK_GB',)
-ROOT_TRAITS = (layout.ROOT_TRAIT, layout.MANAGED_TRAIT, deployment.OWNER_NOVA,
-               deployment.OWNER_NODE_AGENT, deployment.COMPUTE_ACCELERATORS,
+ROOT_TRAITS = (tree_edits.ROOT_TRAIT, tree_edits.MANAGED_TRAIT,
+               deployment.OWNER_NOVA, deployment.OWNER_NODE_AGENT,
+               deployment.COMPUTE_ACCELERATORS,
                'COMPUTE_ARCH_*', 'HW_CPU_*')
 CPU_TRAITS = ('HW_CPU_*',)
 
@@ -102,13 +103,13 @@ def ratios(c, current, nodename):
     """Allocation ratios for VCPU, MEMORY_MB and DISK_GB (PCPU is 1.0) by
     ``[compute]`` (``c``)."""
     return {
-        'VCPU': layout.allocation_ratio(
+        'VCPU': tree_edits.allocation_ratio(
             c.cpu_allocation_ratio, c.initial_cpu_allocation_ratio,
             current, nodename, 'VCPU'),
-        'MEMORY_MB': layout.allocation_ratio(
+        'MEMORY_MB': tree_edits.allocation_ratio(
             c.ram_allocation_ratio, c.initial_ram_allocation_ratio,
             current, nodename, 'MEMORY_MB'),
-        'DISK_GB': layout.allocation_ratio(
+        'DISK_GB': tree_edits.allocation_ratio(
             c.disk_allocation_ratio, c.initial_disk_allocation_ratio,
             current, nodename, 'DISK_GB'),
         'PCPU': 1.0,
@@ -169,7 +170,7 @@ class ComputeDriver(base.Driver):
         inventory = {}
         disk_gb = self.snapshot.host.disk_total_gb
         if disk_gb:
-            inventory['DISK_GB'] = layout.record(
+            inventory['DISK_GB'] = tree_edits.record(
                 disk_gb, math.ceil(c.reserved_host_disk_mb / 1024),
                 ratio['DISK_GB'])
         traits = set(rules.root_traits)
@@ -180,18 +181,18 @@ class ComputeDriver(base.Driver):
                 traits.add(arch_trait)
         if rules.cpu_on_root(self.context.numa):
             if self.shared:
-                inventory['VCPU'] = layout.record(
+                inventory['VCPU'] = tree_edits.record(
                     len(self.shared), c.reserved_host_cpus, ratio['VCPU'])
             if self.dedicated:
-                inventory['PCPU'] = layout.record(len(self.dedicated))
+                inventory['PCPU'] = tree_edits.record(len(self.dedicated))
             memory = host_memory_mb(self.snapshot)
             if memory:
-                inventory['MEMORY_MB'] = layout.steady_memory(
-                    layout.record(memory, c.reserved_host_memory_mb,
-                                  ratio['MEMORY_MB']),
+                inventory['MEMORY_MB'] = tree_edits.steady_memory(
+                    tree_edits.record(memory, c.reserved_host_memory_mb,
+                                      ratio['MEMORY_MB']),
                     current, nodename, c.memory_band_mb)
             if self.shared or self.dedicated:
                 traits |= self.snapshot.host.cpu_traits
-        layout.set_inventory(provider_tree, root, inventory, ROOT_CLASSES)
-        layout.set_traits(provider_tree, root, traits, ROOT_TRAITS)
+        tree_edits.set_inventory(provider_tree, root, inventory, ROOT_CLASSES)
+        tree_edits.set_traits(provider_tree, root, traits, ROOT_TRAITS)
         return {nodename}

@@ -55,7 +55,7 @@ from node_agent.claims import fit
 from node_agent.claims import model
 from node_agent.conf import nic as nic_opts
 from node_agent.drivers import base
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.hardware import holders
 
 LOG = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ NEUTRON_SRIOV_AGENT = 'NIC Switch agent'
 MAX_KBPS = 2 ** 31 - 1
 # (provider name) already said to report a PF's bandwidth: said once.
 _NEUTRON_SAID = set()
-CARD_TRAITS = (layout.NIC_ROOT_TRAIT,)
+CARD_TRAITS = (tree_edits.NIC_ROOT_TRAIT,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,31 +283,34 @@ class NicDriver(base.Driver):
             nodes = {pf.numa_node for pf, _ in pfs}
             node = nodes.pop() if len(nodes) == 1 else None
             if self.layout.card_level:
-                card_rp = layout.ensure_device(
+                card_rp = tree_edits.ensure_device(
                     self.context, provider_tree, nodename,
                     identity.nic_id(card), node)
                 if card_rp is None:
                     continue
                 wanted.add(card_rp.name)
-                layout.set_inventory(provider_tree, card_rp, {}, PF_CLASSES)
-                layout.set_traits(provider_tree, card_rp, CARD_TRAITS,
-                                  CARD_TRAITS)
+                tree_edits.set_inventory(provider_tree, card_rp, {},
+                                         PF_CLASSES)
+                tree_edits.set_traits(provider_tree, card_rp, CARD_TRAITS,
+                                      CARD_TRAITS)
             else:
-                card_rp = layout.parent_for(self.context, provider_tree,
-                                            nodename, node)
+                card_rp = tree_edits.parent_for(self.context, provider_tree,
+                                                nodename, node)
             for pf, physnet in pfs:
-                provider = layout.ensure_child(
+                provider = tree_edits.ensure_child(
                     provider_tree, identity.pci_id(pf.address), card_rp,
                     nodename, self.layout.owner_trait)
                 if provider is None:
                     continue
                 wanted.add(provider.name)
-                layout.set_inventory(provider_tree, provider,
-                                     self._inventory(pf, current), PF_CLASSES)
+                tree_edits.set_inventory(provider_tree, provider,
+                                         self._inventory(pf, current),
+                                         PF_CLASSES)
                 traits = {physnet_trait(physnet)} | self.vnic_traits
                 if pf.numvfs:
                     traits.add('HW_NIC_SRIOV')
-                layout.set_traits(provider_tree, provider, traits, PF_TRAITS)
+                tree_edits.set_traits(provider_tree, provider, traits,
+                                      PF_TRAITS)
         return wanted
 
     # -- the reshape's and the claims' view ------------------------------
@@ -369,12 +372,12 @@ class NicDriver(base.Driver):
     def _inventory(self, pf, current):
         inventory = {}
         if pf.numvfs:
-            inventory['SRIOV_NET_VF'] = layout.record(pf.numvfs)
+            inventory['SRIOV_NET_VF'] = tree_edits.record(pf.numvfs)
         for rc, kbps in zip(('NET_BW_EGR_KILOBIT_PER_SEC',
                              'NET_BW_IGR_KILOBIT_PER_SEC'),
                             self._bandwidth(pf, current)):
             if kbps:
-                inventory[rc] = layout.record(kbps)
+                inventory[rc] = tree_edits.record(kbps)
         return inventory
 
     def _bandwidth(self, pf, current):

@@ -41,12 +41,12 @@ from node_agent.conf import compute as compute_opts
 from node_agent.conf import numa as numa_opts
 from node_agent.drivers import base
 from node_agent.drivers import compute
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 
 LOG = logging.getLogger(__name__)
 
 NUMA_CLASSES = compute.CPU_CLASSES
-NUMA_TRAITS = (layout.NUMA_ROOT_TRAIT, 'HW_CPU_*')
+NUMA_TRAITS = (tree_edits.NUMA_ROOT_TRAIT, 'HW_CPU_*')
 
 
 def split_reserved_cpus(shared, reserved, node_of):
@@ -95,7 +95,7 @@ class NumaDriver(base.Driver):
         inventories = self._inventories(current, nodename) if resources \
             else {}
         for node in sorted(self.snapshot.numa_nodes, key=lambda n: n.id):
-            provider = layout.ensure_child(
+            provider = tree_edits.ensure_child(
                 provider_tree, identity.numa_id(node.id), nodename, nodename,
                 self.layout.owner_trait)
             if provider is None:
@@ -103,15 +103,15 @@ class NumaDriver(base.Driver):
             wanted.add(provider.name)
             inventory = inventories.get(node.id, {})
             if 'MEMORY_MB' in inventory:
-                inventory['MEMORY_MB'] = layout.steady_memory(
+                inventory['MEMORY_MB'] = tree_edits.steady_memory(
                     inventory['MEMORY_MB'], current, provider.name,
                     self.options.compute.memory_band_mb)
-            traits = {layout.NUMA_ROOT_TRAIT}
+            traits = {tree_edits.NUMA_ROOT_TRAIT}
             if 'VCPU' in inventory or 'PCPU' in inventory:
                 traits |= self.snapshot.host.cpu_traits
-            layout.set_inventory(provider_tree, provider, inventory,
-                                 NUMA_CLASSES)
-            layout.set_traits(provider_tree, provider, traits, NUMA_TRAITS)
+            tree_edits.set_inventory(provider_tree, provider, inventory,
+                                     NUMA_CLASSES)
+            tree_edits.set_traits(provider_tree, provider, traits, NUMA_TRAITS)
         return wanted
 
     def affinity(self, domain):
@@ -146,13 +146,13 @@ class NumaDriver(base.Driver):
             dedicated = self.dedicated & node.cpus
             inventory = {}
             if shared:
-                inventory['VCPU'] = layout.record(
+                inventory['VCPU'] = tree_edits.record(
                     len(shared), reserved_cpus.get(node.id, 0),
                     ratio['VCPU'])
             if dedicated:
-                inventory['PCPU'] = layout.record(len(dedicated))
+                inventory['PCPU'] = tree_edits.record(len(dedicated))
             if node.memory_mb:
-                inventory['MEMORY_MB'] = layout.record(
+                inventory['MEMORY_MB'] = tree_edits.record(
                     node.memory_mb, reserved_memory.get(node.id, 0),
                     ratio['MEMORY_MB'])
             result[node.id] = inventory

@@ -48,7 +48,7 @@ from oslo_log import log as logging
 
 from node_agent import exception
 from node_agent import provider_tree as ptree
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 
 LOG = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ class ProviderOverrides:
                             'which this host does not report; skipped',
                             o.filename, ident)
                 continue
-            if not layout.is_owned(provider, nodename, tree, ownership):
+            if not tree_edits.is_owned(provider, nodename, tree, ownership):
                 LOG.warning('Provider override in %s names provider %s, '
                             'which this agent does not manage; skipped',
                             o.filename, ident)

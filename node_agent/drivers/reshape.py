@@ -58,7 +58,7 @@ import dataclasses
 from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +74,9 @@ def find_moves(before, after, nodename, renames=None, ownership=None):
     between the providers the round's ``ownership`` lets the agent touch
     (:func:`node_agent.identity.owned`)."""
     renames = renames or {}
-    after_owned = {p.uuid: p for p in layout.owned_providers(
+    after_owned = {p.uuid: p for p in tree_edits.owned_providers(
         after, nodename, ownership)}
-    before_owned = {p.uuid: p for p in layout.owned_providers(
+    before_owned = {p.uuid: p for p in tree_edits.owned_providers(
         before, nodename, ownership)}
     appeared = set()
     for uuid, provider in after_owned.items():
@@ -87,7 +87,7 @@ def find_moves(before, after, nodename, renames=None, ownership=None):
     moves = []
     for uuid, provider in before_owned.items():
         new = after_owned.get(uuid)
-        kind = layout.kind_of(provider, before)
+        kind = tree_edits.kind_of(provider, before)
         for rc in provider.inventory:
             if new is not None and rc in new.inventory:
                 continue
@@ -267,11 +267,12 @@ class _Destinations:
 
     def __init__(self, after, nodename, allocations, moving, ownership,
                  physfns):
-        self._providers = {p.uuid: p for p in layout.owned_providers(
+        self._providers = {p.uuid: p for p in tree_edits.owned_providers(
             after, nodename, ownership)}
         root = after.get(nodename).uuid
-        self._cards = {p.uuid: layout.function_uuid(p, after, root, physfns)
-                       or p.parent_uuid for p in self._providers.values()}
+        self._cards = {
+            p.uuid: tree_edits.function_uuid(p, after, root, physfns)
+            or p.parent_uuid for p in self._providers.values()}
         self._by_class = collections.defaultdict(list)
         for provider in sorted(self._providers.values(),
                                key=lambda p: p.name):

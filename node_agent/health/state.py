@@ -242,17 +242,17 @@ def monitor_for(conf):
 def reserved_in(tree, nodename, ownership=None):
     """``{PCI address: family}`` of the owned device providers ``tree``
     shows reserved for their health (the unhealthy trait)."""
-    from node_agent.drivers import layout
+    from node_agent.drivers import tree_edits
     found = {}
-    for provider in layout.owned_providers(tree, nodename, ownership):
-        if layout.UNHEALTHY_TRAIT not in provider.traits:
+    for provider in tree_edits.owned_providers(tree, nodename, ownership):
+        if tree_edits.UNHEALTHY_TRAIT not in provider.traits:
             continue
         device = identity.device_of(provider, tree)
         if device is None or not device[1]:
             continue
-        family = next((t[len(layout.HEALTH_TRAIT_PREFIX):]
+        family = next((t[len(tree_edits.HEALTH_TRAIT_PREFIX):]
                        for t in sorted(provider.traits)
-                       if t.startswith(layout.HEALTH_TRAIT_PREFIX)), None)
+                       if t.startswith(tree_edits.HEALTH_TRAIT_PREFIX)), None)
         found[device[1]] = family
     return found
 

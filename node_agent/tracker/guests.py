@@ -14,9 +14,10 @@ tree::
       consumer has no RC left in the tree    unallocated
 
 Both leave B's unit taken by a guest without Placement knowing it: the unit
-is reserved on B's provider (:func:`node_agent.drivers.layout.reserve_held`,
-the rule every cause of ``reserved`` composes by), never offered, until the
-guest lets it go or an allocation covers it.  The log, the status line,
+is reserved on B's provider
+(:func:`node_agent.drivers.tree_edits.reserve_held`, the rule every
+cause of ``reserved`` composes by), never offered, until the guest lets
+it go or an allocation covers it.  The log, the status line,
 ``node-agent-manage tree show``, the metrics
 (``node_agent_guest_devices``) and a ``node_agent.guest.device``
 notification name the guest and the device.  No allocation is created or
@@ -57,7 +58,7 @@ from oslo_log import log as logging
 from node_agent import exception
 from node_agent import identity
 from node_agent import text
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 
 LOG = logging.getLogger(__name__)
 
@@ -220,7 +221,7 @@ def provider_of(tree, owned, held):
 def holding(tree, nodename, held, ownership=None):
     """Uuids of the owned providers where a guest holds a unit: read at
     every sync (a delete or a move away moves no generation there)."""
-    owned = layout.owned_providers(tree, nodename, ownership)
+    owned = tree_edits.owned_providers(tree, nodename, ownership)
     found = (provider_of(tree, owned, h) for h in held)
     return {p.uuid for p in found if p is not None}
 
@@ -228,15 +229,15 @@ def holding(tree, nodename, held, ownership=None):
 def candidates(tree, nodename, held, ownership=None):
     """Uuids of the providers whose allocations :func:`compare` needs."""
     classes = {h.resource_class for h in held}
-    return {p.uuid for p in layout.owned_providers(tree, nodename, ownership)
-            if classes & set(p.inventory)}
+    owned = tree_edits.owned_providers(tree, nodename, ownership)
+    return {p.uuid for p in owned if classes & set(p.inventory)}
 
 
 def compare(held, tree, nodename, view, ownership=None):
     """A :class:`Report` of ``held`` against ``view`` (``{provider uuid:
     {consumer: {resource class: amount}}}``, the allocations on ``tree``'s
     providers).  Pure."""
-    owned = layout.owned_providers(tree, nodename, ownership)
+    owned = tree_edits.owned_providers(tree, nodename, ownership)
     charged = collections.defaultdict(collections.Counter)
     for uuid, consumers in view.items():
         for consumer, resources in consumers.items():
@@ -334,7 +335,7 @@ class Guests:
         if not dry_run and reshaped is None:
             report = self._heal(report, held, desired, nodename, view,
                                 ownership)
-        layout.reserve_held(desired, nodename, report.held(), ownership)
+        tree_edits.reserve_held(desired, nodename, report.held(), ownership)
         if not dry_run:
             self._said(report, nodename)
         return report

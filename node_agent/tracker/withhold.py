@@ -23,7 +23,7 @@ from the one health view the round read
 
 What running guests hold without an allocation
 (:mod:`node_agent.tracker.guests`) is reserved in the same tree by the
-same rule (:func:`node_agent.drivers.layout.reserve_held`: every cause
+same rule (:func:`node_agent.drivers.tree_edits.reserve_held`: every cause
 composed into one ``reserved`` per provider, never below any of them), in
 every process that builds a tree; a tree this module writes before the
 scan starts from the last good one, which holds it already.
@@ -33,10 +33,10 @@ Every reservation the agent writes, and the one entry it goes through
 calls them)::
 
     on the agent's own providers: the tree the round built, in one plan
-      device health (the view:  drivers -> layout.apply_health  \  the
+      device health (the view:  drivers -> tree_edits.apply_health  \  the
         drains, NVML, sysfs,                                     } round's
         a layout not ready)                                      } plan
-      guests' devices           guests -> layout.reserve_held    }
+      guests' devices           guests -> tree_edits.reserve_held    }
       health before the scan    with_reservations                /
       -> ReportClient.update_from_provider_tree   (tracker.tracker only)
     on another service's providers (nova-compute's PCI providers)
@@ -60,7 +60,7 @@ def with_reservations(last, view):
     """The last good tree (of round ``last``) with the devices newly
     withheld (whole) in health ``view`` reserved too, or None when there
     are none (or nothing was synced)."""
-    from node_agent.drivers import layout
+    from node_agent.drivers import tree_edits
     if last.tree is None:
         return None
     before = health_state.reserved_in(last.tree, last.nodename,
@@ -76,8 +76,8 @@ def with_reservations(last, view):
     withheld.update(new)
     desired = last.tree.copy()
     physfns = last.snapshot.physfns() if last.snapshot is not None else {}
-    layout.apply_health(desired, last.nodename, withheld, last.ownership,
-                        physfns)
+    tree_edits.apply_health(desired, last.nodename, withheld, last.ownership,
+                            physfns)
     if plan_mod.make_plan(last.tree, desired, last.ownership,
                           nodename=last.nodename).empty:
         return None

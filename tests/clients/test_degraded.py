@@ -16,7 +16,7 @@ import time
 import pytest
 
 from node_agent.health import state as health_state
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.health import model as health
 from tests.clients import harness
 from tests.clients.test_gpu_hosts import flavor
@@ -48,16 +48,16 @@ def test_a_flavor_can_forbid_a_degraded_gpu(agent, server, cloud):  # noqa
              '"product_id": "2330"}'),))
     root = providers[HOST]['uuid']
     gpu = f'{HOST}_pci_0000_00_06_0'
-    assert layout.DEGRADED_TRAIT in providers[gpu]['traits']
-    assert layout.UNHEALTHY_TRAIT not in providers[gpu]['traits']
+    assert tree_edits.DEGRADED_TRAIT in providers[gpu]['traits']
+    assert tree_edits.UNHEALTHY_TRAIT not in providers[gpu]['traits']
 
     careful = flavor('careful', PGPU=1)
     careful['flavor']['extra_specs'][
-        f'trait:{layout.DEGRADED_TRAIT}'] = 'forbidden'
+        f'trait:{tree_edits.DEGRADED_TRAIT}'] = 'forbidden'
     refused, = cloud.schedule(harness.computes(HOST, root), [careful])
     assert refused['error'] is not None
     # Nova's own query: the trait forbidden on the group with the PGPU.
-    assert any(f'required=%21{layout.DEGRADED_TRAIT}&' in q
+    assert any(f'required=%21{tree_edits.DEGRADED_TRAIT}&' in q
                for q in refused['queries']), refused['queries']
 
     placed = schedule(cloud, root, [flavor('plain', PGPU=1)])

@@ -70,7 +70,7 @@ counted first, as Nova does.
 A MIG mode change waiting for a GPU reset is said in the log and carried as
 the trait ``CUSTOM_GPU_MIG_CHANGE_PENDING``: the GPU is reported as its
 current mode is.  An unhealthy GPU carries ``CUSTOM_NODE_AGENT_UNHEALTHY``
-and the reshape-free rule of :func:`node_agent.drivers.layout.apply_health`
+and the reshape-free rule of :func:`node_agent.drivers.tree_edits.apply_health`
 makes it and its VFs unschedulable.  A MIG GPU instance isolated alone
 (a fault NVML attributes to it) reserves one unit of its profile's class;
 the GPU's other instances stay schedulable.

@@ -12,7 +12,7 @@ from node_agent import identity
 from node_agent.conf import devices as devices_opts
 from node_agent.conf import gpu as gpu_opts
 from node_agent.drivers import base
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.drivers import limits
 from node_agent.drivers.gpu import claims as gpu_claims
 from node_agent.drivers.gpu import offers as offers_mod
@@ -143,8 +143,8 @@ class GpuDriver(base.Driver):
                 self._say_not_reported(gpu)
                 continue
             if self._vfs_alone(gpu, inventory, device_offers):
-                parent = layout.parent_for(self.context, provider_tree,
-                                           nodename, gpu.numa_node)
+                parent = tree_edits.parent_for(self.context, provider_tree,
+                                               nodename, gpu.numa_node)
                 wanted.update(self._build_vfs(
                     provider_tree, nodename, parent, device_offers,
                     traits if self.options.gpu.vf_traits else ()))
@@ -154,31 +154,31 @@ class GpuDriver(base.Driver):
                 continue
             wanted.add(provider.name)
             if gpu.address in pools:
-                inventory[pools[gpu.address][0]] = layout.record(
+                inventory[pools[gpu.address][0]] = tree_edits.record(
                     len(device_offers),
                     reserved=self._reserved_vfs(device_offers))
                 traits |= self._type_traits(device_offers)
                 device_offers = []
             for offer in device_offers:
                 if offer.address == gpu.address:
-                    inventory[offer.resource_class] = layout.record(
+                    inventory[offer.resource_class] = tree_edits.record(
                         offer.total)
                     traits |= self._type_traits([offer])
             wanted.update(self._build_vfs(
                 provider_tree, nodename, provider,
                 [o for o in device_offers if o.address != gpu.address], ()))
-            layout.set_inventory(provider_tree, provider, inventory, ALL)
-            layout.set_traits(provider_tree, provider, traits,
-                              self._managed_traits())
-        layout.set_inventory(
+            tree_edits.set_inventory(provider_tree, provider, inventory, ALL)
+            tree_edits.set_traits(provider_tree, provider, traits,
+                                  self._managed_traits())
+        tree_edits.set_inventory(
             provider_tree, provider_tree.get(nodename),
-            {rc: layout.record(n) for rc, n in flat.items()},
+            {rc: tree_edits.record(n) for rc, n in flat.items()},
             self.root_classes())
         return wanted
 
     def retire(self, provider_tree, nodename):
-        layout.set_inventory(provider_tree, provider_tree.get(nodename), {},
-                             self.root_classes())
+        tree_edits.set_inventory(provider_tree, provider_tree.get(nodename),
+                                 {}, self.root_classes())
 
     def _vfs_alone(self, gpu, inventory, offers):
         """Whether the GPU's vGPU VFs are reported without a provider of
@@ -195,17 +195,18 @@ class GpuDriver(base.Driver):
         its root), each with ``traits``; the names of those made."""
         made = set()
         for offer in offers:
-            child = layout.ensure_child(tree, identity.pci_id(offer.address),
-                                        parent.uuid, nodename,
-                                        self.layout.owner_trait)
+            child = tree_edits.ensure_child(tree,
+                                            identity.pci_id(offer.address),
+                                            parent.uuid, nodename,
+                                            self.layout.owner_trait)
             if child is None:
                 continue
             made.add(child.name)
-            layout.set_inventory(
-                tree, child, {offer.resource_class: layout.record(1)}, ALL)
-            layout.set_traits(tree, child,
-                              set(traits) | self._type_traits([offer]),
-                              self._managed_traits())
+            tree_edits.set_inventory(
+                tree, child, {offer.resource_class: tree_edits.record(1)}, ALL)
+            tree_edits.set_traits(tree, child,
+                                  set(traits) | self._type_traits([offer]),
+                                  self._managed_traits())
         return made
 
     # -- the reshape's and the claims' view (node_agent.drivers.gpu.claims)
@@ -276,7 +277,7 @@ class GpuDriver(base.Driver):
         resource_class, spec_traits = match
         traits |= set(spec_traits)
         if not gpu.mig_mode_current:
-            return {resource_class: layout.record(1)}, traits, []
+            return {resource_class: tree_edits.record(1)}, traits, []
         profiles = gpu.mig_profiles()
         _say_once(('mig-on', gpu.address), logging.WARNING,
                   'GPU %s has MIG mode on: not given whole as %s; its MIG '
@@ -287,7 +288,7 @@ class GpuDriver(base.Driver):
         isolated = offers_mod.isolated_profiles(
             gpu, self.health.get(gpu.address))
         return ({offers_mod.mig_class(p):
-                 layout.record(n, reserved=isolated.get(p, 0))
+                 tree_edits.record(n, reserved=isolated.get(p, 0))
                  for p, n in profiles.items()}, traits, [])
 
     def _type_traits(self, offers):
@@ -299,8 +300,8 @@ class GpuDriver(base.Driver):
 
     def _reserved_vfs(self, offers):
         """VFs of a pool whose own health reserves them."""
-        return sum(1 for o in offers if layout.UNHEALTHY_TRAIT in
-                   layout.health_traits(self.health.get(o.address)))
+        return sum(1 for o in offers if tree_edits.UNHEALTHY_TRAIT in
+                   tree_edits.health_traits(self.health.get(o.address)))
 
     def _managed_traits(self):
         return MODEL_TRAITS + tuple(sorted(self.passthrough.traits()))
@@ -312,8 +313,9 @@ class GpuDriver(base.Driver):
                       'GPU %s: no NUMA node (numa_node is -1 and its '
                       'local_cpulist matches no node); reported under the '
                       'root provider', gpu.address)
-        return layout.ensure_device(self.context, tree, nodename,
-                                    identity.pci_id(gpu.address), numa_node)
+        return tree_edits.ensure_device(self.context, tree, nodename,
+                                        identity.pci_id(gpu.address),
+                                        numa_node)
 
     def _say_not_reported(self, gpu):
         """Say once why ``gpu`` is not reported, and the lines that would

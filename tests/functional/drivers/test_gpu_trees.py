@@ -19,7 +19,7 @@ from node_agent import identity
 from node_agent.conf import devices as devices_conf
 from node_agent.drivers.gpu import driver as gpu_driver
 from node_agent.drivers.gpu import offers as gpu_offers
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.health import model as health_mod
 from node_agent.health import monitor as health_monitor
 from node_agent.health import nvml as nvml_health
@@ -180,7 +180,7 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
         health_mod.GPU_LOST_FAMILY, health_mod.ISOLATE)}
     agent.sync()
     assert inventory(adapter, H100) == {'PGPU': (1, 1)}
-    assert {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_GPU_LOST'} \
+    assert {tree_edits.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_GPU_LOST'} \
         <= traits(adapter, H100)
     after = get(adapter, f'/allocations/{consumer}', '1.28')
     assert {rp: a['resources'] for rp, a in after['allocations'].items()} \
@@ -196,7 +196,7 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
     assert inventory(adapter, H100) == {'PGPU': (1, 0)}
     assert not {t for t in traits(adapter, H100)
                 if t.startswith('CUSTOM_NODE_AGENT_HEALTH_')
-                or t == layout.UNHEALTHY_TRAIT}
+                or t == tree_edits.UNHEALTHY_TRAIT}
     assert [mapped(r) for r in candidates(adapter, '1.36',
                                           resources='PGPU:1')] == [
         {'': uuid(H100)}]
@@ -278,10 +278,10 @@ def test_beside_nova_vfs_are_the_roots_children_and_share_their_gpus_health(
     agent.sync()
     for vf in A10_VFS:
         assert inventory(adapter, vf) == {'VGPU': (1, 1)}
-        assert layout.UNHEALTHY_TRAIT in traits(adapter, vf)
+        assert tree_edits.UNHEALTHY_TRAIT in traits(adapter, vf)
     for vf in L40S_VFS:
         assert inventory(adapter, vf) == {'CUSTOM_L40S_4Q': (1, 0)}
-        assert layout.UNHEALTHY_TRAIT not in traits(adapter, vf)
+        assert tree_edits.UNHEALTHY_TRAIT not in traits(adapter, vf)
     assert candidates(adapter, '1.36', resources='VGPU:1') == []
 
     agent.health = {}
@@ -488,7 +488,7 @@ def test_a_fault_of_one_mig_instance_reserves_that_instance_alone(
     agent.sync()
     assert inventory(adapter, mig_gpu) == {'CUSTOM_MIG_1G_10GB': (7, 1)}
     assert 'CUSTOM_NODE_AGENT_HEALTH_ECC' in traits(adapter, mig_gpu)
-    assert layout.UNHEALTHY_TRAIT not in traits(adapter, mig_gpu)
+    assert tree_edits.UNHEALTHY_TRAIT not in traits(adapter, mig_gpu)
     assert inventory(adapter, '0000:2a:00.0') == {
         'CUSTOM_MIG_3G_40GB': (2, 0)}
     # Four of the seven are still offered: 7 - 2 used - 1 isolated.

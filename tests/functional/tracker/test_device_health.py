@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from tests.fixtures.device_health import (
     FAMILY_TRAIT, GPU, H100, HEALTH_TRAITS, QUIET, REASON, pgpu)
 from tests.fixtures.waiting import wait_for
@@ -63,7 +63,7 @@ def test_xid_79_reserves_the_gpu_and_the_quiet_period_brings_it_back(
     assert [(c.method, c.path) for c in adapter.calls
             if c.method != 'GET'] == [
         ('PUT', f'/traits/{FAMILY_TRAIT}'),
-        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}'),
+        ('PUT', f'/traits/{tree_edits.UNHEALTHY_TRAIT}'),
         ('PUT', f'/resource_providers/{GPU}/inventories'),
         ('PUT', f'/resource_providers/{GPU}/traits')]
 
@@ -132,7 +132,7 @@ def test_a_pending_recovery_action_reserves_until_none(
     adapter.reset()
     gate.set()
     wait_for(lambda: pgpu(api) == (1, 1)
-             and {layout.UNHEALTHY_TRAIT,
+             and {tree_edits.UNHEALTHY_TRAIT,
                   'CUSTOM_NODE_AGENT_HEALTH_RECOVERY'} <= traits(api),
              'the GPU reserved')
     assert rt.status_line() == (
@@ -141,7 +141,7 @@ def test_a_pending_recovery_action_reserves_until_none(
     assert [(c.method, c.path) for c in adapter.calls
             if c.method != 'GET'] == [
         ('PUT', '/traits/CUSTOM_NODE_AGENT_HEALTH_RECOVERY'),
-        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}'),
+        ('PUT', f'/traits/{tree_edits.UNHEALTHY_TRAIT}'),
         ('PUT', f'/resource_providers/{GPU}/inventories'),
         ('PUT', f'/resource_providers/{GPU}/traits')]
     # A standing condition: the quiet period does not end it.

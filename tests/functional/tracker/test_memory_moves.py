@@ -2,7 +2,7 @@
 
 A VM's NUMA node reported 8,026, then 8,154, then 8,922 MiB within minutes
 (ballooning, hot-plug), and every audit rewrote MEMORY_MB.  The rule
-(:func:`node_agent.drivers.layout.steady_memory`, ``[compute]
+(:func:`node_agent.drivers.tree_edits.steady_memory`, ``[compute]
 memory_band_mb``): a total that grew by at most the band keeps the one
 Placement has, so Placement never offers more than the host has; a total
 that shrinks is written at once.  Each test replays those moves on a copy

@@ -21,7 +21,7 @@ from node_agent.health import drains
 from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent.cmd import manage
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.placement import client
 from node_agent.placement import state
 from node_agent.tracker import exit_policy
@@ -41,9 +41,9 @@ from tests.fixtures.aer import aer_text
 H100 = '0000:00:06.0'
 GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))
 QUIET = 600
-PCIE_TRAITS = {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_PCIE'}
-DRAIN_TRAITS = {layout.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_DRAINED'}
-HEALTH_PREFIXES = (layout.UNHEALTHY_TRAIT, layout.HEALTH_TRAIT_PREFIX)
+PCIE_TRAITS = {tree_edits.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_PCIE'}
+DRAIN_TRAITS = {tree_edits.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_DRAINED'}
+HEALTH_PREFIXES = (tree_edits.UNHEALTHY_TRAIT, tree_edits.HEALTH_TRAIT_PREFIX)
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_vfio_gpu_with_rising_fatal_aer_is_isolated_then_recovers(
         'errors rising (0 -> 1)')
     assert agent.writes() == [
         ('PUT', '/traits/CUSTOM_NODE_AGENT_HEALTH_PCIE'),
-        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}')] + gpu_writes()
+        ('PUT', f'/traits/{tree_edits.UNHEALTHY_TRAIT}')] + gpu_writes()
     assert tc.get_allocations(api, consumer)['allocations'][GPU][
         'resources'] == {'PGPU': 1}
     assert ('node_agent_device_health{action="reset or replace the device",'
@@ -215,11 +215,11 @@ def test_a_warning_marks_the_gpu_degraded_an_unreadable_file_reserves_none(
               'correctable errors rising (0 -> 3)')
     wait_for(lambda: agent.rt.status_line() == warned, 'the warning')
     # Still offered, but a flavor can forbid a degraded device.
-    wait_for(lambda: layout.DEGRADED_TRAIT in traits(placement_adapter),
+    wait_for(lambda: tree_edits.DEGRADED_TRAIT in traits(placement_adapter),
              'the degraded trait')
     assert pgpu(placement_adapter) == (1, 0)
     assert agent.writes() == [
-        ('PUT', f'/traits/{layout.DEGRADED_TRAIT}'),
+        ('PUT', f'/traits/{tree_edits.DEGRADED_TRAIT}'),
         ('PUT', f'/resource_providers/{GPU}/traits')]
     agent.adapter.reset()
     with open(os.path.join(sys_root, 'bus/pci/devices', H100,
@@ -230,7 +230,8 @@ def test_a_warning_marks_the_gpu_degraded_an_unreadable_file_reserves_none(
     assert agent.rt.status_line().startswith(
         f'in sync: 3 providers; 1 device unmonitored: {H100}: sysfs: '
         'aer_dev_fatal: ')
-    wait_for(lambda: layout.DEGRADED_TRAIT not in traits(placement_adapter),
+    wait_for(lambda: tree_edits.DEGRADED_TRAIT
+             not in traits(placement_adapter),
              'the degraded trait gone with the warning it said')
     threading.Event().wait(0.3)                 # an early audit ran
     assert pgpu(placement_adapter) == (1, 0)
@@ -268,7 +269,7 @@ def test_drain_survives_a_restart_and_health_recovery_never_undrains(
         f'in sync: 3 providers; 1 device drained: {H100}: fan swap')
     assert agent.writes() == [
         ('PUT', '/traits/CUSTOM_NODE_AGENT_HEALTH_DRAINED'),
-        ('PUT', f'/traits/{layout.UNHEALTHY_TRAIT}')] + gpu_writes()
+        ('PUT', f'/traits/{tree_edits.UNHEALTHY_TRAIT}')] + gpu_writes()
     assert (f'node_agent_device_unhealthy{{address="{H100}",'
             'reason="fan swap"} 1.0') in agent.metrics.exposition()
 

@@ -6,7 +6,7 @@ from node_agent import drivers
 from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as pt
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from tests.unit.drivers import hostdata
 
 H = 'compute1'
@@ -111,7 +111,7 @@ def test_foreign_provider_and_operator_traits_survive(dconf, snapshot,
     assert 'CUSTOM_OPERATOR_GOLD' in tree.get(H).traits
     assert 'CUSTOM_OPERATOR_GPU' in tree.get(
         f'{H}_pci_0000_3b_00_0').traits
-    assert not layout.is_owned(tree.get(impostor.uuid), H, tree)
+    assert not tree_edits.is_owned(tree.get(impostor.uuid), H, tree)
 
 
 def test_name_taken_by_a_foreign_provider_is_not_reported(dconf, snapshot,
@@ -146,7 +146,7 @@ def test_disabling_a_driver_prunes_its_providers(dconf, snapshot, tree):
     build(dconf, snapshot, tree)
     dconf.set_override('enabled_drivers', ['compute', 'numa', 'gpu'])
     build(dconf, snapshot, tree)
-    kinds = {layout.kind_of(p, tree) for p in tree.providers()}
+    kinds = {tree_edits.kind_of(p, tree) for p in tree.providers()}
     assert kinds == {'root', 'numa', 'pci'}
     assert {p.name for p in tree.providers() if p.inventory.get('FPGA')} \
         == set()

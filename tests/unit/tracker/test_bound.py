@@ -7,7 +7,7 @@ import dataclasses
 from node_agent import identity
 from node_agent import provider_tree as ptree
 from node_agent.claims import model
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.hardware import snapshot
 from node_agent.tracker import bound
 from tests.fixtures import hosts
@@ -81,7 +81,7 @@ def test_a_running_guest_lacks_the_units_its_allocation_has_on_a_device():
             address))
         tree.new_child(identity.child_name('compute1', identity.pci_id(
             address)), root_uuid, rps[address]).inventory = {
-            'CUSTOM_NA_VGPU': layout.record(4)}
+            'CUSTOM_NA_VGPU': tree_edits.record(4)}
     a10, l40s = rps['0000:3b:00.0'], rps['0000:af:00.0']
     held_mdev = 'c7a1e0d2-4b3f-4e5a-9c8d-1f2e3d4c5b01'     # on 3b:00.4
 

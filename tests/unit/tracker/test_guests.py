@@ -11,7 +11,7 @@ import pytest
 
 from node_agent import identity
 from node_agent import provider_tree as ptree
-from node_agent.drivers import layout
+from node_agent.drivers import tree_edits
 from node_agent.placement import allocations as allocs
 from node_agent.tracker import guests
 
@@ -29,13 +29,13 @@ def tree(flat=False):
     t = ptree.ProviderTree()
     root = t.new_root('compute1', ROOT)
     if flat:
-        root.inventory = {'VGPU': layout.record(32)}
+        root.inventory = {'VGPU': tree_edits.record(32)}
         return t
     for address in (GPU0, GPU1):
         gpu = t.new_child(identity.child_name('compute1',
                                               identity.pci_id(address)),
                           ROOT, uuid_of(address))
-        gpu.inventory = {'VGPU': layout.record(16, reserved=2)}
+        gpu.inventory = {'VGPU': tree_edits.record(16, reserved=2)}
     return t
 
 
@@ -91,8 +91,8 @@ def test_another_guests_allocation_covers_nothing():
 
 def test_reserved_is_added_to_what_else_reserves_never_above_total():
     t = tree()
-    layout.reserve_held(t, 'compute1', {uuid_of(GPU0): {'VGPU': 3},
-                                        uuid_of(GPU1): {'VGPU': 40}})
+    tree_edits.reserve_held(t, 'compute1', {uuid_of(GPU0): {'VGPU': 3},
+                                            uuid_of(GPU1): {'VGPU': 40}})
     assert t.get(uuid_of(GPU0)).inventory['VGPU']['reserved'] == 5
     assert t.get(uuid_of(GPU1)).inventory['VGPU']['reserved'] == 16
 

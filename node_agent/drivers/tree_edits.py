@@ -1,4 +1,4 @@
-"""Tree helpers every driver shares: ownership, placement of children, edits.
+"""Tree edits every driver shares: ownership, placement of children, fields.
 
 Rules kept here so that no driver can break them on its own:
 
