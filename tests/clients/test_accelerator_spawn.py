@@ -36,7 +36,7 @@ from tests.fixtures import api_server
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
-from tests.integration import test_bind_beside_nova as beside
+from tests.fixtures import bind_beside_nova as beside
 from tests.fixtures import bind_daemon
 from tests.fixtures import waiting
 
