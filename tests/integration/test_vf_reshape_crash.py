@@ -32,10 +32,10 @@ from node_agent.placement import adapter as adapter_mod
 from node_agent.placement import state
 from node_agent.tracker import factory
 from tests.fixtures import counting
+from tests.fixtures import driver_trees as g
 from tests.fixtures import dying_startup as dying
+from tests.fixtures.driver_trees import use_host4
 from tests.fixtures import placement_server as ps
-from tests.functional.drivers import test_gpu_trees as g
-from tests.functional.drivers.test_gpu_pools import use_host4
 from tests.functional.tracker import conftest as h
 
 pytestmark = pytest.mark.integration
