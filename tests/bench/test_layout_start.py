@@ -2,11 +2,11 @@
 READY on rebooted host 2 (8 GPUs) with and without the declared layout
 to restore.  Its Placement calls are exact: the layout adds none."""
 
-from tests.bench import test_smoke
+from tests.fixtures.bench_smoke import bench
 
 
 def test_layout_start(tmp_path):
-    rows, _ = test_smoke.bench('layout-start', tmp_path)
+    rows, _ = bench('layout-start', tmp_path)
     figures = {r['case']: (r['runs'], r['placement_calls'],
                            r['placement_writes'], r['steps_taken'],
                            r['layout_holds']) for r in rows}

@@ -2,15 +2,15 @@
 
 A benchmark that nobody runs rots (a rename in node_agent broke
 ``report-client`` unseen).  Each test here runs ``bench/run.py <name>``
-as a reader would, with ``--json``, and fails on a non-zero exit or a
-figure of the wrong shape.  Where a scenario has call counts they are
-asserted exactly; timings never are (they belong in bench/RESULTS.md).
+as a reader would, with ``--json`` (``bench()`` of
+tests/fixtures/bench_smoke.py, at the size its ``SMOKE`` gives), and
+fails on a non-zero exit or a figure of the wrong shape.  Where a
+scenario has call counts they are asserted exactly; timings never are
+(they belong in bench/RESULTS.md).
 :func:`test_every_benchmark_has_a_smoke_run` fails when a benchmark is
-added without one here.
+added without a smoke size.
 """
 
-import json
-import os
 import subprocess
 import sys
 
@@ -20,56 +20,10 @@ import pytest
 
 from bench.scheduler_cost import runner as scheduler_cost
 from tests.fixtures import postgres
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-RUN = os.path.join(REPO, 'bench', 'run.py')
-TIMEOUT = 600
-
-# Smoke size of every benchmark: the options each test below passes.
-SMOKE = {
-    'bench-discovery': ['--runs', '2', '--host', 'host2'],
-    'scan-memory': ['--cpulist', '0-2000000000'],
-    'reshaper-cost': ['--consumers', '4', '--runs', '1'],
-    'report-client': ['--consumers', '4', '--repeat', '1', '--tree',
-                      'reference', '--server-processes'],
-    'fleet': ['--hosts', '3', '--guests', '2', '--rounds', '2',
-              '--processes', '1', '--server-processes', '2'],
-    # 2 vGPU VFs per GPU, not 16: at 16 one 4-vGPU request takes Nova's
-    # per-VF tree minutes at Placement's defaults (128 x 127 x 126 x 125
-    # combinations, Placement bug 2126751), at 2 about 10 s (16 x 15 x
-    # 14 x 13); 1 would make the per-VF and pooled trees offer the same
-    # candidates.  The multi-vGPU flavors are sent once each, unmeasured
-    # (--multi-repetitions 0): their candidates, not their times.  The
-    # fleet is written in bulk (test_bulk.py: the same rows as through
-    # the API).
-    # The device-profile flavors (the accelerator path's tree against
-    # Nova's, at Placement's defaults and with its limits) are sent twice
-    # each, the first unmeasured.
-    'scheduler-cost': ['--hosts', '4', '--repetitions', '1',
-                       '--server-processes', '1', '--vfs-per-gpu', '2',
-                       '--multi-repetitions', '0', '--write', 'bulk',
-                       '--profile-repetitions', '1'],
-    'health-sysfs': ['--runs', '2', '--host', 'host2', 'h100-vm'],
-    'fault-to-reserved': ['--runs', '1'],
-    'layout-start': ['--runs', '1'],
-    'accel-bind': ['--hosts', '6', '--agents', '3',
-                   '--agent-processes', '1', '--cycles', '6',
-                   '--warmup', '2', '--in-flight', '3'],
-}
-
-
-def bench(name, tmp_path):
-    """Run one benchmark at its smoke size; its ``--json`` figures."""
-    out = tmp_path / f'{name}.json'
-    proc = subprocess.run(
-        [sys.executable, RUN, name, *SMOKE[name], '--json', str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, (
-        f'bench/run.py {name} exited {proc.returncode}:\n'
-        f'{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}')
-    with open(out) as f:
-        return json.load(f), proc.stdout
+from tests.fixtures.bench_smoke import REPO
+from tests.fixtures.bench_smoke import RUN
+from tests.fixtures.bench_smoke import SMOKE
+from tests.fixtures.bench_smoke import bench
 
 
 def test_every_benchmark_has_a_smoke_run():

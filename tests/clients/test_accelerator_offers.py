@@ -15,18 +15,18 @@ import json
 
 import pytest
 
-from tests.clients import test_attachable as attachable
-from tests.clients import test_shipped_defaults as defaults
+from tests.fixtures import beside_nova_compute as nova_side
+from tests.fixtures.beside_nova_compute import ACCELERATOR_PATH
+from tests.fixtures.beside_nova_compute import OWNER
 
 pytestmark = pytest.mark.integration
 
-A10, L40S = attachable.A10, attachable.L40S
-ACCELERATOR_PATH = ('[accelerator]', 'enabled = true')
+A10, L40S = nova_side.A10, nova_side.L40S
 
 
-def configure(agent, server, cloud, host, extra=attachable.AGENT_VGPUS):
-    attachable.configure_whole(agent, server, cloud, host, 'host4',
-                               extra + ACCELERATOR_PATH)
+def configure(agent, server, cloud, host, extra=nova_side.AGENT_VGPUS):
+    nova_side.configure_whole(agent, server, cloud, host, 'host4',
+                              extra + ACCELERATOR_PATH)
 
 
 def written(cloud, host):
@@ -48,7 +48,6 @@ def written(cloud, host):
 
 
 MODEL_A10, MODEL_L40S = 'CUSTOM_GPU_NVIDIA_2236', 'CUSTOM_GPU_NVIDIA_26B9'
-OWNER = 'CUSTOM_OWNER_NODE_AGENT'
 A10_POOL = ({'CUSTOM_NA_VGPU': (4, 0)},
             [MODEL_A10, 'CUSTOM_NA_VGPU_TYPE_NVIDIA_588', OWNER])
 L40S_POOL = ({'CUSTOM_NA_VGPU': (4, 0)},
@@ -63,16 +62,16 @@ def test_vgpus_pooled_per_card_for_device_profiles_only(
     trait; a plain Nova flavor (``resources:VGPU=1``, ``PGPU=1``) finds
     no host through Nova's scheduler."""
     host = 'accel-vgpu-none'
-    attachable.whole_nova(cloud, host, 'host4', ())
+    nova_side.whole_nova(cloud, host, 'host4', ())
     configure(agent, server, cloud, host)
 
-    done = attachable.once(agent)
+    done = nova_side.once(agent)
 
     assert done.stdout.strip() == 'in sync: 3 providers'
     assert written(cloud, host) == {'pci_0000_3b_00_0': A10_POOL,
                                     'pci_0000_af_00_0': L40S_POOL}
-    charged, _ = attachable.place(cloud, host, [('vgpu', 'VGPU'),
-                                                ('pgpu', 'PGPU')])
+    charged, _ = nova_side.place(cloud, host, [('vgpu', 'VGPU'),
+                                               ('pgpu', 'PGPU')])
     assert charged == {'vgpu': None, 'pgpu': None}
 
 
@@ -81,14 +80,14 @@ def test_novas_own_vgpu_type_stays_novas(agent, server, cloud):
     nvidia-588``): the A10's vGPUs are nova's providers (one per VF,
     ``OWNER_NOVA``), never offered by the agent; the L40S's pool is."""
     host = 'accel-vgpu-a10'
-    attachable.whole_nova(cloud, host, 'host4', attachable.NOVA_A10)
+    nova_side.whole_nova(cloud, host, 'host4', nova_side.NOVA_A10)
     configure(agent, server, cloud, host)
 
-    done = attachable.once(agent)
+    done = nova_side.once(agent)
 
     assert done.stdout.strip() == (
         'in sync: 6 providers; 1 device reported by nova-compute, '
-        f'skipped: {attachable.provider(host, A10)}')
+        f'skipped: {nova_side.provider(host, A10)}')
     assert written(cloud, host) == dict(
         {f'pci_0000_3b_00_{f}': ({'VGPU': (1, 0)}, ['OWNER_NOVA'])
          for f in range(4, 8)}, pci_0000_af_00_0=L40S_POOL)
@@ -100,17 +99,17 @@ def test_whole_gpus_and_accelerators(agent, server, cloud):
     finds no host through Nova's scheduler.  The A10, an mdev of whose
     VFs exists, is not given whole."""
     host = 'accel-whole-gpus'
-    attachable.whole_nova(cloud, host, 'host4', ())
+    nova_side.whole_nova(cloud, host, 'host4', ())
     configure(agent, server, cloud, host, extra=())
     agent.use_default('enabled_mdev_types')
 
-    done = attachable.once(agent)
+    done = nova_side.once(agent)
 
     assert done.stdout.strip() == 'in sync: 2 providers'
     assert written(cloud, host) == {
         'pci_0000_af_00_0': ({'CUSTOM_NA_PGPU': (1, 0)},
                              [MODEL_L40S, OWNER])}
-    charged, _ = attachable.place(cloud, host, [('pgpu', 'PGPU')])
+    charged, _ = nova_side.place(cloud, host, [('pgpu', 'PGPU')])
     assert charged == {'pgpu': None}
 
 
@@ -120,11 +119,11 @@ def test_time_sliced_vgpus_and_an_fpga(agent, server, cloud):
     T4 is a pool of ``CUSTOM_NA_VGPU`` with the guest's unit reserved,
     the FPGA one ``CUSTOM_NA_ACCELERATOR``."""
     host = 'accel-host1'
-    attachable.whole_nova(cloud, host, 'host1', ())
-    attachable.configure_whole(agent, server, cloud, host, 'host1',
-                               ACCELERATOR_PATH)
+    nova_side.whole_nova(cloud, host, 'host1', ())
+    nova_side.configure_whole(agent, server, cloud, host, 'host1',
+                              ACCELERATOR_PATH)
 
-    attachable.once(agent)
+    nova_side.once(agent)
 
     t4 = ({'CUSTOM_NA_VGPU': (16, 1)},
           ['CUSTOM_GPU_NVIDIA_1EB8', 'CUSTOM_NA_VGPU_TYPE_NVIDIA_222', OWNER])
@@ -133,7 +132,7 @@ def test_time_sliced_vgpus_and_an_fpga(agent, server, cloud):
         'pci_0000_86_00_0': ({'CUSTOM_NA_ACCELERATOR': (1, 0)}, [OWNER])}
 
 
-# The issue's nova.conf variants (test_shipped_defaults.NOVA_CONFS) with
+# The issue's nova.conf variants (NOVA_CONFS of test_shipped_defaults) with
 # the shipped defaults and the accelerator path on: the status line, and
 # {provider: (inventory, traits)} under nova's root, nova's own among them.
 T4_NOVAS = ({'VGPU': (16, 0)}, ['OWNER_NOVA'])
@@ -169,12 +168,12 @@ def on_path(agent, server, cloud, host, recorded, options, extra=()):
     """nova-compute with nova.conf ``options`` on ``recorded``, then the
     shipped ``node-agent --once`` with the accelerator path on (and
     ``extra`` agent options): its stdout."""
-    defaults.nova_compute(cloud, host, recorded, options)
-    attachable.configure_whole(agent, server, cloud, host, recorded,
-                               ACCELERATOR_PATH + extra)
+    nova_side.whole_nova(cloud, host, recorded, options)
+    nova_side.configure_whole(agent, server, cloud, host, recorded,
+                              ACCELERATOR_PATH + extra)
     agent.use_default('enabled_mdev_types')
     agent.use_default('per_gpu_providers')
-    return attachable.once(agent).stdout.strip()
+    return nova_side.once(agent).stdout.strip()
 
 
 @pytest.mark.parametrize('recorded', ['host1', 'host4'])
@@ -190,7 +189,7 @@ def test_shipped_defaults_on_the_accelerator_path(
     (``FPGA``, ``PGPU``); nova's vGPUs stay nova's; the status line has
     nothing left to ask."""
     host = f'accel-{recorded}-{variant}'.replace('_', '-')
-    options = defaults.NOVA_CONFS[recorded, variant][0]
+    options = nova_side.NOVA_CONFS[recorded, variant][0]
     line, offered = ON_PATH[recorded, variant]
 
     assert on_path(agent, server, cloud, host, recorded, options) == line
@@ -227,7 +226,7 @@ def test_excluded_devices_are_not_offered(agent, server, cloud, entry,
     shown = agent.run_manage('tree', 'show', '--format', 'json')
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)['not_offered_beside_nova_compute'] == [
-        {'provider': attachable.provider(host, address),
+        {'provider': nova_side.provider(host, address),
          'why': f'excluded: [accelerator] exclude_devices in {agent.conf} '
                 'names it, and the accelerator path does not offer it'}
         for address in excluded]
@@ -240,11 +239,11 @@ def test_an_excluded_card_offers_no_vgpu_the_rest_is_offered(
     offered, the L40S offers neither vGPUs nor itself; the status line
     asks nothing."""
     host = 'accel-excluded-l40s'
-    attachable.whole_nova(cloud, host, 'host4', ())
-    configure(agent, server, cloud, host, attachable.AGENT_VGPUS + (
+    nova_side.whole_nova(cloud, host, 'host4', ())
+    configure(agent, server, cloud, host, nova_side.AGENT_VGPUS + (
         '[accelerator]', 'exclude_devices = 10de:26b9'))
 
-    done = attachable.once(agent)
+    done = nova_side.once(agent)
 
     assert done.stdout.strip() == 'in sync: 2 providers'
     assert written(cloud, host) == {'pci_0000_3b_00_0': A10_POOL}
@@ -264,9 +263,9 @@ def test_a_bad_exclude_entry_exits_78_naming_it(agent, server, cloud, entry,
     functions, is a configuration error naming the option and the entry:
     exit 78, nothing offered."""
     host = f'accel-bad-entry-{len(entry)}'
-    defaults.nova_compute(cloud, host, 'host4', ())
-    attachable.configure_whole(agent, server, cloud, host, 'host4',
-                               ACCELERATOR_PATH + (
+    nova_side.whole_nova(cloud, host, 'host4', ())
+    nova_side.configure_whole(agent, server, cloud, host, 'host4',
+                              ACCELERATOR_PATH + (
                                    '[accelerator]',
                                    f'exclude_devices = {entry}'))
 

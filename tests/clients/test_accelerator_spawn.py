@@ -31,20 +31,20 @@ import requests
 from node_agent.drivers.gpu import claims as gpu_claims
 from node_agent.hardware import nvml as nvml_source
 from tests.clients import harness
-from tests.clients import test_attachable as attachable
 from tests.fixtures import api_server
+from tests.fixtures import beside_nova_compute as nova_side
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
-from tests.integration import test_bind_beside_nova as beside
+from tests.fixtures import bind_beside_nova as beside
 from tests.fixtures import bind_daemon
 from tests.fixtures import waiting
 
 pytestmark = pytest.mark.integration
 
-A10, L40S = attachable.A10, attachable.L40S
-A10_VFS, L40S_VFS = attachable.A10_VFS, attachable.L40S_VFS
-FPGA = attachable.FPGA                          # recorded host 1
+A10, L40S = nova_side.A10, nova_side.L40S
+A10_VFS, L40S_VFS = nova_side.A10_VFS, nova_side.L40S_VFS
+FPGA = nova_side.FPGA                           # recorded host 1
 H100 = '0000:00:06.0'                           # recorded h100-vm
 PROFILES = {
     'a10-vgpu': {'resources:CUSTOM_NA_VGPU': '1',
@@ -142,7 +142,7 @@ class Boot:
         self.cloud, self.api, self.host, self.kind = cloud, api, host, kind
         self.options = tuple(kind.nova) + (
             ('cyborg', 'endpoint_override', f'{api.url}/v2'),)
-        self.root = attachable.whole_nova(
+        self.root = nova_side.whole_nova(
             cloud, host, kind.recorded, self.options)['node_uuid']
 
     def agent_conf(self, conf, broker):
@@ -162,7 +162,7 @@ class Boot:
     @contextlib.contextmanager
     def agent(self, conf, broker):
         """The agent service, synced (the kind's providers offered)."""
-        names = {attachable.provider(self.host, a)
+        names = {nova_side.provider(self.host, a)
                  for a in self.kind.offered}
         with pytest.MonkeyPatch.context() as patch:
             if self.kind.nvml:
@@ -208,7 +208,7 @@ class Boot:
         """The device of the kind whose provider is ``provider``."""
         name = self.cloud.names()[provider]
         [address] = [a for a in self.kind.offered
-                     if attachable.provider(self.host, a) == name]
+                     if nova_side.provider(self.host, a) == name]
         return address
 
     def usage(self, provider):
@@ -348,12 +348,12 @@ def test_novas_own_vgpu_type_beside_the_agents_pool(conf, broker, cloud,
     (the agent's class is not ``VGPU``) and the guest gets the VF the
     agent bound."""
     kind = dataclasses.replace(KINDS['l40s-vendor-vfio'],
-                               nova=attachable.NOVA_A10)
+                               nova=nova_side.NOVA_A10)
     boot = Boot(cloud, api, 'spawn-hazard', kind)
     with boot.agent(conf, broker) as svc:
-        novas = attachable.vgpu_providers(cloud, boot.host)
+        novas = nova_side.vgpu_providers(cloud, boot.host)
         arq, spawned = boot_delete(boot, svc)
-    assert sorted(novas) == [attachable.provider(boot.host, vf)
+    assert sorted(novas) == [nova_side.provider(boot.host, vf)
                              for vf in A10_VFS]
     assert all(inv == {'VGPU': 1} for inv, _ in novas.values())
     pci_guest(spawned, arq)

@@ -17,9 +17,9 @@ import pytest
 from node_agent.tracker import service
 from tests.clients import harness
 from tests.fixtures import allocations as allocs
+from tests.fixtures import audited_worker as behind
 from tests.fixtures import placement_admin
 from tests.functional.tracker import conftest as h
-from tests.functional.tracker import test_allocations_behind as behind
 
 pytestmark = pytest.mark.integration
 

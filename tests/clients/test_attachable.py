@@ -26,23 +26,24 @@ import pytest
 from node_agent import identity
 from node_agent import text
 from tests.clients import harness
-from tests.clients import test_gpu_hosts as gpu_hosts
+from tests.fixtures.beside_nova_compute import A10
+from tests.fixtures.beside_nova_compute import A10_VFS
+from tests.fixtures.beside_nova_compute import AGENT_VGPUS
+from tests.fixtures.beside_nova_compute import FPGA
+from tests.fixtures.beside_nova_compute import L40S
+from tests.fixtures.beside_nova_compute import L40S_VFS
+from tests.fixtures.beside_nova_compute import NOVA_A10
+from tests.fixtures.beside_nova_compute import configure_whole
+from tests.fixtures.beside_nova_compute import host_options
+from tests.fixtures.beside_nova_compute import offering
+from tests.fixtures.beside_nova_compute import once
+from tests.fixtures.beside_nova_compute import place
+from tests.fixtures.beside_nova_compute import provider
+from tests.fixtures.beside_nova_compute import vgpu_providers
+from tests.fixtures.beside_nova_compute import whole_nova
 from tests.fixtures import hosts
 
 pytestmark = pytest.mark.integration
-
-A10, L40S = '0000:3b:00.0', '0000:af:00.0'
-A10_VFS = [f'0000:3b:00.{f}' for f in range(4, 8)]
-L40S_VFS = [f'0000:af:00.{f}' for f in range(4, 8)]
-# The agent's own configuration: both cards' types, as before this change.
-AGENT_VGPUS = ('[devices]', 'enabled_mdev_types = nvidia-588, nvidia-1155',
-               '[mdev_nvidia-1155]', f'device_addresses = {L40S}',
-               'mdev_class = CUSTOM_L40S_4Q')
-VGPU_CLASSES = ('VGPU', 'CUSTOM_L40S_4Q', 'CUSTOM_A10_4Q')
-
-
-def provider(host, address):
-    return identity.child_name(host, identity.pci_id(address))
 
 
 def nova(cloud, host, options, spawns=()):
@@ -62,29 +63,9 @@ def configure(agent, server, cloud, host):
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(host)}',
         f'hypervisor_hostname = {host}',
         f'config_file = {cloud.nova_config_path(host)}')
-        + gpu_hosts.host_options('host4') + AGENT_VGPUS)
+        + host_options('host4') + AGENT_VGPUS)
     agent.use_default('deployment')
     agent.use_default('enabled', 'numa')
-
-
-def once(agent):
-    done = agent.run_once()
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
-
-
-def offering(cloud, host, *classes):
-    """``{name: (inventory, traits)}`` of the providers on ``host``'s tree
-    offering one of ``classes``."""
-    providers = cloud.providers()
-    root = providers[host]['uuid']
-    return {name: (p['inventory'], p['traits'])
-            for name, p in providers.items() if p['root'] == root
-            and set(p['inventory']) & set(classes)}
-
-
-def vgpu_providers(cloud, host):
-    return offering(cloud, host, *VGPU_CLASSES)
 
 
 def not_offered_note(host, addresses):
@@ -92,28 +73,6 @@ def not_offered_note(host, addresses):
     return (f'{len(addresses)} vGPU devices nova-compute cannot attach, not '
             'offered: ' + text.listed(provider(host, a)
                                       for a in sorted(addresses)))
-
-
-def place(cloud, host, flavors):
-    """Nova's scheduler places ``flavors`` (``[(name, class)]``): ``({name:
-    provider charged or None}, [spawn])``, what nova-compute then builds
-    (:func:`spawn`)."""
-    root = cloud.providers()[host]['uuid']
-    results = cloud.schedule(harness.computes(host, root), [
-        gpu_hosts.flavor(name, **{rc: 1}) for name, rc in flavors])
-    names = cloud.names()
-    charged, spawns = {}, []
-    for result in results:
-        if result['error'] is not None:
-            charged[result['name']] = None
-            continue
-        held = cloud.api.get(f'/allocations/{result["consumer"]}',
-                             microversion='1.28').json()['allocations']
-        charged[result['name']], = [names[rp] for rp in held
-                                    if rp != root]
-        spawns.append({'name': result['name'],
-                       'consumer': result['consumer']})
-    return charged, spawns
 
 
 def spawn(cloud, host, options, spawns):
@@ -142,8 +101,8 @@ def candidates(cloud, host, resources):
             if root in c['allocations']]
 
 
-# nova-compute's own configuration, the rows of the issue's table.
-NOVA_A10 = (('devices', 'enabled_mdev_types', 'nvidia-588'),)
+# nova-compute's own configuration, the rows of the issue's table (and
+# NOVA_A10: its type for the A10's VFs).
 NOVA_ONE_VF = (('devices', 'enabled_mdev_types', 'nvidia-588'),
                ('mdev_nvidia-588', 'device_addresses', A10_VFS[1]),
                ('mdev_nvidia-588', 'mdev_class', 'CUSTOM_A10_4Q'))
@@ -336,7 +295,7 @@ def test_whole_gpu_is_the_one_novas_pci_tracker_picks(
         '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(host)}',
         f'hypervisor_hostname = {host}',
         f'config_file = {cloud.nova_config_path(host)}')
-        + gpu_hosts.host_options('host2') + (
+        + host_options('host2') + (
             '[gpu]', 'passthrough_devices = 10de:2330'))
     agent.use_default('deployment')
     agent.use_default('enabled', 'numa')
@@ -364,7 +323,6 @@ def test_whole_gpu_is_the_one_novas_pci_tracker_picks(
 
 # -- whole devices nova's PCI tracker cannot attach: not offered ---------
 
-FPGA = '0000:86:00.0'
 FPGA_SPEC = {'vendor_id': '8086', 'product_id': '09c4'}
 FPGA_ALIAS = dict(FPGA_SPEC, name='fpga', device_type='type-PCI')
 NOVA_FPGA = (('pci', 'device_spec', json.dumps(FPGA_SPEC)),
@@ -375,26 +333,6 @@ H100S = ('[gpu]', 'passthrough_devices = 10de:2330')
 # Recorded host 2's eight H100s (10de:2330).
 H100_ADDRESSES = [f'0000:{bus}:00.0' for bus in
                   ('18', '2a', '3a', '5d', '9a', 'ab', 'ba', 'db')]
-
-
-def configure_whole(agent, server, cloud, host, recorded, extra):
-    agent.configure(server.url, nested=True, extra=(
-        '[DEFAULT]', f'host = {host}',
-        '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(host)}',
-        f'hypervisor_hostname = {host}',
-        f'config_file = {cloud.nova_config_path(host)}')
-        + gpu_hosts.host_options(recorded) + extra)
-    agent.use_default('deployment')
-    agent.use_default('enabled', 'numa')
-
-
-def whole_nova(cloud, host, recorded, options, spawns=()):
-    node = cloud.nova_compute(
-        host, options=options, spawns=spawns,
-        libvirt=harness.recorded_libvirt_host(recorded),
-        sysfs_root=hosts.sysfs_root(recorded))
-    assert node['periodics'] == [{'ok': True}], node['periodics']
-    return node
 
 
 @pytest.mark.parametrize('spec_after_agent', [False, True],

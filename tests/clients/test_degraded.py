@@ -19,11 +19,11 @@ from node_agent.health import state as health_state
 from node_agent.drivers import tree_edits
 from node_agent.health import model as health
 from tests.clients import harness
-from tests.clients.test_gpu_hosts import flavor
-from tests.clients.test_gpu_hosts import HOST
-from tests.clients.test_gpu_hosts import report
-from tests.clients.test_gpu_hosts import schedule
-from tests.clients.test_gpu_hosts import server  # noqa: F401
+from tests.fixtures.beside_nova_compute import flavor
+from tests.fixtures.beside_nova_compute import HOST
+from tests.fixtures.beside_nova_compute import report
+from tests.fixtures.beside_nova_compute import schedule
+from tests.fixtures.beside_nova_compute import server  # noqa: F401
 
 pytestmark = pytest.mark.integration
 

@@ -37,8 +37,8 @@ import time
 import pytest
 
 from tests.clients import harness
-from tests.functional.tracker import test_offline_cpus as offline_cpus
 from tests.fixtures import hosts
+from tests.fixtures import offline_cpus
 from tests.fixtures import placement_server as ps
 from tests.fixtures import ports
 from tests.fixtures import prometheus

@@ -8,69 +8,18 @@ flavors asking for a whole GPU on the tree, and claims them.  No vGPU is
 offered beside nova-compute (``test_attachable.py``): none is placed.
 """
 
-import os
-
 import pytest
 
 from tests.clients import harness
-from tests.conftest import FIXTURES
-from tests.fixtures import placement_server as ps
+from tests.fixtures import beside_nova_compute as nova_side
+from tests.fixtures.beside_nova_compute import HOST
+from tests.fixtures.beside_nova_compute import flavor
+from tests.fixtures.beside_nova_compute import report
+from tests.fixtures.beside_nova_compute import schedule
 
 pytestmark = pytest.mark.integration
 
-HOST = 'compute1'
-
-
-def host_options(name):
-    root = os.path.join(FIXTURES, 'hosts', name)
-    return ('[hardware]', f'sysfs_root = {os.path.join(root, "sys")}',
-            '[libvirt]',
-            f'connection_uri = test://{os.path.join(root, "libvirt.xml")}')
-
-
-@pytest.fixture
-def server(tmp_path):
-    with ps.PlacementServer(tmp_path / 'placement') as srv:
-        yield srv
-
-
-def report(agent, server, cloud, host, extra, nova_options=()):
-    """The agent's once beside nova-compute (``nova_options`` in its
-    nova.conf, which the agent reads)."""
-    assert cloud.nova_compute(HOST, options=nova_options)['periodics'] == [
-        {'ok': True}]
-    agent.configure(server.url, nested=True, extra=(
-        '[nova]', f'compute_id_path = {cloud.nova_compute_id_path(HOST)}',
-        f'hypervisor_hostname = {HOST}',
-        f'config_file = {cloud.nova_config_path(HOST)}')
-        + host_options(host) + extra)
-    agent.use_default('deployment')
-    agent.use_default('enabled', 'numa')
-    done = agent.run_once()
-    assert done.returncode == 0, done.stderr[-3000:]
-    return cloud.providers()
-
-
-def flavor(name, traits=(), **resources):
-    specs = {f'resources:{rc}': str(n) for rc, n in resources.items()}
-    specs.update({f'trait:{t}': 'required' for t in traits})
-    return {'name': name, 'keep': True,
-            'flavor': {'vcpus': 2, 'memory_mb': 512, 'root_gb': 1,
-                       'extra_specs': specs}}
-
-
-def schedule(cloud, root_uuid, requests):
-    results = cloud.schedule(harness.computes(HOST, root_uuid), requests)
-    names = cloud.names()
-    placed = {}
-    for result in results:
-        assert result['error'] is None, (result['name'], result['queries'])
-        assert result['selected']['compute_node_uuid'] == root_uuid
-        held = cloud.api.get(f'/allocations/{result["consumer"]}',
-                             microversion='1.28').json()['allocations']
-        placed[result['name']] = {
-            rc: names[rp] for rp, a in held.items() for rc in a['resources']}
-    return placed
+server = nova_side.server
 
 
 def test_nova_places_a_whole_h100(agent, server, cloud):

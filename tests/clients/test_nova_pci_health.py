@@ -15,24 +15,18 @@ import json
 from node_agent.tracker import service
 from tests.clients import harness
 from tests.fixtures import placement_server as ps
-from tests.functional.tracker import test_pci_health as pci
+from tests.fixtures.nova_pci import DEVICES
+from tests.fixtures.nova_pci import H100
+from tests.fixtures.nova_pci import PCI_CLASS
+from tests.fixtures.nova_pci import inventory
+from tests.fixtures import pci_health as pci
 from tests.fixtures.device_health import Clock
 from tests.fixtures.waiting import wait_for
 
-H100 = '0000:00:06.0'
-PCI_CLASS = 'CUSTOM_PCI_10DE_2330'
 OUR_TRAIT = 'CUSTOM_NODE_AGENT_UNHEALTHY'
 OPTIONS = [('pci', 'report_in_placement', 'True'),
            ('pci', 'device_spec', json.dumps({'vendor_id': '10de',
                                               'product_id': '2330'}))]
-DEVICES = [{'address': H100, 'vendor_id': '10de', 'product_id': '2330',
-            'dev_type': 'type-PCI', 'numa_node': None,
-            'label': 'label_10de_2330', 'parent_addr': None}]
-
-
-def inventory(api, uuid):
-    return api.get(f'/resource_providers/{uuid}/inventories',
-                   microversion='1.26').json()
 
 
 def test_nova_keeps_an_outside_reservation_and_rewrites_its_traits(

@@ -27,13 +27,13 @@ from node_agent.health import drains
 from node_agent.claims import rpc
 from node_agent.tracker import service
 from tests.clients import harness
-from tests.clients import test_nova_pci_health as nova_pci
 from tests.fixtures import hosts
+from tests.fixtures import nova_pci
+from tests.fixtures import pci_health as pci
 from tests.fixtures import placement_server as ps
 from tests.fixtures import rabbitmq
 from tests.fixtures.hosts import make_hosts
 from tests.functional.tracker import conftest as tc
-from tests.functional.tracker import test_pci_health as pci
 from tests.fixtures import waiting
 from tests.fixtures.device_health import Clock
 from tests.fixtures import agent_daemon as svc

@@ -23,9 +23,7 @@ before the agent ran (the same provider for each class, or no host).
 import pytest
 
 from tests.clients import harness
-from tests.clients import test_accelerator_offers as offers
-from tests.clients import test_attachable as attachable
-from tests.clients import test_gpu_hosts as gpu_hosts
+from tests.fixtures import beside_nova_compute as nova_side
 from tests.fixtures import agent_daemon as svc
 
 pytestmark = pytest.mark.integration
@@ -34,9 +32,9 @@ SRIOV_NIC = {'physical_device_mappings': 'physnet1:ens1f0',
              'resource_provider_bandwidths': 'ens1f0:10000000:10000000'}
 #: ``{host: (recorded host, nova.conf options, agent options)}``.
 HOSTS = {
-    'plain-accel-host4': ('host4', attachable.NOVA_A10,
-                          attachable.AGENT_VGPUS + offers.ACCELERATOR_PATH),
-    'plain-accel-host1': ('host1', (), offers.ACCELERATOR_PATH),
+    'plain-accel-host4': ('host4', nova_side.NOVA_A10,
+                          nova_side.AGENT_VGPUS + nova_side.ACCELERATOR_PATH),
+    'plain-accel-host1': ('host1', (), nova_side.ACCELERATOR_PATH),
 }
 
 
@@ -55,7 +53,7 @@ def requests(port_request):
              if k in KINDS]
     built.append(harness.flavor_request(
         'plain', port_resource_request=port_request) | {'name': 'qos_port'})
-    built.append(gpu_hosts.flavor('pgpu', PGPU=1) | {'keep': False})
+    built.append(nova_side.flavor('pgpu', PGPU=1) | {'keep': False})
     return built
 
 
@@ -77,7 +75,7 @@ def chosen(result, names):
 def accelerator_providers(providers):
     """``{uuid: name}`` of the agent's accelerator path providers."""
     return {p['uuid']: name for name, p in providers.items()
-            if offers.OWNER in p['traits']
+            if nova_side.OWNER in p['traits']
             or any(rc.startswith('CUSTOM_NA_') for rc in p['inventory'])}
 
 
@@ -92,16 +90,16 @@ def placed(server, tmp_path_factory):
     kinds = requests(port_request)
     before, after = {}, {}
     for host, (recorded, nova_options, agent_options) in HOSTS.items():
-        attachable.whole_nova(cloud, host, recorded, nova_options)
+        nova_side.whole_nova(cloud, host, recorded, nova_options)
         if recorded == 'host1':
             cloud.neutron(host, sriov_nic=dict(
                 SRIOV_NIC, resource_provider_default_hypervisor=host))
         before[host] = schedule(cloud, host, kinds)
         agent = svc.Agent(tmp_path_factory.mktemp(f'agent-{recorded}'))
         try:
-            attachable.configure_whole(agent, server, cloud, host, recorded,
-                                       agent_options)
-            attachable.once(agent)
+            nova_side.configure_whole(agent, server, cloud, host, recorded,
+                                      agent_options)
+            nova_side.once(agent)
         finally:
             agent.cleanup()
         after[host] = schedule(cloud, host, kinds)

@@ -21,44 +21,17 @@ import json
 import pytest
 
 from node_agent import identity
-from tests.clients import test_attachable as attachable
+from tests.fixtures import beside_nova_compute as nova_side
+from tests.fixtures.beside_nova_compute import A10
+from tests.fixtures.beside_nova_compute import FPGA
+from tests.fixtures.beside_nova_compute import L40S
+from tests.fixtures.beside_nova_compute import NOVA_CONFS
+from tests.fixtures.beside_nova_compute import T4S
 
 pytestmark = pytest.mark.integration
 
-FPGA = '0000:86:00.0'
-T4S = ('0000:3b:00.0', '0000:af:00.0')
-A10, L40S = '0000:3b:00.0', '0000:af:00.0'
-SRIOV_SPEC = ('pci', 'device_spec', json.dumps(
-    {'devname': 'ens1f0', 'physical_network': 'physnet1'}))
+nova_compute = nova_side.whole_nova
 
-
-def _whole(spec, alias):
-    return (('pci', 'device_spec', json.dumps(spec)),
-            ('pci', 'alias', json.dumps(alias)))
-
-
-# nova.conf per recorded host and variant; what the agent then offers
-# ({address: inventory}) and the whole devices its status line names.
-NOVA_CONFS = {
-    ('host1', 'none'): ((), {}, sorted(T4S + (FPGA,))),
-    ('host1', 'mdev_sriov'): (
-        (('devices', 'enabled_mdev_types', 'nvidia-222'), SRIOV_SPEC),
-        {}, [FPGA]),
-    ('host1', 'whole'): (
-        _whole({'vendor_id': '8086', 'product_id': '09c4'},
-               {'name': 'fpga', 'vendor_id': '8086', 'product_id': '09c4',
-                'device_type': 'type-PCI'}),
-        {FPGA: {'FPGA': 1}}, None),
-    ('host4', 'none'): ((), {}, [A10, L40S]),
-    ('host4', 'mdev_sriov'): (
-        (('devices', 'enabled_mdev_types', 'nvidia-588'), SRIOV_SPEC),
-        {}, [L40S]),
-    ('host4', 'whole'): (
-        _whole({'address': L40S},
-               {'name': 'l40s', 'vendor_id': '10de', 'product_id': '26b9',
-                'device_type': 'type-PF'}),
-        {L40S: {'PGPU': 1}}, None),
-}
 # The providers nova-compute reports itself (its vGPUs).
 NOVAS = {
     ('host1', 'mdev_sriov'): {a: {'VGPU': 16} for a in T4S},
@@ -70,12 +43,9 @@ NOVAS = {
 def configure_shipped(agent, server, cloud, host, recorded):
     """The shipped defaults: only where Placement, the recorded hardware
     and nova's files are (and no NVML or udev, which tests have not)."""
-    attachable.configure_whole(agent, server, cloud, host, recorded, ())
+    nova_side.configure_whole(agent, server, cloud, host, recorded, ())
     agent.use_default('enabled_mdev_types')
     agent.use_default('per_gpu_providers')
-
-
-nova_compute = attachable.whole_nova
 
 
 def on_host(cloud, host):
@@ -116,7 +86,7 @@ def test_shipped_defaults_beside_nova_follow_nova_conf(
     nova_compute(cloud, host, recorded, options)
     configure_shipped(agent, server, cloud, host, recorded)
 
-    done = attachable.once(agent)
+    done = nova_side.once(agent)
 
     novas = NOVAS.get((recorded, variant), {})
     assert on_host(cloud, host) == dict(offered, **novas)
@@ -149,9 +119,9 @@ def test_shipped_defaults_beside_nova_follow_nova_conf(
     (address, inventory), = offered.items()
     (rc, _), = inventory.items()
     alias = json.loads(options[1][2])['name']
-    charged, spawns = attachable.place(cloud, host, [('guest', rc),
-                                                     ('second', rc)])
-    ours = attachable.provider(host, address)
+    charged, spawns = nova_side.place(cloud, host, [('guest', rc),
+                                                    ('second', rc)])
+    ours = nova_side.provider(host, address)
     assert charged == {'guest': ours, 'second': None}
     node = nova_compute(cloud, host, recorded, options, spawns=[
         dict(s, alias=f'{alias}:1') for s in spawns])
@@ -165,7 +135,7 @@ def test_tree_show_names_the_nova_conf_lines(agent, server, cloud):
     host = 'host1-tree-show'
     nova_compute(cloud, host, 'host1', ())
     configure_shipped(agent, server, cloud, host, 'host1')
-    attachable.once(agent)
+    nova_side.once(agent)
 
     shown = agent.run_manage('tree', 'show', '--format', 'json')
 
@@ -173,7 +143,7 @@ def test_tree_show_names_the_nova_conf_lines(agent, server, cloud):
     path = cloud.nova_config_path(host)
     named = json.loads(shown.stdout)['not_offered_beside_nova_compute']
     assert named == [{
-        'provider': attachable.provider(host, address),
+        'provider': nova_side.provider(host, address),
         'why': f'not selected: set [pci] device_spec = {{"address": '
                f'"{address}"}} and a [pci] alias = {{"name": "<alias>", '
                f'"vendor_id": "{vendor}", "product_id": "{product}", '

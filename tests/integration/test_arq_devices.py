@@ -18,56 +18,28 @@ import pytest
 from node_agent import identity
 from node_agent import metrics as metrics_mod
 from node_agent.claims import bind as bind_mod
-from node_agent.hardware import libvirt_host
 from node_agent.tracker import bound
 from node_agent.tracker import factory
 from node_agent.tracker import guests
 from tests.fixtures import counting
-from tests.fixtures.hosts import make_hosts
+from tests.fixtures import guest_devices
+from tests.fixtures.guest_devices import GPU
+from tests.fixtures.guest_devices import INSTANCE
+from tests.fixtures.guest_devices import NAME
+from tests.fixtures.guest_devices import OPTIONS
+from tests.fixtures.guest_devices import URI
+from tests.fixtures.guest_devices import audit_cost
+from tests.fixtures.guest_devices import run_guest
 from tests.functional.tracker import conftest as h
 
 pytestmark = pytest.mark.integration
 
-URI = 'test:///default'
-GPU = '0000:af:00.0'
-INSTANCE = '7e1d2c3b-4a59-4687-9a0b-1c2d3e4f5a47'
+opens = guest_devices.opens
 ARQ = 'aaaaaaaa-4747-4000-8000-000000000001'
-NAME = 'arq-guest-1'
-OPTIONS = {'libvirt': {'connection_uri': URI},
-           'gpu': {'passthrough_devices': [GPU], 'per_gpu_providers': True},
-           'numa': {'enabled': True}}
 NOTE = (f'1 accelerator device missing from its guest: {NAME}/{INSTANCE} '
         f'lacks {GPU} (ARQ {ARQ})')
 METRIC = (f'node_agent_arq_device_missing{{arq="{ARQ}",device="{GPU}",'
           f'instance="{INSTANCE}"}} 1.0')
-
-
-def run_guest(conn, hostdevs):
-    xml = make_hosts.domain_xml(NAME, INSTANCE, 1, 1, hostdevs=hostdevs)
-    return conn.createXML(xml.replace("  <domain type='test'>",
-                                      "<domain type='test'>"), 0)
-
-
-@pytest.fixture
-def opens(monkeypatch):
-    """libvirt connections opened (the real libvirt's, counted)."""
-    real = libvirt.openReadOnly
-    made = []
-
-    def counted(uri):
-        made.append(uri)
-        return real(uri)
-
-    monkeypatch.setattr(libvirt_host._libvirt(), 'openReadOnly', counted)
-    return made
-
-
-def audit_cost(rt, adapter, opens):
-    """``(libvirt connections, Placement requests)`` of one audit."""
-    adapter.reset()
-    before = len(opens)
-    rt.audit()
-    return len(opens) - before, len(adapter.calls)
 
 
 def test_a_bound_device_missing_from_its_guest_is_said_once(

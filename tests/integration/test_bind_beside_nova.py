@@ -15,84 +15,41 @@ pooled provider of ``CUSTOM_NA_VGPU``: a bind picks a free VF of it.
 """
 
 import concurrent.futures
-import os
 
 import pytest
 
 from node_agent import exception
 from node_agent import identity
 from node_agent.health import drains
-from node_agent.conf import devices as devices_conf
 from tests.fixtures import allocations as allocs
-from tests.fixtures import hosts
-from tests.fixtures import nova_compute_root as modes
 from tests.fixtures import bind_daemon
+from tests.fixtures import bind_beside_nova as beside
+from tests.fixtures.bind_beside_nova import A10
+from tests.fixtures.bind_beside_nova import A10_GROUP
+from tests.fixtures.bind_beside_nova import A10_RP
+from tests.fixtures.bind_beside_nova import A10_VFS
+from tests.fixtures.bind_beside_nova import ARQS
+from tests.fixtures.bind_beside_nova import HOST
+from tests.fixtures.bind_beside_nova import INSTANCES
+from tests.fixtures.bind_beside_nova import L40S
+from tests.fixtures.bind_beside_nova import L40S_GROUP
+from tests.fixtures.bind_beside_nova import L40S_RP
+from tests.fixtures.bind_beside_nova import L40S_VFS
+from tests.fixtures.bind_beside_nova import ROOT
+from tests.fixtures.bind_beside_nova import allocate
+from tests.fixtures.bind_beside_nova import beside_nova
+from tests.fixtures.bind_beside_nova import bind
+from tests.fixtures.bind_beside_nova import pci
+from tests.fixtures.bind_beside_nova import reserved
 from tests.fixtures import waiting
 
 pytestmark = pytest.mark.integration
 
-HOST = bind_daemon.HOST
-ROOT = modes.NOVA_UUID
-A10, L40S = '0000:3b:00.0', '0000:af:00.0'
-A10_RP = identity.child_uuid(ROOT, identity.pci_id(A10))
-L40S_RP = identity.child_uuid(ROOT, identity.pci_id(L40S))
-A10_VFS = [f'0000:3b:00.{f}' for f in range(4, 8)]
-L40S_VFS = [f'0000:af:00.{f}' for f in range(4, 8)]
-INSTANCES = [f'1111111{n}-0000-4000-8000-00000000000{n}' for n in range(6)]
-ARQS = [f'aaaaaaa{n}-1111-4000-8000-00000000000{n}' for n in range(6)]
-A10_GROUP = {'resources:CUSTOM_NA_VGPU': '1',
-             'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_588': 'required'}
-L40S_GROUP = {'resources:CUSTOM_NA_VGPU': '1',
-              'trait:CUSTOM_NA_VGPU_TYPE_NVIDIA_1155': 'required'}
 PGPU_GROUP = {'resources:CUSTOM_NA_PGPU': '1'}
 FPGA = '0000:86:00.0'
 FPGA_GROUP = {'resources:CUSTOM_NA_ACCELERATOR': '1'}
 
-
-def accelerator_path(conf, recorded, types, nodename, nova_conf,
-                     compute_id_path):
-    """``conf`` for ``recorded`` host beside nova-compute (its node
-    ``nodename``, its ``nova_conf`` and ``compute_id_path``) with the
-    accelerator path and the agent's vGPU ``types`` (``{type:
-    device_addresses}``)."""
-    conf.set_override('sysfs_root', hosts.sysfs_root(recorded), 'hardware')
-    conf.set_override('connection_uri', hosts.libvirt_uri(recorded),
-                      'libvirt')
-    conf.set_override('passthrough_devices', [], 'gpu')
-    conf.set_override('enabled_mdev_types', list(types), 'devices')
-    devices_conf.register_dynamic_opts(conf)
-    for mdev_type, addresses in types.items():
-        conf.set_override('device_addresses', addresses,
-                          devices_conf.group_name(mdev_type))
-    conf.set_override('deployment', 'beside_nova_compute')
-    conf.set_override('enabled', True, 'accelerator')
-    conf.set_override('config_file', nova_conf, 'nova')
-    conf.set_override('hypervisor_hostname', nodename, 'nova')
-    conf.set_override('compute_id_path', compute_id_path, 'nova')
-    return conf
-
-
-def beside_nova(conf, tmp_path, adapter, types, recorded='host4'):
-    """``conf`` (the ``host1`` of tests/fixtures/bind_daemon.py, its broker
-    and claims RPC) for ``recorded`` host beside nova-compute with the
-    accelerator path,
-    the agent's vGPU ``types`` (``{type: device_addresses}``), nova's
-    root in Placement and its compute_id and (empty) nova.conf."""
-    nova_conf = tmp_path / 'nova.conf'
-    nova_conf.write_text('[DEFAULT]\n')
-    accelerator_path(conf, recorded, types, HOST, str(nova_conf),
-                     os.path.join(conf.state_path, 'nova', 'compute_id'))
-    modes.write_nova_compute_id(conf)
-    modes.nova_compute_creates_root(adapter, name=HOST)
-    return conf
-
-
-@pytest.fixture
-def vgpus(host1, tmp_path, placement_adapter):
-    """Both cards' vGPUs: the A10's nvidia-588 on its VFs' mdevs, the
-    L40S's vendor-VFIO nvidia-1155."""
-    return beside_nova(host1, tmp_path, placement_adapter,
-                       {'nvidia-588': [A10], 'nvidia-1155': [L40S]})
+vgpus = beside.vgpus
 
 
 @pytest.fixture
@@ -107,24 +64,6 @@ def fpga_host(host1, tmp_path, placement_adapter):
     """Recorded host 1: its FPGA at 0000:86:00.0."""
     return beside_nova(host1, tmp_path, placement_adapter, {},
                        recorded='host1')
-
-
-def allocate(adapter, n, provider, rc):
-    allocs.put(adapter, INSTANCES[n], {ROOT: {'VCPU': 1},
-                                       provider: {rc: 1}},
-               bind_daemon.PROJECT, bind_daemon.USER)
-
-
-def bind(client, n, provider, group):
-    return client.bind(HOST, ARQS[n], INSTANCES[n], provider, 'profile', 0,
-                       group)
-
-
-def pci(address, **extra):
-    domain, bus, rest = address.split(':')
-    device, function = rest.split('.')
-    return dict({'domain': domain, 'bus': bus, 'device': device,
-                 'function': function}, **extra)
 
 
 def test_a_pooled_a10_vgpu_binds_an_mdev_on_a_vf(
@@ -211,12 +150,6 @@ def test_an_accelerator_binds_by_pci(fpga_host, placement_adapter, client):
                       'attach_handle_uuid': None, 'device_address': FPGA}
     assert 'holds 1 CUSTOM_NA_ACCELERATOR there in Placement, 1 of it ' \
         'bound' in str(err.value)
-
-
-def reserved(adapter, provider, rc):
-    inventory = adapter.get(f'/resource_providers/{provider}/inventories',
-                            microversion='1.14').json()['inventories']
-    return inventory[rc]['reserved']
 
 
 def test_a_drained_vf_of_a_pooled_card_is_reserved_and_never_bound(

@@ -14,7 +14,7 @@ import pytest
 
 from node_agent import exception
 from tests.fixtures import allocations as allocs
-from tests.integration import test_bind_beside_nova as nova
+from tests.fixtures import bind_beside_nova as nova
 from tests.fixtures import bind_daemon
 
 pytestmark = pytest.mark.integration

@@ -37,7 +37,7 @@ from tests.fixtures import placement_admin
 from tests.fixtures import placement_server as ps
 from tests.functional.api.conftest import Client
 from tests.functional.api.conftest import binding
-from tests.integration import test_bind_beside_nova as beside
+from tests.fixtures import bind_beside_nova as beside
 from tests.fixtures import bind_daemon
 from tests.fixtures import waiting
 from tests.fixtures import claims_conf

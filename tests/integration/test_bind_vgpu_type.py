@@ -21,7 +21,7 @@ import pytest
 from node_agent import exception
 from node_agent.hardware import settings
 from tests.fixtures import gpu_behaviour
-from tests.integration import test_bind_beside_nova as beside
+from tests.fixtures import bind_beside_nova as beside
 from tests.fixtures import bind_daemon
 
 pytestmark = pytest.mark.integration

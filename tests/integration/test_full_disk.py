@@ -19,7 +19,7 @@ import pytest
 from tests.fixtures import full_disk
 from tests.fixtures.agent_daemon import DOMAINS
 from tests.fixtures.agent_daemon import ROOT
-from tests.integration.test_local_state import first_sync
+from tests.fixtures.agent_daemon import first_sync
 
 pytestmark = pytest.mark.integration
 

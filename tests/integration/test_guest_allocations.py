@@ -21,12 +21,13 @@ from node_agent.tracker import bound
 from node_agent.tracker import factory
 from node_agent.tracker import guests
 from tests.fixtures import counting
+from tests.fixtures import guest_devices
 from tests.functional.tracker import conftest as h
-from tests.integration import test_arq_devices as arq_devices
 
 pytestmark = pytest.mark.integration
 
-GPU, INSTANCE, NAME = arq_devices.GPU, arq_devices.INSTANCE, arq_devices.NAME
+GPU, INSTANCE, NAME = (guest_devices.GPU, guest_devices.INSTANCE,
+                       guest_devices.NAME)
 LACKS = f'{NAME}/{INSTANCE} lacks {GPU} (allocation PGPU: 1 on '
 METRIC = (f'node_agent_arq_device_missing{{arq="",device="{GPU}",'
           f'instance="{INSTANCE}"}} 1.0')
@@ -36,7 +37,7 @@ METRIC = (f'node_agent_arq_device_missing{{arq="",device="{GPU}",'
 def test_host():
     """The libvirt test driver's shared host; the test's guest destroyed
     after it."""
-    conn = libvirt.open(arq_devices.URI)
+    conn = libvirt.open(guest_devices.URI)
     yield conn
     for dom in conn.listAllDomains():
         if dom.name() == NAME and dom.isActive():
@@ -50,12 +51,12 @@ def test_a_device_its_allocation_names_missing_from_a_guest_is_said_once(
     heard = listening
     h.use_host1(conf, nested=True)
     caplog.set_level(logging.INFO, logger=bound.__name__)
-    for group, options in arq_devices.OPTIONS.items():
+    for group, options in guest_devices.OPTIONS.items():
         for name, value in options.items():
             conf.set_override(name, value, group)
     metrics = metrics_mod.Metrics()
     adapter = counting.CountingAdapter(placement_adapter)
-    dom = arq_devices.run_guest(test_host, hostdevs=[])  # rebooted
+    dom = guest_devices.run_guest(test_host, hostdevs=[])  # rebooted
     with factory.tracker(conf, adapter, metrics=metrics) as rt:
         rt.startup()
         provider = rt.round.tree.find(identity.child_name(
@@ -68,7 +69,7 @@ def test_a_device_its_allocation_names_missing_from_a_guest_is_said_once(
                 f'{provider.name}, 0 attached)')
         assert note in rt.status_line()
         # Said once, at no libvirt or Placement call more.
-        assert arq_devices.audit_cost(rt, adapter, opens) == (0, 1)
+        assert guest_devices.audit_cost(rt, adapter, opens) == (0, 1)
         assert note in rt.status_line()
         assert METRIC in metrics.exposition()
         said = [r.getMessage() for r in caplog.records
@@ -80,7 +81,7 @@ def test_a_device_its_allocation_names_missing_from_a_guest_is_said_once(
 
         # The device is back (the instance hard-rebooted through nova).
         dom.destroy()
-        arq_devices.run_guest(test_host, hostdevs=[GPU])
+        guest_devices.run_guest(test_host, hostdevs=[GPU])
         rt.audit()
         rt.audit()
         assert 'missing from its guest' not in rt.status_line()
@@ -94,4 +95,4 @@ def test_a_device_its_allocation_names_missing_from_a_guest_is_said_once(
     assert heard.queue.empty()
 
 
-opens = arq_devices.opens
+opens = guest_devices.opens

@@ -21,7 +21,7 @@ from tests.fixtures import placement_state
 from tests.fixtures.agent_daemon import api
 from tests.fixtures.agent_daemon import BIN
 from tests.fixtures.agent_daemon import DOMAINS
-from tests.fixtures.agent_daemon import put_allocations
+from tests.fixtures.agent_daemon import first_sync
 from tests.fixtures.agent_daemon import ROOT
 
 pytestmark = pytest.mark.integration
@@ -61,28 +61,6 @@ def critical_lines(runner):
 def run_once(runner):
     done = runner.run_once()
     return done.returncode, done.stderr
-
-
-def first_sync(runner, server, nested=False):
-    """A synced host with guests' allocations and an operator's trait."""
-    runner.configure(server.url, nested=nested)
-    assert run_once(runner)[0] == 0, runner.log_text()[-3000:]
-    adapter = api(server)
-    for consumer in DOMAINS:
-        put_allocations(adapter, consumer, {ROOT: {'VCPU': 4,
-                                                   'MEMORY_MB': 8192}})
-    traits = adapter.get(f'/resource_providers/{ROOT}/traits',
-                         microversion='1.6').json()
-    resp = adapter.put(
-        '/traits/CUSTOM_RACK_7', microversion='1.6')
-    assert resp.status_code in (201, 204), resp.text
-    resp = adapter.put(
-        f'/resource_providers/{ROOT}/traits', microversion='1.6',
-        json={'traits': traits['traits'] + ['CUSTOM_RACK_7'],
-              'resource_provider_generation':
-                  traits['resource_provider_generation']})
-    assert resp.status_code == 200, resp.text
-    return adapter
 
 
 def rerun_moving_aside(runner, server, name, message, embed=False):

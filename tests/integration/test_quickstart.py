@@ -8,28 +8,18 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 
 import pytest
 
+from tests.fixtures.quickstart import AGENT
+from tests.fixtures.quickstart import MANAGE
+from tests.fixtures.quickstart import REPO
+from tests.fixtures.quickstart import quickstart_conf
+
 pytestmark = pytest.mark.integration
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
-CONF = os.path.join(REPO, 'etc', 'node-agent', 'quickstart.conf')
-AGENT = os.path.join(os.path.dirname(sys.executable), 'node-agent')
-MANAGE = AGENT + '-manage'
 # oslo.log's default format: "<date> <time> <pid> <LEVEL> <logger> ..."
 LEVEL = re.compile(r'^\S+ \S+ \d+ ([A-Z]+) ')
-
-
-def quickstart_conf(tmp_path):
-    """The quick start's config at its place in a copy of the tree:
-    state_path = ../../.state is relative to the file, so the state goes
-    to ``tmp_path/.state``, never to this checkout's."""
-    conf = tmp_path / 'etc' / 'node-agent' / 'quickstart.conf'
-    conf.parent.mkdir(parents=True)
-    shutil.copy(CONF, conf)
-    return str(conf)
 
 
 def test_once_on_the_quickstart_config_logs_nothing_to_worry_about(

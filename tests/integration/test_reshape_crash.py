@@ -31,7 +31,7 @@ from node_agent.claims import manager as claims_manager
 from node_agent.placement import adapter as adapter_mod
 from node_agent.tracker import factory
 from node_agent import identity
-from tests.fixtures import counting
+from tests.fixtures import dying_startup as dying
 from tests.fixtures import placement_server as ps
 from tests.functional.tracker import conftest as h
 
@@ -39,28 +39,6 @@ pytestmark = pytest.mark.integration
 
 placement_server = ps.placement_server
 ROOT = identity.legacy_uuid('compute1')
-
-
-class DyingAdapter(counting.CountingAdapter):
-    """Delegates to the real adapter; SIGKILLs this process around one call.
-
-    ``when`` is ``'before'`` (the request never leaves) or ``'after'`` (the
-    response came back and nothing after it runs).
-    """
-
-    def __init__(self, adapter, method, path, when):
-        super().__init__(adapter)
-        self._target = (method, path, when)
-
-    def request(self, url, method, **kwargs):
-        want_method, want_path, when = self._target
-        hit = method.upper() == want_method and url.endswith(want_path)
-        if hit and when == 'before':
-            os.kill(os.getpid(), signal.SIGKILL)
-        resp = super().request(url, method, **kwargs)
-        if hit and when == 'after':
-            os.kill(os.getpid(), signal.SIGKILL)
-        return resp
 
 
 def _agent_conf(tmp_path, url):
@@ -78,23 +56,6 @@ def _agent_conf(tmp_path, url):
     conf = cmd.make_conf(['--config-file', str(path)])
     h.use_host1(conf, nested=False)
     return conf
-
-
-def _startup(conf, adapter):
-    with factory.tracker(conf, adapter) as rt:
-        rt.startup()
-        return rt.round.snapshot
-
-
-def _die_during_startup(conf, point):
-    """Body of the forked process: a startup that never finishes."""
-    adapter = adapter_mod.get_adapter(conf)
-    if point == 'after-commit':
-        _startup(conf, adapter)
-        os.kill(os.getpid(), signal.SIGKILL)
-    when = 'before' if point == 'before-reshaper' else 'after'
-    _startup(conf, DyingAdapter(adapter, 'POST', '/reshaper', when))
-    os._exit(0)     # not reached: the reshape must have been attempted
 
 
 def _tree_providers(adapter):
@@ -129,13 +90,13 @@ def test_claims_equal_placement_after_a_kill_at_each_point(
     # The flat tree, guests' and one other consumer's allocations on the
     # root, and claims for all of them (a claim database rebuilt from the
     # guests and Placement, as on a host that already runs guests).
-    snapshot = _startup(conf, adapter_mod.get_adapter(conf))
+    snapshot = dying.startup(conf, adapter_mod.get_adapter(conf))
     consumers = [d.uuid for d in snapshot.domains] + [h.new_consumer()]
     for consumer in consumers:
         h.put_allocations(api, consumer,
                           {ROOT: {'VCPU': 2, 'MEMORY_MB': 1024, 'VGPU': 1}})
     os.unlink(claims_manager.db_path(conf))
-    _startup(conf, adapter_mod.get_adapter(conf))
+    dying.startup(conf, adapter_mod.get_adapter(conf))
     old = _placement_view(api, consumers)
     assert _claims_view(conf) == old
     assert all(set(rps) == {ROOT} for rps in old.values())
@@ -143,7 +104,7 @@ def test_claims_equal_placement_after_a_kill_at_each_point(
     # Nested layout: the startup reshapes, and dies at ``point``.
     h.set_layout(conf, nested=True)
     child = multiprocessing.get_context('fork').Process(
-        target=_die_during_startup, args=(conf, point))
+        target=dying.die_during_startup, args=(conf, point))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL, child.exitcode
@@ -161,7 +122,7 @@ def test_claims_equal_placement_after_a_kill_at_each_point(
         assert claims_when_died == died_with
 
     # The next start.
-    _startup(conf, adapter_mod.get_adapter(conf))
+    dying.startup(conf, adapter_mod.get_adapter(conf))
     final = _placement_view(api, consumers)
     assert all(ROOT not in rps or set(rps[ROOT]) <= {'DISK_GB'}
                for rps in final.values()), final

@@ -16,7 +16,7 @@ import pytest
 from node_agent.health import drains
 from node_agent.health import state as health_state
 from node_agent.tracker import scan_state
-from tests.integration import test_quickstart as quickstart
+from tests.fixtures import quickstart
 
 pytestmark = pytest.mark.integration
 

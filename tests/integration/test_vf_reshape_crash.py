@@ -32,11 +32,11 @@ from node_agent.placement import adapter as adapter_mod
 from node_agent.placement import state
 from node_agent.tracker import factory
 from tests.fixtures import counting
+from tests.fixtures import driver_trees as g
+from tests.fixtures import dying_startup as dying
+from tests.fixtures.driver_trees import use_host4
 from tests.fixtures import placement_server as ps
-from tests.functional.drivers import test_gpu_trees as g
-from tests.functional.drivers.test_gpu_pools import use_host4
 from tests.functional.tracker import conftest as h
-from tests.integration.test_reshape_crash import _die_during_startup
 
 pytestmark = pytest.mark.integration
 
@@ -135,7 +135,7 @@ def test_a_kill_at_each_point_converges_to_the_configured_shape(
 
     conf.set_override('vf_providers', end, 'gpu')
     child = multiprocessing.get_context('fork').Process(
-        target=_die_during_startup, args=(conf, point))
+        target=dying.die_during_startup, args=(conf, point))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL, child.exitcode

@@ -29,9 +29,10 @@ from node_agent.hardware import snapshot as snap
 from node_agent.tracker import factory
 from tests.fixtures import hosts
 from tests.functional.drivers import conftest as c
-from tests.functional.drivers import test_gpu_trees as g
-from tests.functional.drivers.test_scheduling import candidates
-from tests.functional.drivers.test_scheduling import mapped
+from tests.fixtures import driver_trees as g
+from tests.fixtures.driver_trees import candidates
+from tests.fixtures.driver_trees import mapped
+from tests.fixtures.driver_trees import use_host4
 from tests.functional.tracker import conftest as tc
 
 A10, L40S = g.A10, g.L40S
@@ -156,21 +157,6 @@ def test_a_vf_another_guest_uses_is_never_handed_out(conf,
                        match=f'only 0 free VFs of GPU {L40S}'):
         mgr.claim(C2, _on(tree, L40S, 'CUSTOM_L40S_4Q'), tree=tree,
                   snapshot=snapshot)
-
-
-def use_host4(conf, shape):
-    """host4 for the tracker, both cards' types reported as VGPU."""
-    conf.set_override('sysfs_root', hosts.sysfs_root('host4'), 'hardware')
-    conf.set_override('nvml_enabled', False, 'hardware')
-    conf.set_override('udev_monitor', False, 'hardware')
-    conf.set_override('connection_uri', hosts.libvirt_uri('host4'),
-                      'libvirt')
-    conf.set_override('config_location', '', 'provider_overrides')
-    conf.set_override('enabled', True, 'numa')
-    conf.set_override('enabled_mdev_types', ['nvidia-588', 'nvidia-1155'],
-                      'devices')
-    g.mdev(conf, 'nvidia-1155', device_addresses=[L40S])
-    conf.set_override('vf_providers', shape, 'gpu')
 
 
 def test_per_vf_to_pooled_is_one_reshape_and_claims_follow(

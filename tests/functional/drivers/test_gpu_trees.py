@@ -14,9 +14,7 @@ import pynvml
 import pytest
 
 from node_agent import deployment
-from node_agent import drivers
 from node_agent import identity
-from node_agent.conf import devices as devices_conf
 from node_agent.drivers.gpu import driver as gpu_driver
 from node_agent.drivers.gpu import offers as gpu_offers
 from node_agent.drivers import tree_edits
@@ -25,66 +23,31 @@ from node_agent.health import monitor as health_monitor
 from node_agent.health import nvml as nvml_health
 from node_agent.hardware import snapshot as s
 from tests.fixtures import hosts
-from tests.fixtures import provider_names as names
 from tests.fixtures import recorded_nvml
-from tests.fixtures import sync
+from tests.fixtures.driver_trees import A10
+from tests.fixtures.driver_trees import A10_VFS
+from tests.fixtures.driver_trees import Agent
+from tests.fixtures.driver_trees import L40S
+from tests.fixtures.driver_trees import L40S_VFS
+from tests.fixtures.driver_trees import agent_for
+from tests.fixtures.driver_trees import candidates
+from tests.fixtures.driver_trees import exists
+from tests.fixtures.driver_trees import get
+from tests.fixtures.driver_trees import host4_agent
+from tests.fixtures.driver_trees import inventory
+from tests.fixtures.driver_trees import mapped
+from tests.fixtures.driver_trees import mdev
+from tests.fixtures.driver_trees import numa
+from tests.fixtures.driver_trees import parent
+from tests.fixtures.driver_trees import uuid
 from tests.functional.drivers import conftest as c
-from tests.functional.drivers.test_scheduling import candidates
-from tests.functional.drivers.test_scheduling import mapped
 
 H100 = '0000:00:06.0'
-A10, L40S = '0000:3b:00.0', '0000:af:00.0'
-A10_VFS = [f'0000:3b:00.{f}' for f in range(4, 8)]
-L40S_VFS = [f'0000:af:00.{f}' for f in range(4, 8)]
-
-
-def uuid(address):
-    return names.uuid_of(identity.child_name(c.HOST,
-                                             identity.pci_id(address)))
-
-
-def numa(node):
-    return names.uuid_of(f'{c.HOST}_numa_{node}')
-
-
-class Agent(c.Agent):
-    """The drivers' agent, with device health handed in."""
-
-    health = {}
-
-    def sync(self):
-        ds = drivers.DriverSet(self.conf, self.snapshot, self.health)
-        tree = sync.ensure_root(self.report_client, c.HOST)
-        ds.update_provider_tree(tree, c.HOST)
-        sync.write(self.report_client, tree, None)
-        return tree
 
 
 @pytest.fixture(autouse=True)
 def fresh_log_memory():
     gpu_offers._said.clear()
-
-
-def agent_for(host, conf, adapter, options=None):
-    conf.set_override('config_location', '', 'provider_overrides')
-    conf.set_override('enabled', True, 'numa')
-    for (group, name), value in (options or {}).items():
-        conf.set_override(name, value, group)
-    devices_conf.register_dynamic_opts(conf)
-    return Agent(conf, adapter, hosts.discover(host))
-
-
-def mdev(conf, type_id, **values):
-    """Set ``[mdev_<type_id>]`` options."""
-    devices_conf.register_dynamic_opts(conf)
-    for name, value in values.items():
-        conf.set_override(name, value, devices_conf.group_name(type_id))
-
-
-def get(adapter, path, mv='1.36'):
-    resp = adapter.get(path, microversion=mv)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
 
 
 def allocate(adapter, consumer, address, resources):
@@ -97,25 +60,9 @@ def allocate(adapter, consumer, address, resources):
     assert resp.status_code == 204, resp.text
 
 
-def inventory(adapter, address):
-    body = get(adapter, f'/resource_providers/{uuid(address)}/inventories')
-    return {rc: (r['total'], r['reserved'])
-            for rc, r in body['inventories'].items()}
-
-
 def traits(adapter, address):
     return set(get(adapter,
                    f'/resource_providers/{uuid(address)}/traits')['traits'])
-
-
-def parent(adapter, address):
-    return get(adapter, f'/resource_providers/{uuid(address)}')[
-        'parent_provider_uuid']
-
-
-def exists(adapter, address):
-    return adapter.get(f'/resource_providers/{uuid(address)}',
-                       microversion='1.14').status_code == 200
 
 
 # -- the recorded H100 --------------------------------------------------------
@@ -203,16 +150,6 @@ def test_unhealthy_gpu_is_unschedulable_and_comes_back(
 
 
 # -- SR-IOV vGPU cards -------------------------------------------------------
-
-def host4_agent(conf, adapter, options=None):
-    base = {('devices', 'enabled_mdev_types'): ['nvidia-588', 'nvidia-1155'],
-            ('gpu', 'vf_providers'): 'per_vf'}
-    base.update(options or {})
-    agent = agent_for('host4', conf, adapter, base)
-    # The L40S's VFs offer the vendor VFIO type, named by their card.
-    mdev(conf, 'nvidia-1155', device_addresses=[L40S],
-         mdev_class='CUSTOM_L40S_4Q')
-    return agent
 
 
 def test_vgpu_vfs_hang_under_their_card(conf, placement_adapter):

@@ -23,7 +23,7 @@ from node_agent import identity
 from tests.fixtures import counting
 from tests.fixtures import provider_names as names
 from tests.functional.drivers import conftest as c
-from tests.functional.drivers import test_scheduling as sched
+from tests.fixtures import driver_trees as sched
 from tests.functional.tracker import conftest as tc
 
 ROOT = identity.legacy_uuid(c.HOST)

@@ -4,35 +4,20 @@ Every query goes to the real Placement, against the tree the drivers built
 from recorded host 1 and the report client synced.
 """
 
-import urllib.parse
-
 import pytest
 
 from node_agent import identity
 from tests.fixtures import provider_names as names
+from tests.fixtures.driver_trees import GPU
+from tests.fixtures.driver_trees import NUMA
+from tests.fixtures.driver_trees import candidates
+from tests.fixtures.driver_trees import mapped
 from tests.functional.drivers.conftest import HOST
 
-NUMA = {n: names.uuid_of(f'{HOST}_numa_{n}') for n in (0, 1)}
-GPU = {0: names.uuid_of(f'{HOST}_pci_0000_3b_00_0'),
-       1: names.uuid_of(f'{HOST}_pci_0000_af_00_0')}
 PF = {a: names.uuid_of(identity.child_name(HOST, identity.pci_id(a)))
       for a in ('0000:5e:00.0', '0000:5e:00.1',
                 '0000:d8:00.0', '0000:d8:00.1')}
 CARD = {PF[a]: a[:-2] for a in PF}
-
-
-def candidates(adapter, microversion, **params):
-    query = urllib.parse.urlencode(params)
-    resp = adapter.get(f'/allocation_candidates?{query}',
-                       microversion=microversion)
-    assert resp.status_code == 200, resp.text
-    return resp.json()['allocation_requests']
-
-
-def mapped(request):
-    """``{group suffix: provider uuid}`` of one allocation request."""
-    return {group: providers[0]
-            for group, providers in request['mappings'].items()}
 
 
 def shapes(requests):

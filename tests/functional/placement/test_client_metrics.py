@@ -12,10 +12,10 @@ from node_agent.placement import client
 from tests.fixtures import placement_server as ps
 from tests.fixtures import ports
 from tests.fixtures import prometheus
+from tests.fixtures import report_client as scenarios
 from tests.fixtures import sync
-from tests.functional.placement import test_report_client as scenarios
+from tests.fixtures.report_client import synced
 from tests.functional.placement.conftest import HOST
-from tests.functional.placement.test_report_client import synced
 
 REQUESTS = 'node_agent_placement_requests_total'
 
@@ -58,7 +58,7 @@ def test_every_request_is_counted_once_by_method(rc, counted, metrics):
 
 def test_a_conflict_and_its_retry(rc, counted, metrics, placement_adapter):
     # The report client's own scenario, counted.
-    scenarios.test_second_writer_between_read_and_write(
+    scenarios.second_writer_between_read_and_write(
         rc, counted, placement_adapter)
     s = scrape(metrics)
     assert s.value(REQUESTS, method='PUT', status='409') == 1
@@ -67,7 +67,7 @@ def test_a_conflict_and_its_retry(rc, counted, metrics, placement_adapter):
 
 
 def test_a_conflict_that_never_stops(rc, counted, metrics, placement_adapter):
-    scenarios.test_conflict_that_never_stops(rc, counted, placement_adapter)
+    scenarios.conflict_that_never_stops(rc, counted, placement_adapter)
     s = scrape(metrics)
     assert s.value(REQUESTS, method='PUT', status='409') == 4
     assert s.value('node_agent_placement_conflicts_total') == 4

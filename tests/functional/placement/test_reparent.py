@@ -13,15 +13,15 @@ from node_agent import identity
 from node_agent.placement import client
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
-from tests.functional.placement.test_report_client import add_trait
-from tests.functional.placement.test_report_client import FOREIGN
-from tests.functional.placement.test_report_client import allocate
-from tests.functional.placement.test_report_client import \
+from tests.fixtures.report_client import add_trait
+from tests.fixtures.report_client import FOREIGN
+from tests.fixtures.report_client import allocate
+from tests.fixtures.report_client import \
     declared_microversions_only  # noqa: F401 (autouse fixture)
-from tests.functional.placement.test_report_client import foreign_child
-from tests.functional.placement.test_report_client import raw_get
-from tests.functional.placement.test_report_client import synced
-from tests.functional.placement.test_report_client import uuid_of
+from tests.fixtures.report_client import foreign_child
+from tests.fixtures.report_client import raw_get
+from tests.fixtures.report_client import synced
+from tests.fixtures.report_client import uuid_of
 from tests.fixtures import sync
 
 NUMA0 = identity.child_name(HOST, identity.numa_id(0))

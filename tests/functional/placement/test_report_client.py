@@ -16,87 +16,30 @@ import pytest
 from node_agent import exception
 from node_agent import identity
 from node_agent.placement import client
-from node_agent.placement import transport
-from tests.fixtures import allocations as allocs
 from tests.conftest import OVER_EACH_DATABASE
 from tests.fixtures import counting
 from tests.fixtures import placement_state
-from tests.fixtures import provider_names as names
+from tests.fixtures import report_client as scenarios
+from tests.fixtures.report_client import \
+    declared_microversions_only  # noqa: F401 (autouse fixture)
+from tests.fixtures.report_client import FOREIGN
+from tests.fixtures.report_client import GPU00
+from tests.fixtures.report_client import GPU01
+from tests.fixtures.report_client import NUMA0
+from tests.fixtures.report_client import NUMA1
+from tests.fixtures.report_client import PROJECT
+from tests.fixtures.report_client import USER
+from tests.fixtures.report_client import add_trait
+from tests.fixtures.report_client import allocate
+from tests.fixtures.report_client import foreign_child
+from tests.fixtures.report_client import provider_traits
+from tests.fixtures.report_client import raw_get
+from tests.fixtures.report_client import synced
+from tests.fixtures.report_client import uuid_of
 from tests.fixtures import sync
 from tests.functional.placement.conftest import AGGREGATE
 from tests.functional.placement.conftest import HOST
 from tests.functional.placement.conftest import sample_tree
-
-NUMA0 = identity.child_name(HOST, identity.numa_id(0))
-NUMA1 = identity.child_name(HOST, identity.numa_id(1))
-GPU00 = identity.child_name(HOST, identity.pci_id('0000:00:00.0'))
-GPU01 = identity.child_name(HOST, identity.pci_id('0000:01:00.0'))
-PROJECT = '2a1b8c3d-0000-4000-8000-000000000001'
-USER = '2a1b8c3d-0000-4000-8000-000000000002'
-FOREIGN = 'cyborg_fpga_0'       # a provider another service made
-
-
-def uuid_of(name):
-    """The uuid of the sample tree's provider ``name`` (the root's, a
-    child derived from it, or a foreign provider's)."""
-    if name == HOST or identity.device_id(name, HOST) is None:
-        return identity.legacy_uuid(name)
-    return names.uuid_of(name, HOST)
-
-
-# -- talking to Placement as someone else ------------------------------------
-
-def raw_get(adapter, path, microversion='1.38'):
-    resp = adapter.get(path, microversion=microversion)
-    assert resp.status_code == 200, resp.text
-    return resp.json()
-
-
-def provider_traits(adapter, name):
-    return raw_get(adapter,
-                   f'/resource_providers/{uuid_of(name)}/traits')['traits']
-
-
-def add_trait(adapter, rp_uuid, trait):
-    """An operator adds a trait the way the CLI does: read, then CAS."""
-    adapter.put(f'/traits/{trait}', microversion='1.6')
-    body = raw_get(adapter, f'/resource_providers/{rp_uuid}/traits')
-    resp = adapter.put(f'/resource_providers/{rp_uuid}/traits',
-                       microversion='1.6',
-                       json={'traits': body['traits'] + [trait],
-                             'resource_provider_generation':
-                                 body['resource_provider_generation']})
-    assert resp.status_code == 200, resp.text
-
-
-def foreign_child(adapter, parent, name=FOREIGN):
-    """Another service's provider under ``parent``; returns its uuid."""
-    uuid = str(uuidlib.uuid4())
-    resp = adapter.post('/resource_providers', microversion='1.20',
-                        json={'uuid': uuid, 'name': name,
-                              'parent_provider_uuid': uuid_of(parent)})
-    assert resp.status_code == 200, resp.text
-    return uuid
-
-
-def allocate(adapter, consumer, resources_by_rp, generation=None,
-             consumer_type='INSTANCE'):
-    allocs.put(adapter, consumer, resources_by_rp, PROJECT, USER,
-               generation=generation, consumer_type=consumer_type)
-
-
-def synced(rc, tree=None):
-    sync.ensure_root(rc, HOST)
-    sync.write(rc, tree or sample_tree())
-
-
-@pytest.fixture(autouse=True)
-def declared_microversions_only(counted):
-    yield
-    used = {c.microversion for c in counted.calls}
-    assert used <= transport.DECLARED_MICROVERSIONS, (
-        f'undeclared microversions used: '
-        f'{used - transport.DECLARED_MICROVERSIONS}')
 
 
 # -- lifecycle ---------------------------------------------------------------
@@ -295,50 +238,12 @@ def test_foreign_traits_and_classes_on_foreign_provider_untouched(
 
 @OVER_EACH_DATABASE
 def test_second_writer_between_read_and_write(rc, counted, placement_adapter):
-    synced(rc)
-    numa0 = uuid_of(NUMA0)
-    fired = []
-
-    def second_writer(method, path, kwargs):
-        if (method == 'PUT' and path == f'/resource_providers/{numa0}/traits'
-                and not fired):
-            fired.append(path)
-            add_trait(placement_adapter, numa0, 'CUSTOM_OPERATOR_SILVER')
-
-    counted.before_request = second_writer
-    desired = sync.ensure_root(rc, HOST)
-    desired.add_traits(NUMA0, 'CUSTOM_AGENT_NEW')
-    counted.reset()
-    sync.write(rc, desired)
-
-    assert fired
-    assert counted.count('PUT', f'/resource_providers/{numa0}/traits') == 2
-    assert set(provider_traits(placement_adapter, NUMA0)) >= {
-        'CUSTOM_OPERATOR_SILVER', 'CUSTOM_AGENT_NEW', 'HW_NUMA_ROOT'}
-    # And the cache knows: the next audit writes nothing.
-    counted.reset()
-    sync.write(rc, desired)
-    assert counted.calls == []
+    scenarios.second_writer_between_read_and_write(
+        rc, counted, placement_adapter)
 
 
 def test_conflict_that_never_stops(rc, counted, placement_adapter):
-    synced(rc)
-    gpu = uuid_of(GPU01)
-    bumps = []
-
-    def busy_writer(method, path, kwargs):
-        if method == 'PUT' and path.startswith(f'/resource_providers/{gpu}'):
-            bumps.append(path)
-            add_trait(placement_adapter, gpu, f'CUSTOM_BUSY_{len(bumps)}')
-
-    counted.before_request = busy_writer
-    desired = sync.ensure_root(rc, HOST)
-    desired.set_inventory(GPU01, 'VGPU', {'total': 4})
-    with pytest.raises(exception.GenerationConflict) as err:
-        sync.write(rc, desired)
-    assert err.value.provider.startswith(GPU01)
-    assert GPU01 in str(err.value)
-    assert len(bumps) == 4                  # 1 try + conflict_retries=3
+    scenarios.conflict_that_never_stops(rc, counted, placement_adapter)
 
 
 def test_inventory_in_use_changes_nothing(rc, counted, placement_adapter):

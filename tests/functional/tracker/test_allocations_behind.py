@@ -14,72 +14,19 @@ for the providers where guests hold devices).  Audits are an hour apart:
 each is asked for (:meth:`AgentService.early_audit`) and counted.
 """
 
-import re
-
 import pytest
 
-from node_agent import identity
-from node_agent import metrics as metrics_mod
-from node_agent.tracker import factory
 from node_agent.tracker import service
 from tests.fixtures import allocations as allocs
-from tests.fixtures import counting
+from tests.fixtures.audited_worker import Daemon
+from tests.fixtures.audited_worker import GPU0
+from tests.fixtures.audited_worker import GPU1
+from tests.fixtures.audited_worker import GUEST
+from tests.fixtures.audited_worker import MISPLACED
+from tests.fixtures.audited_worker import OTHER
+from tests.fixtures.audited_worker import UNALLOCATED
+from tests.fixtures.audited_worker import vgpu
 from tests.functional.tracker import conftest as h
-from tests.fixtures import waiting
-from tests.fixtures.status_notifier import Notifier
-
-GUEST = '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0001'      # guest-numa0, on 3b
-OTHER = '5c3f0f4e-8f0a-4a8e-9d2b-7c1a0e6d0002'      # guest-numa1, on af
-ROOT = identity.legacy_uuid('compute1')
-GPU0 = identity.child_uuid(ROOT, 'pci_0000_3b_00_0')
-GPU1 = identity.child_uuid(ROOT, 'pci_0000_af_00_0')
-AUDITS = re.compile(r'^node_agent_audits_total\{result="(\w+)"\} (\S+)$',
-                    re.M)
-UNALLOCATED = ('1 device in use by a guest without an allocation: '
-               f'guest-numa0/{GUEST} holds mdev ')
-MISPLACED = ('1 device allocated on the wrong provider: '
-             f'guest-numa0/{GUEST} holds mdev ')
-
-
-def vgpu(adapter, uuid):
-    return h.total_reserved(adapter, uuid, 'VGPU')
-
-
-class Daemon:
-    """One agent process: the factory's tracker under the real service."""
-
-    def __init__(self, conf, adapter):
-        self.metrics = metrics_mod.Metrics()
-        self.adapter = counting.CountingAdapter(adapter)
-        self._tracker = factory.tracker(conf, self.adapter,
-                                        metrics=self.metrics)
-        self.tracker = self._tracker.__enter__()
-        self.notifier = Notifier()
-        self.service = service.AgentService(conf, self.tracker,
-                                            self.notifier,
-                                            metrics=self.metrics)
-        self.service.start()
-        waiting.wait_for(lambda: self.audits() is not None)
-
-    def audits(self):
-        """Audits done (None before the startup sync is done)."""
-        if self.tracker.round.tree is None or not self.notifier.statuses:
-            return None
-        return sum(float(n) for _, n in AUDITS.findall(
-            self.metrics.exposition()))
-
-    def audit(self):
-        """Ask for one audit; wait until it is done; its requests."""
-        before = self.audits()
-        self.adapter.reset()
-        self.service.early_audit()
-        waiting.wait_for(lambda: self.audits() == before + 1)
-        return self.adapter.summary()
-
-    def stop(self):
-        self.service.stop()
-        assert self.service.wait_stopped(10)
-        self._tracker.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -17,11 +17,12 @@ import pytest
 from node_agent import exception
 from node_agent.hardware import cpulist
 from tests.fixtures import placement_state
+from tests.fixtures.offline_cpus import NODES
+from tests.fixtures.offline_cpus import OFFLINE
+from tests.fixtures.offline_cpus import power_off
 from tests.functional.tracker import conftest as h
 
 DEDICATED = '8-15,24-31'
-OFFLINE = (12, 13, 14, 15, 28, 29, 30, 31)
-NODES = {0: set(range(16)), 1: set(range(16, 32))}
 
 
 @pytest.fixture
@@ -33,26 +34,6 @@ def host(host1, tmp_path):
     host1.set_override('cpu_dedicated_set', DEDICATED, 'compute')
     host1.set_override('enabled', True, 'numa')
     return host1
-
-
-def power_off(sysfs_root, cpus):
-    """What the kernel does when cpus go offline (not hot-removed)."""
-    base = os.path.join(sysfs_root, 'devices', 'system')
-    off = set(cpus)
-    with open(os.path.join(base, 'cpu', 'online'), 'w') as f:
-        f.write(cpulist.to_text(set(range(32)) - off) + '\n')
-    for node, members in NODES.items():
-        with open(os.path.join(base, 'node', f'node{node}', 'cpulist'),
-                  'w') as f:
-            f.write(cpulist.to_text(members - off) + '\n')
-    for cpu in cpus:
-        cpu_dir = os.path.join(base, 'cpu', f'cpu{cpu}')
-        with open(os.path.join(cpu_dir, 'online'), 'w') as f:
-            f.write('0\n')
-        shutil.rmtree(os.path.join(cpu_dir, 'topology'))
-        node = next(n for n, m in NODES.items() if cpu in m)
-        os.symlink(f'../../node/node{node}',
-                   os.path.join(cpu_dir, f'node{node}'))
 
 
 def unplug(sysfs_root, cpus):

@@ -12,35 +12,28 @@ the test's.
 import contextlib
 import json
 import os
-import shutil
 import threading
 
 import pytest
 
 from node_agent.health import drains
 from node_agent import identity
-from node_agent import metrics as metrics_mod
 from node_agent.cmd import manage
 from node_agent.drivers import tree_edits
-from node_agent.placement import client
-from node_agent.placement import state
-from node_agent.tracker import exit_policy
 from node_agent.tracker import factory
 from node_agent.tracker import service
-from node_agent.tracker import systemd
-from node_agent.tracker import tracker
-from tests.fixtures import counting
 from tests.fixtures import hosts
 from tests.fixtures import provider_names as names
-from tests.fixtures import recorded_nvml
+from tests.fixtures.pci_health import H100
+from tests.fixtures.pci_health import QUIET
+from tests.fixtures.pci_health import Running
+from tests.fixtures.pci_health import aer
+from tests.fixtures.pci_health import vfio_copy
 from tests.functional.tracker import conftest as tc
 from tests.fixtures.device_health import Clock
 from tests.fixtures.waiting import wait_for
-from tests.fixtures.aer import aer_text
 
-H100 = '0000:00:06.0'
 GPU = names.uuid_of(identity.child_name('compute1', identity.pci_id(H100)))
-QUIET = 600
 PCIE_TRAITS = {tree_edits.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_PCIE'}
 DRAIN_TRAITS = {tree_edits.UNHEALTHY_TRAIT, 'CUSTOM_NODE_AGENT_HEALTH_DRAINED'}
 HEALTH_PREFIXES = (tree_edits.UNHEALTHY_TRAIT, tree_edits.HEALTH_TRAIT_PREFIX)
@@ -49,73 +42,6 @@ HEALTH_PREFIXES = (tree_edits.UNHEALTHY_TRAIT, tree_edits.HEALTH_TRAIT_PREFIX)
 @pytest.fixture
 def sys_root(tmp_path):
     return vfio_copy(tmp_path)
-
-
-def vfio_copy(tmp_path):
-    """h100-vm's sysfs, the GPU bound to vfio-pci, AER counters at 0."""
-    root = str(tmp_path / 'sys')
-    shutil.copytree(hosts.sysfs_root('h100-vm'), root, symlinks=True)
-    device = os.path.join(root, 'bus/pci/devices', H100)
-    os.unlink(os.path.join(device, 'driver'))
-    os.makedirs(os.path.join(root, 'bus/pci/drivers/vfio-pci'))
-    os.symlink('../../../bus/pci/drivers/vfio-pci',
-               os.path.join(device, 'driver'))
-    for name in ('aer_dev_fatal', 'aer_dev_nonfatal', 'aer_dev_correctable'):
-        aer(root, name, 0)
-    return root
-
-
-def aer(root, name, total):
-    path = os.path.join(root, 'bus/pci/devices', H100, name)
-    with open(path + '.new', 'w') as f:
-        f.write(aer_text(name, total))
-    os.replace(path + '.new', path)
-
-
-class Running:
-    """One daemon's worth of objects over the copied host."""
-
-    def __init__(self, conf, placement_adapter, sys_root, clock,
-                 libvirt_uri=None, tracker_clock=False):
-        """``tracker_clock``: ``clock`` is the tracker's too, from before
-        the startup (a record the startup writes is on it)."""
-        self.adapter = counting.CountingAdapter(placement_adapter)
-        self.discovery = hosts.discovery_for(
-            'h100-vm', conf, sysfs_root=sys_root,
-            nvml=recorded_nvml.load(None),
-            libvirt_uri=libvirt_uri or hosts.libvirt_uri('h100-vm'))
-        self.metrics = metrics_mod.Metrics()
-        self.rt = tracker.ResourceTracker(
-            conf, client.ReportClient.from_conf(
-                conf, self.adapter, state=state.SyncState.from_conf(conf)),
-            self.discovery, metrics=self.metrics)
-        if tracker_clock:
-            self.rt.use_clock(clock)
-        self.svc = service.AgentService(
-            conf, self.rt, systemd.Notifier(environ={}),
-            device_health=factory.device_health(conf, self.rt, self.metrics,
-                                                clock))
-        self.svc.start()
-        wait_for(lambda: self.rt.round.tree is not None, 'the startup sync')
-
-    def writes(self):
-        return [(c.method, c.path) for c in self.adapter.calls
-                if c.method != 'GET']
-
-    def looked(self):
-        """Wait until the sysfs source has looked at the GPU (it learnt
-        where the counters stand): a whole look begun after the startup
-        sync, which told it the device is reported."""
-        source = next(s for s in self.svc.device_health.sources
-                      if s.name == 'sysfs')
-        looks = source.looks
-        wait_for(lambda: source.looks >= looks + 2, 'a look at sysfs')
-
-    def stop(self):
-        self.svc.stop()
-        assert self.svc.wait_stopped(15)
-        self.discovery.close()
-        assert self.svc.exit_code == exit_policy.EXIT_OK
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from node_agent.tracker import service
 from node_agent.tracker import systemd
 from node_agent.tracker import tracker as tracker_mod
 from tests.fixtures import placement_state
+from tests.fixtures import provider_traits
 from tests.fixtures import waiting
 from tests.functional.tracker import conftest as h
 
@@ -26,12 +27,7 @@ OPERATOR_TRAIT = 'HW_CPU_X86_SVM'
 def _add_root_trait(adapter, root, trait):
     body = adapter.get(f'/resource_providers/{root}/traits',
                        microversion='1.6').json()
-    resp = adapter.put(f'/resource_providers/{root}/traits',
-                       microversion='1.6',
-                       json={'traits': body['traits'] + [trait],
-                             'resource_provider_generation':
-                                 body['resource_provider_generation']})
-    assert resp.status_code == 200, resp.text
+    provider_traits.put_with(adapter, root, body, trait)
 
 
 def _logged_plans(caplog):
