@@ -84,7 +84,9 @@ def test_a_guest_stopped_is_offered_again_at_its_domain_event(
             guest.destroy()
             waiting.wait_for(
                 lambda: pgpu(placement_adapter, uuid) == (1, 0))
-            assert note not in rt.status_line()
+            # The round is recorded just after its write: said then.
+            waiting.wait_for(lambda: note not in rt.status_line(),
+                             'status line without the guest', timeout=10)
             assert 'node_agent_guest_devices{' not in \
                 metrics.exposition()
         finally:
