@@ -54,6 +54,7 @@ import uuid as uuidlib
 from oslo_log import log as logging
 
 from node_agent import deployment
+from node_agent.drivers import registry
 from node_agent import exception
 from node_agent import identity
 from node_agent import provider_tree as ptree
@@ -99,23 +100,28 @@ def own_compute_id_path(conf):
     return os.path.join(conf.state_path, COMPUTE_ID_FILE)
 
 
-def read_tree(conf, report_client, ensure=True):
+def read_tree(conf, report_client, ensure=True, layout=None):
     """This host's tree in Placement, its root found as ``[DEFAULT]
-    deployment`` says (:class:`RootFinder`).
+    deployment`` says (:class:`RootFinder`; ``layout``: the caller's
+    :class:`~node_agent.deployment.Layout`, else the registry builds it).
 
     ``ensure=False`` writes nothing: a missing root gives the tree that
     ensuring it would create.
     """
-    return RootFinder(conf, report_client).read(ensure)
+    if layout is None:
+        layout = registry.layout(conf)
+    return RootFinder(conf, report_client, layout).read(ensure)
 
 
 class RootFinder:
-    """Finds (and where the mode allows, creates) this host's root."""
+    """Finds (and where the mode allows, creates) this host's root, as
+    ``layout`` (the deployment's :class:`~node_agent.deployment.Layout`)
+    says."""
 
-    def __init__(self, conf, client):
+    def __init__(self, conf, client, layout):
         self.conf = conf
         self.client = client
-        self.layout = deployment.layout(conf)
+        self.layout = layout
         self.owns_root = self.layout.owns_root
         self.uuid = None        # the root's uuid, once found
         # The root's name when the last read created it (or, writing

@@ -28,7 +28,6 @@ from urllib import parse
 from oslo_config import cfg
 from oslo_config import types
 
-from node_agent import deployment
 from node_agent import exception
 from node_agent.conf import devices
 from node_agent.conf import gpu_layout
@@ -194,7 +193,6 @@ def validate(conf):
     read_all(conf)
     check_state_path(conf.state_path)
     check_placement(conf)
-    check_deployment(conf)
 
 
 # The [placement] options that hold a URL (endpoint: the admin_token and
@@ -248,14 +246,14 @@ def check_placement(conf):
                                         f'{problem}')
 
 
-def check_deployment(conf):
-    """Options that cannot work together with ``[DEFAULT] deployment``.
+def check_deployment(conf, rules):
+    """Options that cannot work together with ``[DEFAULT] deployment``
+    (``rules``: its :class:`~node_agent.deployment.Layout`).
 
     Beside nova-compute the agent waits for nova-compute's compute node in
     the cloud's Placement; nova-compute cannot reach an in-process one, so
     the wait would never end.
     """
-    rules = deployment.layout(conf)
     if not rules.owns_root and conf.placement.embedded:
         raise exception.ConfigError(
             f'[DEFAULT] deployment = {rules.configured} with [placement] '

@@ -41,12 +41,14 @@ def check_host(conf, snapshot):
 class DriverSet:
     """The enabled drivers for one snapshot, composed."""
 
-    def __init__(self, conf, snapshot, health=None):
+    def __init__(self, conf, snapshot, health=None, layout=None):
         self.conf = conf
         self.snapshot = snapshot
         #: What every driver of the set reads
-        #: (:class:`node_agent.drivers.context.Context`).
-        self.context, self.drivers = registry.make(conf, snapshot)
+        #: (:class:`node_agent.drivers.context.Context`), with ``layout``
+        #: (:func:`node_agent.drivers.registry.layout`) in it.
+        self.context, self.drivers = registry.make(conf, snapshot,
+                                                   layout=layout)
         #: nova-compute's configuration beside it
         #: (:class:`node_agent.conf.nova.NovaReports`), else None.
         self.nova = self.context.nova

@@ -118,7 +118,16 @@ def validate(conf):
     classes = installed()
     register_opts(conf, classes)
     conf_check.validate(conf)
+    conf_check.check_deployment(conf, layout(conf))
     check(conf, classes)
+
+
+def layout(conf):
+    """The deployment's :class:`~node_agent.deployment.Layout`, built from
+    ``conf``: the one place the agent builds it.  A process builds it once
+    (the tracker at its start, a command when it runs) and hands it on;
+    :func:`make` takes it from there."""
+    return deployment.layout(conf)
 
 
 def read_nova(conf, layout):
@@ -136,9 +145,10 @@ def create(conf, snapshot, classes=None):
     return make(conf, snapshot, classes)[1]
 
 
-def make(conf, snapshot, classes=None):
+def make(conf, snapshot, classes=None, layout=None):
     """``(context, drivers)``: the enabled drivers (or ``classes``) made for
-    ``snapshot``, their PCI functions granted (:func:`grant`).
+    ``snapshot``, their PCI functions granted (:func:`grant`).  ``layout``:
+    the caller's (:func:`layout`), else built here.
 
     The one place a driver is constructed: what it is given is its set's
     :class:`~node_agent.drivers.context.Context`, built here once, with
@@ -146,7 +156,7 @@ def make(conf, snapshot, classes=None):
     that selects (:mod:`node_agent.drivers.nova_devices`).
     """
     classes = enabled(conf) if classes is None else list(classes)
-    layout = deployment.layout(conf)
+    layout = layout or deployment.layout(conf)
     nova = read_nova(conf, layout)
     context = context_mod.build(
         conf, snapshot, layout, classes, nova,

@@ -81,6 +81,8 @@ import time
 import tenacity
 from oslo_log import log as logging
 
+from node_agent import drivers
+from node_agent.drivers import registry
 from node_agent import exception
 from node_agent import metrics as metrics_mod
 from node_agent import text
@@ -100,12 +102,6 @@ from node_agent.tracker import withhold
 LOG = logging.getLogger(__name__)
 
 
-def _drivers(conf, snapshot, health=None):
-    # Imported late: stevedore and every plugin, for the trees alone.
-    from node_agent import drivers
-    return drivers.DriverSet(conf, snapshot, health)
-
-
 def _reread_may_cure(exc):
     """A reshape conflict, or Placement refusing a reshape (400/409) that
     data read again may fix; not a reshape the drivers found impossible."""
@@ -121,7 +117,7 @@ class ResourceTracker:
 
     def __init__(self, conf, report_client, discovery, claims=None,
                  notifier=None, clock=time.time, metrics=None,
-                 scan_state=None, health=None):
+                 scan_state=None, health=None, layout=None):
         """``clock``: seconds since the epoch (the full allocation read
         is due by it, across restarts).  ``metrics``: a
         :class:`node_agent.metrics.Metrics`, or None.  ``scan_state``: a
@@ -130,7 +126,9 @@ class ResourceTracker:
         HealthMonitor (the daemon's, or one holding what is stored:
         :mod:`node_agent.health_state`), or None: its unhealthy devices
         are reserved in every tree built (:meth:`use_health` replaces
-        it)."""
+        it).  ``layout``: the deployment's
+        :class:`~node_agent.deployment.Layout`, else the registry builds
+        it; kept for the tracker's life and handed to every driver set."""
         self._conf = conf
         self._report = report_client
         self._discovery = discovery
@@ -139,7 +137,8 @@ class ResourceTracker:
         self._metrics = metrics or metrics_mod.NOOP
         if claims is not None:
             self._metrics.watch_claims(claims.list)
-        self._root = root_mod.RootFinder(conf, report_client)
+        self._layout = layout or registry.layout(conf)
+        self._root = root_mod.RootFinder(conf, report_client, self._layout)
         # The root's name, once read; the round's when it is recorded.
         self._nodename = self._root.name()
         self._round = round_mod.Round(nodename=self._nodename)
@@ -148,7 +147,7 @@ class ResourceTracker:
         self._claims_check = claims_check.ClaimsCheck(
             conf, report_client, claims, clock)
         self._withholding = withhold.Withholding(
-            conf, self._root.layout, report_client, self._metrics,
+            conf, self._layout, report_client, self._metrics,
             self._one_time_use_manager, health)
         self._guests = guests_mod.Guests(conf, report_client, self._metrics)
         self._bound = bound.BoundClaims(conf, claims, self._metrics,
@@ -415,7 +414,8 @@ class ResourceTracker:
         """The drivers over ``snapshot``: what health ``view`` (default:
         the latest) withholds reserved, a degraded device marked."""
         view = self.health_view() if view is None else view
-        return _drivers(self._conf, snapshot, view.states)
+        return drivers.DriverSet(self._conf, snapshot, view.states,
+                                 self._layout)
 
     def health_view(self):
         """The health monitor's latest view (:class:`~node_agent.health.

@@ -28,7 +28,7 @@ import json
 import os
 import sys
 
-from node_agent import deployment
+from node_agent.drivers import registry
 from node_agent.beside_nova import root as root_mod
 from node_agent.gpu_layout import readiness
 from node_agent.health import drains
@@ -55,9 +55,9 @@ def read_tree(conf, adapter):
     return tree, status.usages_from_allocations(allocations)
 
 
-def _read(conf, adapter):
+def _read(conf, adapter, layout=None):
     rc = factory.report_client(conf, adapter, stateful=False)
-    tree = root_mod.read_tree(conf, rc, ensure=False)
+    tree = root_mod.read_tree(conf, rc, ensure=False, layout=layout)
     root = tree.roots[0]
     if root.generation is None:     # not in Placement yet
         return tree, {}
@@ -87,8 +87,9 @@ def unclaimed_allocations(conf, tree, allocations, snapshot=None):
 
 def show(conf):
     from node_agent.cmd import manage
+    rules = registry.layout(conf)
     with manage.placement_adapter(conf) as adapter:
-        tree, allocations = _read(conf, adapter)
+        tree, allocations = _read(conf, adapter, rules)
     usages = status.usages_from_allocations(allocations)
     unclaimed = found = snapshot = None
     try:
@@ -99,7 +100,6 @@ def show(conf):
         print(f'{status.UNCLAIMED_TITLE}: not checked: {exc}',
               file=sys.stderr)
     drained = _drained(conf)
-    rules = deployment.layout(conf)
     not_offered = _not_offered(conf, tree, snapshot, rules)
     untaken = _layout(conf, snapshot)
     if conf.category.format == 'json':

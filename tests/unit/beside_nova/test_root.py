@@ -4,6 +4,7 @@ import pytest
 
 from node_agent import exception
 from node_agent.beside_nova import root
+from node_agent.drivers import registry
 from tests.fixtures import unprivileged
 
 UUID = '5d3c8f0e-3d0b-4c47-9a53-7a1f0c1e2b3d'
@@ -51,7 +52,7 @@ def test_unreadable_file_names_the_file(tmp_path):
 def test_root_name_per_mode(conf, mode, name):
     conf.set_override('deployment', mode)
     conf.set_override('hypervisor_hostname', 'cn1.example.org', 'nova')
-    assert root.RootFinder(conf, None).name() == name
+    assert root.RootFinder(conf, None, registry.layout(conf)).name() == name
 
 
 def test_a_file_the_service_user_may_not_read_names_the_permission():

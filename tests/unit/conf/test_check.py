@@ -44,7 +44,7 @@ def test_beside_nova_compute_cannot_use_the_embedded_placement(tmp_path):
                                'deployment = beside_nova_compute\n'
                                '[placement]\nembedded = true\n')
     with pytest.raises(exception.ConfigError) as err:
-        check.validate(conf)
+        registry.validate(conf)
     assert str(err.value).startswith(
         '[DEFAULT] deployment = beside_nova_compute with [placement] '
         'embedded = true: nova-compute cannot reach')
