@@ -17,13 +17,13 @@ import os
 import random
 import re
 import signal
-import subprocess
 import threading
 import time
 
 import pytest
 
 from node_agent.claims import rpc
+from tests.fixtures import agent_zygote as zygote
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.fixtures.postgres import postgres  # noqa: F401
@@ -327,10 +327,10 @@ def test_config_typos_exit_78_before_anything_happens(agent, server,
         if override:
             _override(overrides, **override)
         for once in ([], ['--once']):
-            done = subprocess.run(
+            done = zygote.run(
                 [os.path.join(service_tests.BIN, 'node-agent'),
-                 '--config-file', agent.conf, *once], capture_output=True,
-                text=True, timeout=60, cwd=agent.workdir)
+                 '--config-file', agent.conf, *once], agent.workdir,
+                timeout=60)
             assert done.returncode == 78, (extra, once, done.stderr)
             assert message in done.stderr, (extra, once, done.stderr)
             assert 'Traceback' not in done.stderr
@@ -379,10 +379,9 @@ def test_sighup_naming_cpus_the_host_lacks_is_refused_as_a_start_is(
     agent.wait_for('READY=1')
     with open(agent.conf, 'w') as f:
         f.write(good + '[compute]\ncpu_dedicated_set = 200-201\n')
-    started = subprocess.run(
+    started = zygote.run(
         [os.path.join(service_tests.BIN, 'node-agent'), '--config-file',
-         agent.conf, '--once'], capture_output=True, text=True, timeout=60,
-        cwd=agent.workdir)
+         agent.conf, '--once'], agent.workdir, timeout=60)
     assert started.returncode == 78, started.stderr
     why = started.stderr.strip().splitlines()[-1].split(': ', 1)[1]
     agent.proc.send_signal(signal.SIGHUP)

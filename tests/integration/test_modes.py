@@ -6,10 +6,10 @@ nova-compute is played by plain Placement calls
 """
 
 import os
-import subprocess
 
 import pytest
 
+from tests.fixtures import agent_zygote as zygote
 from tests.fixtures import placement_server as ps
 from tests.fixtures import placement_state
 from tests.fixtures import nova_compute_root as modes
@@ -34,9 +34,9 @@ def configure(tmp_path, url, deployment, **nova):
 
 
 def once(conf):
-    return subprocess.run(
+    return zygote.run(
         [os.path.join(service.BIN, 'node-agent'), '--config-file', str(conf),
-         '--once'], capture_output=True, text=True, timeout=120)
+         '--once'])
 
 
 def writes(server, since):

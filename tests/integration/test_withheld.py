@@ -10,7 +10,6 @@ counts the polls in which a withheld GPU was offered: there must be none.
 
 import os
 import shutil
-import subprocess
 import threading
 import time
 
@@ -18,6 +17,7 @@ import pytest
 
 from node_agent.health import drains
 from node_agent.health import state as health_state
+from tests.fixtures import agent_zygote as zygote
 from tests.fixtures import placement_server as ps
 from tests.fixtures import agent_daemon as svc
 from tests.fixtures.aer import aer_text
@@ -221,17 +221,20 @@ def test_an_aer_isolation_holds_through_restarts_and_a_corrupt_file(
         daemon.state, drains.FILE_NAME))) == set(GPUS)
 
 
-def test_twenty_concurrent_drains_are_all_kept(agent, server):  # noqa: F811
+def test_twenty_concurrent_drains_are_all_kept(agent, server,  # noqa: F811
+                                               tmp_path):
     agent.configure(server.url, nested=True)
     addresses = sorted(os.listdir(os.path.join(
         svc.HOST1, 'sys/bus/pci/devices')))[:20]
     assert len(addresses) == 20
-    procs = [subprocess.Popen(
+    procs = [(zygote.popen(
         [os.path.join(svc.BIN, 'node-agent-manage'), '--config-file',
          agent.conf, 'device', 'drain', address, '--reason', f'job {n}'],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        agent.workdir, stdout=tmp_path / f'out-{n}',
+        stderr=tmp_path / f'err-{n}'), n)
         for n, address in enumerate(addresses)]
-    done = [(p.wait(120), *p.communicate()) for p in procs]
+    done = [(p.wait(120), (tmp_path / f'out-{n}').read_text(),
+             (tmp_path / f'err-{n}').read_text()) for p, n in procs]
     assert [rc for rc, _, _ in done] == [0] * 20, done
     assert not [err for _, _, err in done if 'Traceback' in err]
     kept = drains.load(os.path.join(agent.state, drains.FILE_NAME))
