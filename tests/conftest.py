@@ -2,12 +2,19 @@
 
 ``placement_adapter`` is the real openstack-placement service, in-process
 over SQLite (``placement.direct.PlacementDirect``): no fake anywhere.
+Each test's database starts as a copy of one that Placement created and
+migrated once per test process (:func:`placement_database`): the same
+file a first start leaves, without running the migrations per test.
 A test decorated with :data:`OVER_EACH_DATABASE` runs twice: so, and
 against a Placement server process with two workers over PostgreSQL
 (tests/fixtures/postgres.py), as production runs it.
 """
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import pytest
 from oslo_config import cfg
@@ -74,6 +81,32 @@ def placement_conf(db_path):
     return pconf
 
 
+_TEMPLATE = {}
+# Run in a process of its own: Placement's engine is process-wide.
+_MAKE_TEMPLATE = (
+    'import sys\n'
+    'from node_agent.placement import embedded\n'
+    'from tests.conftest import placement_conf\n'
+    'with embedded.placement_direct(placement_conf(sys.argv[1])) as a:\n'
+    '    assert a.get("/", raise_exc=False).status_code == 200\n')
+
+
+def placement_database(db_path):
+    """Put at ``db_path`` a Placement database as its first start leaves
+    it (schema migrated, standard traits and resource classes synced),
+    copied from one made once in this process."""
+    template = _TEMPLATE.get('path')
+    if template is None:
+        template = os.path.join(tempfile.mkdtemp(prefix='na-placement-'),
+                                'template.sqlite')
+        subprocess.run([sys.executable, '-c', _MAKE_TEMPLATE, template],
+                       check=True,
+                       cwd=os.path.dirname(os.path.dirname(FIXTURES)),
+                       timeout=300)
+        _TEMPLATE['path'] = template
+    shutil.copyfile(template, db_path)
+
+
 DATABASES = ('sqlite', 'postgresql')
 # Concurrency tests: once over in-process SQLite, once over PostgreSQL
 # behind two Placement worker processes.
@@ -99,6 +132,7 @@ def placement_adapter(request, tmp_path):
             yield ps.admin_adapter(server.url)
         return
     from node_agent.placement import embedded
+    placement_database(tmp_path / 'placement.sqlite')
     pconf = placement_conf(tmp_path / 'placement.sqlite')
     with embedded.placement_direct(pconf) as adapter:
         yield adapter
