@@ -83,10 +83,10 @@ ALL_KINDS = ('plain', 'boot_from_volume', 'vgpu', 'dedicated_cpu',
 
 
 @pytest.fixture
-def server(tmp_path):
-    """Every test here is host compute1 from scratch: a fresh server."""
-    with ps.PlacementServer(tmp_path / 'placement') as srv:
-        yield srv
+def server(shared_placement):
+    """Every test here is host compute1 from scratch: the worker's
+    Placement server with a fresh database (``PlacementServer.fresh``)."""
+    return ps.fresh(shared_placement)
 
 
 def nova(cloud, *options):

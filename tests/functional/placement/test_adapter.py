@@ -30,27 +30,28 @@ SECRET_TOKEN = 'tok-3f9d2c1b-very-secret'
 SECRET_PASSWORD = 'pw-hunter2-very-secret'
 
 
-def test_noauth2_http_placement_with_service_role(tmp_path):
-    with placement_server.PlacementServer(tmp_path / 'placement') as server:
-        conf = make_conf(tmp_path, auth_type='admin_token',
-                         endpoint=server.url, token='admin',
-                         noauth_roles='admin,service')
-        counted = counting.CountingAdapter(adapter_mod.get_adapter(conf))
-        rc = client.ReportClient.from_conf(conf, counted)
-        sync.ensure_root(rc, HOST)
-        sync.write(rc, sample_tree())
-        # The bulk inventory reshape went through: the service role
-        # reached Placement in the X-Roles header.
-        assert counted.count('POST', '/reshaper') == 1
-        assert counted.count('PUT', '/resource_providers/') < 12
-        tree = client.ReportClient(counted).get_provider_tree(
-            sample_tree().get(HOST).uuid)
-        assert len(tree) == 13
+def test_noauth2_http_placement_with_service_role(tmp_path, shared_placement):
+    server = placement_server.fresh(shared_placement)
+    conf = make_conf(tmp_path, auth_type='admin_token',
+                     endpoint=server.url, token='admin',
+                     noauth_roles='admin,service')
+    counted = counting.CountingAdapter(adapter_mod.get_adapter(conf))
+    rc = client.ReportClient.from_conf(conf, counted)
+    sync.ensure_root(rc, HOST)
+    sync.write(rc, sample_tree())
+    # The bulk inventory reshape went through: the service role
+    # reached Placement in the X-Roles header.
+    assert counted.count('POST', '/reshaper') == 1
+    assert counted.count('PUT', '/resource_providers/') < 12
+    tree = client.ReportClient(counted).get_provider_tree(
+        sample_tree().get(HOST).uuid)
+    assert len(tree) == 13
 
 
-def test_progress_is_reported_once_per_answer_never_without_one(tmp_path):
-    with placement_server.PlacementServer(tmp_path / 'placement') as server, \
-            fault_proxy.FaultProxy(server.url) as proxy:
+def test_progress_is_reported_once_per_answer_never_without_one(
+        tmp_path, shared_placement):
+    server = placement_server.fresh(shared_placement)
+    with fault_proxy.FaultProxy(server.url) as proxy:
         conf = make_conf(tmp_path, auth_type='admin_token',
                          endpoint=proxy.url, token='admin',
                          noauth_roles='admin,service', **FAST_RETRIES)

@@ -25,9 +25,9 @@ def _client(tmp_path, url):
     return factory.report_client(conf, counted, stateful=False), counted
 
 
-def test_proven_once_then_again_after_a_reconnect(tmp_path):
-    with placement_server.PlacementServer(tmp_path / 'placement') as server, \
-            fault_proxy.FaultProxy(server.url) as proxy:
+def test_proven_once_then_again_after_a_reconnect(tmp_path, shared_placement):
+    server = placement_server.fresh(shared_placement)
+    with fault_proxy.FaultProxy(server.url) as proxy:
         rc, counted = _client(tmp_path, proxy.url)
         root = sync.ensure_root(rc, HOST).roots[0].uuid
         rc.get_provider_tree(root)
@@ -51,12 +51,13 @@ def test_proven_once_then_again_after_a_reconnect(tmp_path):
         assert calls.count(('GET', '/')) == 1, calls
 
 
-def test_a_wrong_path_is_refused_before_any_other_request(tmp_path):
-    with placement_server.PlacementServer(tmp_path / 'placement') as server:
-        since = len(server.requests())
-        rc, counted = _client(tmp_path, server.url + '/nope')
-        with pytest.raises(exception.NotPlacement) as err:
-            sync.ensure_root(rc, HOST)
+def test_a_wrong_path_is_refused_before_any_other_request(tmp_path,
+                                                          shared_placement):
+    server = placement_server.fresh(shared_placement)
+    since = len(server.requests())
+    rc, counted = _client(tmp_path, server.url + '/nope')
+    with pytest.raises(exception.NotPlacement) as err:
+        sync.ensure_root(rc, HOST)
     assert [(c.method, c.path) for c in counted.calls] == [('GET', '/')]
     assert str(err.value) == (
         f'[placement] endpoint: {server.url}/nope/ is not a Placement '
