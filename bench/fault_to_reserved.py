@@ -27,11 +27,13 @@ by default): their goal is one interval plus 1 s; a drain's and an
 event's is 2 s.
 
     .venv/bin/python bench/run.py fault-to-reserved [--runs 10]
+        [--quiet-period 2] [--sysfs-interval 1] [--settle 3]
         [--json FILE] [--write-results]
 """
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -54,6 +56,15 @@ QUIET = 2
 INTERVAL = 1.0
 POLL = 0.02
 SETTLE = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Pace:
+    """The daemon's ``[health] quiet_period`` and ``sysfs_interval``, and
+    the seconds each fault waits for an idle daemon."""
+    quiet: int = QUIET
+    interval: float = INTERVAL
+    settle: float = SETTLE
 
 
 class Watch:
@@ -85,7 +96,7 @@ def write(root, address, rel, text):
     os.replace(path + '.new', path)
 
 
-def drain(agent, root, watch, n):
+def drain(agent, root, watch, n, pace):
     # From the drain written (the command has returned).
     done = agent.run_manage('device', 'drain', GPU, '--reason', f'run {n}')
     assert done.returncode == 0, done.stderr
@@ -95,16 +106,16 @@ def drain(agent, root, watch, n):
     return fault, watch.until(False, time.monotonic())
 
 
-def sysfs_aer(agent, root, watch, n):
+def sysfs_aer(agent, root, watch, n, pace):
     start = time.monotonic()
     write(root, GPU, 'aer_dev_fatal', aer_text('aer_dev_fatal', n + 1))
     fault = watch.until(True, start)
     # Offered again: counted from the rise plus the quiet period (which
     # runs from the look that saw the rise, up to one interval later).
-    return fault, watch.until(False, start + QUIET)
+    return fault, watch.until(False, start + pace.quiet)
 
 
-def sysfs_carrier(agent, root, watch, n):
+def sysfs_carrier(agent, root, watch, n, pace):
     start = time.monotonic()
     write(root, PF, f'net/{PF_NET}/carrier', '0\n')
     fault = watch.until(True, start)
@@ -118,7 +129,7 @@ SOURCES = (('drain', drain, GPU), ('sysfs-aer', sysfs_aer, GPU),
            ('sysfs-carrier', sysfs_carrier, PF))
 
 
-def nvml_xid(server, workdir, runs):
+def nvml_xid(server, workdir, runs, pace):
     """The ``nvml-xid`` row: one service start per run, each replaying one
     XID 79 once the benchmark opens the gate."""
     from node_agent import identity
@@ -132,7 +143,7 @@ def nvml_xid(server, workdir, runs):
         conf.set_override('host', f'gpu{n}')
         conf.set_override('deployment', 'standalone')
         dh.configure(conf)
-        conf.set_override('quiet_period', QUIET, 'health')
+        conf.set_override('quiet_period', pace.quiet, 'health')
         gate, clock = threading.Event(), dh.Clock()
         nvml = dh.paced(hosts.nvml('h100-vm', events=[dh.xid(79)]), gate)
         svc, rt, _ = dh.start_service(conf, adapter, nvml, clock)
@@ -140,11 +151,11 @@ def nvml_xid(server, workdir, runs):
             root = rt.round.tree.find(f'gpu{n}')
             gpu = identity.child_name(root.name, identity.pci_id(dh.H100))
             watch = Watch(adapter, rt.round.tree.find(gpu).uuid)
-            time.sleep(SETTLE)
+            time.sleep(pace.settle)
             start = time.monotonic()
             gate.set()
             fault = watch.until(True, start)
-            clock.now += QUIET              # the quiet period is over
+            clock.now += pace.quiet         # the quiet period is over
             start = time.monotonic()
             back = watch.until(False, start)
             times.append((fault, back))
@@ -173,7 +184,7 @@ def provider(adapter, address):
                 None)
 
 
-def measure(runs, workdir):
+def measure(runs, workdir, pace=Pace()):
     root = host_copy(workdir)
     server = ps.PlacementServer(os.path.join(workdir, 'placement'))
     agent = svc.Agent(workdir)
@@ -182,8 +193,8 @@ def measure(runs, workdir):
         agent.configure(server.url, nested=True, extra=(
             '[hardware]', f'sysfs_root = {root}',
             '[nic]', f'physical_device_mappings = physnet0:{PF_NET}',
-            '[health]', f'quiet_period = {QUIET}',
-            f'sysfs_interval = {INTERVAL}', f'carrier_devices = {PF}'))
+            '[health]', f'quiet_period = {pace.quiet}',
+            f'sysfs_interval = {pace.interval}', f'carrier_devices = {PF}'))
         agent.start()
         agent.wait_for('READY=1')
         adapter = ps.admin_adapter(server.url)
@@ -199,11 +210,11 @@ def measure(runs, workdir):
             for n in range(runs):
                 # A fault comes to an idle daemon: the audit that gave the
                 # device back has ended.
-                time.sleep(SETTLE)
-                times.append(run(agent, root, watch, n))
+                time.sleep(pace.settle)
+                times.append(run(agent, root, watch, n, pace))
             rows.append(summary(name, times))
         assert agent.stop() == 0
-        rows.append(nvml_xid(server, workdir, runs))
+        rows.append(nvml_xid(server, workdir, runs, pace))
         return rows
     finally:
         agent.cleanup()
@@ -223,17 +234,17 @@ def summary(name, times):
             'back_p99_s': pct(backs, 0.99), 'back_max_s': max(backs)}
 
 
-def render(rows):
+def render(rows, pace=Pace()):
     lines = [
         'From a fault to the device reserved in Placement, and from its end '
         '(`undrain`; the AER rise plus `[health] quiet_period`, '
-        f'{QUIET} s here; the carrier back, quiet period included) to it '
-        'offered again, through the shipped daemon '
+        f'{pace.quiet} s here; the carrier back, quiet period included) to '
+        'it offered again, through the shipped daemon '
         'against a real Placement server, on a copy of host1 whose sysfs is '
         'changed as the kernel would (`[health] sysfs_interval` '
-        f'{INTERVAL:g} s; Placement polled every {POLL * 1000:g} ms; each '
-        f'fault {SETTLE:g} s after the previous run ended, on an idle '
-        'daemon). '
+        f'{pace.interval:g} s; Placement polled every {POLL * 1000:g} ms; '
+        f'each fault {pace.settle:g} s after the previous run ended, on an '
+        'idle daemon). '
         'The NVML XID comes from the recorded H100 (the shipped daemon '
         'needs a GPU for NVML): the service as the daemon builds it, in the '
         "benchmark's process, against the same server; its quiet period "
@@ -256,16 +267,24 @@ def render(rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--runs', type=int, default=10)
+    parser.add_argument('--quiet-period', type=int, default=QUIET,
+                        help="the daemon's [health] quiet_period, seconds")
+    parser.add_argument('--sysfs-interval', type=float, default=INTERVAL,
+                        help="the daemon's [health] sysfs_interval, seconds")
+    parser.add_argument('--settle', type=float, default=SETTLE,
+                        help='seconds from the end of a run to the next '
+                             'fault')
     parser.add_argument('--json', help='write the figures here too')
     parser.add_argument('--write-results', action='store_true',
                         help=f'replace the "{TITLE}" section of '
                              'bench/RESULTS.md')
     args = parser.parse_args(argv)
+    pace = Pace(args.quiet_period, args.sysfs_interval, args.settle)
     with tempfile.TemporaryDirectory(prefix='na-bench-') as workdir:
         with contextlib.redirect_stdout(sys.stderr):
-            rows = measure(args.runs, workdir)
-    _results.publish(args, TITLE, 'fault-to-reserved', argv, render(rows),
-                     rows)
+            rows = measure(args.runs, workdir, pace)
+    _results.publish(args, TITLE, 'fault-to-reserved', argv,
+                     render(rows, pace), rows)
     return 0
 
 

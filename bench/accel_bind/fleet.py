@@ -28,6 +28,7 @@ VGPU (the scheduler), bind it (PATCH, answered once resolved), read it by
 instance, then delete it by instance and drop the allocation.
 """
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -156,12 +157,11 @@ class Agents:
     def stop(self):
         # Each server's stop waits for its listener's poll to return: all
         # at once, not one after another.
-        import concurrent.futures
-
         def stop(agent):
             agent.server.stop()
             agent.server.wait()
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, len(self.agents))) as pool:
             list(pool.map(stop, self.agents))
         self.transport.cleanup()
 

@@ -78,6 +78,7 @@ from bench.scheduler_cost import bulk
 from bench.scheduler_cost import hosts as kinds_mod
 from bench.scheduler_cost import multi
 from bench.scheduler_cost import profiles
+from bench.scheduler_cost import servers as servers_mod
 from bench.scheduler_cost import trees
 from tests.clients import harness
 from tests.fixtures import placement_server as ps
@@ -341,23 +342,27 @@ def write_shape(shape, hosts, kinds, args, server, pg, database):
 def run_size(hosts, kinds, args, pg, workdir, queries):
     """Every shape written at ``hosts`` hosts, each into its own
     Placement, then measured paired; (results, queries)."""
-    results, urls = {}, {}
+    results, urls, databases = {}, {}, {}
     with contextlib.ExitStack() as stack:
         servers = {}
         for shape in args.shapes:
-            database = f'sc_{shape.replace("-", "_")}_{hosts}'
-            urls[shape] = pg.placement_database(database)
-            servers[shape] = stack.enter_context(ps.PlacementServer(
+            databases[shape] = f'sc_{shape.replace("-", "_")}_{hosts}'
+            urls[shape] = pg.placement_database(databases[shape])
+            servers[shape] = ps.PlacementServer(
                 os.path.join(workdir, f'{shape}-{hosts}'),
-                database=urls[shape], processes=args.server_processes))
-            results[shape] = write_shape(shape, hosts, kinds, args,
-                                         servers[shape], pg, database)
+                database=urls[shape], processes=args.server_processes)
+        # An empty Placement: what Nova sends does not depend on the
+        # trees, and a per-VF tree would keep Nova waiting on the
+        # multi-vGPU flavors' answers.
+        empty = ps.PlacementServer(os.path.join(workdir, 'empty'))
+        servers_mod.start(stack, list(servers.values())
+                          + ([empty] if queries is None else []))
+        for shape, server in servers.items():
+            results[shape] = write_shape(shape, hosts, kinds, args, server,
+                                         pg, databases[shape])
         if queries is None:
-            # An empty Placement: what Nova sends does not depend on the
-            # trees, and a per-VF tree would keep Nova waiting on the
-            # multi-vGPU flavors' answers.
-            with ps.PlacementServer(os.path.join(workdir, 'empty')) as empty:
-                queries = nova_queries(empty, os.path.join(workdir, 'nova'))
+            queries = nova_queries(empty, os.path.join(workdir, 'nova'))
+            empty.stop()
         if not args.multi_only:
             print(f'  N={hosts}: measuring {", ".join(servers)} paired',
                   file=sys.stderr, flush=True)
@@ -404,14 +409,18 @@ def with_limits(servers, urls, args, stack, workdir):
     defaults and, beside it over the same database, one per other
     configuration of :data:`multi.PLACEMENT_CONFS`, all up together so
     that the configurations are measured paired too."""
-    out = {}
+    out, new = {}, []
     for conf, extra in multi.PLACEMENT_CONFS.items():
         for shape in servers:
-            out[shape, conf] = servers[shape] if not extra else \
-                stack.enter_context(ps.PlacementServer(
-                    os.path.join(workdir, f'{shape}-{conf}'),
-                    database=urls[shape], processes=args.server_processes,
-                    extra_config=extra))
+            if not extra:
+                out[shape, conf] = servers[shape]
+                continue
+            out[shape, conf] = ps.PlacementServer(
+                os.path.join(workdir, f'{shape}-{conf}'),
+                database=urls[shape], processes=args.server_processes,
+                extra_config=extra)
+            new.append(out[shape, conf])
+    servers_mod.start(stack, new)
     return out
 
 

@@ -78,10 +78,10 @@ def test_accel_bind(tmp_path):
     assert [(r['mode'], r['allocation'], r['hosts'], r['agents'],
              r['agent_processes'], r['cycles'], r['not_bound'],
              r['arqs_left']) for r in rows] == [
-        ('agents', 'before', 6, 3, 1, 6, 0, 0),
-        ('agents', 'in-cycle', 6, 3, 1, 6, 0, 0),
-        ('stub', 'before', 6, 0, 0, 6, 0, 0),
-        ('stub', 'in-cycle', 6, 0, 0, 6, 0, 0)]
+        ('agents', 'before', 3, 2, 1, 2, 0, 0),
+        ('agents', 'in-cycle', 3, 2, 1, 2, 0, 0),
+        ('stub', 'before', 3, 0, 0, 2, 0, 0),
+        ('stub', 'in-cycle', 3, 0, 0, 2, 0, 0)]
     assert all(0 < r['bind_p50'] <= r['bind_p99'] for r in rows)
 
 

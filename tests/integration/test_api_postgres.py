@@ -4,10 +4,12 @@
 The fleet is :class:`bench.accel_bind.fleet.Fleet` (its docstring): real
 PostgreSQL (tests/fixtures/postgres.py) under the API and Placement, a
 real RabbitMQ, and 20 hosts' claims sides built as the factory builds
-them, each with its own claim database, answering in this process.  200
+them, each with its own claim database, answering in this process.  40
 cycles of what nova does for an instance (create the ARQ, allocate, bind,
 read, delete), 20 in flight, each bind sent to both API processes at once;
-every fourth instance is kept.  Then: no ARQ bound twice (one PATCH of
+every fourth instance is kept.  Two cycles per host, so that every host
+binds on both its GPUs and the 20 in flight are kept up past the first
+wave.  Then: no ARQ bound twice (one PATCH of
 the two accepted, one claim made per ARQ across every host), none left in
 a non-terminal state, and every claim on a host matched by a Bound ARQ
 naming that host and device, and the other way round.
@@ -24,7 +26,7 @@ from bench.accel_bind import fleet as fleet_mod
 pytestmark = pytest.mark.integration
 
 HOSTS = 20
-CYCLES = 200
+CYCLES = 2 * HOSTS
 IN_FLIGHT = 20
 KEEP_EVERY = 4
 
