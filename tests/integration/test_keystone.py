@@ -3,16 +3,20 @@
 Keystone is :class:`tests.fixtures.keystone_server.KeystoneServer` (one per
 test session); Placement is the real server process with
 keystonemiddleware checking every token against it (no noauth on this
-path), listed in Keystone's catalog.  The agent's ``[placement]`` is
-written as the Nova install guide writes nova.conf's: the password plugin,
-``auth_url``, user, project and domains, ``region_name``; no endpoint.
+path), listed in Keystone's catalog: one for the module, at debug level,
+emptied for each test (``PlacementServer.fresh``).  The agent's
+``[placement]`` is written as the Nova install guide writes nova.conf's:
+the password plugin, ``auth_url``, user, project and domains,
+``region_name``; no endpoint.
 
 Where renewals matter, Keystone issues tokens for :data:`~tests.fixtures.
 keystone_server.SHORT_EXPIRATION` seconds (the ``short_tokens`` fixture),
 so keystoneauth renews them once they are :data:`~tests.fixtures.
 keystone_server.TOKEN_FRESH` seconds old: a daemon that runs longer
 renews while it runs.  Elsewhere tokens live an hour, and a run signs in
-once.
+once.  Each change of the expiration restarts Keystone, so the tests that
+want short tokens come last, after the one that stops Keystone at the
+first sign-in: it brings Keystone back with them.
 """
 
 import os
@@ -49,22 +53,39 @@ FAST_AUDITS = ('[audit]', 'interval = 1')
 AUDIT_READ = f'GET /resource_providers?in_tree={ROOT}'
 
 
-@pytest.fixture
-def placement(keystone, tmp_path):
-    """A Placement server behind keystonemiddleware, in the catalog."""
-    server = ps.PlacementServer(tmp_path / 'placement',
-                                **keystone.placement_server_options())
+@pytest.fixture(scope='module')
+def authtoken_placement(keystone, tmp_path_factory):
+    """The module's Placement server behind keystonemiddleware: a start
+    takes seconds.  At debug level, for the test that reads its log for
+    passwords at that level."""
+    options = keystone.placement_server_options()
+    options['extra_config']['DEFAULT'] = {'debug': 'True'}
+    server = ps.PlacementServer(tmp_path_factory.mktemp('placement'),
+                                **options)
     server.start()
-    keystone.point_placement_at(server.url)
     yield server
     server.stop()
 
 
 @pytest.fixture
+def placement(keystone, authtoken_placement):
+    """That Placement, as a fresh one (no providers, consumers or custom
+    names, its request log empty but for the GET / that found it up), in
+    the catalog."""
+    server = authtoken_placement
+    if not server.running:
+        server.start()
+    server.fresh(ks_adapter.Adapter(
+        keystone.admin_session(), service_type='placement',
+        endpoint_override=server.url, raise_exc=False))
+    keystone.point_placement_at(server.url)
+    return server
+
+
+@pytest.fixture
 def short_tokens(keystone):
     """Tokens of SHORT_EXPIRATION seconds.  They stay for the next test if
-    it wants them too (the tests that do are the last of this module):
-    each change of the expiration restarts Keystone."""
+    it wants them too (the tests that do are the last of this module)."""
     keystone.use_expiration(ks.SHORT_EXPIRATION)
     yield keystone
 
@@ -77,10 +98,18 @@ def hour_tokens(request, keystone):
 
 
 @pytest.fixture(autouse=True, scope='module')
-def hour_tokens_after(keystone):
-    """And so has whatever runs after this module."""
+def hour_tokens_after(request, keystone):
+    """And so has whatever runs after this module: the restart that gives
+    them back, only when a test after this module's asks for Keystone
+    (a worker runs its tests in the run's order; in tools/run-tests.sh's
+    Keystone group this module comes last)."""
     yield
-    keystone.use_expiration(ks.TOKEN_EXPIRATION)
+    items = request.session.items
+    last = max(i for i, item in enumerate(items)
+               if getattr(item, 'module', None) is request.module)
+    if any('keystone' in getattr(item, 'fixturenames', ())
+           for item in items[last + 1:]):
+        keystone.use_expiration(ks.TOKEN_EXPIRATION)
 
 
 def configure(agent, keystone, nested=True, extra=(), **user):
@@ -118,6 +147,16 @@ def refused(placement, since=0):
     return [f'{r.status} {r.method} {r.path}'
             for r in ps.read_request_log(placement.request_log_path)[since:]
             if r.status in (401, 403)]
+
+
+def wait_for_log_count(agent, text, count):
+    """Wait until ``text`` is ``count`` times in ``agent``'s log, the
+    daemon running all along."""
+    deadline = time.monotonic() + BOUND
+    while agent.log_text().count(text) < count:
+        assert agent.proc.poll() is None, agent.log_text()[-3000:]
+        assert time.monotonic() < deadline, agent.log_text()[-3000:]
+        time.sleep(0.2)
 
 
 def error_lines(agent):
@@ -177,26 +216,6 @@ def test_placement_down_behind_a_live_keystone_is_placements(
     assert err.value.reason.endswith(': ConnectFailure'), err.value.reason
 
 
-def test_keystone_down_at_the_first_sign_in_is_waited_out(agent, keystone,
-                                                          placement):
-    configure(agent, keystone)
-    keystone.stop()
-    try:
-        agent.start()
-        agent.wait_for(f'STATUS=waiting for Keystone at {keystone.auth_url}'
-                       ': ', timeout=BOUND)
-        wait_for_log(agent, f'Keystone at {keystone.auth_url} is not '
-                     'reachable (', timeout=BOUND)
-        assert agent.proc.poll() is None
-    finally:
-        keystone.start()
-    agent.wait_for('READY=1', timeout=BOUND)
-    assert not any(s.startswith('waiting for Placement')
-                   for s in statuses(agent)), statuses(agent)
-    assert agent.stop() == 0
-    assert refused(placement) == []
-
-
 @pytest.mark.parametrize('who', ['wrong password', 'unknown user'])
 def test_refused_credentials_exit_78_naming_the_option(agent, keystone,
                                                        placement, who):
@@ -243,6 +262,29 @@ def test_reshape_refused_without_the_service_role(agent, keystone,
     assert_not_reshaped(before, placement_state.read(api))
 
 
+def test_keystone_down_at_the_first_sign_in_is_waited_out(agent, keystone,
+                                                          placement):
+    configure(agent, keystone)
+    keystone.stop()
+    # Back with the short tokens the tests after this one want, so this
+    # restart serves them too; this test counts no token requests.
+    keystone.use_expiration(ks.SHORT_EXPIRATION)
+    try:
+        agent.start()
+        agent.wait_for(f'STATUS=waiting for Keystone at {keystone.auth_url}'
+                       ': ', timeout=BOUND)
+        wait_for_log(agent, f'Keystone at {keystone.auth_url} is not '
+                     'reachable (', timeout=BOUND)
+        assert agent.proc.poll() is None
+    finally:
+        keystone.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    assert not any(s.startswith('waiting for Placement')
+                   for s in statuses(agent)), statuses(agent)
+    assert agent.stop() == 0
+    assert refused(placement) == []
+
+
 def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
                                                  placement, short_tokens):
     configure(agent, keystone, extra=FAST_AUDITS)
@@ -255,9 +297,11 @@ def test_tokens_are_renewed_with_no_failed_audit(agent, keystone,
     # TOKEN_FRESH seconds.
     first = len(agent_token_requests(keystone, since))
     assert first >= 1
-    # Audits every second; the token is stale TOKEN_FRESH s after issue.
-    deadline = time.monotonic() + ks.TOKEN_FRESH + 30
-    while len(agent_token_requests(keystone, since)) < first + 2:
+    # Audits every second; the token is stale TOKEN_FRESH s after issue:
+    # two renewals, and audits around them.
+    deadline = time.monotonic() + BOUND
+    while len(agent_token_requests(keystone, since)) < first + 2 or \
+            placement.requests().count(AUDIT_READ) < 3:
         assert time.monotonic() < deadline, agent.log_text()[-3000:]
         assert agent.proc.poll() is None
         time.sleep(0.5)
@@ -283,20 +327,24 @@ def test_keystone_down_at_renewal_is_waited_out(agent, keystone, placement,
     configure(agent, keystone, extra=FAST_AUDITS)
     agent.start()
     agent.wait_for('READY=1', timeout=BOUND)
-    time.sleep(ks.TOKEN_FRESH + 1)          # the next audit must renew
+    # Stopped at once: the agent's token is stale within TOKEN_FRESH s
+    # (audits keep it in use), and the audit after that must renew.
     keystone.stop()
     try:
         # Keystone is named, at its URL, not Placement.
         waiting = (f'waiting for Keystone at {keystone.auth_url}: '
                    'ConnectFailure ([placement] auth_url)')
         agent.wait_for('STATUS=' + waiting, timeout=BOUND)
-        wait_for_log(agent, f'audit: Keystone at {keystone.auth_url} is '
-                     'not reachable (', timeout=BOUND)
-        time.sleep(3)
+        unreachable = (f'audit: Keystone at {keystone.auth_url} is not '
+                       'reachable (')
+        wait_for_log(agent, unreachable, timeout=BOUND)
+        # Still there, and waiting, after the next failed audit too.
+        wait_for_log_count(agent, unreachable, 2)
         assert agent.proc.poll() is None
+        seen = statuses(agent)
         assert not any(s.startswith('waiting for Placement')
-                       for s in statuses(agent)), statuses(agent)
-        assert statuses(agent)[-1] == waiting
+                       for s in seen), seen
+        assert seen[-1] == waiting
     finally:
         keystone.start()
     since = len(agent.messages)
@@ -338,38 +386,31 @@ def test_a_rotated_password_applies_at_sighup(agent, keystone, placement,
     assert agent.stop() == 0
 
 
-def test_no_password_in_any_log(agent, keystone, broker, tmp_path,
+def test_no_password_in_any_log(agent, keystone, placement, broker,
                                 short_tokens):
     """Every log of a run with every secret in play, each service at
     debug level: the agent (keystoneauth's request log included),
     Placement with keystonemiddleware, Keystone, and the RabbitMQ broker,
-    whose password rides in transport_url."""
-    options = keystone.placement_server_options()
-    options['extra_config']['DEFAULT'] = {'debug': 'True'}
-    placement = ps.PlacementServer(tmp_path / 'placement', **options)
-    placement.start()
-    keystone.set_debug(True)
-    try:
-        keystone.point_placement_at(placement.url)
-        configure(agent, keystone, extra=[
-            '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
-        since = len(keystone.requests())
-        agent.start()
-        agent.wait_for('READY=1', timeout=BOUND)
-        wait_for_log(agent, LISTENING, timeout=BOUND)
-        # A sign-in and a renewal (TOKEN_FRESH s later), at debug.
-        deadline = time.monotonic() + BOUND
-        while len(agent_token_requests(keystone, since)) < 2:
-            assert time.monotonic() < deadline, agent.log_text()[-3000:]
-            assert agent.proc.poll() is None
-            time.sleep(0.5)
-        assert agent.stop() == 0
-        configure(agent, keystone, password='wrong-' + keystone.passwords[
-            ks.AGENT_USER])
-        assert agent.run_once().returncode == 78
-    finally:
-        keystone.set_debug(False)
-        placement.stop()
+    whose password rides in transport_url.  Keystone and this module's
+    Placement log at debug level from their start: their logs hold this
+    run and the tests' before it."""
+    keystone_log_start = os.path.getsize(keystone.log_path)
+    configure(agent, keystone, extra=[
+        '[DEFAULT]', f'transport_url = {broker.url}', *FAST_AUDITS])
+    since = len(keystone.requests())
+    agent.start()
+    agent.wait_for('READY=1', timeout=BOUND)
+    wait_for_log(agent, LISTENING, timeout=BOUND)
+    # A sign-in and a renewal (TOKEN_FRESH s later), at debug.
+    deadline = time.monotonic() + BOUND
+    while len(agent_token_requests(keystone, since)) < 2:
+        assert time.monotonic() < deadline, agent.log_text()[-3000:]
+        assert agent.proc.poll() is None
+        time.sleep(0.5)
+    assert agent.stop() == 0
+    configure(agent, keystone, password='wrong-' + keystone.passwords[
+        ks.AGENT_USER])
+    assert agent.run_once().returncode == 78
 
     secrets = list(keystone.passwords.values()) + [broker.password]
     logs = [os.path.join(agent.workdir, name)
@@ -381,6 +422,7 @@ def test_no_password_in_any_log(agent, keystone, broker, tmp_path,
              for name in files]
     assert len(logs) >= 8
     with open(keystone.log_path) as f:
+        f.seek(keystone_log_start)
         assert ' DEBUG ' in f.read()        # Keystone did log at debug
     for path in logs:
         with open(path, errors='replace') as f:
