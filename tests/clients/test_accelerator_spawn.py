@@ -111,11 +111,7 @@ KINDS = {
 }
 
 
-@pytest.fixture(scope='module')
-def broker(tmp_path_factory):
-    server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
-    yield server
-    server.stop()
+broker = rabbitmq.broker
 
 
 @pytest.fixture(scope='module')

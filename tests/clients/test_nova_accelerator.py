@@ -41,11 +41,7 @@ PROFILE = {'name': 'vgpu-and-gpu', 'groups': [
     {'resources:PGPU': '1'}]}
 
 
-@pytest.fixture(scope='module')
-def broker(tmp_path_factory):
-    server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
-    yield server
-    server.stop()
+broker = rabbitmq.broker
 
 
 class Accounts:

@@ -28,12 +28,8 @@ def proxy(server):
         yield p
 
 
-@pytest.fixture(scope='module')
-def broker(tmp_path_factory):
-    """A private RabbitMQ, one per test module."""
-    server = rabbitmq.start(tmp_path_factory.mktemp('rabbitmq'))
-    yield server
-    server.stop()
+# A private RabbitMQ, one per test module.
+broker = rabbitmq.broker
 
 
 # Session-scoped: one Keystone per test worker (its setup takes a while).
