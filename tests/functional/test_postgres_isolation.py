@@ -98,15 +98,27 @@ def _race(tmp_path, database, during=None):
         return statuses.count(204), usage['SRIOV_NET_VF'], (extra, traits)
 
 
+#: Races run on fresh databases until one over-grants: the interleaving
+#: that shows it needs the claims to overlap, which a machine busy with
+#: other tests can keep from happening in one race.
+RACES = 3
+
+
 def test_read_committed_grants_more_than_there_is(tmp_path):
     with postgres.PostgresServer(isolation='read committed') as pg:
         assert pg.query('SHOW default_transaction_isolation') == [
             ('read committed',)]
-        granted, usage, _ = _race(tmp_path, pg.placement_database())
+        races = []
+        while len(races) < RACES and not any(
+                granted > TOTAL - HELD for granted, _ in races):
+            granted, usage, _ = _race(tmp_path / f'race-{len(races)}',
+                                      pg.placement_database())
+            races.append((granted, usage))
     # Measured on Placement 16.0.0: 16 to 23 of 50 granted, usage up to
     # 29 of 16.  Anything above 10 is Placement offering what the PF
     # does not have.
-    assert granted > TOTAL - HELD
+    granted, usage = races[-1]
+    assert granted > TOTAL - HELD, races
     assert usage == HELD + granted > TOTAL
 
 
