@@ -13,6 +13,10 @@
 # one worker, so each is started once; pytest-xdist sends those groups
 # first, largest first, then every other test one by one to whichever
 # worker is free, so the workers finish together.
+#
+# Three workers on two cores: a fifth to a third of the CPU stays idle
+# with two, while tests wait on the processes they started (a broker's
+# boot, an audit interval, a reconnect).  PYTEST_WORKERS=N overrides it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=("$@")
@@ -21,7 +25,7 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 start=$SECONDS
 status=0
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup \
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup \
     -q --durations=30 "${args[@]:-tests}" || status=$?
 echo "tools/run-tests.sh: $((SECONDS - start)) s on $(nproc) cores" \
     "(README.md gives the whole suite's time and --quick's)"
