@@ -5,8 +5,8 @@
 # own code).  Extra arguments go to pytest, e.g.
 #   tools/run-tests.sh tests/unit -k tree
 # --quick: the unit and functional tests that start no service of their
-# own (in-process Placement over SQLite, recorded hosts), about a fifth of
-# the whole suite's time.
+# own (in-process Placement over SQLite, recorded hosts), about a quarter
+# of the whole suite's time.
 #
 # --dist loadgroup: the tests of one slow per-worker fixture (Keystone,
 # libvirtd, the scheduler-cost run: tests/fixtures/scheduling.py) share
