@@ -25,6 +25,8 @@ from tests.fixtures import scheduling
 from tests.fixtures.hosts import make_hosts
 from tests.fixtures.placement_server import shared_placement  # noqa: F401
 from tests.fixtures.postgres import postgres  # noqa: F401
+from tests.fixtures.rabbitmq import broker  # noqa: F401
+from tests.fixtures.rabbitmq import worker_broker  # noqa: F401
 
 FIXTURES = os.path.join(os.path.dirname(__file__), 'fixtures')
 

@@ -35,7 +35,6 @@ from tests.fixtures import api_server
 from tests.fixtures import beside_nova_compute as nova_side
 from tests.fixtures import hosts
 from tests.fixtures import placement_server as ps
-from tests.fixtures import rabbitmq
 from tests.fixtures import bind_beside_nova as beside
 from tests.fixtures import bind_daemon
 from tests.fixtures import waiting
@@ -109,9 +108,6 @@ KINDS = {
     # Host 1's Intel PAC Arria 10 FPGA.
     'fpga': Kind('host1', 'fpga', (FPGA,), (FPGA,), 'PCI'),
 }
-
-
-broker = rabbitmq.broker
 
 
 @pytest.fixture(scope='module')

@@ -29,7 +29,6 @@ from tests.fixtures import api_server
 from tests.fixtures import keystone_server as ks_mod
 from tests.fixtures import nova_events
 from tests.fixtures import placement_server as ps
-from tests.fixtures import rabbitmq
 from tests.fixtures import bind_daemon
 
 pytestmark = pytest.mark.integration
@@ -39,9 +38,6 @@ host1 = bind_daemon.host1
 PROFILE = {'name': 'vgpu-and-gpu', 'groups': [
     {'resources:VGPU': '1', 'trait:CUSTOM_GPU_NVIDIA_TESLA_T4': 'required'},
     {'resources:PGPU': '1'}]}
-
-
-broker = rabbitmq.broker
 
 
 class Accounts:

@@ -11,7 +11,6 @@ from tests.fixtures import keystone_server
 from tests.fixtures import libvirtd as libvirtd_fixture
 from tests.fixtures.notifications import listening  # noqa: F401
 from tests.fixtures import placement_server as ps
-from tests.fixtures import rabbitmq
 
 
 @pytest.fixture
@@ -26,10 +25,6 @@ def proxy(server):
     """A fault-injecting proxy in front of the Placement server."""
     with fault_proxy.FaultProxy(server.url) as p:
         yield p
-
-
-# A private RabbitMQ, one per test module.
-broker = rabbitmq.broker
 
 
 # Session-scoped: one Keystone per test worker (its setup takes a while).
