@@ -152,10 +152,12 @@ def snapshot(cloud):
 
 # -- the shipped default: beside nova-compute ---------------------------
 
-def alternate(agent, server, cloud, start_nova=None, rounds=3):
+def alternate(agent, server, cloud, start_nova=None, rounds=2):
     """nova-compute's periodic and node-agent's audit, in turn, ``rounds``
     times: neither writes, nova-compute's periodic never fails.
-    ``start_nova``: how nova-compute runs, :func:`nova` by default."""
+    ``start_nova``: how nova-compute runs, :func:`nova` by default.
+    Two rounds: in the first each reads what the other last wrote, in
+    the second what the other did (nothing) in the first."""
     before = snapshot(cloud)
     since = len(server.requests())
     for _ in range(rounds):
