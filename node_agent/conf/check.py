@@ -22,6 +22,7 @@ start (exit 78 on error) and on SIGHUP against a fresh ConfigOpts built
 from the same files (the configuration in effect stays on error).
 """
 
+import functools
 import os
 from urllib import parse
 
@@ -219,9 +220,11 @@ def url_problem(url):
 AUTH_NAMESPACE = 'keystoneauth1.plugin'
 
 
+@functools.cache
 def auth_plugin_names():
     """The installed keystoneauth1 auth plugins' names, none loaded
-    (stevedore would log every plugin that fails to import)."""
+    (stevedore would log every plugin that fails to import); read once
+    per process, as keystoneauth1 reads them."""
     from importlib import metadata
     return {ep.name for ep in metadata.entry_points(group=AUTH_NAMESPACE)}
 
