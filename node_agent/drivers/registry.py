@@ -64,16 +64,15 @@ def enabled(conf):
     return [by_name[name] for name in dict.fromkeys(conf.enabled_drivers)]
 
 
-def check_enabled(conf, classes=None):
-    """Every name in ``[DEFAULT] enabled_drivers`` is an installed
-    driver (``classes``: :func:`installed`, when the caller has it).
+def check_enabled(conf, classes):
+    """Every name in ``[DEFAULT] enabled_drivers`` is one of the
+    installed driver ``classes`` (:func:`installed`).
 
     The names come from stevedore, which lists a namespace once per
     process; ``importlib.metadata`` would read every installed
     distribution's metadata at each call (about 50 ms), and every
     round checks them."""
-    known = {plugin.name
-             for plugin in (installed() if classes is None else classes)}
+    known = {plugin.name for plugin in classes}
     unknown = sorted(set(conf.enabled_drivers) - known)
     if unknown:
         raise exception.ConfigError(
